@@ -1,0 +1,3 @@
+"""campaignctl: orchestrate ML training campaigns on Slurm."""
+
+__version__ = "0.1.0"

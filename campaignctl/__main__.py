@@ -1,0 +1,3 @@
+from campaignctl.cli import main
+
+main()

@@ -1,0 +1,62 @@
+"""Where campaignctl keeps its private state, created with owner-only permissions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from campaignctl.core.errors import StateError
+
+# Network filesystems where SQLite's WAL mode is unsafe (WAL needs shared memory between
+# processes on one host; see sqlite.org/wal.html "WAL does not work over a network filesystem").
+NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.sshfs")
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    path = Path(base) / "campaignctl"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path, 0o700)
+    except OSError as exc:
+        raise StateError(f"cannot create the state directory {path}: {exc}",
+                         "set XDG_STATE_HOME to a writable directory") from None
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create `path` (mode 0600) if missing and make sure it is private."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+        os.chmod(path, 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot create {path}: {exc}", "check the directory's permissions") from None
+    return path
+
+
+def filesystem_type(path: Path) -> str:
+    """The mount type holding `path`, from /proc/mounts (longest matching mount point)."""
+    best, fstype = "", "unknown"
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return fstype
+    target = str(path.resolve())
+    for line in mounts:
+        fields = line.split()
+        if len(fields) >= 3 and (target == fields[1] or target.startswith(fields[1].rstrip("/") + "/")):
+            if len(fields[1]) > len(best):
+                best, fstype = fields[1], fields[2]
+    return fstype
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write temp-then-rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,97 @@
+"""The job-side runner: what every array element executes (shipped by submitit).
+
+It runs the task's argv without a shell, streams stdout+stderr to the attempt's `output.log`,
+forwards the signals Slurm sends before a kill (SIGTERM at the time limit, SIGUSR2 from
+`--signal=USR2@90`) so the program can checkpoint, and writes `exit.json` atomically. It then
+exits with the program's status, so sacct shows FAILED n:0 for a failing program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from campaignctl.adapters.paths import write_atomic
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLaunch:
+    campaign: str
+    task_index: int
+    attempt_token: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    workdir: str
+    task_dir: str
+
+    @property
+    def attempt_dir(self) -> Path:
+        return Path(self.task_dir) / self.attempt_token
+
+
+def task_environment(launch: TaskLaunch) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(launch.env)
+    env.update({
+        "CAMPAIGNCTL_CAMPAIGN": launch.campaign,
+        "CAMPAIGNCTL_TASK_INDEX": str(launch.task_index),
+        "CAMPAIGNCTL_ATTEMPT_TOKEN": launch.attempt_token,
+        "CAMPAIGNCTL_ATTEMPT_DIR": str(launch.attempt_dir),
+        "CAMPAIGNCTL_CHECKPOINT_DIR": str(Path(launch.task_dir) / "checkpoint"),
+        "CAMPAIGNCTL_METRICS": str(launch.attempt_dir / "metrics.jsonl"),
+    })
+    return env
+
+
+def _context() -> dict[str, object]:
+    return {
+        "node": os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+        "job_id": os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "")),
+        "array_index": os.environ.get("SLURM_ARRAY_TASK_ID"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "pid": os.getpid(),
+    }
+
+
+def run_task(launch: TaskLaunch) -> None:
+    """Entry point inside the job. Never returns normally unless the program exited 0."""
+    attempt_dir = launch.attempt_dir
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    (Path(launch.task_dir) / "checkpoint").mkdir(exist_ok=True)
+    started = time.time()
+    write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
+    code = _run_program(launch, attempt_dir / "output.log")
+    write_atomic(attempt_dir / "exit.json", json.dumps({
+        **_context(), "returncode": code, "started_at": started, "ended_at": time.time()}))
+    if code != 0:
+        sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
+
+
+def _run_program(launch: TaskLaunch, log_path: Path) -> int:
+    with open(log_path, "ab", buffering=0) as log:
+        try:
+            child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=task_environment(launch),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        except OSError as exc:  # program missing or not executable: the shell's 127/126
+            log.write(f"campaignctl: cannot start {launch.argv[0]!r}: {exc}\n".encode())
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+
+        def forward(signum: int, _frame: FrameType | None) -> None:
+            child.send_signal(signum)
+
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, forward)
+        return child.wait()
+

@@ -1,0 +1,70 @@
+"""Slurm commands campaignctl uses, each through `proc.run`. Queries return text; parsing is in core."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from campaignctl.adapters import proc
+from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.sacct import SACCT_FIELDS
+
+DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    array_job_id: str
+    name: str
+    state: str
+
+
+def max_array_size() -> int:
+    """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`)."""
+    text = proc.run(["scontrol", "show", "config"], timeout=30).stdout
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", text, re.MULTILINE)
+    return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
+
+
+def sbatch_held(script_path: str) -> str:
+    """Submit held (`--hold`): nothing runs until `release`, so a crash before the job id is
+    recorded leaves a held orphan we can adopt, never a running duplicate."""
+    out = proc.run(["sbatch", "--parsable", "--hold", script_path], timeout=120).stdout.strip()
+    job_id = out.split(";")[0]  # --parsable prints "jobid[;cluster]"
+    if not job_id.isdigit():
+        raise SlurmUnavailableError(f"sbatch printed {out!r}, expected a job id", "check the sbatch version")
+    return job_id
+
+
+def release(job_id: str) -> None:
+    proc.run(["scontrol", "release", job_id], timeout=60)
+
+
+def cancel(job_id: str) -> None:
+    proc.run(["scancel", job_id], timeout=60)
+
+
+def own_queued_jobs() -> list[QueuedJob]:
+    """This user's queued jobs (pending arrays fold into one line per array)."""
+    out = proc.run(["squeue", "--me", "--noheader", "--format=%F|%T|%j"], timeout=60).stdout
+    jobs = []
+    for line in out.splitlines():
+        array_job_id, _, rest = line.strip().partition("|")
+        state, _, name = rest.partition("|")
+        if array_job_id:
+            jobs.append(QueuedJob(array_job_id=array_job_id, name=name, state=state))
+    return jobs
+
+
+def sacct_text(job_ids: Sequence[str], since: datetime) -> str:
+    """ONE sacct call for all `job_ids` (array ids expand to their elements), steps and `-D`
+    duplicates included. `-S` is explicit: without it sacct starts at midnight today."""
+    if not job_ids:
+        return ""
+    argv = ["sacct", "--parsable2", "--noheader", "--duplicates",
+            f"--format={','.join(SACCT_FIELDS)}",
+            f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}", "--endtime=now",
+            f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
+    return proc.run(argv, timeout=120).stdout

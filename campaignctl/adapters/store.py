@@ -1,0 +1,201 @@
+"""Campaign state in SQLAlchemy Core: SQLite by default, PostgreSQL via CAMPAIGNCTL_DB_URL."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from campaignctl.adapters import paths
+from campaignctl.adapters.store_schema import (
+    MIGRATIONS,
+    attempts,
+    campaigns,
+    revisions,
+    submissions,
+    tasks,
+)
+from campaignctl.core.errors import StateError
+from campaignctl.core.params import Scalar
+from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
+from campaignctl.core.spec import CampaignSpec
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_url() -> str:
+    db = paths.private_file(paths.state_dir() / "campaignctl.db")
+    return f"sqlite:///{db}"
+
+
+def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
+    journal = "DELETE" if paths.filesystem_type(db_path.parent) in paths.NETWORK_FS else "WAL"
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: object, _record: object) -> None:
+        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"PRAGMA journal_mode={journal}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=15000")
+        cursor.close()
+
+
+class Store:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        url = url or os.environ.get("CAMPAIGNCTL_DB_URL") or default_url()
+        try:
+            engine = sa.create_engine(url)
+        except (sa.exc.ArgumentError, ImportError) as exc:
+            raise StateError(f"cannot use database URL {url!r}: {exc}",
+                             "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
+        if engine.dialect.name == "sqlite" and engine.url.database:
+            _sqlite_pragmas(engine, Path(engine.url.database))
+        store = cls(engine)
+        store.migrate()
+        return store
+
+    def migrate(self) -> list[str]:
+        applied: list[str] = []
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
+                                     "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
+            for name, apply in MIGRATIONS:
+                if name in done:
+                    continue
+                with self.engine.begin() as conn:
+                    apply(conn)
+                    conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:name, :at)"),
+                                 {"name": name, "at": utc_now()})
+                applied.append(name)
+        except sa.exc.OperationalError as exc:
+            raise StateError(f"cannot open the database: {exc.orig}", "check CAMPAIGNCTL_DB_URL and "
+                             "the state directory's permissions") from None
+        return applied
+
+    # campaigns and revisions
+    def campaign(self, name: str) -> CampaignRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(campaigns).where(campaigns.c.name == name)).one_or_none()
+        return CampaignRecord(**row._mapping) if row else None
+
+    def campaigns(self) -> list[CampaignRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
+        return [CampaignRecord(**r._mapping) for r in rows]
+
+    def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str) -> int:
+        now = utc_now()
+        with self.engine.begin() as conn:
+            campaign_id = conn.execute(campaigns.insert().values(
+                name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
+                owner=owner, created_at=now)).inserted_primary_key[0]
+            self._insert_revision(conn, campaign_id, 1, spec, spec_text, spec_path, owner, "initial")
+            conn.execute(tasks.insert(), [
+                {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
+                 "argv_json": json.dumps(list(t.argv)), "env_json": json.dumps(dict(t.env))}
+                for t in spec.tasks])
+        return int(campaign_id)
+
+    def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
+                     author: str, reason: str) -> int:
+        with self.engine.begin() as conn:
+            number = int(conn.execute(sa.select(sa.func.max(revisions.c.number))
+                                      .where(revisions.c.campaign_id == campaign_id)).scalar_one()) + 1
+            self._insert_revision(conn, campaign_id, number, spec, spec_text, spec_path, author, reason)
+            conn.execute(campaigns.update().where(campaigns.c.id == campaign_id)
+                         .values(current_revision=number))
+        return number
+
+    @staticmethod
+    def _insert_revision(conn: sa.Connection, campaign_id: int, number: int, spec: CampaignSpec,
+                         spec_text: str, spec_path: str, author: str, reason: str) -> None:
+        conn.execute(revisions.insert().values(
+            campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
+            spec_path=spec_path, author=author, reason=reason, created_at=utc_now()))
+
+    def revision(self, campaign_id: int, number: int) -> RevisionRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(revisions).where(
+                revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
+        m = row._mapping
+        return RevisionRecord(campaign_id=campaign_id, number=number, spec_text=m["spec_text"],
+                              spec_hash=m["spec_hash"], spec_path=m["spec_path"], created_at=m["created_at"])
+
+    # submissions and attempts
+    def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
+                      folder: str, resources_json: str) -> int:
+        """Write the submission and one attempt per array element before sbatch runs."""
+        now = utc_now()
+        with self.engine.begin() as conn:
+            task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
+                tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
+            numbers = dict(conn.execute(
+                sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
+                .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
+            submission_id = conn.execute(submissions.insert().values(
+                campaign_id=campaign_id, revision=revision, token=token, state="intent",
+                array_spec=chunk.array_spec, size=chunk.size, folder=folder,
+                resources_json=resources_json, created_at=now, updated_at=now)).inserted_primary_key[0]
+            conn.execute(attempts.insert(), [
+                {"task_id": task_ids[t], "submission_id": submission_id,
+                 "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
+                 "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
+                for i, t in enumerate(chunk.task_indices)])
+        return int(submission_id)
+
+    def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
+        with self.engine.begin() as conn:
+            values: dict[str, object] = {"state": state, "updated_at": utc_now()}
+            if job_id is not None:
+                values["job_id"] = job_id
+            submission_id = conn.execute(submissions.update().where(submissions.c.token == token)
+                                         .values(**values).returning(submissions.c.id)).scalar_one()
+            attempt_state = {"submitted": "SUBMITTED", "released": "SUBMITTED", "abandoned": "ABANDONED"}
+            update = attempts.update().where(attempts.c.submission_id == submission_id)
+            if job_id is not None:
+                update = update.values(job_id=sa.literal(f"{job_id}_") + sa.cast(attempts.c.array_index, sa.Text))
+            conn.execute(update.values(state=attempt_state.get(state, "SUBMITTING")))
+
+    def submissions(self, campaign_id: int, states: Sequence[str] | None = None) -> list[SubmissionRecord]:
+        query = sa.select(submissions).where(submissions.c.campaign_id == campaign_id)
+        if states is not None:
+            query = query.where(submissions.c.state.in_(states))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(submissions.c.id)).all()
+        return [SubmissionRecord(**{k: r._mapping[k] for k in SubmissionRecord.__slots__}) for r in rows]
+
+    def attempts(self, campaign_id: int) -> list[AttemptRecord]:
+        query = (sa.select(tasks.c.task_index, tasks.c.params_json, attempts.c.attempt_number,
+                           attempts.c.array_index, attempts.c.token, attempts.c.job_id,
+                           attempts.c.state, submissions.c.state.label("submission_state"),
+                           attempts.c.created_at)
+                 .join(tasks, tasks.c.id == attempts.c.task_id)
+                 .join(submissions, submissions.c.id == attempts.c.submission_id)
+                 .where(tasks.c.campaign_id == campaign_id)
+                 .order_by(tasks.c.task_index, attempts.c.attempt_number))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [AttemptRecord(task_index=r.task_index, params=json.loads(r.params_json),
+                              attempt_number=r.attempt_number, array_index=r.array_index,
+                              token=r.token, job_id=r.job_id, state=r.state,
+                              submission_state=r.submission_state, created_at=r.created_at)
+                for r in rows]
+
+    def task_params(self, campaign_id: int) -> dict[int, dict[str, Scalar]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
+                                .where(tasks.c.campaign_id == campaign_id)).all()
+        return {r.task_index: json.loads(r.params_json) for r in rows}

@@ -1,0 +1,94 @@
+"""Array submission built on submitit: its sbatch renderer, its pickled payloads and its
+job-side bootstrap (`python -m submitit.core._submit`), with our own sbatch call.
+
+Why not `SlurmExecutor.map_array` as is: it runs sbatch itself (outside our one subprocess choke
+point, without retries) and moves each element's pickle into place only *after* sbatch returns,
+so a crash in between leaves a job that starts, waits 60 s for a pickle and dies. We stage the
+pickles under deterministic names, submit held, record the job id, move the pickles, then release.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.core.utils import DelayedSubmission, JobPaths
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.paths import write_atomic
+from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.spec import Resources
+
+
+def executor_parameters(resources: Resources, job_name: str, comment: str,
+                        chunk: ArrayChunk) -> dict[str, Any]:
+    """submitit parameters for one array chunk. sbatch 22.05 has no --cpu-bind: binding is
+    given to the `srun` that launches the task (submitit's srun_args)."""
+    params: dict[str, Any] = {
+        "job_name": job_name, "comment": comment, "time": resources.time_min,
+        "cpus_per_task": resources.cpus_per_task, "mem": f"{resources.mem_mb}M",
+        "stderr_to_stdout": True, "map_count": chunk.size, "wckey": None,
+        # --no-requeue: the cluster's own JobRequeue must not race the campaign's policy.
+        "additional_parameters": {"array": chunk.array_spec, "no_requeue": True},
+    }
+    optional = {"partition": resources.partition, "gres": resources.gres, "account": resources.account,
+                "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}
+    params.update({k: v for k, v in optional.items() if v})
+    srun_args = []
+    if resources.cpu_bind:
+        srun_args.append(f"--cpu-bind={resources.cpu_bind}")
+    if resources.gpu_bind and resources.gpus:
+        srun_args.append(f"--gpu-bind={resources.gpu_bind}")
+    if srun_args:
+        params["srun_args"] = srun_args
+    return params
+
+
+class ArraySubmission:
+    """One array chunk on disk under `folder`: script, staged payloads, delivered payloads."""
+
+    def __init__(self, folder: Path, token: str, parameters: dict[str, Any]) -> None:
+        self.folder = folder
+        self.token = token
+        self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
+        self.executor.update_parameters(**{k: v for k, v in parameters.items() if k != "map_count"})
+        self.executor.parameters["map_count"] = parameters["map_count"]
+
+    @property
+    def script_path(self) -> Path:
+        return self.folder / f"{self.token}.sbatch"
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.folder / "staging" / self.token
+
+    def render(self) -> str:
+        return self.executor._make_submission_file_text(self.executor._submitit_command_str, self.token)
+
+    def stage(self, launches: Sequence[TaskLaunch]) -> None:
+        """Write the script and one pickled `run_task(launch)` per array index (idempotent)."""
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        for index, launch in enumerate(launches):
+            DelayedSubmission(run_task, launch).dump(self.staging_dir / f"{index}.pkl")
+        write_atomic(self.script_path, self.render())
+
+    def submit_held(self) -> str:
+        return slurm.sbatch_held(str(self.script_path))
+
+    def deliver(self, job_id: str, size: int) -> None:
+        """Move staged payloads to where submitit's job side looks for them (idempotent)."""
+        for index in range(size):
+            target = JobPaths(self.folder, job_id=f"{job_id}_{index}").submitted_pickle
+            staged = self.staging_dir / f"{index}.pkl"
+            if staged.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                staged.replace(target)
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+
+    def is_delivered(self, job_id: str, size: int) -> bool:
+        return all(JobPaths(self.folder, job_id=f"{job_id}_{i}").submitted_pickle.exists()
+                   for i in range(size))

@@ -1,0 +1,112 @@
+"""Read YAML safely and strictly into a `RawDoc`.
+
+PyYAML implements YAML 1.1, whose implicit typing silently corrupts campaign specs:
+`time: 1:30:00` is the sexagesimal integer 5400, `gpu_type: no` is False, `mode: 0755` is 493,
+and a repeated key silently overwrites the first. We compose the node tree with `SafeLoader`
+(never `yaml.load`) and reject those forms instead of coercing them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from campaignctl.core.errors import SpecError
+from campaignctl.core.rawdoc import KeyPath, RawDoc, format_path
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+_MAX_NODES = 1_000_000  # alias expansion bound ("billion laughs")
+
+
+class _Converter:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: dict[KeyPath, int] = {}
+        self.problems: list[str] = []
+        self.visited = 0
+        self.loader = yaml.SafeLoader("")
+
+    def problem(self, node: yaml.Node, path: KeyPath, message: str) -> None:
+        self.problems.append(f"line {node.start_mark.line + 1}: {format_path(path)}: {message}")
+
+    def convert(self, node: yaml.Node, path: KeyPath) -> object:
+        self.visited += 1
+        if self.visited > _MAX_NODES:
+            raise SpecError([f"more than {_MAX_NODES} YAML nodes (alias bomb?)"], self.source)
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self.convert_mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)
+        return self.convert_scalar(node, path)
+
+    def convert_mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                self.problem(key_node, path, "YAML merge keys (<<) are not supported; write the keys out")
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problem(key_node, path, "keys must be plain strings")
+                continue
+            key = str(key_node.value)
+            if key in out:
+                self.problem(key_node, (*path, key), "duplicate key (YAML would silently keep the last one)")
+                continue
+            self.lines[(*path, key)] = key_node.start_mark.line + 1
+            out[key] = self.convert(value_node, (*path, key))
+        return out
+
+    def convert_scalar(self, node: yaml.ScalarNode, path: KeyPath) -> object:
+        if node.style is None:  # only plain (unquoted) scalars get implicit YAML 1.1 types
+            trap = _yaml11_trap(node)
+            if trap:
+                self.problem(node, path, f"{node.value!r} {trap}; quote it if you mean the text")
+                return node.value
+        return self.loader.construct_object(node, deep=True)
+
+
+def _yaml11_trap(node: yaml.ScalarNode) -> str:
+    value = node.value
+    if node.tag == _BOOL_TAG and value.lower() not in ("true", "false"):
+        return "is read by YAML 1.1 as a boolean; write true or false"
+    if node.tag in (_INT_TAG, _FLOAT_TAG) and ":" in value:
+        return "is read by YAML 1.1 as a base-60 number (1:30:00 becomes 5400)"
+    if node.tag == _INT_TAG and _LEADING_ZERO.match(value):
+        return "is read by YAML 1.1 as an octal number"
+    if node.tag == _TIMESTAMP_TAG:
+        return "is read by YAML 1.1 as a date"
+    return ""
+
+
+def parse_yaml(text: str, source: str) -> RawDoc:
+    """Parse `text` strictly; raise SpecError naming `source`, line and key on any problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"not valid YAML: {exc}"], source) from None
+    if root is None:
+        raise SpecError(["the file is empty"], source)
+    converter = _Converter(source)
+    data = converter.convert(root, ())
+    if converter.problems:
+        raise SpecError(converter.problems, source)
+    return RawDoc(source=source, data=data, lines=converter.lines)
+
+
+def load_yaml(path: Path) -> RawDoc:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(["file not found"], str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([f"cannot read: {exc}"], str(path)) from None
+    return parse_yaml(text, str(path))

@@ -1,0 +1,48 @@
+"""The command line: thin typer commands over services, one error boundary."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from campaignctl.cli import status as status_cmd
+from campaignctl.cli import submit as submit_cmd
+from campaignctl.cli.common import err_console
+from campaignctl.core.errors import CampaignctlError
+
+app = typer.Typer(
+    name="campaignctl",
+    help="Orchestrate ML training campaigns on Slurm: submit a YAML campaign as job arrays, "
+         "watch it, keep it moving.\n\nExample: campaignctl submit templates/sweep.yaml",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("submit")(submit_cmd.submit)
+app.command("status")(status_cmd.status)
+
+
+def main() -> None:
+    """Entry point: every CampaignctlError becomes `error:`/`hint:` on stderr and its exit code."""
+    try:
+        app(standalone_mode=False)
+    except CampaignctlError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
+        if exc.hint:
+            err_console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked for
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("CAMPAIGNCTL_DEBUG"):
+            raise
+        err_console.print(f"[bold red]error:[/] internal error: {type(exc).__name__}: {exc}", soft_wrap=True)
+        err_console.print("[bold]hint:[/] rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it")
+        sys.exit(1)

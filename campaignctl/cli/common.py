@@ -1,0 +1,22 @@
+"""Shared CLI pieces: option aliases, the JSON envelope, the console."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+JSON_SCHEMA = "campaignctl/v1"
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show what would happen; change nothing.")]
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_json(command: str, data: Any, ok: bool = True) -> None:
+    envelope = {"schema": JSON_SCHEMA, "command": command, "ok": ok, "data": data}
+    typer.echo(json.dumps(envelope, indent=2, default=str))

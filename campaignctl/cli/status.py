@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.services.status import StatusResult
+from campaignctl.services.status import status as status_service
+
+STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
+               "TIMEOUT": "red", "OUT_OF_MEMORY": "red", "NODE_FAIL": "red", "UNKNOWN": "magenta"}
+
+
+def status(
+    campaign: Annotated[str | None, typer.Argument(help="Campaign name; omit for all campaigns.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show campaigns, or one campaign's tasks, from one sacct call.
+
+    Example: campaignctl status lr-sweep --json
+    """
+    result = status_service(campaign)
+    if json_out:
+        print_json("status", result.to_dict())
+    elif campaign is None:
+        render_campaigns(result)
+    else:
+        render_tasks(result)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"[{STATE_STYLE.get(k, 'white')}]{k}[/] {v}" for k, v in counts.items())
+
+
+def render_campaigns(result: StatusResult) -> None:
+    if not result.campaigns:
+        console.print("no campaigns yet: campaignctl submit SPEC")
+        return
+    table = Table("campaign", "state", "revision", "tasks", "task states")
+    for c in result.campaigns:
+        table.add_row(c.name, c.state, str(c.revision), str(c.tasks), _counts(c.counts))
+    console.print(table)
+
+
+def render_tasks(result: StatusResult) -> None:
+    summary = result.campaigns[0]
+    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit",
+                  title=f"{summary.name} (revision {summary.revision}, {summary.state})")
+    for row in result.tasks:
+        style = STATE_STYLE.get(row.state, "white")
+        table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), f"[{style}]{row.state}[/]",
+                      str(row.attempts), row.job_id or "-", row.node or "-",
+                      "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
+                      "-" if row.exit_code is None else str(row.exit_code))
+    console.print(table)
+    console.print(f"{summary.tasks} tasks: {_counts(summary.counts)}")

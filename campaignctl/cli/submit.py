@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.services.submit import SubmitResult
+from campaignctl.services.submit import submit as submit_service
+
+
+def submit(
+    spec: Annotated[Path, typer.Argument(help="Campaign spec (YAML).", show_default=False)],
+    dry_run: DryRunOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Submit a campaign spec as Slurm job arrays (exactly once; re-running is safe).
+
+    Example: campaignctl submit templates/sweep.yaml --dry-run
+    """
+    result = submit_service(spec, dry_run=dry_run)
+    if json_out:
+        print_json("submit", result.to_dict())
+    else:
+        render(result)
+
+
+def render(result: SubmitResult) -> None:
+    headline = {
+        "created": f"campaign [bold]{result.campaign}[/] created: {result.tasks} tasks",
+        "unchanged": f"campaign [bold]{result.campaign}[/] exists, spec unchanged (revision {result.revision})",
+        "revised": f"campaign [bold]{result.campaign}[/]: spec changed",
+        "dry-run": f"dry run for [bold]{result.campaign}[/]: {result.tasks} tasks, "
+                   f"MaxArraySize {result.max_array_size}",
+    }[result.outcome]
+    console.print(headline)
+    if result.chunks:
+        table = Table("array", "tasks", "job id", "token", "action")
+        for c in result.chunks:
+            table.add_row(c.array_spec, f"{c.first_task}-{c.last_task}", c.job_id or "-", c.token or "-", c.action)
+        console.print(table)
+    elif result.outcome == "unchanged":
+        console.print("nothing to submit: every task already has a job")
+    for note in result.notes:
+        console.print(f"note: {note}")
+    if result.script:
+        console.print("generated submission script (first array):")
+        console.print(result.script, markup=False, soft_wrap=True)
+    if result.outcome != "dry-run" and result.sbatch_calls:
+        console.print(f"{result.sbatch_calls} sbatch call(s). Watch it: campaignctl status {result.campaign}")

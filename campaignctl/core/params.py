@@ -1,0 +1,175 @@
+"""Task parameters: a cartesian `matrix` or an explicit `tasks` list, filled into argv and env.
+
+`{name}` in a command argument or env value is replaced by the task's parameter; `{{` and `}}`
+are literal braces. Values never pass through a shell, so `$(...)`, backticks and `;` stay text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from campaignctl.core.rawdoc import KeyPath
+from campaignctl.core.reader import Reader
+from campaignctl.core.safety import IDENTIFIER, has_control_chars
+
+Scalar = str | int | float | bool
+MAX_TASKS = 100_000
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    index: int
+    params: Mapping[str, Scalar]
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+def placeholders(template: str) -> list[str]:
+    """Names used in `template`; a name that is not an identifier is returned as-is for reporting."""
+    names = []
+    for match in _PLACEHOLDER.finditer(template):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        names.append(match.group(1) if match.group(1) is not None else token)
+    return names
+
+
+def fill(template: str, params: Mapping[str, Scalar]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        return str(params[match.group(1)])
+
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def _scalar_text(r: Reader, path: KeyPath, value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        r.problem(path, f"must be a string or number, got {type(value).__name__}")
+        return None
+    text = str(value)
+    if has_control_chars(text):
+        r.problem(path, "must not contain newline, carriage return or NUL")
+        return None
+    return text
+
+
+def _templates(r: Reader, key: str, top: dict) -> list[tuple[KeyPath, str]]:
+    raw = top.get(key)
+    out: list[tuple[KeyPath, str]] = []
+    if key == "command":
+        if not isinstance(raw, list) or not raw:
+            r.problem((key,), "is required: a list of arguments (argv), e.g. [python, train.py, --lr, '{lr}']")
+            return out
+        items = list(enumerate(raw))
+    else:
+        if raw is None:
+            return out
+        if not isinstance(raw, dict):
+            r.problem((key,), "must be a mapping of NAME: value")
+            return out
+        items = list(raw.items())
+    for k, v in items:
+        path: KeyPath = (key, k)
+        if key == "env" and not (isinstance(k, str) and IDENTIFIER.match(k)):
+            r.problem(path, "environment variable names use A-Z a-z 0-9 _ and start with a letter or _")
+            continue
+        if key == "env" and str(k).startswith(_RESERVED_ENV):
+            r.problem(path, f"names starting with {', '.join(_RESERVED_ENV)} are reserved")
+            continue
+        text = _scalar_text(r, path, v)
+        if text is not None:
+            out.append((path, text))
+    return out
+
+
+def _matrix_points(r: Reader, matrix: object) -> list[dict[str, Scalar]]:
+    if not isinstance(matrix, dict) or not matrix:
+        r.problem(("matrix",), "must be a mapping of parameter: [values, ...]")
+        return []
+    before = len(r.problems)
+    axes: list[tuple[str, list[Scalar]]] = []
+    for name, values in matrix.items():
+        path: KeyPath = ("matrix", name)
+        if not IDENTIFIER.match(name):
+            r.problem(path, "parameter names use A-Z a-z 0-9 _ and start with a letter or _")
+        elif not isinstance(values, list) or not values:
+            r.problem(path, "must be a non-empty list of values")
+        else:
+            for i, v in enumerate(values):
+                _scalar_text(r, (*path, i), v)
+            axes.append((name, values))
+    size = math.prod(len(v) for _, v in axes)
+    if size > MAX_TASKS:
+        shape = " × ".join(str(len(v)) for _, v in axes)
+        r.problem(("matrix",), f"expands to {size:,} tasks ({shape}); at most {MAX_TASKS:,} are allowed "
+                               "per campaign: split it or shrink the grid")
+        return []
+    if len(r.problems) > before:
+        return []
+    names = [n for n, _ in axes]
+    return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def _task_list(r: Reader, tasks: object) -> list[dict[str, Scalar]]:
+    if not isinstance(tasks, list) or not tasks:
+        r.problem(("tasks",), "must be a non-empty list of parameter mappings")
+        return []
+    if len(tasks) > MAX_TASKS:
+        r.problem(("tasks",), f"has {len(tasks):,} entries; at most {MAX_TASKS:,} are allowed")
+        return []
+    before = len(r.problems)
+    for i, point in enumerate(tasks):
+        if not isinstance(point, dict):
+            r.problem(("tasks", i), "must be a mapping of parameter: value")
+            continue
+        for name, value in point.items():
+            if not IDENTIFIER.match(name):
+                r.problem(("tasks", i, name), "parameter names use A-Z a-z 0-9 _ and start with a letter")
+            _scalar_text(r, ("tasks", i, name), value)
+    return tasks if len(r.problems) == before else []
+
+
+def expand_tasks(r: Reader, top: dict) -> tuple[TaskSpec, ...]:
+    """TaskSpecs for every point of the grid, in a stable order (index = position)."""
+    if "matrix" in top and "tasks" in top:
+        r.problem(("tasks",), "give either matrix (a grid) or tasks (a list), not both")
+        return ()
+    command = _templates(r, "command", top)
+    env = _templates(r, "env", top)
+    if "matrix" in top:
+        points = _matrix_points(r, top["matrix"])
+    elif "tasks" in top:
+        points = _task_list(r, top["tasks"])
+    else:
+        points = [{}]
+    _check_placeholders(r, command + env, points)
+    if r.problems:
+        return ()
+    return tuple(
+        TaskSpec(index=i, params=p, argv=tuple(fill(t, p) for _, t in command),
+                 env={str(path[1]): fill(t, p) for path, t in env})
+        for i, p in enumerate(points)
+    )
+
+
+def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
+                        points: list[dict[str, Scalar]]) -> None:
+    if not points:
+        return
+    common = set(points[0]).intersection(*points[1:])
+    for path, text in templates:
+        for name in placeholders(text):
+            if not IDENTIFIER.match(name):
+                r.problem(path, f"bad placeholder {name!r}; write {{param}}, or {{{{ }}}} for a literal brace")
+            elif name not in common:
+                known = ", ".join(sorted(common)) or "none"
+                r.problem(path, f"{{{name}}} is not a parameter of every task; parameters: {known}")

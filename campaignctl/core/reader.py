@@ -1,0 +1,137 @@
+"""Typed, problem-collecting access to a `RawDoc`: every error names line, key and what is allowed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from campaignctl.core.errors import SpecError
+from campaignctl.core.rawdoc import KeyPath, RawDoc
+from campaignctl.core.safety import has_control_chars, path_problem
+from campaignctl.core.units import parse_mem_mb, parse_time_minutes
+
+_MISSING = object()
+
+
+class Reader:
+    def __init__(self, doc: RawDoc) -> None:
+        self.doc = doc
+        self.problems: list[str] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        self.problems.append(f"{self.doc.where(path)}: {message}")
+
+    def raise_if_problems(self) -> None:
+        if self.problems:
+            raise SpecError(self.problems, self.doc.source)
+
+    def get(self, path: KeyPath) -> object:
+        node: object = self.doc.data
+        for part in path:
+            if isinstance(part, str) and isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(part, int) and isinstance(node, list) and part < len(node):
+                node = node[part]
+            else:
+                return _MISSING
+        return node
+
+    def mapping(self, path: KeyPath, allowed: Sequence[str], required: bool = False) -> dict | None:
+        value = self.get(path)
+        if value is _MISSING or value is None:
+            if required:
+                self.problem(path, "is required")
+            return None
+        if not isinstance(value, dict):
+            self.problem(path, f"must be a mapping of keys, got {type(value).__name__}")
+            return None
+        for key in value:
+            if key not in allowed:
+                self.problem((*path, key), f"unknown key; allowed: {', '.join(allowed)}")
+        return value
+
+    def _present(self, path: KeyPath, required: bool) -> object:
+        value = self.get(path)
+        if value is _MISSING or value is None:
+            if required:
+                self.problem(path, "is required")
+            return _MISSING
+        return value
+
+    def string(self, path: KeyPath, default: str | None = None, required: bool = False,
+               path_like: bool = False) -> str | None:
+        value = self._present(path, required)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str):
+            self.problem(path, f"must be a string (quote it), got {type(value).__name__}")
+            return default
+        why = path_problem(value) if path_like else (
+            "must not contain newline, carriage return or NUL" if has_control_chars(value) else "")
+        if why:
+            self.problem(path, why)
+            return default
+        return value
+
+    def pattern(self, path: KeyPath, regex: re.Pattern[str], allowed: str,
+                required: bool = False) -> str | None:
+        value = self.string(path, required=required)
+        if value is not None and not regex.match(value):
+            self.problem(path, f"{value!r} is not allowed; use {allowed}")
+            return None
+        return value
+
+    def choice(self, path: KeyPath, options: Sequence[str]) -> str | None:
+        value = self.string(path)
+        if value is not None and value not in options:
+            self.problem(path, f"{value!r} is not allowed; use one of: {', '.join(options)}")
+            return None
+        return value
+
+    def integer(self, path: KeyPath, minimum: int, maximum: int,
+                default: int | None = None) -> int | None:
+        value = self._present(path, False)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.problem(path, f"must be a whole number from {minimum} to {maximum}, got {value!r}")
+            return default
+        return value
+
+    def number(self, path: KeyPath, minimum: float) -> float | None:
+        value = self._present(path, False)
+        if value is _MISSING:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= minimum:
+            self.problem(path, f"must be a number above {minimum:g}, got {value!r}")
+            return None
+        return float(value)
+
+    def memory(self, path: KeyPath, default: str) -> int:
+        value = self._present(path, False)
+        text = default if value is _MISSING else value
+        if isinstance(text, int) and not isinstance(text, bool) and text > 0:
+            return text
+        try:
+            mb = parse_mem_mb(text) if isinstance(text, str) else 0
+        except ValueError:
+            mb = 0
+        if mb <= 0:
+            self.problem(path, f"{text!r} is not a memory size; use e.g. 500M, 4G (megabytes if no unit)")
+            return parse_mem_mb(default)
+        return mb
+
+    def time(self, path: KeyPath, default: str) -> int:
+        value = self._present(path, False)
+        text = default if value is _MISSING else value
+        if isinstance(text, int) and not isinstance(text, bool) and text > 0:
+            return text  # a bare number is minutes, as for sbatch --time
+        try:
+            minutes = parse_time_minutes(text) if isinstance(text, str) else 0
+        except ValueError:
+            minutes = 0
+        if minutes <= 0:
+            self.problem(path, f"{text!r} is not a time limit; use \"HH:MM:SS\", \"D-HH:MM:SS\" or "
+                               "minutes, quoted")
+            return parse_time_minutes(default)
+        return minutes

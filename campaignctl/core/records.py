@@ -1,0 +1,60 @@
+"""What the store returns: plain frozen records, independent of the database library."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from campaignctl.core.params import Scalar
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignRecord:
+    id: int
+    name: str
+    state: str
+    current_revision: int
+    run_dir: str
+    owner: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionRecord:
+    campaign_id: int
+    number: int
+    spec_text: str
+    spec_hash: str
+    spec_path: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionRecord:
+    id: int
+    campaign_id: int
+    revision: int
+    token: str
+    state: str  # intent → submitted (held, id known) → released; or abandoned
+    job_id: str | None
+    array_spec: str
+    size: int
+    folder: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    task_index: int
+    params: Mapping[str, Scalar]
+    attempt_number: int
+    array_index: int
+    token: str
+    job_id: str | None  # "<array job id>_<index>" once sbatch answered
+    state: str
+    submission_state: str
+    created_at: str
+
+    @property
+    def array_job_id(self) -> str | None:
+        return self.job_id.split("_")[0] if self.job_id else None

@@ -1,0 +1,34 @@
+"""Allow-lists for every string that can reach Slurm, a job script or the filesystem.
+
+A newline inside an `#SBATCH` line ends the directive and the rest runs as shell in the job
+script; `%` in an output path is expanded by Slurm (`%x` job name, `%j` id). So names use small
+alphabets and no string anywhere may hold NUL, CR or LF.
+"""
+
+from __future__ import annotations
+
+import re
+
+CONTROL_CHARS = re.compile(r"[\x00\r\n]")
+CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SLURM_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # partition, account, qos, gpu type
+CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,!*()\[\]:-]{1,256}$")  # sbatch --constraint expression
+HOSTLIST = re.compile(r"^[A-Za-z0-9_.,\[\]-]{1,1024}$")  # node1,node[3-4]
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # param and env var names
+CPU_BIND = ("none", "cores", "threads", "sockets", "ldoms", "rank")
+GPU_BIND = re.compile(r"^(none|closest|single:\d{1,3})$")
+
+
+def has_control_chars(text: str) -> bool:
+    return bool(CONTROL_CHARS.search(text))
+
+
+def path_problem(text: str) -> str:
+    """Why `text` cannot be used as a path in a job script, or '' if it can."""
+    if has_control_chars(text):
+        return "must not contain newline, carriage return or NUL"
+    if "%" in text:
+        return "must not contain '%' (Slurm expands %x, %j … in job file paths)"
+    if len(text) > 1024:
+        return "is longer than 1024 characters"
+    return ""

@@ -1,0 +1,143 @@
+"""The campaign spec: frozen domain values built from a `RawDoc` by strict validation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from campaignctl.core.params import TaskSpec, expand_tasks
+from campaignctl.core.rawdoc import KeyPath, RawDoc
+from campaignctl.core.reader import Reader
+from campaignctl.core.safety import (
+    CAMPAIGN_NAME,
+    CONSTRAINT,
+    CPU_BIND,
+    GPU_BIND,
+    HOSTLIST,
+    SLURM_WORD,
+)
+
+TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
+            "workdir", "run_dir", "description")
+RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
+                 "gpu_bind", "account", "qos", "constraint", "exclude")
+ARRAY_KEYS = ("max_parallel",)
+BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money")
+DEFAULT_TIME = "01:00:00"
+DEFAULT_MEM = "1G"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    partition: str | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    cpus_per_task: int = 1
+    mem_mb: int = 1024
+    time_min: int = 60
+    cpu_bind: str | None = None
+    gpu_bind: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    exclude: str | None = None
+
+    @property
+    def gres(self) -> str | None:
+        """sbatch --gres value: gpu:<type>:<n> or gpu:<n>."""
+        if not self.gpus:
+            return None
+        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    gpu_hours: float | None = None
+    cpu_hours: float | None = None
+    money: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignSpec:
+    name: str
+    tasks: tuple[TaskSpec, ...]
+    resources: Resources
+    max_parallel: int | None
+    policy: str
+    budget: Budget
+    workdir: str
+    run_dir: str
+    description: str
+    spec_hash: str
+
+
+def spec_hash(data: object) -> str:
+    """Content hash of the parsed spec (key order and formatting do not matter)."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def validate_spec(doc: RawDoc, spec_dir: str) -> CampaignSpec:
+    """Validate `doc`; relative paths are taken from `spec_dir`. Raises SpecError listing every problem."""
+    r = Reader(doc)
+    top = r.mapping((), TOP_KEYS, required=True) or {}
+    name = r.pattern(("name",), CAMPAIGN_NAME, "1-64 characters from A-Z a-z 0-9 _ . -, starting "
+                     "with a letter or digit", required=True) or "invalid"
+    resources = _resources(r)
+    max_parallel = _max_parallel(r)
+    budget = _budget(r)
+    policy = r.string(("policy",), default="default", path_like=True) or "default"
+    workdir = _join(spec_dir, r.string(("workdir",), default=".", path_like=True) or ".")
+    run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
+    description = r.string(("description",), default="") or ""
+    tasks = expand_tasks(r, top)
+    r.raise_if_problems()
+    return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
+                        policy=policy, budget=budget, workdir=workdir, run_dir=run_dir,
+                        description=description, spec_hash=spec_hash(doc.data))
+
+
+def _join(base: str, path: str) -> str:
+    return posixpath.normpath(path if path.startswith("/") else posixpath.join(base, path))
+
+
+def _resources(r: Reader) -> Resources:
+    p: KeyPath = ("resources",)
+    r.mapping(p, RESOURCE_KEYS)
+    gpus = r.integer((*p, "gpus"), 0, 64, default=0)
+    gpu_type = r.pattern((*p, "gpu_type"), SLURM_WORD, "a GPU type name such as a100")
+    if gpu_type and not gpus:
+        r.problem((*p, "gpu_type"), "is set but gpus is 0; set resources.gpus too")
+    return Resources(
+        partition=r.pattern((*p, "partition"), SLURM_WORD, "a partition name such as batch"),
+        gpus=gpus or 0,
+        gpu_type=gpu_type,
+        cpus_per_task=r.integer((*p, "cpus_per_task"), 1, 1024, default=1) or 1,
+        mem_mb=r.memory((*p, "mem"), default=DEFAULT_MEM),
+        time_min=r.time((*p, "time"), default=DEFAULT_TIME),
+        cpu_bind=r.choice((*p, "cpu_bind"), CPU_BIND),
+        gpu_bind=r.pattern((*p, "gpu_bind"), GPU_BIND, "none, closest or single:N"),
+        account=r.pattern((*p, "account"), SLURM_WORD, "an account name"),
+        qos=r.pattern((*p, "qos"), SLURM_WORD, "a QOS name"),
+        constraint=r.pattern((*p, "constraint"), CONSTRAINT, "a feature expression such as a100|v100"),
+        exclude=r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]"),
+    )
+
+
+def _max_parallel(r: Reader) -> int | None:
+    r.mapping(("array",), ARRAY_KEYS)
+    return r.integer(("array", "max_parallel"), 1, 100_000)
+
+
+def _budget(r: Reader) -> Budget:
+    p: KeyPath = ("budget",)
+    r.mapping(p, BUDGET_KEYS)
+    return Budget(**{k: r.number((*p, k), minimum=0.0) for k in BUDGET_KEYS})
+
+
+def describe_task(task: TaskSpec) -> dict[str, Any]:
+    return {"index": task.index, "params": dict(task.params), "argv": list(task.argv)}
+

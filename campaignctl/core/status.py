@@ -1,0 +1,65 @@
+"""Status rows: the store's attempts joined with one sacct observation per array element."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from campaignctl.core.params import Scalar
+from campaignctl.core.records import AttemptRecord
+from campaignctl.core.sacct import JobObservation
+
+# Local states before Slurm has the job: recorded intent, or held until payloads are in place.
+SUBMITTING = "SUBMITTING"
+NOT_SUBMITTED = "NOT_SUBMITTED"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    index: int
+    params: Mapping[str, Scalar]
+    state: str
+    attempts: int
+    job_id: str | None
+    node: str
+    elapsed_s: int | None
+    exit_code: int | None
+
+
+def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:
+    latest: dict[int, tuple[AttemptRecord, int]] = {}
+    for attempt in attempts:
+        count = latest[attempt.task_index][1] + 1 if attempt.task_index in latest else 1
+        latest[attempt.task_index] = (attempt, count)
+    return latest
+
+
+def task_rows(task_params: Mapping[int, Mapping[str, Scalar]], attempts: Iterable[AttemptRecord],
+              observed: Mapping[tuple[str, int | None], JobObservation]) -> list[TaskRow]:
+    """One row per task from its latest attempt. A job id sacct does not (yet) know is UNKNOWN,
+    never 'done': sacct lags squeue by a second or two, and ids can vanish from it."""
+    latest = _latest(attempts)
+    rows = []
+    for index, params in sorted(task_params.items()):
+        if index not in latest:
+            rows.append(TaskRow(index, params, NOT_SUBMITTED, 0, None, "", None, None))
+            continue
+        attempt, count = latest[index]
+        obs = _observation(attempt, observed)
+        state = obs.state.value if obs else (SUBMITTING if attempt.job_id is None else "UNKNOWN")
+        rows.append(TaskRow(index, params, state, count, attempt.job_id,
+                            obs.nodes if obs and obs.nodes != "None assigned" else "",
+                            obs.elapsed_s if obs else None, obs.exit_code if obs else None))
+    return rows
+
+
+def _observation(attempt: AttemptRecord,
+                 observed: Mapping[tuple[str, int | None], JobObservation]) -> JobObservation | None:
+    if attempt.array_job_id is None:
+        return None
+    return observed.get((attempt.array_job_id, attempt.array_index))
+
+
+def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:
+    return dict(Counter(row.state for row in rows).most_common())

@@ -1,0 +1,1 @@
+"""Use cases: wire the imperative shell (adapters) to the pure core; return results, never print."""

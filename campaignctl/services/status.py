@@ -1,0 +1,63 @@
+"""`status`: campaign overview or per-task table from ONE sacct call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.store import Store
+from campaignctl.core.errors import NotFoundError
+from campaignctl.core.records import AttemptRecord, CampaignRecord
+from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
+from campaignctl.core.status import TaskRow, count_states, task_rows
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignSummary:
+    name: str
+    state: str
+    revision: int
+    tasks: int
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    campaigns: list[CampaignSummary]
+    tasks: list[TaskRow] = field(default_factory=list)
+    sacct_calls: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
+    job_ids = sorted({a.array_job_id for a in attempts if a.array_job_id})
+    if not job_ids:
+        return {}, 0
+    # sacct -S is local time; an hour of slack covers clock skew between store and controller.
+    since = min(datetime.fromisoformat(a.created_at) for a in attempts).astimezone() - timedelta(hours=1)
+    return observe_jobs(parse_sacct(slurm.sacct_text(job_ids, since.replace(tzinfo=None)))), 1
+
+
+def status(name: str | None = None) -> StatusResult:
+    store = Store.open()
+    records = store.campaigns() if name is None else [_find(store, name)]
+    attempts = {r.id: store.attempts(r.id) for r in records}
+    observed, calls = _observe([a for group in attempts.values() for a in group])
+    summaries, detail = [], []
+    for record in records:
+        rows = task_rows(store.task_params(record.id), attempts[record.id], observed)
+        summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
+                                         len(rows), count_states(rows)))
+        detail = rows
+    return StatusResult(summaries, detail if name else [], calls)
+
+
+def _find(store: Store, name: str) -> CampaignRecord:
+    record = store.campaign(name)
+    if record is None:
+        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
+        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
+    return record
