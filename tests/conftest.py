@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters import proc
+from tests.fakeslurm import FakeSlurm
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private, empty campaignctl state directory for this test."""
+    home = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    monkeypatch.delenv("CAMPAIGNCTL_DB_URL", raising=False)
+    monkeypatch.delenv("CAMPAIGNCTL_FAULT", raising=False)
+    return home
+
+
+@pytest.fixture
+def fake_slurm(monkeypatch: pytest.MonkeyPatch, state_home: Path) -> FakeSlurm:
+    fake = FakeSlurm()
+    monkeypatch.setattr(proc, "EXECUTOR", fake)
+    monkeypatch.setattr(proc.time, "sleep", lambda _s: None)
+    return fake
+
+
+def write_spec(directory: Path, text: str, name: str = "spec.yaml") -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def slurm_conf() -> str:
+    """The real lab cluster. In CI it must be up: a missing cluster fails, never skips."""
+    conf = os.environ.get("SLURM_CONF")
+    if not conf or not Path(conf).exists():
+        message = "real Slurm tests need `eval \"$(scripts/slurmlab up)\"` (SLURM_CONF unset or missing)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return conf

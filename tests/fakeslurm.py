@@ -1,0 +1,86 @@
+"""A fake Slurm at the subprocess boundary: answers sbatch/scontrol/squeue/sacct/scancel by argv[0]."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from campaignctl.adapters.proc import ProcResult
+from campaignctl.core.sacct import SACCT_FIELDS
+
+
+@dataclass
+class FakeJob:
+    job_id: str
+    name: str
+    size: int
+    held: bool = True
+    cancelled: bool = False
+
+
+@dataclass
+class FakeSlurm:
+    max_array_size: int = 1001
+    next_id: int = 100
+    jobs: dict[str, FakeJob] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+    argvs: list[tuple[str, ...]] = field(default_factory=list)
+    fail_next: dict[str, str] = field(default_factory=dict)  # command -> stderr of one failure
+
+    def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
+        name = argv[0]
+        self.calls[name] += 1
+        self.argvs.append(tuple(argv))
+        if name in self.fail_next:
+            return ProcResult(tuple(argv), 1, "", self.fail_next.pop(name))
+        handler = getattr(self, f"_{name}")
+        return ProcResult(tuple(argv), 0, handler(list(argv[1:])), "")
+
+    def _scontrol(self, args: list[str]) -> str:
+        if args[:2] == ["show", "config"]:
+            return f"Configuration data as of now\nMaxArraySize            = {self.max_array_size}\n"
+        if args[0] == "release":
+            self.jobs[args[1]].held = False
+            return ""
+        raise AssertionError(f"unexpected scontrol {args}")
+
+    def _sbatch(self, args: list[str]) -> str:
+        assert "--hold" in args and "--parsable" in args
+        script = open(args[-1]).read()
+        array = re.search(r"^#SBATCH --array=0-(\d+)", script, re.MULTILINE)
+        name = re.search(r"^#SBATCH --job-name=(\S+)", script, re.MULTILINE)
+        assert array and name, script
+        size = int(array[1]) + 1
+        assert size <= self.max_array_size, "array index above MaxArraySize"
+        job_id = str(self.next_id)
+        self.next_id += 1
+        self.jobs[job_id] = FakeJob(job_id, name[1], size)
+        return f"{job_id}\n"
+
+    def _squeue(self, args: list[str]) -> str:
+        return "".join(f"{j.job_id}|PENDING|{j.name}\n" for j in self.jobs.values()
+                       if not j.cancelled)
+
+    def _scancel(self, args: list[str]) -> str:
+        self.jobs[args[0]].cancelled = True
+        return ""
+
+    def _sacct(self, args: list[str]) -> str:
+        wanted = next(a for a in args if a.startswith("--jobs=")).split("=", 1)[1].split(",")
+        lines = []
+        for job_id in wanted:
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            state = "CANCELLED by 0" if job.cancelled else ("PENDING" if job.held else "COMPLETED")
+            for i in range(job.size):
+                values = {f: "" for f in SACCT_FIELDS}
+                values.update(JobID=f"{job_id}_{i}", JobIDRaw=job_id, JobName=job.name, State=state,
+                              ExitCode="0:0", Elapsed="00:00:03", NodeList="node1")
+                lines.append("|".join(values[f] for f in SACCT_FIELDS))
+        return "\n".join(lines) + "\n"
+
+    def live_jobs(self) -> list[FakeJob]:
+        return [j for j in self.jobs.values() if not j.cancelled]
