@@ -23,7 +23,7 @@ class QueuedJob:
 
 def max_array_size() -> int:
     """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`)."""
-    text = proc.run(["scontrol", "show", "config"], timeout=30).stdout
+    text = proc.run(["scontrol", "show", "config"], timeout=20).stdout
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", text, re.MULTILINE)
     return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
 

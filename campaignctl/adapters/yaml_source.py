@@ -88,7 +88,8 @@ def _yaml11_trap(node: yaml.ScalarNode) -> str:
 
 
 def parse_yaml(text: str, source: str) -> RawDoc:
-    """Parse `text` strictly; raise SpecError naming `source`, line and key on any problem."""
+    """Parse `text` strictly. Syntax errors raise SpecError; YAML 1.1 traps and duplicate keys are
+    carried in `problems` so validation reports them together with its own."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -97,9 +98,7 @@ def parse_yaml(text: str, source: str) -> RawDoc:
         raise SpecError(["the file is empty"], source)
     converter = _Converter(source)
     data = converter.convert(root, ())
-    if converter.problems:
-        raise SpecError(converter.problems, source)
-    return RawDoc(source=source, data=data, lines=converter.lines)
+    return RawDoc(source=source, data=data, lines=converter.lines, problems=tuple(converter.problems))
 
 
 def load_yaml(path: Path) -> RawDoc:

@@ -23,6 +23,7 @@ class RawDoc:
     source: str
     data: object
     lines: Mapping[KeyPath, int] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # found while parsing; reported together with validation's
 
     def line_of(self, path: KeyPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that has one."""

@@ -16,7 +16,7 @@ _MISSING = object()
 class Reader:
     def __init__(self, doc: RawDoc) -> None:
         self.doc = doc
-        self.problems: list[str] = []
+        self.problems: list[str] = list(doc.problems)
 
     def problem(self, path: KeyPath, message: str) -> None:
         self.problems.append(f"{self.doc.where(path)}: {message}")

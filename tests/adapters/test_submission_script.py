@@ -1,0 +1,40 @@
+"""The generated sbatch script, compared with a golden file (delete it to regenerate)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from campaignctl.adapters.submission import ArraySubmission, executor_parameters
+from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.spec import Resources
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "array.sbatch"
+
+
+def render() -> str:
+    resources = Resources(partition="batch", gpus=1, gpu_type="a100", cpus_per_task=2, mem_mb=4096,
+                          time_min=120, cpu_bind="cores", gpu_bind="closest", exclude="node3")
+    chunk = ArrayChunk(task_indices=tuple(range(10)), throttle=4)
+    params = executor_parameters(resources, "cc.0123456789ab.lr-sweep",
+                                 "campaignctl campaign=lr-sweep revision=1 token=0123456789ab", chunk)
+    text = ArraySubmission(Path("/runs/lr-sweep/slurm"), "0123456789ab", params).render()
+    return text.replace(sys.executable, "PYTHON")
+
+
+def test_array_script_matches_golden_file() -> None:
+    text = render()
+    if not GOLDEN.exists():
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), f"generated script changed; delete {GOLDEN} to regenerate and review the diff"
+
+
+def test_script_carries_binding_gres_token_and_no_requeue() -> None:
+    text = render()
+    for line in ("#SBATCH --array=0-9%4", "#SBATCH --gres=gpu:a100:1", "#SBATCH --cpus-per-task=2",
+                 "#SBATCH --mem=4096M", "#SBATCH --time=120", "#SBATCH --no-requeue",
+                 "#SBATCH --job-name=cc.0123456789ab.lr-sweep", "#SBATCH --exclude=node3"):
+        assert line in text.splitlines()
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--cpu-bind=cores" in srun and "--gpu-bind=closest" in srun  # sbatch has no --cpu-bind
+    assert "--wckey" not in text

@@ -1,0 +1,119 @@
+"""submit against a fake Slurm at the process boundary: chunking, exactly-once, crash repair."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters.store import Store
+from campaignctl.core.errors import SlurmTransientError
+from campaignctl.services import submit as submit_service
+from campaignctl.services.status import status
+from tests.conftest import write_spec
+from tests.fakeslurm import FakeSlurm
+
+CRASH_POINTS = ("after_intent", "after_sbatch", "before_release")
+
+
+def grid_spec(tmp_path: Path, tasks: int, name: str = "big") -> Path:
+    return write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, train.py, --seed, "{{seed}}"]
+matrix: {{seed: [{", ".join(str(i) for i in range(tasks))}]}}
+resources: {{gpus: 1, gpu_type: a100, cpus_per_task: 2, mem: 1G, time: "00:10:00", cpu_bind: cores}}
+array: {{max_parallel: 4}}
+""")
+
+
+def test_2500_tasks_submit_in_ceil_n_over_max_array_size_sbatch_calls(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.max_array_size = 1000
+    result = submit_service.submit(grid_spec(tmp_path, 2500))
+    assert fake_slurm.calls["sbatch"] == math.ceil(2500 / 1000) == result.sbatch_calls
+    assert [c.size for c in result.chunks] == [1000, 1000, 500]
+    assert [c.array_spec for c in result.chunks] == ["0-999%4", "0-999%4", "0-499%4"]
+    assert all(not job.held for job in fake_slurm.live_jobs())  # released after recording
+    attempts = Store.open().attempts(Store.open().campaign("big").id)  # type: ignore[union-attr]
+    assert sorted(a.task_index for a in attempts) == list(range(2500))
+    assert len({a.token for a in attempts}) == 2500
+
+
+def test_resubmitting_the_same_spec_submits_nothing(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    spec = grid_spec(tmp_path, 5)
+    submit_service.submit(spec)
+    again = submit_service.submit(spec)
+    assert again.outcome == "unchanged" and again.sbatch_calls == 0
+    assert fake_slurm.calls["sbatch"] == 1
+
+
+def test_a_changed_spec_records_a_revision_without_new_jobs(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit_service.submit(grid_spec(tmp_path, 3, name="rev"))
+    changed = submit_service.submit(grid_spec(tmp_path, 4, name="rev"))
+    assert (changed.outcome, changed.revision, fake_slurm.calls["sbatch"]) == ("revised", 2, 1)
+
+
+class Crash(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_crash_at_any_step_then_rerun_yields_no_duplicate_and_no_lost_task(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    fake_slurm.max_array_size = 4
+    spec = grid_spec(tmp_path, 10, name=f"crash-{point.replace('_', '-')}")
+
+    def crash_at(name: str) -> None:
+        if name == point:
+            raise Crash(name)
+
+    monkeypatch.setattr(submit_service, "crash_point", crash_at)
+    with pytest.raises(Crash):
+        submit_service.submit(spec)
+    monkeypatch.setattr(submit_service, "crash_point", lambda _name: None)
+    submit_service.submit(spec)
+
+    live = fake_slurm.live_jobs()
+    assert sum(j.size for j in live) == 10, "every task has exactly one job element"
+    assert all(not j.held for j in live)
+    result = status(f"crash-{point.replace('_', '-')}")
+    assert [r.attempts for r in result.tasks] == [1] * 10
+    assert {r.state for r in result.tasks} == {"COMPLETED"}
+
+
+def test_status_makes_one_sacct_call_for_the_whole_campaign(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.max_array_size = 10
+    submit_service.submit(grid_spec(tmp_path, 35, name="many"))
+    before = fake_slurm.calls["sacct"]
+    result = status("many")
+    assert fake_slurm.calls["sacct"] - before == 1 == result.sacct_calls
+    assert len(result.tasks) == 35 and result.campaigns[0].counts == {"COMPLETED": 35}
+    sacct_argv = [a for a in fake_slurm.argvs if a[0] == "sacct"][-1]
+    assert "--parsable2" in sacct_argv and any(a.startswith("--starttime=") for a in sacct_argv)
+    assert any(a.startswith("--format=JobID,") for a in sacct_argv)
+
+
+def test_transient_sbatch_errors_are_retried(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.fail_next["sbatch"] = "sbatch: error: Socket timed out on send/recv operation"
+    result = submit_service.submit(grid_spec(tmp_path, 2, name="retry"))
+    assert result.sbatch_calls == 1 and fake_slurm.calls["sbatch"] == 2
+
+
+def test_persistent_transient_errors_end_with_exit_75_and_a_repairable_intent(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    def always_busy(argv, timeout, env):  # type: ignore[no-untyped-def]
+        if argv[0] == "sbatch":
+            fake_slurm.calls["sbatch"] += 1
+            from campaignctl.adapters.proc import ProcResult
+            return ProcResult(tuple(argv), 1, "", "sbatch: error: Unable to contact slurm controller")
+        return fake_slurm(argv, timeout, env)
+
+    monkeypatch.setattr("campaignctl.adapters.proc.EXECUTOR", always_busy)
+    spec = grid_spec(tmp_path, 2, name="busy")
+    with pytest.raises(SlurmTransientError) as info:
+        submit_service.submit(spec)
+    assert info.value.exit_code == 75 and fake_slurm.calls["sbatch"] == 4
+    monkeypatch.setattr("campaignctl.adapters.proc.EXECUTOR", fake_slurm)
+    assert submit_service.submit(spec).chunks[0].action == "recovered"
+    assert len(fake_slurm.live_jobs()) == 1

@@ -1,0 +1,83 @@
+"""The CLI as a user meets it: exit codes, error/hint lines, no tracebacks, --json, --help."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, write_spec
+
+
+def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT")}
+    env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
+    env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd or REPO, timeout=60)
+
+
+def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith("error: ")
+    assert "\nhint: " in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    for fragment in fragments:
+        assert fragment in done.stderr
+
+
+@pytest.mark.parametrize("command", ["submit", "status"])
+def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
+    done = run_cli(command, "--help", state=tmp_path)
+    assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
+
+
+def test_missing_spec_file(tmp_path: Path) -> None:
+    assert_user_error(run_cli("submit", str(tmp_path / "nope.yaml"), state=tmp_path), 3,
+                      "nope.yaml", "file not found")
+
+
+def test_invalid_spec_names_file_line_key_and_allowed_values(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "name: x\ncommand: [a]\nresources: {time: 1:30:00, cpu_bind: fast}\n")
+    done = run_cli("submit", str(spec), state=tmp_path)
+    assert_user_error(done, 3, str(spec), "line 3: resources.time: '1:30:00' is read by YAML 1.1",
+                      "resources.cpu_bind: 'fast' is not allowed; use one of: none, cores")
+
+
+def test_unknown_campaign_is_exit_4_with_known_names(tmp_path: Path) -> None:
+    assert_user_error(run_cli("status", "ghost", state=tmp_path), 4, "no campaign named 'ghost'")
+
+
+def test_status_without_campaigns_is_friendly(tmp_path: Path) -> None:
+    done = run_cli("status", state=tmp_path)
+    assert done.returncode == 0 and "no campaigns yet" in done.stdout
+
+
+def test_dry_run_json_envelope_shows_plan_and_script_without_slurm(tmp_path: Path) -> None:
+    done = run_cli("submit", str(REPO / "templates" / "sweep.yaml"), "--dry-run", "--json", state=tmp_path)
+    assert done.returncode == 0, done.stderr
+    envelope = json.loads(done.stdout)
+    assert envelope["schema"] == "campaignctl/v1" and envelope["command"] == "submit"
+    data = envelope["data"]
+    assert data["outcome"] == "dry-run" and data["tasks"] == 4
+    assert data["chunks"][0]["array_spec"] == "0-3%4"
+    assert "#SBATCH --gres=gpu:a100:1" in data["script"]
+    assert "assumed 1001" in data["notes"][0]
+    assert not (tmp_path / "campaignctl").exists() or not list((tmp_path / "campaignctl").iterdir())
+
+
+def test_state_directory_and_database_are_private(tmp_path: Path) -> None:
+    run_cli("status", state=tmp_path)
+    assert (tmp_path / "campaignctl").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "campaignctl" / "campaignctl.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_bad_database_url_is_a_state_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "campaignctl", "status"], capture_output=True, text=True,
+                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path), "CAMPAIGNCTL_DB_URL": "nosuch://x"},
+                          timeout=60)
+    assert_user_error(done, 73, "cannot use database URL")
