@@ -27,7 +27,9 @@ from campaignctl.core.spec import Resources
 def executor_parameters(resources: Resources, job_name: str, comment: str,
                         chunk: ArrayChunk) -> dict[str, Any]:
     """submitit parameters for one array chunk. sbatch 22.05 has no --cpu-bind: binding is
-    given to the `srun` that launches the task (submitit's srun_args)."""
+    given to the `srun` that launches the task (submitit's srun_args). Since 22.05 srun no longer
+    inherits --cpus-per-task from sbatch (SLURM_CPUS_PER_TASK is ignored), so without an explicit
+    `srun --cpus-per-task` the task is bound to ONE cpu — seen here: Cpus_allowed_list 0 with -c2."""
     params: dict[str, Any] = {
         "job_name": job_name, "comment": comment, "time": resources.time_min,
         "cpus_per_task": resources.cpus_per_task, "mem": f"{resources.mem_mb}M",
@@ -38,13 +40,12 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     optional = {"partition": resources.partition, "gres": resources.gres, "account": resources.account,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}
     params.update({k: v for k, v in optional.items() if v})
-    srun_args = []
+    srun_args = [f"--cpus-per-task={resources.cpus_per_task}"]
     if resources.cpu_bind:
         srun_args.append(f"--cpu-bind={resources.cpu_bind}")
     if resources.gpu_bind and resources.gpus:
         srun_args.append(f"--gpu-bind={resources.gpu_bind}")
-    if srun_args:
-        params["srun_args"] = srun_args
+    params["srun_args"] = srun_args
     return params
 
 
