@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.core.sacct import SACCT_FIELDS
@@ -48,7 +49,7 @@ class FakeSlurm:
 
     def _sbatch(self, args: list[str]) -> str:
         assert "--hold" in args and "--parsable" in args
-        script = open(args[-1]).read()
+        script = Path(args[-1]).read_text()
         array = re.search(r"^#SBATCH --array=0-(\d+)", script, re.MULTILINE)
         name = re.search(r"^#SBATCH --job-name=(\S+)", script, re.MULTILINE)
         assert array and name, script

@@ -45,9 +45,10 @@ def filesystem_type(path: Path) -> str:
     target = str(path.resolve())
     for line in mounts:
         fields = line.split()
-        if len(fields) >= 3 and (target == fields[1] or target.startswith(fields[1].rstrip("/") + "/")):
-            if len(fields[1]) > len(best):
-                best, fstype = fields[1], fields[2]
+        if len(fields) < 3 or len(fields[1]) <= len(best):
+            continue
+        if target == fields[1] or target.startswith(fields[1].rstrip("/") + "/"):
+            best, fstype = fields[1], fields[2]
     return fstype
 
 

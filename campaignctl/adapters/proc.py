@@ -86,7 +86,9 @@ def run(argv: Sequence[str], *, timeout: float = 60.0, attempts: int = 4,
 def command_error(result: ProcResult, transient: bool) -> SlurmTransientError | SlurmUnavailableError:
     stderr = result.stderr.strip().splitlines()
     detail = stderr[-1] if stderr else "(no stderr)"
-    message = f"`{' '.join(result.argv[:4])}{' …' if len(result.argv) > 4 else ''}` exited {result.returncode}: {detail}"
+    shown = " ".join(result.argv[:4]) + (" …" if len(result.argv) > 4 else "")
+    message = f"`{shown}` exited {result.returncode}: {detail}"
     if transient:
-        return SlurmTransientError(message, "Slurm is busy or unreachable; nothing was half-recorded, run it again later")
+        return SlurmTransientError(message, "Slurm is busy or unreachable; nothing was half-recorded, "
+                                            "run it again later")
     return SlurmUnavailableError(message, "check the Slurm command's message above and `scontrol ping`")

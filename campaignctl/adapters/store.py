@@ -101,7 +101,7 @@ class Store:
         with self.engine.begin() as conn:
             campaign_id = conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
-                owner=owner, created_at=now)).inserted_primary_key[0]
+                owner=owner, created_at=now)).inserted_primary_key[0]  # type: ignore[index]
             self._insert_revision(conn, campaign_id, 1, spec, spec_text, spec_path, owner, "initial")
             conn.execute(tasks.insert(), [
                 {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
@@ -148,7 +148,7 @@ class Store:
             submission_id = conn.execute(submissions.insert().values(
                 campaign_id=campaign_id, revision=revision, token=token, state="intent",
                 array_spec=chunk.array_spec, size=chunk.size, folder=folder,
-                resources_json=resources_json, created_at=now, updated_at=now)).inserted_primary_key[0]
+                resources_json=resources_json, created_at=now, updated_at=now)).inserted_primary_key[0]  # type: ignore[index]
             conn.execute(attempts.insert(), [
                 {"task_id": task_ids[t], "submission_id": submission_id,
                  "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,

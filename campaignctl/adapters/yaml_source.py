@@ -61,8 +61,9 @@ class _Converter:
             if key in out:
                 self.problem(key_node, (*path, key), "duplicate key (YAML would silently keep the last one)")
                 continue
-            self.lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = self.convert(value_node, (*path, key))
+            key_path: KeyPath = (*path, key)
+            self.lines[key_path] = key_node.start_mark.line + 1
+            out[key] = self.convert(value_node, key_path)
         return out
 
     def convert_scalar(self, node: yaml.ScalarNode, path: KeyPath) -> object:

@@ -33,7 +33,7 @@ def main() -> None:
         if exc.hint:
             err_console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
         sys.exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked for
+    except Exception as exc:
         import click
 
         if isinstance(exc, click.exceptions.Abort):

@@ -116,7 +116,7 @@ def _matrix_points(r: Reader, matrix: object) -> list[dict[str, Scalar]]:
     if len(r.problems) > before:
         return []
     names = [n for n, _ in axes]
-    return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))]
 
 
 def _task_list(r: Reader, tasks: object) -> list[dict[str, Scalar]]:

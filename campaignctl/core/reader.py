@@ -28,9 +28,9 @@ class Reader:
     def get(self, path: KeyPath) -> object:
         node: object = self.doc.data
         for part in path:
-            if isinstance(part, str) and isinstance(node, dict) and part in node:
+            if isinstance(node, dict) and isinstance(part, str) and part in node:
                 node = node[part]
-            elif isinstance(part, int) and isinstance(node, list) and part < len(node):
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
                 node = node[part]
             else:
                 return _MISSING

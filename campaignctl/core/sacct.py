@@ -94,7 +94,7 @@ def parse_sacct_line(line: str) -> SacctRow | None:
     parts = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
     if len(parts) != len(SACCT_FIELDS):
         return None
-    f = dict(zip(SACCT_FIELDS, parts))
+    f = dict(zip(SACCT_FIELDS, parts, strict=True))
     match = _JOB_ID.match(f["JobID"])
     if not match:
         return None

@@ -19,7 +19,7 @@ def parse_time_minutes(text: str) -> int:
     parts = [int(p) for p in match["rest"].split(":")]
     days = match["days"]
     if days is not None:  # D-H, D-H:M, D-H:M:S
-        hours, minutes, seconds = (parts + [0, 0])[:3]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
         total_s = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
     elif len(parts) == 1:  # M
         total_s = parts[0] * 60

@@ -100,7 +100,8 @@ def test_hostile_strings_reach_the_program_verbatim_and_run_nothing(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     marker = f"/tmp/campaignctl-pwned-{uuid.uuid4().hex[:8]}"
     hostile = [f"$(touch {marker}-1)", f"`touch {marker}-2`", f"; touch {marker}-3", "%x %j", "../../etc/passwd"]
-    dump = "import json,os,sys; open(os.environ['CAMPAIGNCTL_ATTEMPT_DIR']+'/argv.json','w').write(json.dumps(sys.argv[1:]))"
+    dump = ("import json,os,sys; "
+            "open(os.environ['CAMPAIGNCTL_ATTEMPT_DIR']+'/argv.json','w').write(json.dumps(sys.argv[1:]))")
     spec = write_spec(tmp_path, "name: hostile\nresources: {mem: 200M, time: '00:05:00'}\n"
                       "env: {PAYLOAD: " + json.dumps(hostile[0]) + "}\n"
                       "command: " + json.dumps(["python3", "-c", dump, *hostile]) + "\n")
