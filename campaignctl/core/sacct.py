@@ -118,10 +118,11 @@ def parse_sacct(text: str) -> list[SacctRow]:
 
 
 def _from_allocation(row: SacctRow, index: int | None) -> JobObservation:
+    nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
     return JobObservation(
         key=(row.array_job_id, index), state=row.state.state, slurm_state=row.state.raw,
         cancelled_by=row.state.cancelled_by, exit_code=row.exit_code, exit_signal=row.exit_signal,
-        elapsed_s=row.elapsed_s, nodes=row.nodes, start=row.start, end=row.end)
+        elapsed_s=row.elapsed_s, nodes=nodes, start=row.start, end=row.end)
 
 
 def _with_step(obs: JobObservation, step: SacctRow) -> JobObservation:
@@ -143,6 +144,7 @@ def _rss_bytes(text: str) -> float:
 def observe_jobs(rows: Iterable[SacctRow]) -> dict[tuple[str, int | None], JobObservation]:
     """Fold rows into one observation per (array job id, index); later runs (-D) win."""
     out: dict[tuple[str, int | None], JobObservation] = {}
+    ran: set[tuple[str, int | None]] = set()  # keys seen on a job line: any later line is a rerun
     for row in rows:
         if row.pending_indices and row.step is None:
             for idx in row.pending_indices:
@@ -150,8 +152,10 @@ def observe_jobs(rows: Iterable[SacctRow]) -> dict[tuple[str, int | None], JobOb
             continue
         key = (row.array_job_id, row.array_index)
         if row.step is None:
-            previous = out.get(key)
-            requeues = (previous.requeues + 1) if previous and previous.state is State.REQUEUED else 0
+            # With --duplicates every earlier line of a JobID is an earlier run. Its state is
+            # REQUEUED after `scontrol requeue`, but PREEMPTED or NODE_FAIL when Slurm requeued it.
+            requeues = out[key].requeues + 1 if key in ran else 0
+            ran.add(key)
             out[key] = replace(_from_allocation(row, row.array_index), requeues=requeues)
         elif key in out:
             out[key] = _with_step(out[key], row)

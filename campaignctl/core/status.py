@@ -49,7 +49,7 @@ def task_rows(task_params: Mapping[int, Mapping[str, Scalar]], attempts: Iterabl
         obs = _observation(attempt, observed)
         state = obs.state.value if obs else (SUBMITTING if attempt.job_id is None else "UNKNOWN")
         rows.append(TaskRow(index, params, state, count, attempt.job_id,
-                            obs.nodes if obs and obs.nodes != "None assigned" else "",
+                            obs.nodes if obs else "",
                             obs.elapsed_s if obs else None, obs.exit_code if obs else None))
     return rows
 
