@@ -89,7 +89,3 @@ class ArraySubmission:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 staged.replace(target)
         shutil.rmtree(self.staging_dir, ignore_errors=True)
-
-    def is_delivered(self, job_id: str, size: int) -> bool:
-        return all(JobPaths(self.folder, job_id=f"{job_id}_{i}").submitted_pickle.exists()
-                   for i in range(size))

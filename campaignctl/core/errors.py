@@ -34,12 +34,6 @@ class NotFoundError(CampaignctlError):
     exit_code = 4
 
 
-class ConflictError(CampaignctlError):
-    """The request conflicts with recorded state."""
-
-    exit_code = 5
-
-
 class SlurmUnavailableError(CampaignctlError):
     """A Slurm command is missing or failed for a non-transient reason (EX_UNAVAILABLE)."""
 

@@ -81,7 +81,3 @@ def classify_state(raw: str) -> SlurmState:
     base, _, by = text.partition(" by ")
     info = _TABLE.get(base.strip(), _UNKNOWN)
     return SlurmState(info=info, raw=raw, cancelled_by=by.strip() or None)
-
-
-def state_table() -> dict[str, StateInfo]:
-    return dict(_TABLE)

@@ -6,7 +6,6 @@ import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
-from typing import Any
 
 from campaignctl.core.params import TaskSpec, expand_tasks
 from campaignctl.core.rawdoc import KeyPath, RawDoc
@@ -136,8 +135,3 @@ def _budget(r: Reader) -> Budget:
     p: KeyPath = ("budget",)
     r.mapping(p, BUDGET_KEYS)
     return Budget(**{k: r.number((*p, k), minimum=0.0) for k in BUDGET_KEYS})
-
-
-def describe_task(task: TaskSpec) -> dict[str, Any]:
-    return {"index": task.index, "params": dict(task.params), "argv": list(task.argv)}
-

@@ -30,12 +30,6 @@ def parse_time_minutes(text: str) -> int:
     return math.ceil(total_s / 60)
 
 
-def format_minutes(minutes: int) -> str:
-    days, rem = divmod(minutes, 1440)
-    hours, mins = divmod(rem, 60)
-    return f"{days}-{hours:02d}:{mins:02d}:00" if days else f"{hours:02d}:{mins:02d}:00"
-
-
 def parse_mem_mb(text: str) -> int:
     """Megabytes (rounded up) of a Slurm memory string such as 4G, 500M, 1.5G, 2048."""
     match = _MEM_RE.match(text.strip())

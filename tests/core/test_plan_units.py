@@ -5,7 +5,7 @@ import math
 import pytest
 
 from campaignctl.core.plan import plan_chunks
-from campaignctl.core.units import format_minutes, parse_duration_seconds, parse_mem_mb, parse_time_minutes
+from campaignctl.core.units import parse_duration_seconds, parse_mem_mb, parse_time_minutes
 
 
 @pytest.mark.parametrize(("tasks", "max_array", "max_parallel"), [
@@ -44,6 +44,3 @@ def test_memory_strings(text: str, mb: int) -> None:
 def test_sacct_durations(text: str, seconds: int | None) -> None:
     assert parse_duration_seconds(text) == seconds
 
-
-def test_format_minutes() -> None:
-    assert format_minutes(90) == "01:30:00" and format_minutes(1563) == "1-02:03:00"
