@@ -25,22 +25,16 @@ app.command("status")(status_cmd.status)
 
 
 def main() -> None:
-    """Entry point: every CampaignctlError becomes `error:`/`hint:` on stderr and its exit code."""
+    """Entry point. typer's standalone mode handles usage errors (exit 2) and Ctrl-C; every
+    CampaignctlError becomes `error:`/`hint:` on stderr and its exit code; anything else is a bug."""
     try:
-        app(standalone_mode=False)
+        app()
     except CampaignctlError as exc:
         err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
         if exc.hint:
             err_console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
         sys.exit(exc.exit_code)
-    except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # the boundary: no traceback unless asked for
         if os.environ.get("CAMPAIGNCTL_DEBUG"):
             raise
         err_console.print(f"[bold red]error:[/] internal error: {type(exc).__name__}: {exc}", soft_wrap=True)

@@ -36,6 +36,12 @@ def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) ->
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
 
 
+def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    done = run_cli("submit", state=tmp_path)
+    assert done.returncode == 2 and "Missing argument" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     assert_user_error(run_cli("submit", str(tmp_path / "nope.yaml"), state=tmp_path), 3,
                       "nope.yaml", "file not found")
@@ -67,7 +73,7 @@ def test_dry_run_json_envelope_shows_plan_and_script_without_slurm(tmp_path: Pat
     assert data["chunks"][0]["array_spec"] == "0-3%4"
     assert "#SBATCH --gres=gpu:a100:1" in data["script"]
     assert "assumed 1001" in data["notes"][0]
-    assert not (tmp_path / "campaignctl").exists() or not list((tmp_path / "campaignctl").iterdir())
+    assert not (tmp_path / "campaignctl").exists()  # a dry run records nothing
 
 
 def test_state_directory_and_database_are_private(tmp_path: Path) -> None:
