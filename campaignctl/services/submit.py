@@ -25,7 +25,7 @@ from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import load_yaml, parse_yaml
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import ArrayChunk, plan_chunks
-from campaignctl.core.records import CampaignRecord, SubmissionRecord
+from campaignctl.core.records import AttemptRecord, CampaignRecord, SubmissionRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 
 
@@ -162,11 +162,12 @@ def _recover(store: Store, record: CampaignRecord, spec: CampaignSpec) -> list[C
     if not pending:
         return []
     specs: dict[int, CampaignSpec] = {}
+    attempts = store.attempts(record.id)
     queued = {q.name.split(".")[1]: q.array_job_id for q in slurm.own_queued_jobs()
               if q.name.startswith("cc.") and q.name.count(".") >= 2}
     results = []
     for sub in pending:
-        chunk = _chunk_of(store, record, sub)
+        chunk = _chunk_of(attempts, sub)
         if sub.revision not in specs:
             specs[sub.revision] = _revision_spec(store, record.id, sub.revision)
         revision_spec = specs[sub.revision]
@@ -186,8 +187,7 @@ def _revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:
     return validate_spec(doc, str(Path(revision.spec_path).parent))
 
 
-def _chunk_of(store: Store, record: CampaignRecord, sub: SubmissionRecord) -> ArrayChunk:
-    rows = sorted((a.array_index, a.task_index) for a in store.attempts(record.id)
-                  if a.token.startswith(sub.token + "."))
+def _chunk_of(attempts: list[AttemptRecord], sub: SubmissionRecord) -> ArrayChunk:
+    rows = sorted((a.array_index, a.task_index) for a in attempts if a.token.startswith(sub.token + "."))
     throttle = int(sub.array_spec.split("%")[1]) if "%" in sub.array_spec else None
     return ArrayChunk(task_indices=tuple(t for _, t in rows), throttle=throttle)
