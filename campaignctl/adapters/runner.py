@@ -34,6 +34,7 @@ class TaskLaunch:
     env: Mapping[str, str]
     workdir: str
     task_dir: str
+    attempt_number: int = 1
 
     @property
     def attempt_dir(self) -> Path:
@@ -50,7 +51,10 @@ def task_environment(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_ATTEMPT_DIR": str(launch.attempt_dir),
         "CAMPAIGNCTL_CHECKPOINT_DIR": str(Path(launch.task_dir) / "checkpoint"),
         "CAMPAIGNCTL_METRICS": str(launch.attempt_dir / "metrics.jsonl"),
+        "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
     })
+    if launch.attempt_number > 1:  # a retry: resume from $CAMPAIGNCTL_CHECKPOINT_DIR if it has one
+        env["CAMPAIGNCTL_RESUME"] = "1"
     return env
 
 

@@ -15,6 +15,7 @@ from campaignctl.adapters.store_schema import (
     MIGRATIONS,
     attempts,
     campaigns,
+    observations,
     revisions,
     submissions,
     tasks,
@@ -22,7 +23,15 @@ from campaignctl.adapters.store_schema import (
 from campaignctl.core.errors import StateError
 from campaignctl.core.params import Scalar
 from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
+from campaignctl.core.policy import policy_to_dict
+from campaignctl.core.records import (
+    AttemptRecord,
+    CampaignRecord,
+    HistoryRow,
+    ObservedChange,
+    RevisionRecord,
+    SubmissionRecord,
+)
 from campaignctl.core.spec import CampaignSpec
 
 
@@ -124,7 +133,8 @@ class Store:
                          spec_text: str, spec_path: str, author: str, reason: str) -> None:
         conn.execute(revisions.insert().values(
             campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
-            spec_path=spec_path, author=author, reason=reason, created_at=utc_now()))
+            spec_path=spec_path, author=author, reason=reason, created_at=utc_now(),
+            policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True)))
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
         with self.engine.connect() as conn:
@@ -132,29 +142,16 @@ class Store:
                 revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
         m = row._mapping
         return RevisionRecord(campaign_id=campaign_id, number=number, spec_text=m["spec_text"],
-                              spec_hash=m["spec_hash"], spec_path=m["spec_path"], created_at=m["created_at"])
+                              spec_hash=m["spec_hash"], spec_path=m["spec_path"], created_at=m["created_at"],
+                              policy_json=m["policy_json"])
 
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str) -> int:
+                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False) -> int:
         """Write the submission and one attempt per array element before sbatch runs."""
-        now = utc_now()
         with self.engine.begin() as conn:
-            task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
-                tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
-            numbers = dict(conn.execute(
-                sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
-                .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
-            submission_id = conn.execute(submissions.insert().values(
-                campaign_id=campaign_id, revision=revision, token=token, state="intent",
-                array_spec=chunk.array_spec, size=chunk.size, folder=folder,
-                resources_json=resources_json, created_at=now, updated_at=now)).inserted_primary_key[0]  # type: ignore[index]
-            conn.execute(attempts.insert(), [
-                {"task_id": task_ids[t], "submission_id": submission_id,
-                 "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
-                 "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
-                for i, t in enumerate(chunk.task_indices)])
-        return int(submission_id)
+            return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
+                                     kind, requeue)
 
     def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -168,6 +165,10 @@ class Store:
             if job_id is not None:
                 update = update.values(job_id=sa.literal(f"{job_id}_") + sa.cast(attempts.c.array_index, sa.Text))
             conn.execute(update.values(state=attempt_state.get(state, "SUBMITTING")))
+
+    def set_campaign_state(self, campaign_id: int, state: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(campaigns.update().where(campaigns.c.id == campaign_id).values(state=state))
 
     def submissions(self, campaign_id: int, states: Sequence[str] | None = None) -> list[SubmissionRecord]:
         query = sa.select(submissions).where(submissions.c.campaign_id == campaign_id)
@@ -194,8 +195,67 @@ class Store:
                               submission_state=r.submission_state, created_at=r.created_at)
                 for r in rows]
 
+    def history(self, campaign_id: int) -> list[HistoryRow]:
+        """Every attempt of the campaign, oldest first per task, with its effective resources."""
+        a, sub = attempts.c, submissions.c
+        query = (sa.select(a.id, tasks.c.task_index, a.attempt_number, a.array_index, a.token, a.job_id,
+                           a.state, a.slurm_state, a.exit_code, a.nodes, a.elapsed_s, a.max_rss,
+                           a.ended_at, a.missing_since,
+                           sa.func.coalesce(a.resources_json, sub.resources_json).label("resources_json"),
+                           sub.token.label("submission_token"), sub.state.label("submission_state"),
+                           a.created_at)
+                 .join(tasks, tasks.c.id == a.task_id).join(submissions, sub.id == a.submission_id)
+                 .where(tasks.c.campaign_id == campaign_id)
+                 .order_by(tasks.c.task_index, a.attempt_number))
+        with self.engine.connect() as conn:
+            return [HistoryRow(*row) for row in conn.execute(query)]  # type: ignore[call-arg]
+
+    def record_observations(self, tick_id: int, changes: Sequence[ObservedChange]) -> None:
+        """Write the latest Slurm facts onto attempts; keep a row per state change (the history
+        a replay needs), not one per tick."""
+        if not changes:
+            return
+        now = utc_now()
+        fields = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at",
+                  "missing_since")
+        update = (attempts.update().where(attempts.c.id == sa.bindparam("b_id"))
+                  .values({f: sa.bindparam(f"b_{f}") for f in fields}))
+        with self.engine.begin() as conn:
+            conn.execute(update, [{"b_id": c.attempt_id, **{f"b_{f}": getattr(c, f) for f in fields}}
+                                  for c in changes])
+            moved = [{"attempt_id": c.attempt_id, "tick_id": tick_id, "state": c.state,
+                      "slurm_state": c.slurm_state, "exit_code": c.exit_code, "nodes": c.nodes,
+                      "elapsed_s": c.elapsed_s, "observed_at": now} for c in changes if c.state_changed]
+            if moved:
+                conn.execute(observations.insert(), moved)
+
+    def set_attempt_resources(self, tokens: Sequence[str], resources_json: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(attempts.update().where(attempts.c.token.in_(tokens))
+                         .values(resources_json=resources_json))
+
     def task_params(self, campaign_id: int) -> dict[int, dict[str, Scalar]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
                                 .where(tasks.c.campaign_id == campaign_id)).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
+
+
+def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
+                      folder: str, resources_json: str, kind: str, requeue: bool) -> int:
+    now = utc_now()
+    task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
+        tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
+    numbers = dict(conn.execute(
+        sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
+        .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
+    submission_id = conn.execute(submissions.insert().values(
+        campaign_id=campaign_id, revision=revision, token=token, state="intent",
+        array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
+        kind=kind, requeue=int(requeue), created_at=now, updated_at=now)).inserted_primary_key[0]  # type: ignore[index]
+    conn.execute(attempts.insert(), [
+        {"task_id": task_ids[t], "submission_id": submission_id,
+         "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
+         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
+        for i, t in enumerate(chunk.task_indices)])
+    return int(submission_id)

@@ -52,7 +52,54 @@ def _ddl(script: str) -> Callable[[sa.Connection], None]:
     return apply
 
 
+_002_RECONCILE = """
+ALTER TABLE revisions ADD COLUMN policy_json TEXT NOT NULL DEFAULT '{{}}';
+ALTER TABLE submissions ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE submissions ADD COLUMN kind TEXT NOT NULL DEFAULT 'initial';
+ALTER TABLE attempts ADD COLUMN slurm_state TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN exit_code INTEGER;
+ALTER TABLE attempts ADD COLUMN nodes TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN elapsed_s INTEGER;
+ALTER TABLE attempts ADD COLUMN max_rss TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN ended_at TEXT;
+ALTER TABLE attempts ADD COLUMN missing_since TEXT;
+ALTER TABLE attempts ADD COLUMN resources_json TEXT;
+CREATE TABLE ticks (
+  id {pk}, started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL, scope TEXT NOT NULL,
+  slurm_calls INTEGER NOT NULL DEFAULT 0, decisions INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
+CREATE TABLE decisions (
+  id {pk}, tick_id INTEGER NOT NULL REFERENCES ticks(id), campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+  task_index INTEGER NOT NULL, attempt_token TEXT NOT NULL, policy TEXT NOT NULL, policy_digest TEXT NOT NULL,
+  rule TEXT NOT NULL, action TEXT NOT NULL, params_json TEXT NOT NULL, inputs_json TEXT NOT NULL,
+  reason TEXT NOT NULL, mode TEXT NOT NULL, group_token TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE decision_outcomes (
+  id {pk}, decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id), status TEXT NOT NULL,
+  detail_json TEXT NOT NULL, error TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE observations (
+  id {pk}, attempt_id INTEGER NOT NULL REFERENCES attempts(id), tick_id INTEGER NOT NULL,
+  state TEXT NOT NULL, slurm_state TEXT NOT NULL, exit_code INTEGER, nodes TEXT NOT NULL,
+  elapsed_s INTEGER, observed_at TEXT NOT NULL);
+CREATE INDEX decisions_campaign ON decisions (campaign_id, task_index);
+CREATE INDEX decisions_attempt ON decisions (attempt_token);
+CREATE INDEX observations_attempt ON observations (attempt_id);
+CREATE INDEX attempts_task ON attempts (task_id)
+"""
+# The decision log is append-only: SQLite refuses to change or delete a written row.
+_002_SQLITE_TRIGGERS = [
+    f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
+    f"BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END"
+    for table in ("decisions", "decision_outcomes") for verb in ("UPDATE", "DELETE")]
+
+
+def _002(conn: sa.Connection) -> None:
+    _ddl(_002_RECONCILE)(conn)
+    if conn.dialect.name == "sqlite":
+        for statement in _002_SQLITE_TRIGGERS:
+            conn.exec_driver_sql(statement)
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
+MIGRATIONS.append(("002_reconcile", _002))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -65,7 +112,7 @@ revisions = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.Integer),
     sa.Column("number", sa.Integer), sa.Column("spec_text", sa.Text),
     sa.Column("spec_hash", sa.Text), sa.Column("spec_path", sa.Text), sa.Column("author", sa.Text),
-    sa.Column("reason", sa.Text), sa.Column("created_at", sa.Text))
+    sa.Column("reason", sa.Text), sa.Column("created_at", sa.Text), sa.Column("policy_json", sa.Text))
 tasks = sa.Table(
     "tasks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.Integer),
@@ -77,10 +124,38 @@ submissions = sa.Table(
     sa.Column("revision", sa.Integer), sa.Column("token", sa.Text), sa.Column("state", sa.Text),
     sa.Column("job_id", sa.Text), sa.Column("array_spec", sa.Text), sa.Column("size", sa.Integer),
     sa.Column("folder", sa.Text), sa.Column("resources_json", sa.Text),
-    sa.Column("created_at", sa.Text), sa.Column("updated_at", sa.Text))
+    sa.Column("created_at", sa.Text), sa.Column("updated_at", sa.Text), sa.Column("requeue", sa.Integer),
+    sa.Column("kind", sa.Text))
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("task_id", sa.Integer),
     sa.Column("submission_id", sa.Integer), sa.Column("attempt_number", sa.Integer),
     sa.Column("array_index", sa.Integer), sa.Column("token", sa.Text), sa.Column("job_id", sa.Text),
-    sa.Column("state", sa.Text), sa.Column("created_at", sa.Text))
+    sa.Column("state", sa.Text), sa.Column("created_at", sa.Text), sa.Column("slurm_state", sa.Text),
+    sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
+    sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text), sa.Column("missing_since", sa.Text),
+    sa.Column("resources_json", sa.Text))
+ticks = sa.Table(
+    "ticks", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),
+    sa.Column("finished_at", sa.Text), sa.Column("status", sa.Text), sa.Column("scope", sa.Text),
+    sa.Column("slurm_calls", sa.Integer), sa.Column("decisions", sa.Integer), sa.Column("note", sa.Text))
+decisions = sa.Table(
+    "decisions", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("tick_id", sa.Integer),
+    sa.Column("campaign_id", sa.Integer), sa.Column("task_index", sa.Integer),
+    sa.Column("attempt_token", sa.Text), sa.Column("policy", sa.Text), sa.Column("policy_digest", sa.Text),
+    sa.Column("rule", sa.Text), sa.Column("action", sa.Text), sa.Column("params_json", sa.Text),
+    sa.Column("inputs_json", sa.Text), sa.Column("reason", sa.Text), sa.Column("mode", sa.Text),
+    sa.Column("group_token", sa.Text), sa.Column("created_at", sa.Text))
+decision_outcomes = sa.Table(
+    "decision_outcomes", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("decision_id", sa.Integer),
+    sa.Column("status", sa.Text), sa.Column("detail_json", sa.Text), sa.Column("error", sa.Text),
+    sa.Column("created_at", sa.Text))
+observations = sa.Table(
+    "observations", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
+    sa.Column("tick_id", sa.Integer), sa.Column("state", sa.Text), sa.Column("slurm_state", sa.Text),
+    sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
+    sa.Column("observed_at", sa.Text))

@@ -25,7 +25,7 @@ from campaignctl.core.spec import Resources
 
 
 def executor_parameters(resources: Resources, job_name: str, comment: str,
-                        chunk: ArrayChunk) -> dict[str, Any]:
+                        chunk: ArrayChunk, requeue: bool = False) -> dict[str, Any]:
     """submitit parameters for one array chunk. sbatch 22.05 has no --cpu-bind: binding is
     given to the `srun` that launches the task (submitit's srun_args). Since 22.05 srun no longer
     inherits --cpus-per-task from sbatch (SLURM_CPUS_PER_TASK is ignored), so without an explicit
@@ -34,8 +34,10 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
         "job_name": job_name, "comment": comment, "time": resources.time_min,
         "cpus_per_task": resources.cpus_per_task, "mem": f"{resources.mem_mb}M",
         "stderr_to_stdout": True, "map_count": chunk.size, "wckey": None,
-        # --no-requeue: the cluster's own JobRequeue must not race the campaign's policy.
-        "additional_parameters": {"array": chunk.array_spec, "no_requeue": True},
+        # --no-requeue unless the policy asks for Slurm-side requeue: the cluster's own
+        # JobRequeue/PreemptMode=REQUEUE must not race the campaign's policy.
+        "additional_parameters": {"array": chunk.array_spec,
+                                  "requeue" if requeue else "no_requeue": True},
     }
     optional = {"partition": resources.partition, "gres": resources.gres, "account": resources.account,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}

@@ -14,6 +14,8 @@ _MISSING = object()
 
 
 class Reader:
+    MISSING = _MISSING  # what `get` returns for an absent key
+
     def __init__(self, doc: RawDoc) -> None:
         self.doc = doc
         self.problems: list[str] = list(doc.problems)

@@ -27,6 +27,7 @@ class RevisionRecord:
     spec_hash: str
     spec_path: str
     created_at: str
+    policy_json: str = "{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,9 @@ class SubmissionRecord:
     size: int
     folder: str
     created_at: str
+    resources_json: str = "{}"
+    kind: str = "initial"
+    requeue: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +62,43 @@ class AttemptRecord:
     @property
     def array_job_id(self) -> str | None:
         return self.job_id.split("_")[0] if self.job_id else None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """One attempt as reconcile remembers it: last observed Slurm facts and effective resources."""
+
+    id: int
+    task_index: int
+    attempt_number: int
+    array_index: int
+    token: str
+    job_id: str | None
+    state: str
+    slurm_state: str
+    exit_code: int | None
+    nodes: str
+    elapsed_s: int | None
+    max_rss: str
+    ended_at: str | None
+    missing_since: str | None
+    resources_json: str  # the attempt's own after an in-place resize, else its submission's
+    submission_token: str
+    submission_state: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedChange:
+    """What reconcile writes back for an attempt whose observed facts changed this tick."""
+
+    attempt_id: int
+    state: str
+    slurm_state: str
+    exit_code: int | None
+    nodes: str
+    elapsed_s: int | None
+    max_rss: str
+    ended_at: str | None
+    missing_since: str | None
+    state_changed: bool

@@ -8,6 +8,7 @@ import posixpath
 from dataclasses import dataclass
 
 from campaignctl.core.params import TaskSpec, expand_tasks
+from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import (
@@ -65,7 +66,8 @@ class CampaignSpec:
     tasks: tuple[TaskSpec, ...]
     resources: Resources
     max_parallel: int | None
-    policy: str
+    policy_ref: str
+    policy: Policy
     budget: Budget
     workdir: str
     run_dir: str
@@ -79,8 +81,18 @@ def spec_hash(data: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def validate_spec(doc: RawDoc, spec_dir: str) -> CampaignSpec:
-    """Validate `doc`; relative paths are taken from `spec_dir`. Raises SpecError listing every problem."""
+def policy_reference(doc: RawDoc) -> str:
+    """Which policy the spec names: `policy: NAME|PATH` or `policy: {use: NAME|PATH, …}`."""
+    value = doc.data.get("policy") if isinstance(doc.data, dict) else None
+    if isinstance(value, dict):
+        value = value.get("use", "default")
+    return value if isinstance(value, str) and value else "default"
+
+
+def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None) -> CampaignSpec:
+    """Validate `doc`; relative paths are taken from `spec_dir`; `base_policy` is the policy the
+    spec names (loaded by the caller), which the spec's `policy:` mapping may override.
+    Raises SpecError listing every problem."""
     r = Reader(doc)
     top = r.mapping((), TOP_KEYS, required=True) or {}
     name = r.pattern(("name",), CAMPAIGN_NAME, "1-64 characters from A-Z a-z 0-9 _ . -, starting "
@@ -88,15 +100,16 @@ def validate_spec(doc: RawDoc, spec_dir: str) -> CampaignSpec:
     resources = _resources(r)
     max_parallel = _max_parallel(r)
     budget = _budget(r)
-    policy = r.string(("policy",), default="default", path_like=True) or "default"
+    policy = _policy(r, base_policy or Policy())
     workdir = _join(spec_dir, r.string(("workdir",), default=".", path_like=True) or ".")
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
     tasks = expand_tasks(r, top)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
-                        policy=policy, budget=budget, workdir=workdir, run_dir=run_dir,
-                        description=description, spec_hash=spec_hash(doc.data))
+                        policy_ref=policy_reference(doc), policy=policy, budget=budget,
+                        workdir=workdir, run_dir=run_dir, description=description,
+                        spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}))
 
 
 def _join(base: str, path: str) -> str:
@@ -124,6 +137,14 @@ def _resources(r: Reader) -> Resources:
         constraint=r.pattern((*p, "constraint"), CONSTRAINT, "a feature expression such as a100|v100"),
         exclude=r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]"),
     )
+
+
+def _policy(r: Reader, base: Policy) -> Policy:
+    if isinstance(r.get(("policy",)), dict):
+        r.string(("policy", "use"), path_like=True)
+        return read_overrides(r, ("policy",), base)
+    r.string(("policy",), path_like=True)
+    return base
 
 
 def _max_parallel(r: Reader) -> int | None:

@@ -17,16 +17,16 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters import slurm
-from campaignctl.adapters.faults import crash_point
-from campaignctl.adapters.runner import TaskLaunch
+from campaignctl.adapters import faults, slurm
+from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.submission import ArraySubmission, executor_parameters
-from campaignctl.adapters.yaml_source import load_yaml, parse_yaml
+from campaignctl.adapters.submission import ArraySubmission
+from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.errors import SlurmUnavailableError
-from campaignctl.core.plan import ArrayChunk, plan_chunks
-from campaignctl.core.records import AttemptRecord, CampaignRecord, SubmissionRecord
-from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.plan import plan_chunks
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.spec import CampaignSpec, policy_reference, validate_spec
+from campaignctl.services.dispatch import dispatch, parameters, recover
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,8 @@ class SubmitResult:
 def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     doc = load_yaml(spec_path)
     text = spec_path.read_text(encoding="utf-8")
-    return validate_spec(doc, str(spec_path.resolve().parent)), text
+    spec_dir = str(spec_path.resolve().parent)
+    return validate_spec(doc, spec_dir, load_policy(policy_reference(doc), spec_dir)), text
 
 
 def submit(spec_path: Path, dry_run: bool = False) -> SubmitResult:
@@ -84,7 +85,9 @@ def submit(spec_path: Path, dry_run: bool = False) -> SubmitResult:
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.tasks), 0, notes=notes)
-    recovered = _recover(store, record, spec)
+    recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
+                             r.chunk.task_indices[-1], r.job_id, "recovered")
+                 for r in recover(store, record)]
     fresh = _submit_unsubmitted(store, record, spec)
     return SubmitResult(spec.name, record.current_revision, outcome, len(spec.tasks),
                         fresh[1], recovered + fresh[0], notes=notes)
@@ -101,23 +104,11 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     script = ""
     if chunks:
         folder = Path(spec.run_dir) / "slurm"
-        script = ArraySubmission(folder, "DRYRUN", _parameters(spec, "DRYRUN", chunks[0], 0)).render()
+        params = parameters(spec.name, spec.resources, "DRYRUN", chunks[0], 0, spec.policy.slurm_requeue)
+        script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for c in chunks]
     return SubmitResult(spec.name, 0, "dry-run", len(spec.tasks), max_array, results, script, notes)
-
-
-def _parameters(spec: CampaignSpec, token: str, chunk: ArrayChunk, revision: int) -> dict[str, object]:
-    return executor_parameters(
-        spec.resources, job_name=f"cc.{token}.{spec.name}",
-        comment=f"campaignctl campaign={spec.name} revision={revision} token={token}", chunk=chunk)
-
-
-def _launches(spec: CampaignSpec, token: str, chunk: ArrayChunk) -> list[TaskLaunch]:
-    return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
-                       argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
-                       task_dir=str(Path(spec.run_dir) / "tasks" / str(t)))
-            for i, t in enumerate(chunk.task_indices)]
 
 
 def _submit_unsubmitted(store: Store, record: CampaignRecord,
@@ -130,64 +121,15 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
     results = []
     for chunk in plan_chunks(todo, max_array, spec.max_parallel):
         token = uuid.uuid4().hex[:12]
-        params = _parameters(spec, token, chunk, record.current_revision)
         store.record_intent(record.id, record.current_revision, token, chunk,
-                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(spec.resources)))
-        crash_point("after_intent")
-        job_id = _dispatch(store, spec, token, chunk, params, job_id=None)
+                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(spec.resources)),
+                            requeue=spec.policy.slurm_requeue)
+        faults.crash_point("after_intent")
+        params = parameters(spec.name, spec.resources, token, chunk, record.current_revision,
+                            spec.policy.slurm_requeue)
+        job_id = dispatch(store, spec, token, chunk, params, job_id=None)
         results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
                                    chunk.task_indices[-1], job_id, "submitted"))
     return results, max_array
 
 
-def _dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
-              params: dict[str, object], job_id: str | None) -> str:
-    """Steps 2-5 of the protocol, from wherever the last run stopped."""
-    submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params)
-    if job_id is None:
-        submission.stage(_launches(spec, token, chunk))
-        job_id = submission.submit_held()
-        crash_point("after_sbatch")
-        store.set_submission_state(token, "submitted", job_id)
-    submission.deliver(job_id, chunk.size)
-    crash_point("before_release")
-    slurm.release(job_id)
-    store.set_submission_state(token, "released")
-    return job_id
-
-
-def _recover(store: Store, record: CampaignRecord, spec: CampaignSpec) -> list[ChunkResult]:
-    """Finish submissions a crashed run left behind; adopt held jobs found by token."""
-    pending = store.submissions(record.id, states=("intent", "submitted"))
-    if not pending:
-        return []
-    specs: dict[int, CampaignSpec] = {}
-    attempts = store.attempts(record.id)
-    queued = {q.name.split(".")[1]: q.array_job_id for q in slurm.own_queued_jobs()
-              if q.name.startswith("cc.") and q.name.count(".") >= 2}
-    results = []
-    for sub in pending:
-        chunk = _chunk_of(attempts, sub)
-        if sub.revision not in specs:
-            specs[sub.revision] = _revision_spec(store, record.id, sub.revision)
-        revision_spec = specs[sub.revision]
-        params = _parameters(revision_spec, sub.token, chunk, sub.revision)
-        job_id = sub.job_id or queued.get(sub.token)
-        if job_id and not sub.job_id:
-            store.set_submission_state(sub.token, "submitted", job_id)
-        job_id = _dispatch(store, revision_spec, sub.token, chunk, params, job_id)
-        results.append(ChunkResult(sub.token, chunk.array_spec, chunk.size, chunk.task_indices[0],
-                                   chunk.task_indices[-1], job_id, "recovered"))
-    return results
-
-
-def _revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:
-    revision = store.revision(campaign_id, number)
-    doc = parse_yaml(revision.spec_text, revision.spec_path)
-    return validate_spec(doc, str(Path(revision.spec_path).parent))
-
-
-def _chunk_of(attempts: list[AttemptRecord], sub: SubmissionRecord) -> ArrayChunk:
-    rows = sorted((a.array_index, a.task_index) for a in attempts if a.token.startswith(sub.token + "."))
-    throttle = int(sub.array_spec.split("%")[1]) if "%" in sub.array_spec else None
-    return ArrayChunk(task_indices=tuple(t for _, t in rows), throttle=throttle)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from campaignctl.adapters import faults
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import SlurmTransientError
 from campaignctl.services import submit as submit_service
@@ -68,10 +69,10 @@ def test_crash_at_any_step_then_rerun_yields_no_duplicate_and_no_lost_task(
         if name == point:
             raise Crash(name)
 
-    monkeypatch.setattr(submit_service, "crash_point", crash_at)
+    monkeypatch.setattr(faults, "crash_point", crash_at)
     with pytest.raises(Crash):
         submit_service.submit(spec)
-    monkeypatch.setattr(submit_service, "crash_point", lambda _name: None)
+    monkeypatch.setattr(faults, "crash_point", lambda _name: None)
     submit_service.submit(spec)
 
     live = fake_slurm.live_jobs()

@@ -1,0 +1,145 @@
+"""The decision log: ticks, decisions (intent, written before acting) and their outcomes
+(written after). Rows are only ever inserted; SQLite triggers refuse UPDATE and DELETE."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store import insert_submission, utc_now
+from campaignctl.adapters.store_schema import campaigns, decision_outcomes, decisions, ticks
+from campaignctl.core.decide import Decision
+from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.policy import Policy
+
+ACTING = ("resubmit", "give_up")  # decisions that answer an attempt for good
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionIntent:
+    token: str
+    revision: int
+    chunk: ArrayChunk
+    folder: str
+    resources_json: str
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedDecision:
+    id: int
+    tick_id: int
+    campaign: str
+    task_index: int
+    attempt_token: str
+    policy: str
+    policy_digest: str
+    rule: str
+    action: str
+    params: dict[str, object]
+    inputs: dict[str, object]
+    reason: str
+    mode: str
+    group_token: str
+    created_at: str
+    status: str  # pending (no outcome yet) | applied | failed
+    detail: dict[str, object]
+    error: str
+    outcome_at: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class DecisionLog:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def begin_tick(self, scope: str) -> int:
+        with self.engine.begin() as conn:
+            return int(conn.execute(ticks.insert().values(
+                started_at=utc_now(), status="running", scope=scope)).inserted_primary_key[0])  # type: ignore[index]
+
+    def finish_tick(self, tick_id: int, status: str, slurm_calls: int, decided: int, note: str = "") -> None:
+        with self.engine.begin() as conn:
+            conn.execute(ticks.update().where(ticks.c.id == tick_id).values(
+                finished_at=utc_now(), status=status, slurm_calls=slurm_calls, decisions=decided, note=note))
+
+    def write_intents(self, tick_id: int, campaign_id: int, policy: Policy,
+                      planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
+                      mode: str = "enforce") -> list[int]:
+        """In ONE transaction: every decision of the tick, the submission intent rows of the
+        resubmissions, and the outcome of decisions that need no Slurm call (give_up). A crash
+        after this commit is finished by the next tick; before it, nothing happened at all."""
+        now = utc_now()
+        ids = []
+        with self.engine.begin() as conn:
+            for decision, group in planned:
+                ids.append(int(conn.execute(decisions.insert().values(
+                    tick_id=tick_id, campaign_id=campaign_id, task_index=decision.task_index,
+                    attempt_token=decision.attempt_token, policy=policy.label, policy_digest=policy.digest,
+                    rule=decision.rule, action=decision.action, params_json=_dump(decision.params),
+                    inputs_json=_dump(decision.inputs), reason=decision.reason, mode=mode,
+                    group_token=group, created_at=now)).inserted_primary_key[0]))  # type: ignore[index]
+            for intent in intents:
+                insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
+                                  intent.folder, intent.resources_json, "retry", intent.requeue)
+            done = [i for i, (d, _) in zip(ids, planned, strict=True) if d.action == "give_up"]
+            _insert_outcomes(conn, done, "applied", {}, "")
+        return ids
+
+    def write_outcomes(self, decision_ids: Sequence[int], status: str,
+                       detail: dict[str, object], error: str = "") -> None:
+        with self.engine.begin() as conn:
+            _insert_outcomes(conn, decision_ids, status, detail, error)
+
+    def decided_tokens(self, campaign_id: int) -> set[str]:
+        query = sa.select(decisions.c.attempt_token).where(
+            decisions.c.campaign_id == campaign_id, decisions.c.action.in_(ACTING))
+        with self.engine.connect() as conn:
+            return set(conn.execute(query).scalars())
+
+    def entries(self, campaign_id: int | None = None, task_index: int | None = None,
+                open_only: bool = False, limit: int | None = None) -> list[LoggedDecision]:
+        d, o = decisions.c, decision_outcomes.c
+        query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
+                           d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
+                           d.mode, d.group_token, d.created_at, o.status, o.detail_json, o.error,
+                           o.created_at.label("outcome_at"))
+                 .join(campaigns, campaigns.c.id == d.campaign_id)
+                 .outerjoin(decision_outcomes, o.decision_id == d.id).order_by(d.id))
+        if campaign_id is not None:
+            query = query.where(d.campaign_id == campaign_id)
+        if task_index is not None:
+            query = query.where(d.task_index == task_index)
+        if open_only:
+            query = query.where(o.id.is_(None))
+        if limit:
+            query = query.order_by(None).order_by(d.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        out = [LoggedDecision(
+            r.id, r.tick_id, r.name, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
+            r.action, json.loads(r.params_json), json.loads(r.inputs_json), r.reason, r.mode,
+            r.group_token, r.created_at, r.status or "pending", json.loads(r.detail_json or "{}"),
+            r.error or "", r.outcome_at) for r in rows]
+        return sorted(out, key=lambda e: e.id)
+
+    def last_per_task(self, campaign_id: int) -> dict[int, LoggedDecision]:
+        return {e.task_index: e for e in self.entries(campaign_id)}
+
+
+def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: str,
+                     detail: dict[str, object], error: str) -> None:
+    if decision_ids:
+        now = utc_now()
+        conn.execute(decision_outcomes.insert(), [
+            {"decision_id": i, "status": status, "detail_json": _dump(detail), "error": error,
+             "created_at": now} for i in decision_ids])
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,240 @@
+"""decide(tasks, policy, now) → decisions. Pure: the same function serves reconcile, --dry-run
+and (later) replay. Each rule returns a Decision with a one-sentence reason and the inputs it saw."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+
+from campaignctl.core.policy import Policy, Rule
+from campaignctl.core.spec import Resources
+
+# Domain state → the policy rule that answers it. COMPLETED, PENDING, RUNNING need no decision.
+CAUSE_OF_STATE = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout", "NODE_FAIL": "node_fail",
+                  "BOOT_FAIL": "boot_fail", "PREEMPTED": "preempted", "FAILED": "failed",
+                  "CANCELLED": "cancelled", "DEADLINE": "deadline", "LOST": "lost"}
+NODE_CAUSES = ("node_fail", "boot_fail")
+LOST = "LOST"  # not in sacct nor squeue for longer than the policy's grace period
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    token: str
+    number: int
+    state: str  # domain state as last seen (State value, SUBMITTING, UNKNOWN, LOST)
+    job_id: str | None
+    resources: Resources
+    exit_code: int | None = None
+    slurm_state: str = ""
+    nodes: str = ""
+    elapsed_s: int | None = None
+    max_rss: str = ""
+    ended_at: str | None = None  # sacct End, local time
+    missing_since: str | None = None  # first tick it was in neither sacct nor squeue
+    decided: bool = False  # a resubmit/give-up decision already answers this attempt
+
+    @property
+    def array_job_id(self) -> str | None:
+        return self.job_id.split("_")[0] if self.job_id else None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    index: int
+    attempts: tuple[AttemptView, ...]  # oldest first
+
+    @property
+    def latest(self) -> AttemptView:
+        return self.attempts[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    task_index: int
+    attempt_token: str
+    rule: str
+    action: str  # resubmit | give_up | resize_pending
+    reason: str
+    inputs: Mapping[str, object]
+    params: Mapping[str, object] = field(default_factory=dict)
+    resources: Resources | None = None  # resubmit: the next attempt's; resize_pending: the new ones
+
+
+def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime) -> list[Decision]:
+    """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
+    plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT."""
+    excluded = campaign_excluded_nodes(tasks, policy)
+    decisions = []
+    for task in tasks:
+        decision = decide_task(task, policy, now, excluded)
+        if decision is not None:
+            decisions.append(decision)
+    return decisions + resize_pending_siblings(tasks, decisions, policy)
+
+
+def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
+    if attempt.state in ("UNKNOWN",) and attempt.missing_since:
+        lost_for = now - datetime.fromisoformat(attempt.missing_since)
+        return "lost" if lost_for >= timedelta(seconds=policy.unknown_grace_s) else None
+    return CAUSE_OF_STATE.get(attempt.state)
+
+
+def decide_task(task: TaskView, policy: Policy, now: datetime,
+                excluded: frozenset[str] = frozenset()) -> Decision | None:
+    latest = task.latest
+    cause = None if latest.decided else cause_of(latest, policy, now)
+    if cause is None:
+        return None
+    rule = policy.rule(cause)
+    counts = Counter(CAUSE_OF_STATE.get(a.state, "") for a in task.attempts)
+    counts.pop("", None)
+    failures = sum(n for c, n in counts.items() if policy.rule(c).counts_as_failure)
+    inputs = _inputs(latest, counts, failures)
+    give_up = _give_up_reason(cause, rule, policy, latest, counts[cause] or 1, failures)
+    if give_up:
+        return Decision(task.index, latest.token, cause, "give_up", give_up, inputs)
+    wait = _backoff(rule, counts[cause] or 1)
+    if latest.ended_at and datetime.fromisoformat(latest.ended_at) + wait > now:
+        return None  # backoff not over: decide on a later tick
+    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs)
+
+
+def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
+                    seen: int, failures: int) -> str:
+    what = f"{latest.state.lower().replace('_', ' ')} (attempt {latest.number})"
+    if rule.action == "give_up":
+        by = f" by uid {latest.slurm_state.split(' by ')[1]}" if " by " in latest.slurm_state else ""
+        return f"{what}{by}: the policy's {cause} rule says give up, so the task stops here."
+    if cause == "failed" and latest.exit_code not in rule.retry_exit_codes:
+        return (f"exit code {latest.exit_code} is not in retry_exit_codes "
+                f"{list(rule.retry_exit_codes)}: treated as a bug in the program, not retried.")
+    if seen > rule.max_retries:
+        return f"{what}: {cause} seen {seen} times, above the cap of {rule.max_retries} retries."
+    if rule.counts_as_failure and failures > policy.max_failures:
+        return f"{what}: {failures} failures use up the task's failure budget of {policy.max_failures}."
+    if cause == "out_of_memory" and rule.mem_cap_mb and latest.resources.mem_mb >= rule.mem_cap_mb:
+        return f"{what} at {latest.resources.mem_mb} MB, already at the cap of {rule.mem_cap_mb} MB."
+    if cause == "timeout" and rule.time_cap_min and latest.resources.time_min >= rule.time_cap_min:
+        return f"{what} at {latest.resources.time_min} min, already at the cap of {rule.time_cap_min} min."
+    return ""
+
+
+def _backoff(rule: Rule, seen: int) -> timedelta:
+    return timedelta(seconds=rule.backoff_s * rule.backoff_factor ** (seen - 1))
+
+
+def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded: frozenset[str],
+              seen: int, inputs: Mapping[str, object]) -> Decision:
+    old = latest.resources
+    new = replace(old, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
+                  time_min=_grow(old.time_min, rule.time_factor, rule.time_cap_min))
+    failed_nodes = set(split_nodes(latest.nodes)) if rule.exclude_failed_node else set()
+    exclude = sorted(set(split_nodes(old.exclude or "")) | failed_nodes | excluded)
+    new = replace(new, exclude=",".join(exclude) or None)
+    changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
+    what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
+    reason = (f"{latest.state.lower().replace('_', ' ')} (attempt {latest.number}); retry {seen} of "
+              f"{rule.max_retries} with {what}")
+    if cause == "timeout":
+        reason += ", resuming from the task's checkpoint directory"
+    return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs,
+                    {"changes": changes, "retry": seen, "max_retries": rule.max_retries}, new)
+
+
+def _grow(value: int, factor: float, cap: int | None) -> int:
+    grown = math.ceil(value * factor)
+    return min(grown, cap) if cap else grown
+
+
+def _inputs(latest: AttemptView, counts: Mapping[str, int], failures: int) -> dict[str, object]:
+    r = latest.resources
+    return {"job_id": latest.job_id, "attempt": latest.number, "slurm_state": latest.slurm_state,
+            "state": latest.state, "exit_code": latest.exit_code, "nodes": latest.nodes,
+            "elapsed_s": latest.elapsed_s, "max_rss": latest.max_rss, "ended_at": latest.ended_at,
+            "missing_since": latest.missing_since, "counts": dict(counts), "failures": failures,
+            "resources": {"mem_mb": r.mem_mb, "time_min": r.time_min, "cpus_per_task": r.cpus_per_task,
+                          "gpus": r.gpus, "gpu_type": r.gpu_type, "exclude": r.exclude}}
+
+
+def split_nodes(nodelist: str) -> list[str]:
+    """`node[1-3],gpu7` → node1 node2 node3 gpu7 (Slurm hostlist; ranges and lists inside [])."""
+    out: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(nodelist + ","):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.extend(_expand_host(nodelist[start:i].strip()))
+            start = i + 1
+    return [n for n in out if n and n != "None assigned"]
+
+
+def _expand_host(item: str) -> list[str]:
+    if "[" not in item:
+        return [item]
+    prefix, _, rest = item.partition("[")
+    body, _, suffix = rest.partition("]")
+    hosts: list[str] = []
+    for part in body.split(","):
+        lo, _, hi = part.partition("-")
+        width = len(lo)
+        hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi or lo) + 1))
+    return hosts
+
+
+def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy) -> frozenset[str]:
+    """Nodes where `campaign_exclude_after` attempts of this campaign died of a node failure."""
+    failures: Counter[str] = Counter()
+    for task in tasks:
+        for attempt in task.attempts:
+            if CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES:
+                failures.update(set(split_nodes(attempt.nodes)))
+    return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
+
+
+def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision],
+                            policy: Policy) -> list[Decision]:
+    """A task that hit OOM/TIMEOUT predicts the same for its still-pending array siblings: give
+    them the retry's memory/time now (`scontrol update`), before they start and waste an attempt."""
+    by_token = {t.latest.token: t for t in tasks}
+    targets: dict[str, tuple[Decision, Resources]] = {}  # array job id → (trigger, largest new)
+    for d in decisions:
+        if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
+            continue
+        if not policy.rule(d.rule).resize_pending:
+            continue
+        array = by_token[d.attempt_token].latest.array_job_id
+        if array is None:
+            continue
+        prev = targets.get(array)
+        grown = d.resources if prev is None else replace(
+            prev[1], mem_mb=max(prev[1].mem_mb, d.resources.mem_mb),
+            time_min=max(prev[1].time_min, d.resources.time_min))
+        targets[array] = (d, grown)
+    out = []
+    for task in tasks:
+        latest = task.latest
+        if latest.state != "PENDING" or latest.array_job_id not in targets:
+            continue
+        trigger, grown = targets[latest.array_job_id]  # type: ignore[index]
+        resized = _resized(latest.resources, grown)
+        if resized is not None:
+            changes = {k: [getattr(latest.resources, k), getattr(resized, k)]
+                       for k in ("mem_mb", "time_min") if getattr(resized, k) != getattr(latest.resources, k)}
+            what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
+            reason = (f"pending sibling of task {trigger.task_index}, which hit "
+                      f"{trigger.rule.replace('_', ' ')} in the same array; {what} before it starts.")
+            out.append(Decision(task.index, latest.token, trigger.rule, "resize_pending", reason,
+                                {"job_id": latest.job_id, "state": latest.state, "trigger_task": trigger.task_index,
+                                 "trigger_attempt": trigger.attempt_token},
+                                {"changes": changes}, resized))
+    return out
+
+
+def _resized(current: Resources, grown: Resources) -> Resources | None:
+    mem, time = max(current.mem_mb, grown.mem_mb), max(current.time_min, grown.time_min)
+    if (mem, time) == (current.mem_mb, current.time_min):
+        return None
+    return replace(current, mem_mb=mem, time_min=time)

@@ -1,0 +1,198 @@
+"""Policies: per-cause rules with caps and counts, read from YAML (policies/*.yaml) and
+overridden key by key from a spec's `policy:` mapping. Pure values; `decide` applies them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from campaignctl.core.rawdoc import KeyPath
+from campaignctl.core.reader import Reader
+from campaignctl.core.safety import SLURM_WORD
+from campaignctl.core.units import parse_duration_seconds
+
+# Rule names are the causes a policy answers, in the words sacct uses (lower case), plus `lost`:
+# a job that is in neither sacct nor squeue for longer than `unknown_grace`.
+CAUSES = ("out_of_memory", "timeout", "node_fail", "boot_fail", "preempted", "failed",
+          "cancelled", "deadline", "lost")
+ACTIONS = ("resubmit", "give_up")
+RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor", "mem_cap",
+             "time_factor", "time_cap", "exclude_failed_node", "retry_exit_codes",
+             "resize_pending", "counts_as_failure")
+POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
+               "campaign_exclude_after", "slurm_requeue", "rules")
+OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    action: str = "give_up"
+    max_retries: int = 0
+    backoff_s: int = 0
+    backoff_factor: float = 1.0
+    mem_factor: float = 1.0
+    mem_cap_mb: int | None = None
+    time_factor: float = 1.0
+    time_cap_min: int | None = None
+    exclude_failed_node: bool = False
+    retry_exit_codes: tuple[int, ...] = ()
+    resize_pending: bool = False  # also apply the new memory/time to pending siblings in place
+    counts_as_failure: bool = True  # preemption does not consume the task's failure budget
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str = "give-up"
+    version: int = 0
+    description: str = ""
+    max_failures: int = 0  # failures of any counting cause before a task is given up
+    unknown_grace_s: int = 600
+    campaign_exclude_after: int = 2  # a node failing this often is excluded campaign-wide
+    slurm_requeue: bool = False  # submit with --requeue and let Slurm requeue on preemption
+    rules: dict[str, Rule] = field(default_factory=dict)
+
+    def rule(self, cause: str) -> Rule:
+        return self.rules.get(cause, Rule())
+
+    @property
+    def digest(self) -> str:
+        canonical = json.dumps(policy_to_dict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@v{self.version}"
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    return asdict(policy)
+
+
+def policy_from_dict(data: dict[str, Any]) -> Policy:
+    rules = {k: Rule(**{**v, "retry_exit_codes": tuple(v["retry_exit_codes"])})
+             for k, v in data["rules"].items()}
+    return Policy(**{**data, "rules": rules})
+
+
+def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
+    """A whole policy file (top level of its own document)."""
+    r.mapping(path, POLICY_KEYS, required=True)
+    name = r.pattern((*path, "name"), SLURM_WORD, "letters, digits, _ . -", required=True) or "invalid"
+    version = r.integer((*path, "version"), 0, 1_000_000, default=0) or 0
+    return _read_settings(r, path, replace(Policy(), name=name, version=version,
+                                              description=r.string((*path, "description")) or ""))
+
+
+def read_overrides(r: Reader, path: KeyPath, base: Policy) -> Policy:
+    """A spec's `policy:` mapping: `use:` names the base, other keys override it."""
+    r.mapping(path, OVERRIDE_KEYS)
+    policy = _read_settings(r, path, base)
+    return policy if policy == base else replace(policy, name=f"{base.name}+spec")
+
+
+def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
+    rules_path = (*path, "rules")
+    rules_doc = r.mapping(rules_path, CAUSES) or {}
+    rules = dict(base.rules)
+    for cause in CAUSES:
+        if cause in rules_doc:
+            rules[cause] = _read_rule(r, (*rules_path, cause), rules.get(cause, Rule()))
+    requeue = r.get((*path, "slurm_requeue"))
+    return replace(
+        base, rules=rules,
+        max_failures=_int(r, (*path, "max_failures"), 0, 1000, base.max_failures),
+        unknown_grace_s=_duration(r, (*path, "unknown_grace"), base.unknown_grace_s),
+        campaign_exclude_after=_int(r, (*path, "campaign_exclude_after"), 1, 1000,
+                                    base.campaign_exclude_after),
+        slurm_requeue=_bool(r, (*path, "slurm_requeue"), requeue, base.slurm_requeue))
+
+
+def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
+    r.mapping(path, RULE_KEYS)
+    g = r.get
+    mem_cap = r.memory((*path, "mem_cap"), "1M") if _given(g((*path, "mem_cap"))) else base.mem_cap_mb
+    time_cap = r.time((*path, "time_cap"), "1") if _given(g((*path, "time_cap"))) else base.time_cap_min
+    return Rule(
+        action=r.choice((*path, "action"), ACTIONS) or base.action,
+        max_retries=_int(r, (*path, "max_retries"), 0, 1000, base.max_retries),
+        backoff_s=_duration(r, (*path, "backoff"), base.backoff_s),
+        backoff_factor=_factor(r, (*path, "backoff_factor"), base.backoff_factor),
+        mem_factor=_factor(r, (*path, "mem_factor"), base.mem_factor),
+        mem_cap_mb=mem_cap,
+        time_factor=_factor(r, (*path, "time_factor"), base.time_factor),
+        time_cap_min=time_cap,
+        exclude_failed_node=_bool(r, (*path, "exclude_failed_node"), g((*path, "exclude_failed_node")),
+                                  base.exclude_failed_node),
+        retry_exit_codes=_exit_codes(r, (*path, "retry_exit_codes"), base.retry_exit_codes),
+        resize_pending=_bool(r, (*path, "resize_pending"), g((*path, "resize_pending")), base.resize_pending),
+        counts_as_failure=_bool(r, (*path, "counts_as_failure"), g((*path, "counts_as_failure")),
+                                base.counts_as_failure),
+    )
+
+
+def _given(value: object) -> bool:
+    return value is not None and value is not Reader.MISSING
+
+
+def _int(r: Reader, path: KeyPath, lo: int, hi: int, default: int) -> int:
+    value = r.integer(path, lo, hi, default=default)
+    return default if value is None else value
+
+
+def _factor(r: Reader, path: KeyPath, default: float) -> float:
+    value = r.number(path, minimum=0.0)
+    if value is not None and value < 1.0:
+        r.problem(path, f"must be at least 1 (a multiplier), got {value:g}")
+        return default
+    return default if value is None else value
+
+
+def _bool(r: Reader, path: KeyPath, value: object, default: bool) -> bool:
+    if not _given(value):
+        return default
+    if not isinstance(value, bool):
+        r.problem(path, f"must be true or false, got {value!r}")
+        return default
+    return value
+
+
+def _duration(r: Reader, path: KeyPath, default: int) -> int:
+    value = r.get(path)
+    if not _given(value):
+        return default
+    seconds = _duration_seconds(value)
+    if seconds is None:
+        r.problem(path, f"{value!r} is not a duration; use seconds or e.g. \"90s\", \"10m\", \"1h\", "
+                        "\"00:10:00\"")
+        return default
+    return seconds
+
+
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_seconds(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[:-1].isdigit() and text[-1:] in _UNIT_S:
+        return int(text[:-1]) * _UNIT_S[text[-1]]
+    try:
+        return parse_duration_seconds(text) if text else None
+    except ValueError:
+        return None
+
+
+def _exit_codes(r: Reader, path: KeyPath, default: tuple[int, ...]) -> tuple[int, ...]:
+    value = r.get(path)
+    if not _given(value):
+        return default
+    if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 255 for v in value):
+        r.problem(path, f"must be a list of exit codes from 1 to 255, got {value!r}")
+        return default
+    return tuple(value)
