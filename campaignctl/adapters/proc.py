@@ -56,6 +56,12 @@ def subprocess_executor(argv: Sequence[str], timeout: float, env: Mapping[str, s
 
 
 EXECUTOR: Executor = subprocess_executor  # tests swap in a fake Slurm here
+_CALLS = [0]
+
+
+def call_count() -> int:
+    """Commands run so far by this process (retries included): a tick reports its own cost."""
+    return _CALLS[0]
 
 
 def slurm_env() -> dict[str, str]:
@@ -73,6 +79,7 @@ def run(argv: Sequence[str], *, timeout: float = 60.0, attempts: int = 4,
     """Run `argv`; retry transient failures with exponential backoff, then raise."""
     result = ProcResult(tuple(argv), -1, "", "")
     for attempt in range(attempts):
+        _CALLS[0] += 1
         result = EXECUTOR(argv, timeout, slurm_env())
         if result.returncode == 0 or not is_transient(result):
             break

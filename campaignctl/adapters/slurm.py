@@ -42,6 +42,19 @@ def release(job_id: str) -> None:
     proc.run(["scontrol", "release", job_id], timeout=60)
 
 
+def update_pending(job_id: str, fields: Sequence[str]) -> list[str]:
+    """`scontrol update JobId=12_[3,5-6] Field=Value …` on pending array elements. An element that
+    started meanwhile makes scontrol exit 1 with `12_3: Job is no longer pending execution` while
+    the others are updated (`12_5-6: No error`): that is returned as a note, not raised."""
+    result = proc.run(["scontrol", "update", f"JobId={job_id}", *fields], timeout=60, check=False)
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    started = [line for line in lines if "no longer pending" in line]
+    if result.returncode != 0 and (not started or any(
+            line not in started and not line.endswith("No error") for line in lines)):
+        raise proc.command_error(result, transient=proc.is_transient(result))
+    return started
+
+
 def cancel(job_id: str) -> None:
     proc.run(["scancel", job_id], timeout=60)
 

@@ -7,6 +7,8 @@ import sys
 
 import typer
 
+from campaignctl.cli import log as log_cmd
+from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
 from campaignctl.cli.common import err_console
@@ -22,6 +24,8 @@ app = typer.Typer(
 )
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
+app.command("reconcile")(reconcile_cmd.reconcile)
+app.command("log")(log_cmd.log)
 
 
 def main() -> None:

@@ -26,8 +26,9 @@ def install(
 ) -> None:
     """Add (or replace) the campaignctl line in your crontab; other lines stay as they are.
 
-    The line carries SLURM_CONF, PATH, XDG_STATE_HOME and CAMPAIGNCTL_DB_URL from this shell
-    and appends its output to reconcile.log in the state directory.
+    The line carries SLURM_CONF, PATH, XDG_STATE_HOME and CAMPAIGNCTL_DB_URL from this shell.
+
+    Its output is appended to reconcile.log in the state directory.
 
     Example: campaignctl cron install --every 5
     """

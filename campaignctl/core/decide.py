@@ -229,7 +229,8 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
             out.append(Decision(task.index, latest.token, trigger.rule, "resize_pending", reason,
                                 {"job_id": latest.job_id, "state": latest.state, "trigger_task": trigger.task_index,
                                  "trigger_attempt": trigger.attempt_token},
-                                {"changes": changes}, resized))
+                                {"changes": changes, "array_job_id": latest.array_job_id,
+                                 "resources": asdict(resized)}, resized))
     return out
 
 

@@ -64,6 +64,7 @@ class JobObservation:
     start: str | None
     end: str | None
     max_rss: str = ""
+    name: str = ""
     requeues: int = 0
     step_states: tuple[str, ...] = field(default_factory=tuple)
 
@@ -122,7 +123,7 @@ def _from_allocation(row: SacctRow, index: int | None) -> JobObservation:
     return JobObservation(
         key=(row.array_job_id, index), state=row.state.state, slurm_state=row.state.raw,
         cancelled_by=row.state.cancelled_by, exit_code=row.exit_code, exit_signal=row.exit_signal,
-        elapsed_s=row.elapsed_s, nodes=nodes, start=row.start, end=row.end)
+        elapsed_s=row.elapsed_s, nodes=nodes, start=row.start, end=row.end, name=row.name)
 
 
 def _with_step(obs: JobObservation, step: SacctRow) -> JobObservation:

@@ -11,7 +11,7 @@ the next run, which finds the held job by the token in its name):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from campaignctl.adapters.runner import TaskLaunch
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
+from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, SubmissionRecord
@@ -31,7 +32,8 @@ from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
 class Dispatched:
     token: str
     chunk: ArrayChunk
-    job_id: str
+    job_id: str | None
+    error: str = ""
 
 
 def job_name(campaign: str, token: str) -> str:
@@ -76,17 +78,22 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     return job_id
 
 
+def queued_by_token() -> dict[str | None, str]:
+    """This user's queued campaignctl jobs, by the token in their name (one squeue call)."""
+    return {token_of_job_name(q.name): q.array_job_id for q in slurm.own_queued_jobs()}
+
+
 def recover(store: Store, record: CampaignRecord,
-            only: Sequence[str] | None = None) -> list[Dispatched]:
-    """Finish submissions a crashed run left behind (all, or the tokens in `only`); adopt held
-    jobs found by token. Costs one squeue call, and only when there is something to finish."""
-    pending = [s for s in store.submissions(record.id, states=("intent", "submitted"))
-               if only is None or s.token in only]
+            queued: Callable[[], Mapping[str | None, str]] = queued_by_token,
+            abandon_on_error: bool = False) -> list[Dispatched]:
+    """Finish submissions a crashed run left behind; adopt held jobs found by token. Asks
+    `queued` (one squeue call) only when there is something to finish. With `abandon_on_error`
+    a submission Slurm refuses for good (not a transient error) is marked abandoned."""
+    pending = store.submissions(record.id, states=("intent", "submitted"))
     if not pending:
         return []
     specs: dict[int, CampaignSpec] = {}
     attempts = store.attempts(record.id)
-    queued = {token_of_job_name(q.name): q.array_job_id for q in slurm.own_queued_jobs()}
     results = []
     for sub in pending:
         chunk, numbers = chunk_of(attempts, sub)
@@ -95,10 +102,17 @@ def recover(store: Store, record: CampaignRecord,
         spec = specs[sub.revision]
         params = parameters(spec.name, Resources(**json.loads(sub.resources_json)), sub.token, chunk,
                             sub.revision, bool(sub.requeue))
-        job_id = sub.job_id or queued.get(sub.token)
+        job_id = sub.job_id or queued().get(sub.token)
         if job_id and not sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
-        job_id = dispatch(store, spec, sub.token, chunk, params, job_id, numbers)
+        try:
+            job_id = dispatch(store, spec, sub.token, chunk, params, job_id, numbers)
+        except SlurmUnavailableError as exc:
+            if not abandon_on_error:
+                raise
+            store.set_submission_state(sub.token, "abandoned")
+            results.append(Dispatched(sub.token, chunk, None, exc.message))
+            continue
         results.append(Dispatched(sub.token, chunk, job_id))
     return results
 

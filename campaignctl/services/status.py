@@ -43,7 +43,7 @@ def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None]
 
 def status(name: str | None = None) -> StatusResult:
     store = Store.open()
-    records = store.campaigns() if name is None else [_find(store, name)]
+    records = store.campaigns() if name is None else [find_campaign(store, name)]
     attempts = {r.id: store.attempts(r.id) for r in records}
     observed, calls = _observe([a for group in attempts.values() for a in group])
     summaries, detail = [], []
@@ -55,7 +55,7 @@ def status(name: str | None = None) -> StatusResult:
     return StatusResult(summaries, detail if name else [], calls)
 
 
-def _find(store: Store, name: str) -> CampaignRecord:
+def find_campaign(store: Store, name: str) -> CampaignRecord:
     record = store.campaign(name)
     if record is None:
         known = ", ".join(c.name for c in store.campaigns()) or "none yet"

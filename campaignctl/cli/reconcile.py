@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.core.errors import SpecError
+from campaignctl.services.reconcile import ReconcileResult
+from campaignctl.services.reconcile import reconcile as reconcile_service
+
+
+def reconcile(
+    campaign: Annotated[str | None, typer.Argument(help="Campaign name.", show_default=False)] = None,
+    all_campaigns: Annotated[bool, typer.Option("--all", help="Every active campaign.")] = False,
+    dry_run: DryRunOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """One tick of the control loop: observe (one sacct), decide per policy, act, log.
+    Safe to run from cron: a second concurrent run exits 0 at once.
+
+    Example: campaignctl reconcile --all
+    """
+    if (campaign is None) == (not all_campaigns):
+        raise SpecError(["give a campaign name or --all (not both)"], "command line")
+    result = reconcile_service(campaign, dry_run=dry_run)
+    if json_out:
+        print_json("reconcile", result.to_dict())
+    else:
+        render(result)
+
+
+def render(result: ReconcileResult) -> None:
+    if result.message:
+        console.print(result.message)
+    for tick in result.campaigns:
+        console.print(f"[bold]{tick.name}[/] ({tick.state}): {tick.observed} attempts observed, "
+                      f"{tick.changed} changed, {len(tick.decisions)} decision(s)"
+                      + (f", {tick.repaired} repaired from an interrupted tick" if tick.repaired else ""))
+        if tick.decisions:
+            table = Table("task", "rule", "action", "status", "job", "reason")
+            for d in tick.decisions:
+                table.add_row(str(d.task), d.rule, d.action, d.status, d.job_id or "-", d.reason)
+            console.print(table)
+    if result.status != "locked":
+        console.print(f"{result.status}; {result.slurm_calls} Slurm call(s)"
+                      + (f"; tick {result.tick_id}" if result.tick_id else ""))

@@ -1,0 +1,91 @@
+"""Join what the store remembers about attempts with this tick's sacct/squeue view: which
+attempts need observing, what changed, and the per-task views `decide` reads. Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.sacct import JobObservation
+from campaignctl.core.spec import Resources
+
+UNKNOWN = "UNKNOWN"
+_FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+                    "PREEMPTED", "CANCELLED", "DEADLINE"})
+_FIELDS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
+
+Key = tuple[str, int | None]
+
+
+def needs_observing(row: HistoryRow, decided: Collection[str]) -> bool:
+    """A job id we have not seen settle: not COMPLETED, and not a failure already answered."""
+    if row.job_id is None:
+        return False
+    return not (row.state == "COMPLETED" or (row.state in _FINAL and row.token in decided))
+
+
+def key_of(row: HistoryRow) -> Key:
+    assert row.job_id is not None
+    return row.job_id.split("_")[0], row.array_index
+
+
+def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObservation],
+                      queued_arrays: Callable[[], Collection[str]], now: str) -> list[ObservedChange]:
+    """What to write back. An attempt missing from sacct is UNKNOWN, never done: if squeue still
+    lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
+    changes = []
+    for row in rows:
+        obs = observed.get(key_of(row))
+        if obs is not None:
+            new = {"state": obs.state.value, "slurm_state": obs.slurm_state, "exit_code": obs.exit_code,
+                   "nodes": obs.nodes, "elapsed_s": obs.elapsed_s, "max_rss": obs.max_rss,
+                   "ended_at": obs.end, "missing_since": None}
+        elif key_of(row)[0] in queued_arrays():
+            continue
+        else:
+            new = {**{f: getattr(row, f) for f in _FIELDS}, "state": UNKNOWN,
+                   "missing_since": row.missing_since or now}
+        if any(new[f] != getattr(row, f) for f in _FIELDS):
+            changes.append(ObservedChange(attempt_id=row.id, state_changed=new["state"] != row.state,
+                                          **new))  # type: ignore[arg-type]
+    return changes
+
+
+def apply_changes(rows: Sequence[HistoryRow], changes: Iterable[ObservedChange]) -> list[HistoryRow]:
+    by_id = {c.attempt_id: c for c in changes}
+    return [replace(r, **{f: getattr(by_id[r.id], f) for f in _FIELDS}) if r.id in by_id else r
+            for r in rows]
+
+
+def task_views(rows: Iterable[HistoryRow], decided: Collection[str]) -> list[TaskView]:
+    """Rows (ordered by task, attempt) → one TaskView per task that has attempts."""
+    parse = _resources_parser()
+    grouped: dict[int, list[AttemptView]] = {}
+    for r in rows:
+        grouped.setdefault(r.task_index, []).append(AttemptView(
+            token=r.token, number=r.attempt_number, state=r.state, job_id=r.job_id,
+            resources=parse(r.resources_json), exit_code=r.exit_code, slurm_state=r.slurm_state,
+            nodes=r.nodes, elapsed_s=r.elapsed_s, max_rss=r.max_rss, ended_at=r.ended_at,
+            missing_since=r.missing_since, decided=r.token in decided))
+    return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
+
+
+def _resources_parser() -> Callable[[str], Resources]:
+    """Attempts of one array share one JSON text: parse each distinct text once."""
+    cache: dict[str, Resources] = {}
+
+    def parse(text: str) -> Resources:
+        if text not in cache:
+            cache[text] = Resources(**json.loads(text))
+        return cache[text]
+
+    return parse
+
+
+def is_settled(view: TaskView) -> bool:
+    """Finished for good: completed, or its last failure answered by giving up."""
+    latest = view.latest
+    return latest.state == "COMPLETED" or (latest.state in _FINAL and latest.decided)

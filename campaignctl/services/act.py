@@ -1,0 +1,130 @@
+"""Carry out one campaign's decisions of a tick, group by group, and write their outcomes.
+
+Every mutation touches only a job that (a) the store recorded for this campaign and (b) is
+queued under the current user (`squeue --me`) with the campaign's token in its name, so a
+reused job id or someone else's job is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from campaignctl.adapters import faults, slurm
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
+from campaignctl.adapters.store import Store
+from campaignctl.core.actions import ResizeGroup, ResubmitGroup, plan_actions
+from campaignctl.core.decide import Decision
+from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.spec import CampaignSpec, Resources
+from campaignctl.services.dispatch import dispatch, job_name, parameters, recover, token_of_job_name
+
+Outcome = tuple[str, "str | None"]  # (applied | failed, job id)
+
+
+class Actor:
+    def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, spec: CampaignSpec,
+                 tick_id: int, queued: Callable[[], list[slurm.QueuedJob]]) -> None:
+        self.store, self.log, self.record, self.spec = store, log, record, spec
+        self.tick_id = tick_id
+        self.queued = queued
+
+    def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
+            new_token: Callable[[], str]) -> dict[int, Outcome]:
+        """Write every decision (intent) first, then act group by group. Returns outcome by id(decision)."""
+        resubmitting = any(d.action == "resubmit" for d in decisions)
+        max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
+        plan = plan_actions(decisions, array_job_of.get, max_array, self.spec.max_parallel, new_token)
+        intents = [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
+                                    json.dumps(asdict(g.resources)), self.spec.policy.slurm_requeue)
+                   for g in plan.resubmits]
+        planned = plan.planned()
+        ids = self.log.write_intents(self.tick_id, self.record.id, self.spec.policy, planned, intents)
+        faults.crash_point("after_decisions")
+        id_of = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
+        outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.give_ups}
+        for group in plan.resubmits:
+            outcome = self._resubmit(group, [id_of[id(d)] for d in group.decisions])
+            outcomes.update({id(d): outcome for d in group.decisions})
+        for resize in plan.resizes:
+            outcome = self._resize(resize, [id_of[id(d)] for d in resize.decisions])
+            outcomes.update({id(d): outcome for d in resize.decisions})
+        return outcomes
+
+    @property
+    def _folder(self) -> str:
+        return str(Path(self.spec.run_dir) / "slurm")
+
+    def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
+        numbers = [int(d.inputs["attempt"]) + 1 for d in group.decisions]  # type: ignore[call-overload]
+        params = parameters(self.spec.name, group.resources, group.token, group.chunk,
+                            self.record.current_revision, self.spec.policy.slurm_requeue)
+        try:
+            job_id = dispatch(self.store, self.spec, group.token, group.chunk, params, None, numbers)
+        except SlurmUnavailableError as exc:
+            self.store.set_submission_state(group.token, "abandoned")
+            self.log.write_outcomes(ids, "failed", {"token": group.token}, exc.message)
+            return "failed", None
+        faults.crash_point("before_outcome")
+        self.log.write_outcomes(ids, "applied", {"job_id": job_id, "token": group.token,
+                                                 "array": group.chunk.array_spec})
+        return "applied", job_id
+
+    def _resize(self, group: ResizeGroup, ids: list[int]) -> Outcome:
+        tokens = [d.attempt_token for d in group.decisions]
+        submission_token = tokens[0].rsplit(".", 1)[0]
+        if not self._owned(group.array_job_id, submission_token):
+            self.log.write_outcomes(ids, "failed", {"array_job_id": group.array_job_id},
+                                    "not queued under this user with the campaign's token; left alone")
+            return "failed", None
+        try:
+            started = slurm.update_pending(group.job_expression, group.scontrol_fields())
+        except SlurmUnavailableError as exc:
+            self.log.write_outcomes(ids, "failed", {"array_job_id": group.array_job_id}, exc.message)
+            return "failed", None
+        faults.crash_point("before_outcome")
+        started_ids = {line.split(":")[0] for line in started}  # "12_3: Job is no longer pending…"
+        resized = [t for t in tokens if f"{group.array_job_id}_{t.rsplit('.', 1)[1]}" not in started_ids]
+        self.store.set_attempt_resources(resized, json.dumps(asdict(group.resources)))
+        self.log.write_outcomes(ids, "applied", {"jobs": group.job_expression, "fields": group.scontrol_fields(),
+                                                 "started_meanwhile": started})
+        return "applied", group.array_job_id
+
+    def _owned(self, array_job_id: str, submission_token: str) -> bool:
+        return any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
+                   and q.name == job_name(self.spec.name, submission_token) for q in self.queued())
+
+    def repair(self, open_entries: Sequence[LoggedDecision]) -> int:
+        """Finish a crashed tick: adopt/finish its submissions by token, redo its resizes
+        (setting the same values twice is harmless), then write the missing outcomes."""
+        queued = self.queued
+        done = {d.token: d for d in recover(self.store, self.record, lambda: {
+            token_of_job_name(q.name): q.array_job_id for q in queued()}, abandon_on_error=True)}
+        states = {s.token: s for s in self.store.submissions(self.record.id)}
+        repaired = 0
+        for group_token in {e.group_token for e in open_entries if e.action == "resubmit"}:
+            ids = [e.id for e in open_entries if e.group_token == group_token]
+            sub = states.get(group_token)
+            if sub is not None and sub.state == "released":
+                self.log.write_outcomes(ids, "applied", {"job_id": sub.job_id, "token": group_token,
+                                                         "repaired": True})
+            else:
+                error = done[group_token].error if group_token in done else "submission lost"
+                self.log.write_outcomes(ids, "failed", {"token": group_token, "repaired": True}, error)
+            repaired += len(ids)
+        for group_token in {e.group_token for e in open_entries if e.action == "resize_pending"}:
+            entries = [e for e in open_entries if e.group_token == group_token]
+            repaired += len(entries)
+            self._resize(_resize_group(entries), [e.id for e in entries])
+        return repaired
+
+
+def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
+    p = entries[0].params
+    decisions = tuple(Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs,
+                               e.params, None) for e in entries)
+    resources = Resources(**p["resources"])  # type: ignore[arg-type]
+    return ResizeGroup(entries[0].group_token, str(p["array_job_id"]), resources, decisions)

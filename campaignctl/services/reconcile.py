@@ -1,0 +1,187 @@
+"""`reconcile`: one tick of the control loop.
+
+lock → finish what a crashed tick left open → ONE sacct for every live attempt (+ at most one
+squeue, only when something is missing from sacct or must be adopted) → pure diff and decide →
+decisions and submission intents in one transaction → act per group → outcomes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+
+from campaignctl.adapters import proc, slurm
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.lock import exclusive
+from campaignctl.adapters.store import Store
+from campaignctl.core.decide import Decision, TaskView, decide
+from campaignctl.core.errors import NotFoundError, SlurmTransientError
+from campaignctl.core.observe import (
+    apply_changes,
+    diff_observations,
+    is_settled,
+    key_of,
+    needs_observing,
+    task_views,
+)
+from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
+from campaignctl.services.act import Actor
+from campaignctl.services.dispatch import revision_spec
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionSummary:
+    task: int
+    rule: str
+    action: str
+    reason: str
+    status: str
+    job_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignTick:
+    name: str
+    state: str
+    observed: int
+    changed: int
+    decisions: list[DecisionSummary] = field(default_factory=list)
+    repaired: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileResult:
+    status: str  # ok | locked | dry-run | nothing-to-do
+    tick_id: int | None
+    campaigns: list[CampaignTick]
+    slurm_calls: int
+    message: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class _SqueueOnce:
+    """squeue at most once per tick, and only if someone asks."""
+
+    def __init__(self) -> None:
+        self._jobs: list[slurm.QueuedJob] | None = None
+
+    def jobs(self) -> list[slurm.QueuedJob]:
+        if self._jobs is None:
+            self._jobs = slurm.own_queued_jobs()
+        return self._jobs
+
+    def arrays(self) -> set[str]:
+        return {j.array_job_id for j in self.jobs()}
+
+
+def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None) -> ReconcileResult:
+    store = Store.open()
+    records = _campaigns(store, name)
+    if dry_run:
+        return _Tick(store, None, now).run(records, dry_run=True)
+    with exclusive("reconcile") as holder:
+        if holder is not None:
+            return ReconcileResult("locked", None, [], 0,
+                                   f"another reconcile (pid {holder}) is running; nothing done")
+        log = DecisionLog(store.engine)
+        tick_id = log.begin_tick(name or "--all")
+        calls = proc.call_count()
+        try:
+            result = _Tick(store, tick_id, now).run(records, dry_run=False)
+        except SlurmTransientError as exc:
+            log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
+            raise
+        log.finish_tick(tick_id, result.status, result.slurm_calls,
+                        sum(len(c.decisions) for c in result.campaigns))
+        return result
+
+
+def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
+    if name is None:
+        return [c for c in store.campaigns() if c.state == "active"]
+    record = store.campaign(name)
+    if record is None:
+        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
+        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
+    return [record]
+
+
+class _Tick:
+    def __init__(self, store: Store, tick_id: int | None, now: datetime | None) -> None:
+        self.store = store
+        self.log = DecisionLog(store.engine)
+        self.tick_id = tick_id
+        # sacct prints local wall-clock times without a zone; decide compares against the same.
+        self.now = (now or datetime.now()).replace(microsecond=0, tzinfo=None)
+        self.squeue = _SqueueOnce()
+        self.calls_at_start = proc.call_count()
+
+    def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
+        repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
+        histories = {r.id: self.store.history(r.id) for r in records}
+        decided = {r.id: self.log.decided_tokens(r.id) for r in records}
+        live = [row for r in records for row in histories[r.id] if needs_observing(row, decided[r.id])]
+        observed = self._observe(live)
+        ticks = []
+        for record in records:
+            rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
+            changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
+            if not dry_run and self.tick_id is not None:
+                self.store.record_observations(self.tick_id, changes)
+            views = task_views(apply_changes(histories[record.id], changes), decided[record.id])
+            ticks.append(self._decide_and_act(record, views, len(rows), len(changes),
+                                              repaired.get(record.id, 0), dry_run))
+        calls = proc.call_count() - self.calls_at_start
+        status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
+        return ReconcileResult(status, self.tick_id, ticks, calls)
+
+    def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
+        job_ids = sorted({key_of(r)[0] for r in live})
+        if not job_ids:
+            return {}
+        # sacct -S is local time; an hour of slack covers clock skew between store and controller.
+        since = min(datetime.fromisoformat(r.created_at) for r in live).astimezone() - timedelta(hours=1)
+        return observe_jobs(parse_sacct(slurm.sacct_text(job_ids, since.replace(tzinfo=None))))
+
+    def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], observed: int,
+                        changed: int, repaired: int, dry_run: bool) -> CampaignTick:
+        spec = revision_spec(self.store, record.id, record.current_revision)
+        decisions = decide(views, spec.policy, self.now)
+        state = record.state
+        if not decisions:
+            if views and len(views) == len(spec.tasks) and all(is_settled(v) for v in views) and not dry_run:
+                state = "finished"
+                self.store.set_campaign_state(record.id, state)
+            return CampaignTick(record.name, state, observed, changed, [], repaired)
+        if dry_run:
+            return CampaignTick(record.name, state, observed, changed,
+                                [_summary(d, "proposed") for d in decisions], repaired)
+        assert self.tick_id is not None
+        actor = Actor(self.store, self.log, record, spec, self.tick_id, self.squeue.jobs)
+        outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12])
+        return CampaignTick(record.name, state, observed, changed,
+                            [_summary(d, *outcomes.get(id(d), ("pending", None))) for d in decisions],
+                            repaired)
+
+    def _repair(self, record: CampaignRecord) -> int:
+        """Finish decisions a crashed tick wrote but did not carry out (found by group token)."""
+        open_entries = self.log.entries(record.id, open_only=True)
+        pending_subs = self.store.submissions(record.id, states=("intent", "submitted"))
+        if not open_entries and not pending_subs:
+            return 0
+        spec = revision_spec(self.store, record.id, record.current_revision)
+        actor = Actor(self.store, self.log, record, spec, self.tick_id or 0, self.squeue.jobs)
+        return actor.repair(open_entries)
+
+
+def _array_job_of(views: list[TaskView]) -> dict[str, str | None]:
+    return {a.token: a.array_job_id for v in views for a in v.attempts}
+
+
+def _summary(d: Decision, status: str, job_id: str | None = None) -> DecisionSummary:
+    return DecisionSummary(d.task_index, d.rule, d.action, d.reason, status, job_id)
+
