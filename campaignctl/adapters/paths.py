@@ -12,9 +12,14 @@ from campaignctl.core.errors import StateError
 NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.sshfs")
 
 
-def state_dir() -> Path:
+def state_path() -> Path:
+    """Where state lives ($XDG_STATE_HOME/campaignctl), without creating it."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    path = Path(base) / "campaignctl"
+    return Path(base) / "campaignctl"
+
+
+def state_dir() -> Path:
+    path = state_path()
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(path, 0o700)

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import status as status_cmd
@@ -26,6 +27,7 @@ app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.command("log")(log_cmd.log)
+app.add_typer(cron_cmd.cron_app, name="cron")
 
 
 def main() -> None:

@@ -88,7 +88,6 @@ def _environment() -> tuple[tuple[str, str], ...]:
 
 
 def reconcile_log_path() -> Path:
-    """<state_dir>/reconcile.log, absolute (cron runs in $HOME). The same rule as
-    paths.state_dir(), without creating the directory, so a dry run or `show` leaves no trace."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(os.path.abspath(base)) / "campaignctl" / LOG_NAME
+    """<state_dir>/reconcile.log, absolute (cron runs in $HOME); not created, so a dry run or
+    `show` leaves no trace."""
+    return Path(os.path.abspath(paths.state_path())) / LOG_NAME
