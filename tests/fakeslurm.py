@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +21,14 @@ class FakeJob:
     cancelled: bool = False
 
 
+@dataclass(frozen=True)
+class ElementState:
+    state: str = "COMPLETED"
+    exit_code: str = "0:0"
+    nodes: str = "node1"
+    end: str = ""
+
+
 @dataclass
 class FakeSlurm:
     max_array_size: int = 1001
@@ -29,6 +37,10 @@ class FakeSlurm:
     calls: Counter[str] = field(default_factory=Counter)
     argvs: list[tuple[str, ...]] = field(default_factory=list)
     fail_next: dict[str, str] = field(default_factory=dict)  # command -> stderr of one failure
+    fail_always: dict[str, str] = field(default_factory=dict)  # command -> stderr of every call
+    states: dict[tuple[str, int], ElementState] = field(default_factory=dict)  # released elements
+    vanished: set[str] = field(default_factory=set)  # job ids neither sacct nor squeue knows
+    before_sacct: Callable[[], None] | None = None  # a hook, e.g. to hold a tick inside sacct
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
         name = argv[0]
@@ -36,6 +48,8 @@ class FakeSlurm:
         self.argvs.append(tuple(argv))
         if name in self.fail_next:
             return ProcResult(tuple(argv), 1, "", self.fail_next.pop(name))
+        if name in self.fail_always:
+            return ProcResult(tuple(argv), 1, "", self.fail_always[name])
         handler = getattr(self, f"_{name}")
         return ProcResult(tuple(argv), 0, handler(list(argv[1:])), "")
 
@@ -44,6 +58,8 @@ class FakeSlurm:
             return f"Configuration data as of now\nMaxArraySize            = {self.max_array_size}\n"
         if args[0] == "release":
             self.jobs[args[1]].held = False
+            return ""
+        if args[0] == "update":
             return ""
         raise AssertionError(f"unexpected scontrol {args}")
 
@@ -62,24 +78,41 @@ class FakeSlurm:
 
     def _squeue(self, args: list[str]) -> str:
         return "".join(f"{j.job_id}|PENDING|{j.name}\n" for j in self.jobs.values()
-                       if not j.cancelled)
+                       if self._queued(j))
+
+    def _queued(self, job: FakeJob) -> bool:
+        if job.cancelled or job.job_id in self.vanished:
+            return False
+        return job.held or any(self.element(job.job_id, i).state in ("PENDING", "RUNNING")
+                               for i in range(job.size))
+
+    def element(self, job_id: str, index: int) -> ElementState:
+        return self.states.get((job_id, index), ElementState())
+
+    def set_state(self, job_id: str, index: int, state: str, exit_code: str = "0:0",
+                  nodes: str = "node1", end: str = "") -> None:
+        self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end)
 
     def _scancel(self, args: list[str]) -> str:
         self.jobs[args[0]].cancelled = True
         return ""
 
     def _sacct(self, args: list[str]) -> str:
+        if self.before_sacct:
+            self.before_sacct()
         wanted = next(a for a in args if a.startswith("--jobs=")).split("=", 1)[1].split(",")
         lines = []
         for job_id in wanted:
             job = self.jobs.get(job_id)
-            if job is None:
+            if job is None or job_id in self.vanished:
                 continue
-            state = "CANCELLED by 0" if job.cancelled else ("PENDING" if job.held else "COMPLETED")
             for i in range(job.size):
+                element = self.element(job_id, i)
+                state = "CANCELLED by 0" if job.cancelled else ("PENDING" if job.held else element.state)
                 values = {f: "" for f in SACCT_FIELDS}
                 values.update(JobID=f"{job_id}_{i}", JobIDRaw=job_id, JobName=job.name, State=state,
-                              ExitCode="0:0", Elapsed="00:00:03", NodeList="node1")
+                              ExitCode=element.exit_code, Elapsed="00:00:03", NodeList=element.nodes,
+                              End=element.end)
                 lines.append("|".join(values[f] for f in SACCT_FIELDS))
         return "\n".join(lines) + "\n"
 

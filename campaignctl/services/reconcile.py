@@ -151,18 +151,19 @@ class _Tick:
                         changed: int, repaired: int, dry_run: bool) -> CampaignTick:
         spec = revision_spec(self.store, record.id, record.current_revision)
         decisions = decide(views, spec.policy, self.now)
-        state = record.state
-        if not decisions:
-            if views and len(views) == len(spec.tasks) and all(is_settled(v) for v in views) and not dry_run:
-                state = "finished"
-                self.store.set_campaign_state(record.id, state)
-            return CampaignTick(record.name, state, observed, changed, [], repaired)
         if dry_run:
-            return CampaignTick(record.name, state, observed, changed,
+            return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
-        assert self.tick_id is not None
-        actor = Actor(self.store, self.log, record, spec, self.tick_id, self.squeue.jobs)
-        outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12])
+        outcomes: dict[int, tuple[str, str | None]] = {}
+        if decisions:
+            assert self.tick_id is not None
+            actor = Actor(self.store, self.log, record, spec, self.tick_id, self.squeue.jobs)
+            outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12])
+        given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
+        state = record.state
+        if len(views) == len(spec.tasks) and all(is_settled(v) or v.latest.token in given_up for v in views):
+            state = "finished"
+            self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,
                             [_summary(d, *outcomes.get(id(d), ("pending", None))) for d in decisions],
                             repaired)
