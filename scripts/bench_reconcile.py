@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""Benchmark one `campaignctl reconcile` tick over a recorded-shape sacct text, side by side with
+submitit's own sacct parser (`SlurmInfoWatcher.read_info`) on the same lines.
+
+The campaign (--tasks, default 10,000) is built in a throw-away state directory the way `submit`
+leaves it (chunks of ≤ MaxArraySize 1001, job ids recorded, released) and primed by one tick that
+saw every element RUNNING. The timed tick then reads one `sacct --parsable2 --noheader` text
+whose lines copy the shape of the real recordings in tests/fixtures/sacct (allocation line +
+`.batch` + `.extern` + `.0` srun step per element): ~94 % COMPLETED, ~3 % FAILED 1:0 and ~1 %
+`CANCELLED by <uid>` (both given up by the default policy: decisions written, no Slurm call),
+~2 % still RUNNING. No OOM/TIMEOUT/NODE_FAIL, so the tick makes no sbatch: acting is not measured.
+Slurm is faked at the process boundary (`proc.EXECUTOR`): one sacct, nothing else.
+
+Per run, alternating: (a) submitit `read_info(header + lines)`; (b) campaignctl parse only,
+`observe_jobs(parse_sacct(text))`; (c) the whole tick, `reconcile()` on a fresh copy of the
+primed database (parse + diff + decide + persist observations and decisions). Medians of
+--repeat runs. Then --big (default 100,000) tasks: one tick and one read_info, each in a child
+process, with wall time and peak RSS (ru_maxrss; the baseline after imports is printed too).
+Setup is not measured. State lives under a temporary XDG_STATE_HOME, never the user's.
+
+Usage: .venv/bin/python scripts/bench_reconcile.py [--tasks 10000] [--big 100000] [--repeat 5]
+       [--json] [--profile] [--tracemalloc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import pstats
+import random
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from submitit.slurm.slurm import SlurmInfoWatcher
+
+from campaignctl.adapters import paths, proc
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.proc import ProcResult
+from campaignctl.adapters.store import Store
+from campaignctl.core.plan import plan_chunks
+from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs, parse_sacct
+from campaignctl.services import reconcile as reconcile_mod
+from campaignctl.services.submit import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_ARRAY = 1001
+FIRST_JOB_ID = 500_000
+CAMPAIGN = "bench-reconcile"
+UID = "1000"
+TARGET_RATIO, TARGET_S, TARGET_MB = 2.0, 10.0, 300.0
+# Share of elements per state in the timed tick (the rest stays RUNNING).
+MIX = (("COMPLETED", 0.94), ("FAILED", 0.03), ("CANCELLED", 0.01))
+TRES = "cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=16G,node=1"  # shape of tests/fixtures/sacct/array_completed.txt
+
+
+# ---------------------------------------------------------------------------------------------
+# sacct text, line shapes as recorded in tests/fixtures/sacct (array_completed, cancelled, failed,
+# oom_srun_step, preempted_requeued): JobID|JobIDRaw|JobName|Partition|State|ExitCode|Elapsed|
+# Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    job_id: int
+    token: str
+    size: int
+
+
+def _hms(seconds: int) -> str:
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def element_lines(chunk: Chunk, index: int, state: str, elapsed_s: int, node: str, submit: datetime) -> str:
+    """The four lines sacct prints for one array element launched by submitit's srun."""
+    job = f"{chunk.job_id}_{index}"
+    # JobIDRaw: the elements get fresh ids after the array's own, which goes to the last element.
+    raw = chunk.job_id if index == chunk.size - 1 else chunk.job_id + 1 + index
+    start = submit + timedelta(seconds=30 + index % 600)
+    sub_s, start_s = submit.isoformat(timespec="seconds"), start.isoformat(timespec="seconds")
+    el = _hms(elapsed_s)
+    if state == "RUNNING":
+        end, alloc, code, batch, step, rss_b, rss_0 = "Unknown", "RUNNING", "0:0", "RUNNING", "RUNNING", "", ""
+        extern = "RUNNING"
+    else:
+        end = (start + timedelta(seconds=elapsed_s)).isoformat(timespec="seconds")
+        rss_b, rss_0, extern = f"{4040 + index % 20}K", f"{23800 + index % 50}K", "COMPLETED"
+        if state == "COMPLETED":
+            alloc, code, batch, step = "COMPLETED", "0:0", "COMPLETED", "COMPLETED"
+        elif state == "FAILED":  # the program raised: srun step and batch exit 1
+            alloc, code, batch, step = "FAILED", "1:0", "FAILED", "FAILED"
+        else:  # scancel by a user: the job line names the uid, steps got SIGTERM
+            alloc, code, batch, step = f"CANCELLED by {UID}", "0:0", "CANCELLED", "CANCELLED"
+    step_code = {"FAILED": "1:0", "CANCELLED": "0:15"}.get(batch, "0:0")
+    comment = f"campaignctl campaign={CAMPAIGN} revision=1 token={chunk.token}"
+    return (
+        f"{job}|{raw}|cc.{chunk.token}.{CAMPAIGN}|batch|{alloc}|{code}|{el}|04:00:00|{node}|billing=8,{TRES}"
+        f"|16G||{sub_s}|{start_s}|{end}|{comment}\n"
+        f"{job}.batch|{raw}.batch|batch||{batch}|{step_code}|{el}||{node}|{TRES}||{rss_b}|{start_s}|{start_s}"
+        f"|{end}|\n"
+        f"{job}.extern|{raw}.extern|extern||{extern}|0:0|{el}||{node}|billing=8,{TRES}||{'0' if rss_b else ''}"
+        f"|{start_s}|{start_s}|{end}|\n"
+        f"{job}.0|{raw}.0|python3||{step}|{step_code}|{el}||{node}|{TRES}||{rss_0}|{start_s}|{start_s}|{end}|\n"
+    )
+
+
+def sacct_text(chunks: Sequence[Chunk], states: Sequence[str], elapsed_shift_s: int, submit: datetime) -> str:
+    parts, k = [], 0
+    for chunk in chunks:
+        for i in range(chunk.size):
+            node = f"gpu{k % 64 + 1:03d}"
+            parts.append(element_lines(chunk, i, states[k], 600 + k % 3000 + elapsed_shift_s, node, submit))
+            k += 1
+    return "".join(parts)
+
+
+def tick_states(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        r, state = rng.random(), "RUNNING"
+        for name, share in MIX:
+            if r < share:
+                state = name
+                break
+            r -= share
+        out.append(state)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# fake Slurm and the primed campaign
+
+
+class RecordedSlurm:
+    """`proc.EXECUTOR`: sacct answers the recorded text; squeue nothing; MaxArraySize 1001."""
+
+    def __init__(self, sacct: str) -> None:
+        self.sacct = sacct
+        self.calls: Counter[str] = Counter()
+
+    def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
+        name = argv[0]
+        self.calls[name] += 1
+        if name == "sacct":
+            return ProcResult(tuple(argv), 0, self.sacct, "")
+        if name == "squeue":
+            return ProcResult(tuple(argv), 0, "", "")
+        if name == "scontrol" and list(argv[1:3]) == ["show", "config"]:
+            return ProcResult(tuple(argv), 0, f"MaxArraySize            = {MAX_ARRAY}\n", "")
+        raise RuntimeError(f"bench: unexpected Slurm call {list(argv)} (acting is not benchmarked)")
+
+
+@dataclass
+class Prepared:
+    n: int
+    template: Path  # XDG_STATE_HOME holding the primed database
+    text: str  # the timed tick's sacct output
+    states: Counter[str]
+    prime_s: float
+
+
+def use_state(directory: Path) -> None:
+    os.environ.pop("CAMPAIGNCTL_DB_URL", None)
+    os.environ["XDG_STATE_HOME"] = str(directory)
+
+
+def prepare(root: Path, n: int, seed: int) -> Prepared:
+    """Campaign of n tasks as `submit` leaves it, then one tick that saw every element RUNNING."""
+    template = root / f"template-{n}"
+    use_state(template)
+    spec_path = root / f"bench-{n}.yaml"
+    values = ", ".join(str(i) for i in range(n))
+    spec_path.write_text(f"name: {CAMPAIGN}\ncommand: [python3, -c, pass, \"{{i}}\"]\nmatrix: {{i: [{values}]}}\n"
+                         "resources: {gpus: 1, gpu_type: a100, cpus_per_task: 8, mem: 16G, time: \"04:00:00\"}\n")
+    spec, text = load_spec(spec_path)
+    store = Store.open()
+    campaign_id = store.create_campaign(spec, text, str(spec_path), "bench")
+    rng = random.Random(seed)
+    chunks, job_id = [], FIRST_JOB_ID
+    resources_json = json.dumps(asdict(spec.resources))
+    for plan in plan_chunks([t.index for t in spec.tasks], MAX_ARRAY, spec.max_parallel):
+        token = f"{rng.getrandbits(48):012x}"
+        store.record_intent(campaign_id, 1, token, plan, str(Path(spec.run_dir) / "slurm"), resources_json,
+                            requeue=spec.policy.slurm_requeue)
+        store.set_submission_state(token, "released", str(job_id))
+        chunks.append(Chunk(job_id, token, plan.size))
+        job_id += plan.size  # the elements' JobIDRaw take the ids after the array's own
+    store.engine.dispose()
+    submit = datetime.now().replace(microsecond=0) - timedelta(hours=4)
+    fake = RecordedSlurm(sacct_text(chunks, ["RUNNING"] * n, 0, submit))
+    proc.EXECUTOR = fake
+    started = time.perf_counter()
+    primed = reconcile_mod.reconcile(CAMPAIGN)
+    prime_s = time.perf_counter() - started
+    tick = primed.campaigns[0]
+    if (tick.observed, tick.changed, tick.decisions) != (n, n, []) or fake.calls != Counter(sacct=1):
+        raise RuntimeError(f"priming tick went wrong: {tick} {dict(fake.calls)}")
+    states = tick_states(n, seed)
+    del primed, fake
+    proc.EXECUTOR = proc.subprocess_executor
+    checkpoint(template)
+    return Prepared(n, template, sacct_text(chunks, states, 90, submit), Counter(states), prime_s)
+
+
+def checkpoint(state_home: Path) -> None:
+    """Fold the WAL into the database file so that a directory copy is a consistent snapshot."""
+    gc.collect()  # engines of finished ticks close their pooled connections
+    db = state_home / "campaignctl" / "campaignctl.db"
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def fresh_copy(prepared: Prepared, directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    shutil.copytree(prepared.template, directory)
+    use_state(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# the three measurements
+
+
+def time_read_info(text_with_header: str) -> tuple[float, int]:
+    watcher = SlurmInfoWatcher()
+    gc.collect()
+    started = time.perf_counter()
+    info = watcher.read_info(text_with_header)
+    return time.perf_counter() - started, len(info)
+
+
+def time_parse(text: str) -> tuple[float, int]:
+    gc.collect()
+    started = time.perf_counter()
+    observed = observe_jobs(parse_sacct(text))
+    return time.perf_counter() - started, len(observed)
+
+
+@dataclass
+class TickRun:
+    seconds: float
+    observed: int
+    changed: int
+    decisions: Counter[str]
+    calls: Counter[str]
+
+
+def time_tick(prepared: Prepared, run_dir: Path, hook: Callable[[Callable[[], Any]], Any] | None = None) -> TickRun:
+    fresh_copy(prepared, run_dir)
+    fake = RecordedSlurm(prepared.text)
+    proc.EXECUTOR = fake
+    gc.collect()
+    try:
+        started = time.perf_counter()
+        result = hook(lambda: reconcile_mod.reconcile(CAMPAIGN)) if hook else reconcile_mod.reconcile(CAMPAIGN)
+        seconds = time.perf_counter() - started
+    finally:
+        proc.EXECUTOR = proc.subprocess_executor
+    tick = result.campaigns[0]
+    del result
+    gc.collect()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return TickRun(seconds, tick.observed, tick.changed,
+                   Counter(f"{d.rule}:{d.action}:{d.status}" for d in tick.decisions), fake.calls)
+
+
+class Phases:
+    """Wall time per step of the tick, by wrapping the functions `reconcile` calls (a separate,
+    untimed-for-the-headline run: the wrappers cost a little)."""
+
+    PATCHES: tuple[tuple[str, Any, str], ...] = (
+        ("open store + migrations", Store, "open"),
+        ("load history", Store, "history"),
+        ("load decided tokens", DecisionLog, "decided_tokens"),
+        ("parse_sacct", reconcile_mod, "parse_sacct"),
+        ("observe_jobs", reconcile_mod, "observe_jobs"),
+        ("diff_observations", reconcile_mod, "diff_observations"),
+        ("persist observations", Store, "record_observations"),
+        ("apply_changes + task_views", reconcile_mod, "apply_changes"),
+        ("apply_changes + task_views", reconcile_mod, "task_views"),
+        ("revision_spec (YAML + validate)", reconcile_mod, "revision_spec"),
+        ("decide", reconcile_mod, "decide"),
+        ("persist decisions", DecisionLog, "write_intents"),
+    )
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+
+    def __call__(self, run: Callable[[], Any]) -> Any:
+        saved = []
+        for label, owner, attr in self.PATCHES:
+            original = owner.__dict__[attr]
+            saved.append((owner, attr, original))
+            setattr(owner, attr, self._wrap(label, original))
+        try:
+            return run()
+        finally:
+            for owner, attr, original in reversed(saved):
+                setattr(owner, attr, original)
+
+    def _wrap(self, label: str, original: Any) -> Any:
+        func = original.__func__ if isinstance(original, classmethod) else original
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.perf_counter() - started
+
+        return classmethod(timed) if isinstance(original, classmethod) else timed
+
+
+def profile_tick(prepared: Prepared, run_dir: Path, top: int = 10) -> dict[str, list[dict[str, Any]]]:
+    profiler = cProfile.Profile()
+
+    def hook(run: Callable[[], Any]) -> Any:
+        return profiler.runcall(run)
+
+    time_tick(prepared, run_dir, hook)
+    stats = pstats.Stats(profiler)
+    rows = [{"function": f"{Path(file).relative_to(ROOT) if file.startswith(str(ROOT)) else file}:{line}({name})",
+             "calls": nc, "tottime_s": round(tt, 4), "cumtime_s": round(ct, 4)}
+            for (file, line, name), (_cc, nc, tt, ct, _callers) in stats.stats.items()]  # type: ignore[attr-defined]
+    own = [r for r in rows if r["function"].startswith("campaignctl/")]
+    return {"campaignctl_cumulative": sorted(own, key=lambda r: -r["cumtime_s"])[:top],
+            "all_tottime": sorted(rows, key=lambda r: -r["tottime_s"])[:top]}
+
+
+# ---------------------------------------------------------------------------------------------
+# the 100k run, in child processes (peak RSS of a process that did only that)
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def child(args: argparse.Namespace) -> None:
+    out: dict[str, Any] = {"baseline_rss_mb": rss_mb()}
+    if args.tracemalloc:
+        import tracemalloc
+        tracemalloc.start()
+    text = Path(args.sacct).read_text()
+    out["after_text_rss_mb"] = rss_mb()
+    if args.child == "read_info":
+        header = "|".join(SACCT_FIELDS) + "\n"
+        started = time.perf_counter()
+        info = SlurmInfoWatcher().read_info(header + text)
+        out.update(wall_s=time.perf_counter() - started, elements=len(info))
+    else:
+        use_state(Path(args.state))
+        fake = RecordedSlurm(text)
+        proc.EXECUTOR = fake
+        started = time.perf_counter()
+        result = reconcile_mod.reconcile(CAMPAIGN)
+        out.update(wall_s=time.perf_counter() - started, elements=result.campaigns[0].observed,
+                   changed=result.campaigns[0].changed, decisions=len(result.campaigns[0].decisions),
+                   calls=dict(fake.calls))
+    out["peak_rss_mb"] = rss_mb()
+    if args.tracemalloc:
+        out["tracemalloc_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+    print(json.dumps(out))
+
+
+def run_child(kind: str, sacct_file: Path, state: Path | None, trace: bool) -> dict[str, Any]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--sacct", str(sacct_file)]
+    if state is not None:
+        argv += ["--state", str(state)]
+    if trace:
+        argv.append("--tracemalloc")
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"child {kind} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def big_run(root: Path, n: int, seed: int, trace: bool) -> dict[str, Any]:
+    prepared = prepare(root, n, seed)
+    sacct_file = root / f"sacct-{n}.txt"
+    sacct_file.write_text(prepared.text)
+    out: dict[str, Any] = {"tasks": n, "sacct_lines": prepared.text.count("\n"),
+                           "sacct_mb": len(prepared.text) / 2**20, "prime_s": prepared.prime_s}
+    out["read_info"] = run_child("read_info", sacct_file, None, False)
+    fresh_copy(prepared, root / "big-run")
+    out["tick"] = run_child("tick", sacct_file, root / "big-run", False)
+    if trace:
+        fresh_copy(prepared, root / "big-run")
+        out["tick_tracemalloc"] = run_child("tick", sacct_file, root / "big-run", True)
+        out["read_info_tracemalloc"] = run_child("read_info", sacct_file, None, True)
+    shutil.rmtree(root / "big-run", ignore_errors=True)
+    shutil.rmtree(prepared.template, ignore_errors=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--big", type=int, default=100_000, help="0 skips the big run")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--profile", action="store_true", help="cProfile one --tasks tick, top 10 entries")
+    parser.add_argument("--tracemalloc", action="store_true", help="also the big run's tracemalloc peaks")
+    parser.add_argument("--child", choices=("tick", "read_info"), help=argparse.SUPPRESS)
+    parser.add_argument("--sacct", help=argparse.SUPPRESS)
+    parser.add_argument("--state", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-reconcile-", ignore_cleanup_errors=True) as tmp:
+        report = run_all(Path(tmp), args)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print_report(report)
+
+
+def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    prepared = prepare(root, args.tasks, args.seed)
+    with_header = "|".join(SACCT_FIELDS) + "\n" + prepared.text
+    runs: dict[str, list[float]] = {"read_info": [], "parse": [], "tick": []}
+    ticks: list[TickRun] = []
+    counts = {}
+    for _ in range(args.repeat):  # alternate, so drift hits all three alike
+        seconds, counts["read_info"] = time_read_info(with_header)
+        runs["read_info"].append(seconds)
+        seconds, counts["parse"] = time_parse(prepared.text)
+        runs["parse"].append(seconds)
+        ticks.append(time_tick(prepared, root / "run"))
+        runs["tick"].append(ticks[-1].seconds)
+    phase_runs = []
+    for _ in range(args.repeat):
+        phases = Phases()
+        total = time_tick(prepared, root / "run", phases).seconds
+        phases.seconds["other (lock, tick rows, repair check, …)"] = total - sum(phases.seconds.values())
+        phases.seconds["total (instrumented)"] = total
+        phase_runs.append(phases.seconds)
+    medians = {k: statistics.median(v) for k, v in runs.items()}
+    last = ticks[-1]
+    report: dict[str, Any] = {
+        "tasks": args.tasks, "repeat": args.repeat, "python": sys.version.split()[0],
+        "state_fs": paths.filesystem_type(root), "sacct_lines": prepared.text.count("\n"),
+        "sacct_mb": len(prepared.text) / 2**20, "states": dict(prepared.states),
+        "median_s": medians, "runs_s": runs,
+        "ratio_tick_vs_read_info": medians["tick"] / medians["read_info"],
+        "ratio_parse_vs_read_info": medians["parse"] / medians["read_info"],
+        "elements": {"read_info": counts["read_info"], "parse": counts["parse"], "tick_observed": last.observed},
+        "tick": {"changed": last.changed, "decisions": dict(last.decisions), "slurm_calls": dict(last.calls)},
+        "phases_median_s": {k: statistics.median(p[k] for p in phase_runs) for k in phase_runs[0]},
+    }
+    if args.profile:
+        report["profile"] = profile_tick(prepared, root / "run")
+    shutil.rmtree(prepared.template, ignore_errors=True)
+    del prepared, with_header
+    gc.collect()
+    if args.big:
+        report["big"] = big_run(root, args.big, args.seed, args.tracemalloc)
+    got_s = report["big"]["tick"]["wall_s"] if args.big else None
+    got_mb = report["big"]["tick"]["peak_rss_mb"] if args.big else None
+    report["targets"] = {"ratio": [TARGET_RATIO, report["ratio_tick_vs_read_info"]],
+                         "big_s": [TARGET_S, got_s], "big_mb": [TARGET_MB, got_mb]}
+    return report
+
+
+def print_report(r: dict[str, Any]) -> None:
+    n, med = r["tasks"], r["median_s"]
+    print(f"{n:,} tasks, sacct text {r['sacct_lines']:,} lines ({r['sacct_mb']:.1f} MiB), states "
+          + ", ".join(f"{k} {v}" for k, v in sorted(r["states"].items()))
+          + f"; Python {r['python']}, state on {r['state_fs']}")
+    print(f"{'what':<52} {'elements':>8} {'median s':>9} {'x read_info':>11} {'runs':>5}")
+    rows = (("submitit SlurmInfoWatcher.read_info", "read_info", r["elements"]["read_info"]),
+            ("campaignctl parse only (parse_sacct+observe_jobs)", "parse", r["elements"]["parse"]),
+            ("campaignctl tick (parse+decide+persist)", "tick", r["elements"]["tick_observed"]))
+    for label, key, elements in rows:
+        print(f"{label:<52} {elements:>8} {med[key]:>9.3f} {med[key] / med['read_info']:>11.2f} {r['repeat']:>5}")
+    tick = r["tick"]
+    print(f"tick: {tick['changed']:,} attempts changed; decisions {tick['decisions']}; Slurm calls "
+          f"{tick['slurm_calls']} (no sbatch: acting is not what is measured)")
+    print("\nphases of the tick (instrumented runs, median s):")
+    for label, seconds in r["phases_median_s"].items():
+        print(f"  {label:<44} {seconds:>7.3f}")
+    if "profile" in r:
+        print("\ncProfile of one tick, top campaignctl entries by cumulative time:")
+        print(f"  {'cumtime s':>9} {'tottime s':>9} {'calls':>8}  function")
+        for row in r["profile"]["campaignctl_cumulative"]:
+            print(f"  {row['cumtime_s']:>9.3f} {row['tottime_s']:>9.3f} {row['calls']:>8}  {row['function']}")
+        print("top entries by own time (any code):")
+        for row in r["profile"]["all_tottime"]:
+            print(f"  {row['cumtime_s']:>9.3f} {row['tottime_s']:>9.3f} {row['calls']:>8}  {row['function']}")
+    if "big" in r:
+        b = r["big"]
+        print(f"\n{b['tasks']:,} tasks, sacct text {b['sacct_lines']:,} lines ({b['sacct_mb']:.1f} MiB), "
+              "one run each in a child process:")
+        print(f"{'what':<40} {'elements':>8} {'wall s':>7} {'peak RSS MB':>11} {'after imports':>13} "
+              f"{'+ text':>7}")
+        for label, key in (("submitit read_info", "read_info"), ("campaignctl tick", "tick")):
+            c = b[key]
+            print(f"{label:<40} {c['elements']:>8} {c['wall_s']:>7.2f} {c['peak_rss_mb']:>11.0f} "
+                  f"{c['baseline_rss_mb']:>13.0f} {c['after_text_rss_mb']:>7.0f}")
+        print(f"tick: {b['tick']['changed']:,} changed, {b['tick']['decisions']} decisions, "
+              f"Slurm calls {b['tick']['calls']}")
+        for key in ("tick_tracemalloc", "read_info_tracemalloc"):
+            if key in b:
+                print(f"{key}: tracemalloc peak {b[key]['tracemalloc_peak_mb']:.0f} MB "
+                      f"(wall {b[key]['wall_s']:.2f} s under tracing)")
+    t = r["targets"]
+    big_s = f"{t['big_s'][1]:.2f} s" if t["big_s"][1] is not None else "not run"
+    big_mb = f"{t['big_mb'][1]:.0f} MB" if t["big_mb"][1] is not None else "not run"
+    print(f"\ntarget: ratio ≤ {t['ratio'][0]} (got {t['ratio'][1]:.2f}), 100k ≤ {t['big_s'][0]:g} s (got {big_s}), "
+          f"≤ {t['big_mb'][0]:g} MB (got {big_mb})")
+
+
+if __name__ == "__main__":
+    main()

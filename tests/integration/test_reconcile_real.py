@@ -1,0 +1,150 @@
+"""reconcile driving a campaign through every failure state on the real cluster."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters import proc
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.store import Store
+from campaignctl.core.records import HistoryRow
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.submit import submit
+from tests.conftest import write_spec
+
+pytestmark = pytest.mark.slurm
+HERE = Path(__file__).parent
+
+# One task per behaviour. cpus_per_task 2 = a whole node, so each slow task has a node of its own.
+MODES = ["ok", "bug", "flaky", "oom", "slow", "slow", "slow"]
+OK, BUG, FLAKY, OOM, TIMEOUT, NODE_FAIL, PREEMPT = range(7)
+
+
+def chaos_campaign(tmp_path: Path, name: str, modes: list[str], extra: str = "") -> str:
+    shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
+    tasks = "\n".join(f"  - {{mode: {m}, mb: 300}}" for m in modes)
+    submit(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, chaos.py, "{{mode}}", "{{mb}}"]
+tasks:
+{tasks}
+resources: {{cpus_per_task: 2, mem: 250M, time: "00:10:00"}}
+policy: {{use: default, rules: {{failed: {{backoff: 2s}}}}}}
+{extra}""", name=f"{name}.yaml"))
+    return name
+
+
+def history(name: str) -> list[HistoryRow]:
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    return store.history(record.id)
+
+
+def latest(name: str) -> dict[int, HistoryRow]:
+    return {row.task_index: row for row in history(name)}
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(2)
+
+
+def sacct_field(job_id: str, field: str) -> str:
+    out = proc.run(["sacct", "-X", "-n", "-P", f"-j{job_id}", f"--format={field}"]).stdout
+    return out.strip().splitlines()[0]
+
+
+def ticking_until_finished(name: str, timeout_s: float = 300) -> None:
+    def finished() -> bool:
+        reconcile(name)
+        record = Store.open().campaign(name)
+        return record is not None and record.state == "finished"
+    wait_for(f"{name} to finish under reconcile", finished, timeout_s)
+
+
+def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    name = chaos_campaign(tmp_path, "chaos", MODES)
+
+    def slow_ones_running() -> bool:
+        reconcile(name)  # records RUNNING (and answers the quick failures meanwhile)
+        rows = latest(name)
+        return all(rows[t].state == "RUNNING" and rows[t].nodes for t in (TIMEOUT, NODE_FAIL, PREEMPT))
+    wait_for("the slow tasks to run", slow_ones_running)
+    rows = latest(name)
+    proc.run(["scontrol", "update", f"JobId={rows[TIMEOUT].job_id}", "TimeLimit=0"])
+    failed_node = rows[NODE_FAIL].nodes
+    proc.run(["scontrol", "update", f"NodeName={failed_node}", "State=DOWN", "Reason=campaignctl-test"])
+    proc.run(["sbatch", "-p", "high", "-w", rows[PREEMPT].nodes, "-c2", "--mem=100M",
+              "-J", "preemptor", "--wrap", "sleep 2"])
+    try:
+        ticking_until_finished(name)
+    finally:
+        proc.run(["scontrol", "update", f"NodeName={failed_node}", "State=RESUME"], check=False)
+
+    final = latest(name)
+    states = {t: final[t].state for t in final}
+    assert states == {OK: "COMPLETED", BUG: "FAILED", FLAKY: "COMPLETED", OOM: "COMPLETED",
+                      TIMEOUT: "COMPLETED", NODE_FAIL: "COMPLETED", PREEMPT: "COMPLETED"}
+    attempts = Counter(row.task_index for row in history(name))
+    assert attempts == {OK: 1, BUG: 1, FLAKY: 2, OOM: 2, TIMEOUT: 2, NODE_FAIL: 2, PREEMPT: 2}
+    # the resources the policy chose, as Slurm recorded them
+    assert sacct_field(final[OOM].job_id or "", "ReqMem") == "375M"
+    assert sacct_field(final[TIMEOUT].job_id or "", "Timelimit") == "00:15:00"
+    assert final[NODE_FAIL].nodes != failed_node
+    first = {row.task_index: row for row in history(name) if row.attempt_number == 1}
+    assert {first[t].state for t in (OOM, TIMEOUT, NODE_FAIL, PREEMPT, FLAKY)} == {
+        "OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "FAILED"}
+    # one log entry per decision, with the inputs the rule saw
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    entries = DecisionLog(store.engine).entries(record.id)
+    assert sorted((e.task_index, e.rule, e.action, e.status) for e in entries) == [
+        (BUG, "failed", "give_up", "applied"), (FLAKY, "failed", "resubmit", "applied"),
+        (OOM, "out_of_memory", "resubmit", "applied"), (TIMEOUT, "timeout", "resubmit", "applied"),
+        (NODE_FAIL, "node_fail", "resubmit", "applied"), (PREEMPT, "preempted", "resubmit", "applied")]
+    for e in entries:
+        assert e.inputs["job_id"] == first[e.task_index].job_id
+        assert e.inputs["slurm_state"] and e.policy == "default+spec@v1"
+    node_fail = next(e for e in entries if e.rule == "node_fail")
+    assert node_fail.params["changes"] == {"exclude": [None, failed_node]}
+    assert next(e for e in entries if e.rule == "preempted").inputs["failures"] == 0
+    checkpoint = (tmp_path / "runs" / name / "tasks" / str(TIMEOUT))
+    assert any("resumed from checkpoint: True" in p.read_text() for p in checkpoint.glob("*/output.log"))
+
+
+def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    # max_parallel 1: task 0 OOMs, task 1 then runs (slow), tasks 2-3 wait in the array.
+    name = chaos_campaign(tmp_path, "siblings", ["oom", "slow", "oom", "oom"], "array: {max_parallel: 1}")
+    try:
+        def oom_seen() -> bool:
+            result = reconcile(name)
+            return any(d.action == "resize_pending" for c in result.campaigns for d in c.decisions)
+        wait_for("the OOM and the resize decision", oom_seen)
+        rows = latest(name)
+        array = (rows[2].job_id or "").split("_")[0]
+        queued = proc.run(["squeue", "-r", "-h", f"-j{array}", "-o", "%i %T %m"]).stdout.split("\n")
+        memory = {line.split()[0]: line.split()[2] for line in queued if line.strip()}
+        assert memory[f"{array}_2"] == memory[f"{array}_3"] == "375M"
+        assert memory[f"{array}_1"] == "250M"  # running: left alone
+        store = Store.open()
+        record = store.campaign(name)
+        assert record is not None
+        resized = [e for e in DecisionLog(store.engine).entries(record.id) if e.action == "resize_pending"]
+        assert sorted(e.task_index for e in resized) == [2, 3] and {e.status for e in resized} == {"applied"}
+    finally:
+        for row in latest(name).values():
+            if row.job_id:
+                proc.run(["scancel", row.job_id.split("_")[0]], check=False)
