@@ -18,7 +18,10 @@ def main() -> None:
     parser.add_argument("--depth", type=int, required=True)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--step-seconds", type=float, default=0.5)
+    parser.add_argument("--mb-per-layer", type=int, default=0,
+                        help="hold depth × this many MB, like activations (deep nets may OOM)")
     args = parser.parse_args()
+    activations = bytearray(args.depth * args.mb_per_layer * 2**20)  # zero-filled: really resident
     print(f"node={os.environ.get('SLURMD_NODENAME')} gpus={os.environ.get('CUDA_VISIBLE_DEVICES')} "
           f"cpus={sorted(os.sched_getaffinity(0))}", flush=True)
     ckpt = Path(os.environ.get("CAMPAIGNCTL_CHECKPOINT_DIR", ".")) / "state.json"
@@ -34,6 +37,7 @@ def main() -> None:
     if metrics:
         with open(metrics, "a") as out:
             out.write(json.dumps({"step": step, "loss": loss}) + "\n")
+    del activations
 
 
 if __name__ == "__main__":

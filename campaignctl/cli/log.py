@@ -4,10 +4,11 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from campaignctl.cli.common import JsonOption, console, print_json
 from campaignctl.services.log import decision_log
+
+STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow"}
 
 
 def log(
@@ -28,10 +29,13 @@ def log(
     if not entries:
         console.print(f"no decisions yet for {campaign}")
         return
-    table = Table("id", "tick", "time", "task", "attempt", "policy", "rule", "action", "status", "reason")
     for e in entries:
         status = e.status + (f": {e.error}" if e.error else "")
-        reason = e.reason + (f"\ninputs: {json.dumps(e.inputs, sort_keys=True)}" if inputs else "")
-        table.add_row(str(e.id), str(e.tick_id), e.created_at[11:19], str(e.task_index),
-                      str(e.inputs.get("attempt", "-")), e.policy, e.rule, e.action, status, reason)
-    console.print(table)
+        job = e.detail.get("job_id") or e.detail.get("jobs")
+        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  task {e.task_index} "
+                      f"attempt {e.inputs.get('attempt', '-')}  {e.rule} → [bold]{e.action}[/] "
+                      f"[{STATUS_STYLE.get(e.status, 'white')}]{status}[/]" + (f", job {job}" if job else "")
+                      + f"  ({e.policy}, tick {e.tick_id})", soft_wrap=True)
+        console.print(f"    {e.reason}", soft_wrap=True, markup=False)
+        if inputs:
+            console.print(f"    inputs: {json.dumps(e.inputs, sort_keys=True)}", soft_wrap=True, markup=False)

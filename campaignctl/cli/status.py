@@ -38,21 +38,22 @@ def render_campaigns(result: StatusResult) -> None:
     if not result.campaigns:
         console.print("no campaigns yet: campaignctl submit SPEC")
         return
-    table = Table("campaign", "state", "revision", "tasks", "task states")
+    table = Table("campaign", "state", "revision", "tasks", "attempts", "task states", "decisions")
     for c in result.campaigns:
-        table.add_row(c.name, c.state, str(c.revision), str(c.tasks), _counts(c.counts))
+        table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
+                      ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
     console.print(table)
 
 
 def render_tasks(result: StatusResult) -> None:
     summary = result.campaigns[0]
-    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit",
+    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit", "last decision",
                   title=f"{summary.name} (revision {summary.revision}, {summary.state})")
     for row in result.tasks:
         style = STATE_STYLE.get(row.state, "white")
         table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), f"[{style}]{row.state}[/]",
                       str(row.attempts), row.job_id or "-", row.node or "-",
                       "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
-                      "-" if row.exit_code is None else str(row.exit_code))
+                      "-" if row.exit_code is None else str(row.exit_code), row.last_decision or "-")
     console.print(table)
-    console.print(f"{summary.tasks} tasks: {_counts(summary.counts)}")
+    console.print(summary.summary)

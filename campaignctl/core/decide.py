@@ -89,7 +89,8 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     if cause is None:
         return None
     rule = policy.rule(cause)
-    counts = Counter(CAUSE_OF_STATE.get(a.state, "") for a in task.attempts)
+    # cause_of, not the state table: a lost attempt stays UNKNOWN in the store and must count too
+    counts = Counter(cause_of(a, policy, now) or "" for a in task.attempts)
     counts.pop("", None)
     failures = sum(n for c, n in counts.items() if policy.rule(c).counts_as_failure)
     inputs = _inputs(latest, counts, failures)
@@ -145,7 +146,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
 
 
 def _grow(value: int, factor: float, cap: int | None) -> int:
-    grown = math.ceil(value * factor)
+    grown = math.ceil(round(value * factor, 6))  # 3000 * 1.1 is 3300.0000000000005 in floats
     return min(grown, cap) if cap else grown
 
 

@@ -86,6 +86,7 @@ def _resources_parser() -> Callable[[str], Resources]:
 
 
 def is_settled(view: TaskView) -> bool:
-    """Finished for good: completed, or its last failure answered by giving up."""
+    """Finished for good: completed, or its last failure answered by giving up. A lost attempt
+    stays UNKNOWN in the store; once answered (given up as `lost`) it is settled too."""
     latest = view.latest
-    return latest.state == "COMPLETED" or (latest.state in _FINAL and latest.decided)
+    return latest.state == "COMPLETED" or (latest.state in _FINAL | {UNKNOWN} and latest.decided)

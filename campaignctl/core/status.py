@@ -25,6 +25,7 @@ class TaskRow:
     node: str
     elapsed_s: int | None
     exit_code: int | None
+    last_decision: str = ""  # e.g. "resubmit (out_of_memory)", from the decision log
 
 
 def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
 from campaignctl.adapters import slurm
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.records import AttemptRecord, CampaignRecord
@@ -20,6 +22,15 @@ class CampaignSummary:
     revision: int
     tasks: int
     counts: dict[str, int]
+    attempts: int = 0
+    decisions: dict[str, int] = field(default_factory=dict)  # action → how many
+
+    @property
+    def summary(self) -> str:
+        states = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        acted = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(self.decisions.items()))
+        return (f"{self.tasks} tasks ({states}); {self.attempts} attempts; "
+                f"decisions: {acted or 'none'}; campaign {self.state}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +40,10 @@ class StatusResult:
     sacct_calls: int = 0
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        data = asdict(self)
+        for summary, out in zip(self.campaigns, data["campaigns"], strict=True):
+            out["summary"] = summary.summary
+        return data
 
 
 def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
@@ -46,11 +60,16 @@ def status(name: str | None = None) -> StatusResult:
     records = store.campaigns() if name is None else [find_campaign(store, name)]
     attempts = {r.id: store.attempts(r.id) for r in records}
     observed, calls = _observe([a for group in attempts.values() for a in group])
+    log = DecisionLog(store.engine)
     summaries, detail = [], []
     for record in records:
-        rows = task_rows(store.task_params(record.id), attempts[record.id], observed)
+        entries = log.entries(record.id)
+        last = {e.task_index: f"{e.action} ({e.rule}) {e.status}" for e in entries}
+        rows = [replace(r, last_decision=last.get(r.index, ""))
+                for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
-                                         len(rows), count_states(rows)))
+                                         len(rows), count_states(rows), len(attempts[record.id]),
+                                         dict(Counter(e.action for e in entries))))
         detail = rows
     return StatusResult(summaries, detail if name else [], calls)
 

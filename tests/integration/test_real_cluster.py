@@ -60,7 +60,7 @@ def test_demo_campaign_runs_as_one_array_and_completes(slurm_conf: str, state_ho
     assert [r.state for r in result.tasks] == ["COMPLETED"] * 8
     assert len({r.job_id.split("_")[0] for r in result.tasks if r.job_id}) == 1
     shown = cli("status", "demo")
-    assert shown.returncode == 0 and "8 tasks: COMPLETED 8" in shown.stdout
+    assert shown.returncode == 0 and "8 tasks (COMPLETED 8)" in shown.stdout
     log = next((tmp_path / "runs" / "demo" / "tasks" / "0").glob("*/output.log")).read_text()
     assert "step 4 loss" in log
 
