@@ -29,6 +29,8 @@ from campaignctl.core.spec import Resources
 
 NOW = datetime(2026, 11, 21, 12, 0)
 
+Key = tuple[str, int | None]
+
 
 def at(minutes: float) -> str:
     return (NOW + timedelta(minutes=minutes)).isoformat()
@@ -45,7 +47,7 @@ def row(state: str, *, id: int = 1, task: int = 0, number: int = 1, array: str |
         submission_state="released", created_at=at(-60))
 
 
-def obs(state: State, *, key: tuple[str, int | None] = ("12", 0), slurm_state: str | None = None,
+def obs(state: State, *, key: Key = ("12", 0), slurm_state: str | None = None,
         exit_code: int | None = 0, nodes: str = "node1", elapsed_s: int | None = 5,
         end: str | None = None) -> JobObservation:
     return JobObservation(key=key, state=state, slurm_state=slurm_state or state.value, cancelled_by=None,
@@ -110,7 +112,7 @@ def test_finished_attempt_takes_every_observed_fact() -> None:
 ])
 def test_diff_observations(before: HistoryRow, seen: JobObservation | None, in_squeue: tuple[str, ...],
                            after: tuple[str, str | None, bool] | None) -> None:
-    observed = {} if seen is None else {("12", 0): seen}
+    observed: dict[Key, JobObservation] = {} if seen is None else {("12", 0): seen}
     changes = diff_observations([before], observed, queued(*in_squeue), at(0))
     if after is None:
         assert changes == []
@@ -134,7 +136,8 @@ def test_missing_since_is_the_first_tick_across_ticks() -> None:
 def test_observations_are_matched_by_array_and_index() -> None:
     rows = [row("RUNNING", id=1, array="12", index=0), row("RUNNING", id=2, array="12", index=1),
             row("RUNNING", id=3, array="13", index=0)]
-    observed = {("12", 1): obs(State.COMPLETED, key=("12", 1)), ("13", 0): obs(State.FAILED, key=("13", 0))}
+    observed: dict[Key, JobObservation] = {("12", 1): obs(State.COMPLETED, key=("12", 1)),
+                                           ("13", 0): obs(State.FAILED, key=("13", 0))}
     changes = diff_observations(rows, observed, queued("12"), at(0))
     assert [(c.attempt_id, c.state) for c in changes] == [(2, "COMPLETED"), (3, "FAILED")]
 

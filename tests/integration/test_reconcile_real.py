@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.integration.test_real_cluster import cli, own_jobs_named
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -148,3 +150,33 @@ def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
         for row in latest(name).values():
             if row.job_id:
                 proc.run(["scancel", row.job_id.split("_")[0]], check=False)
+
+
+def test_reconcile_killed_after_sbatch_adopts_the_held_retry_on_the_next_tick(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    name = chaos_campaign(tmp_path, "killed", ["oom", "oom", "ok"])
+    array = (latest(name)[0].job_id or "").split("_")[0]
+
+    def all_ended() -> bool:
+        out = proc.run(["sacct", "-X", "-n", "-P", f"-j{array}", "--format=State"]).stdout.split()
+        return len(out) == 3 and "RUNNING" not in out and "PENDING" not in out
+    wait_for("the first array to end", all_ended)
+    # a real kill: os._exit(137) right after sbatch, before the job id is recorded
+    crashed = cli("reconcile", name, env_extra={"CAMPAIGNCTL_FAULT": "after_sbatch"})
+    assert crashed.returncode == 137
+    held = [line for line in own_jobs_named(name) if "|" in line]
+    assert len(held) == 1, held  # the retry array exists, held, waiting for its payloads
+    rerun = cli("reconcile", name, "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["data"]["campaigns"][0]["repaired"] == 2
+    ticking_until_finished(name)
+    rows = history(name)
+    retries = {r.job_id.split("_")[0] for r in rows if r.attempt_number == 2 and r.job_id}
+    assert retries == {held[0].split("|")[0]}  # adopted, not submitted twice
+    assert {r.task_index: r.state for r in rows if r.attempt_number == 2} == {0: "COMPLETED", 1: "COMPLETED"}
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    entries = DecisionLog(store.engine).entries(record.id)
+    assert [(e.task_index, e.status, e.detail.get("repaired")) for e in entries] == [
+        (0, "applied", True), (1, "applied", True)]
