@@ -102,6 +102,16 @@ class DecisionLog:
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
 
+    def unresolved_tokens(self, campaign_id: int) -> set[str]:
+        """Attempts whose resubmission Slurm refused for good: answered (never retried blindly
+        every tick) but not settled, so the campaign does not count as finished."""
+        query = (sa.select(decisions.c.attempt_token)
+                 .join(decision_outcomes, decision_outcomes.c.decision_id == decisions.c.id)
+                 .where(decisions.c.campaign_id == campaign_id, decisions.c.action == "resubmit",
+                        decision_outcomes.c.status == "failed"))
+        with self.engine.connect() as conn:
+            return set(conn.execute(query).scalars())
+
     def entries(self, campaign_id: int | None = None, task_index: int | None = None,
                 open_only: bool = False, limit: int | None = None) -> list[LoggedDecision]:
         d, o = decisions.c, decision_outcomes.c

@@ -105,7 +105,7 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
 
 def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
                     seen: int, failures: int) -> str:
-    what = f"{latest.state.lower().replace('_', ' ')} (attempt {latest.number})"
+    what = f"{_described(latest, cause)} (attempt {latest.number})"
     if rule.action == "give_up":
         by = f" by uid {latest.slurm_state.split(' by ')[1]}" if " by " in latest.slurm_state else ""
         return f"{what}{by}: the policy's {cause} rule says give up, so the task stops here."
@@ -123,6 +123,12 @@ def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
     return ""
 
 
+def _described(attempt: AttemptView, cause: str) -> str:
+    if cause == "lost":
+        return f"lost: in neither sacct nor squeue since {attempt.missing_since}"
+    return attempt.state.lower().replace("_", " ")
+
+
 def _backoff(rule: Rule, seen: int) -> timedelta:
     return timedelta(seconds=rule.backoff_s * rule.backoff_factor ** (seen - 1))
 
@@ -137,7 +143,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     new = replace(new, exclude=",".join(exclude) or None)
     changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
-    reason = (f"{latest.state.lower().replace('_', ' ')} (attempt {latest.number}); retry {seen} of "
+    reason = (f"{_described(latest, cause)} (attempt {latest.number}); retry {seen} of "
               f"{rule.max_retries} with {what}")
     if cause == "timeout":
         reason += ", resuming from the task's checkpoint directory"
@@ -147,7 +153,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
 
 def _grow(value: int, factor: float, cap: int | None) -> int:
     grown = math.ceil(round(value * factor, 6))  # 3000 * 1.1 is 3300.0000000000005 in floats
-    return min(grown, cap) if cap else grown
+    return max(value, min(grown, cap)) if cap else grown  # a cap never shrinks what the task had
 
 
 def _inputs(latest: AttemptView, counts: Mapping[str, int], failures: int) -> dict[str, object]:

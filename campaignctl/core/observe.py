@@ -44,7 +44,9 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
                    "nodes": obs.nodes, "elapsed_s": obs.elapsed_s, "max_rss": obs.max_rss,
                    "ended_at": obs.end, "missing_since": None}
         elif key_of(row)[0] in queued_arrays():
-            continue
+            if row.missing_since is None:
+                continue  # sacct lags squeue: nothing new
+            new = {**{f: getattr(row, f) for f in _FIELDS}, "missing_since": None}
         else:
             new = {**{f: getattr(row, f) for f in _FIELDS}, "state": UNKNOWN,
                    "missing_since": row.missing_since or now}

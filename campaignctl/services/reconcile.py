@@ -161,7 +161,10 @@ class _Tick:
             outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12])
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = record.state
-        if len(views) == len(spec.tasks) and all(is_settled(v) or v.latest.token in given_up for v in views):
+        unresolved = self.log.unresolved_tokens(record.id)
+        if len(views) == len(spec.tasks) and all(
+                (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
+                for v in views):
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,

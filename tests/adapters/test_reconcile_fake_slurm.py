@@ -235,3 +235,22 @@ def test_campaign_becomes_finished_once_every_task_is_settled(tmp_path: Path, fa
     provoke(fake_slurm, {1: ("FAILED", "2:0", "node1")})
     assert reconcile("rc").campaigns[0].state == "finished"
     assert reconcile(None).status == "nothing-to-do"  # --all skips finished campaigns
+
+
+def test_a_retry_slurm_refuses_is_logged_failed_not_repeated_and_keeps_the_campaign_open(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    campaign(tmp_path, fake_slurm, 2)
+    provoke(fake_slurm, {0: ("OUT_OF_MEMORY", "0:125", "node1")})
+    fake_slurm.fail_next["sbatch"] = ("sbatch: error: Batch job submission failed: "
+                                      "Requested node configuration is not available")
+    first = reconcile("rc").campaigns[0]
+    assert [(d.action, d.status) for d in first.decisions] == [("resubmit", "failed")]
+    fake_slurm.calls.clear()
+    second = reconcile("rc").campaigns[0]
+    assert second.decisions == [] and fake_slurm.calls["sbatch"] == 0
+    assert second.state == "active"
+    store = Store.open()
+    record = store.campaign("rc")
+    assert record is not None
+    [entry] = DecisionLog(store.engine).entries(record.id)
+    assert "Requested node configuration is not available" in entry.error

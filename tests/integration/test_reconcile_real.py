@@ -88,7 +88,7 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     failed_node = rows[NODE_FAIL].nodes
     proc.run(["scontrol", "update", f"NodeName={failed_node}", "State=DOWN", "Reason=campaignctl-test"])
     proc.run(["sbatch", "-p", "high", "-w", rows[PREEMPT].nodes, "-c2", "--mem=100M",
-              "-J", "preemptor", "--wrap", "sleep 2"])
+              "-J", "preemptor", "-o", "/dev/null", "--wrap", "sleep 2"])
     try:
         ticking_until_finished(name)
     finally:
