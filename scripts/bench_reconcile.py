@@ -15,7 +15,9 @@ Per run, alternating: (a) submitit `read_info(header + lines)`; (b) campaignctl 
 `observe_jobs(parse_sacct(text))`; (c) the whole tick, `reconcile()` on a fresh copy of the
 primed database (parse + diff + decide + persist observations and decisions). Medians of
 --repeat runs. Then --big (default 100,000) tasks: one tick and one read_info, each in a child
-process, with wall time and peak RSS (ru_maxrss; the baseline after imports is printed too).
+process, with wall time and peak RSS (VmHWM of the child's own address space; its RSS after
+imports and after reading the text are printed too; ru_maxrss is reported alongside, but Linux
+carries the parent's peak into it across fork+exec), and the tick's phases at that size.
 Setup is not measured. State lives under a temporary XDG_STATE_HOME, never the user's.
 
 Usage: .venv/bin/python scripts/bench_reconcile.py [--tasks 10000] [--big 100000] [--repeat 5]
@@ -291,6 +293,7 @@ class Phases:
         ("open store + migrations", Store, "open"),
         ("load history", Store, "history"),
         ("load decided tokens", DecisionLog, "decided_tokens"),
+        ("load unresolved tokens", DecisionLog, "unresolved_tokens"),
         ("parse_sacct", reconcile_mod, "parse_sacct"),
         ("observe_jobs", reconcile_mod, "observe_jobs"),
         ("diff_observations", reconcile_mod, "diff_observations"),
@@ -308,7 +311,9 @@ class Phases:
     def __call__(self, run: Callable[[], Any]) -> Any:
         saved = []
         for label, owner, attr in self.PATCHES:
-            original = owner.__dict__[attr]
+            original = vars(owner).get(attr)
+            if original is None:  # not (or no longer) part of the tick
+                continue
             saved.append((owner, attr, original))
             setattr(owner, attr, self._wrap(label, original))
         try:
@@ -316,6 +321,12 @@ class Phases:
         finally:
             for owner, attr, original in reversed(saved):
                 setattr(owner, attr, original)
+
+    def finish(self, total: float) -> dict[str, float]:
+        out = dict(self.seconds)
+        out["other (lock, tick rows, repair check, …)"] = total - sum(self.seconds.values())
+        out["total (instrumented)"] = total
+        return out
 
     def _wrap(self, label: str, original: Any) -> Any:
         func = original.__func__ if isinstance(original, classmethod) else original
@@ -347,20 +358,30 @@ def profile_tick(prepared: Prepared, run_dir: Path, top: int = 10) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# the 100k run, in child processes (peak RSS of a process that did only that)
+# the big run, in child processes (peak RSS of a process that did only that)
 
 
-def rss_mb() -> float:
+def proc_status_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process's own address space, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024  # kB
+    return float("nan")
+
+
+def ru_maxrss_mb() -> float:
+    """getrusage's peak: on Linux it keeps the peak of the address space replaced by execve, so a
+    child started from a big parent starts at the parent's size. Reported, but VmHWM is the figure."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def child(args: argparse.Namespace) -> None:
-    out: dict[str, Any] = {"baseline_rss_mb": rss_mb()}
+    out: dict[str, Any] = {"baseline_rss_mb": proc_status_mb("VmRSS")}
     if args.tracemalloc:
         import tracemalloc
         tracemalloc.start()
     text = Path(args.sacct).read_text()
-    out["after_text_rss_mb"] = rss_mb()
+    out["after_text_rss_mb"] = proc_status_mb("VmRSS")
     if args.child == "read_info":
         header = "|".join(SACCT_FIELDS) + "\n"
         started = time.perf_counter()
@@ -370,23 +391,25 @@ def child(args: argparse.Namespace) -> None:
         use_state(Path(args.state))
         fake = RecordedSlurm(text)
         proc.EXECUTOR = fake
+        phases = Phases() if args.phases else None
         started = time.perf_counter()
-        result = reconcile_mod.reconcile(CAMPAIGN)
+        result = phases(lambda: reconcile_mod.reconcile(CAMPAIGN)) if phases else reconcile_mod.reconcile(CAMPAIGN)
         out.update(wall_s=time.perf_counter() - started, elements=result.campaigns[0].observed,
                    changed=result.campaigns[0].changed, decisions=len(result.campaigns[0].decisions),
                    calls=dict(fake.calls))
-    out["peak_rss_mb"] = rss_mb()
+        if phases:
+            out["phases_s"] = phases.finish(out["wall_s"])
+    out["peak_rss_mb"] = proc_status_mb("VmHWM")
+    out["ru_maxrss_mb"] = ru_maxrss_mb()
     if args.tracemalloc:
         out["tracemalloc_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
     print(json.dumps(out))
 
 
-def run_child(kind: str, sacct_file: Path, state: Path | None, trace: bool) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--sacct", str(sacct_file)]
+def run_child(kind: str, sacct_file: Path, state: Path | None, *flags: str) -> dict[str, Any]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--sacct", str(sacct_file), *flags]
     if state is not None:
         argv += ["--state", str(state)]
-    if trace:
-        argv.append("--tracemalloc")
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"child {kind} failed:\n{done.stderr}")
@@ -399,13 +422,15 @@ def big_run(root: Path, n: int, seed: int, trace: bool) -> dict[str, Any]:
     sacct_file.write_text(prepared.text)
     out: dict[str, Any] = {"tasks": n, "sacct_lines": prepared.text.count("\n"),
                            "sacct_mb": len(prepared.text) / 2**20, "prime_s": prepared.prime_s}
-    out["read_info"] = run_child("read_info", sacct_file, None, False)
+    out["read_info"] = run_child("read_info", sacct_file, None)
     fresh_copy(prepared, root / "big-run")
-    out["tick"] = run_child("tick", sacct_file, root / "big-run", False)
+    out["tick"] = run_child("tick", sacct_file, root / "big-run")
+    fresh_copy(prepared, root / "big-run")
+    out["tick_phases"] = run_child("tick", sacct_file, root / "big-run", "--phases")
     if trace:
         fresh_copy(prepared, root / "big-run")
-        out["tick_tracemalloc"] = run_child("tick", sacct_file, root / "big-run", True)
-        out["read_info_tracemalloc"] = run_child("read_info", sacct_file, None, True)
+        out["tick_tracemalloc"] = run_child("tick", sacct_file, root / "big-run", "--tracemalloc")
+        out["read_info_tracemalloc"] = run_child("read_info", sacct_file, None, "--tracemalloc")
     shutil.rmtree(root / "big-run", ignore_errors=True)
     shutil.rmtree(prepared.template, ignore_errors=True)
     return out
@@ -426,6 +451,7 @@ def main() -> None:
     parser.add_argument("--child", choices=("tick", "read_info"), help=argparse.SUPPRESS)
     parser.add_argument("--sacct", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
+    parser.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -454,16 +480,13 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     phase_runs = []
     for _ in range(args.repeat):
         phases = Phases()
-        total = time_tick(prepared, root / "run", phases).seconds
-        phases.seconds["other (lock, tick rows, repair check, …)"] = total - sum(phases.seconds.values())
-        phases.seconds["total (instrumented)"] = total
-        phase_runs.append(phases.seconds)
+        phase_runs.append(phases.finish(time_tick(prepared, root / "run", phases).seconds))
     medians = {k: statistics.median(v) for k, v in runs.items()}
     last = ticks[-1]
     report: dict[str, Any] = {
         "tasks": args.tasks, "repeat": args.repeat, "python": sys.version.split()[0],
         "state_fs": paths.filesystem_type(root), "sacct_lines": prepared.text.count("\n"),
-        "sacct_mb": len(prepared.text) / 2**20, "states": dict(prepared.states),
+        "sacct_mb": len(prepared.text) / 2**20, "states": dict(prepared.states), "prime_s": prepared.prime_s,
         "median_s": medians, "runs_s": runs,
         "ratio_tick_vs_read_info": medians["tick"] / medians["read_info"],
         "ratio_parse_vs_read_info": medians["parse"] / medians["read_info"],
@@ -498,7 +521,8 @@ def print_report(r: dict[str, Any]) -> None:
         print(f"{label:<52} {elements:>8} {med[key]:>9.3f} {med[key] / med['read_info']:>11.2f} {r['repeat']:>5}")
     tick = r["tick"]
     print(f"tick: {tick['changed']:,} attempts changed; decisions {tick['decisions']}; Slurm calls "
-          f"{tick['slurm_calls']} (no sbatch: acting is not what is measured)")
+          f"{tick['slurm_calls']} (no sbatch: acting is not what is measured); the priming tick "
+          f"(all SUBMITTED → RUNNING) took {r['prime_s']:.2f} s")
     print("\nphases of the tick (instrumented runs, median s):")
     for label, seconds in r["phases_median_s"].items():
         print(f"  {label:<44} {seconds:>7.3f}")
@@ -513,15 +537,18 @@ def print_report(r: dict[str, Any]) -> None:
     if "big" in r:
         b = r["big"]
         print(f"\n{b['tasks']:,} tasks, sacct text {b['sacct_lines']:,} lines ({b['sacct_mb']:.1f} MiB), "
-              "one run each in a child process:")
-        print(f"{'what':<40} {'elements':>8} {'wall s':>7} {'peak RSS MB':>11} {'after imports':>13} "
-              f"{'+ text':>7}")
+              "one run each in a fresh child process (RSS in MB):")
+        print(f"{'what':<24} {'elements':>8} {'wall s':>7} {'peak RSS':>8} {'after imports':>13} "
+              f"{'+ text read':>11} {'ru_maxrss':>9}")
         for label, key in (("submitit read_info", "read_info"), ("campaignctl tick", "tick")):
             c = b[key]
-            print(f"{label:<40} {c['elements']:>8} {c['wall_s']:>7.2f} {c['peak_rss_mb']:>11.0f} "
-                  f"{c['baseline_rss_mb']:>13.0f} {c['after_text_rss_mb']:>7.0f}")
-        print(f"tick: {b['tick']['changed']:,} changed, {b['tick']['decisions']} decisions, "
-              f"Slurm calls {b['tick']['calls']}")
+            print(f"{label:<24} {c['elements']:>8} {c['wall_s']:>7.2f} {c['peak_rss_mb']:>8.0f} "
+                  f"{c['baseline_rss_mb']:>13.0f} {c['after_text_rss_mb']:>11.0f} {c['ru_maxrss_mb']:>9.0f}")
+        print(f"tick: {b['tick']['changed']:,} changed, {b['tick']['decisions']} decisions, Slurm calls "
+              f"{b['tick']['calls']}; the priming tick (all SUBMITTED → RUNNING) took {b['prime_s']:.2f} s")
+        print("phases of the tick (one instrumented run, s):")
+        for label, seconds in b["tick_phases"]["phases_s"].items():
+            print(f"  {label:<44} {seconds:>7.3f}")
         for key in ("tick_tracemalloc", "read_info_tracemalloc"):
             if key in b:
                 print(f"{key}: tracemalloc peak {b[key]['tracemalloc_peak_mb']:.0f} MB "

@@ -1,13 +1,5 @@
-"""`submit`: spec → campaign, revision, array chunks, held sbatch, release — exactly once.
-
-Protocol per chunk (each step is durable before the next; a crash anywhere is repaired by the
-next `submit` of the same spec):
-  1 intent row (submission + one attempt per element, each with its token)
-  2 payloads + script staged on disk (deterministic from the spec and the token)
-  3 `sbatch --hold` — the job name carries the token, so squeue can find it
-  4 job id recorded
-  5 payloads moved where the job looks for them, then `scontrol release`, then recorded.
-"""
+"""`submit`: spec → campaign, revision, array chunks — exactly once, through the protocol in
+`services/dispatch.py`; a crash anywhere is repaired by the next `submit` of the same spec."""
 
 from __future__ import annotations
 
