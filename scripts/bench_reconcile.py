@@ -75,7 +75,9 @@ TRES = "cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=16G,node=1"  # shape of tests/fixtu
 # ---------------------------------------------------------------------------------------------
 # sacct text, line shapes as recorded in tests/fixtures/sacct (array_completed, cancelled, failed,
 # oom_srun_step, preempted_requeued): JobID|JobIDRaw|JobName|Partition|State|ExitCode|Elapsed|
-# Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment
+# Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment. The recordings have no
+# `.extern` step (the lab cluster runs without PrologFlags=Contain); sites with it print one per
+# element, modelled here on the `.batch` line with the allocation's TRES.
 
 
 @dataclass(frozen=True, slots=True)

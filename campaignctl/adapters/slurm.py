@@ -55,6 +55,11 @@ def update_pending(job_id: str, fields: Sequence[str]) -> list[str]:
     return started
 
 
+def set_array_throttle(array_job_id: str, throttle: int) -> None:
+    """How many elements of the array may run at once (the `%N` of `--array`); 0 would mean no limit."""
+    proc.run(["scontrol", "update", f"JobId={array_job_id}", f"ArrayTaskThrottle={throttle}"], timeout=60)
+
+
 def cancel(job_id: str) -> None:
     proc.run(["scancel", job_id], timeout=60)
 

@@ -229,6 +229,20 @@ class Store:
             if moved:
                 conn.execute(observations.insert(), moved)
 
+    def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
+        """Current throttle per submitted array job id (the `%N` of its array spec)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(submissions.c.job_id, submissions.c.array_spec).where(
+                submissions.c.campaign_id == campaign_id, submissions.c.job_id.is_not(None))).all()
+        return {r.job_id: int(r.array_spec.split("%")[1]) if "%" in r.array_spec else None for r in rows}
+
+    def set_array_throttle(self, job_id: str, throttle: int) -> None:
+        with self.engine.begin() as conn:
+            spec = conn.execute(sa.select(submissions.c.array_spec)
+                                .where(submissions.c.job_id == job_id)).scalar_one()
+            conn.execute(submissions.update().where(submissions.c.job_id == job_id).values(
+                array_spec=f"{spec.split('%')[0]}%{throttle}", updated_at=utc_now()))
+
     def set_attempt_resources(self, tokens: Sequence[str], resources_json: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(attempts.update().where(attempts.c.token.in_(tokens))

@@ -1,6 +1,7 @@
 """Decisions → action groups. Retries of one tick that share resources go out together as one
 new array (chunked by MaxArraySize); in-place resizes of one array are one `scontrol update`
-on the array's id, which Slurm applies to its elements that have not started. Pure."""
+of exactly the decided pending elements; a throttle change is one `scontrol update` of an
+array's ArrayTaskThrottle. Pure."""
 
 from __future__ import annotations
 
@@ -39,15 +40,25 @@ class ResizeGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ThrottleGroup:
+    token: str
+    array_job_id: str
+    throttle: int
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
 class ActionPlan:
     resubmits: tuple[ResubmitGroup, ...]
     resizes: tuple[ResizeGroup, ...]
     give_ups: tuple[Decision, ...]
+    throttles: tuple[ThrottleGroup, ...] = ()
 
     def planned(self) -> list[tuple[Decision, str]]:
         """Every decision with the token of the group that carries it out ('' for give-ups)."""
         out = [(d, g.token) for g in self.resubmits for d in g.decisions]
         out += [(d, g.token) for g in self.resizes for d in g.decisions]
+        out += [(g.decision, g.token) for g in self.throttles]
         return out + [(d, "") for d in self.give_ups]
 
 
@@ -56,7 +67,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                  new_token: Callable[[], str]) -> ActionPlan:
     by_resources: dict[Resources, list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
-    give_ups = []
+    give_ups, throttles = [], []
     for d in decisions:
         if d.action == "resubmit" and d.resources is not None:
             by_resources.setdefault(d.resources, []).append(d)
@@ -64,6 +75,9 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
             array = array_job_of(d.attempt_token)
             if array is not None:
                 by_array.setdefault((array, d.resources), []).append(d)
+        elif d.action == "throttle":
+            throttles.append(ThrottleGroup(new_token(), str(d.params["array_job_id"]),
+                                           int(d.params["throttle"]), d))  # type: ignore[call-overload]
         else:
             give_ups.append(d)
     resubmits = []
@@ -74,4 +88,4 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                                            tuple(by_task[t] for t in chunk.task_indices)))
     resizes = tuple(ResizeGroup(new_token(), array, resources, tuple(group))
                     for (array, resources), group in by_array.items())
-    return ActionPlan(tuple(resubmits), resizes, tuple(give_ups))
+    return ActionPlan(tuple(resubmits), resizes, tuple(give_ups), tuple(throttles))

@@ -15,7 +15,7 @@ from pathlib import Path
 from campaignctl.adapters import faults, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
-from campaignctl.core.actions import ResizeGroup, ResubmitGroup, plan_actions
+from campaignctl.core.actions import ResizeGroup, ResubmitGroup, ThrottleGroup, plan_actions
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.records import CampaignRecord
@@ -33,11 +33,11 @@ class Actor:
         self.queued = queued
 
     def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
-            new_token: Callable[[], str]) -> dict[int, Outcome]:
+            new_token: Callable[[], str], retry_parallel: int | None) -> dict[int, Outcome]:
         """Write every decision (intent) first, then act group by group. Returns outcome by id(decision)."""
         resubmitting = any(d.action == "resubmit" for d in decisions)
         max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
-        plan = plan_actions(decisions, array_job_of.get, max_array, self.spec.max_parallel, new_token)
+        plan = plan_actions(decisions, array_job_of.get, max_array, retry_parallel, new_token)
         intents = [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
                                     json.dumps(asdict(g.resources)), self.spec.policy.slurm_requeue)
                    for g in plan.resubmits]
@@ -52,6 +52,8 @@ class Actor:
         for resize in plan.resizes:
             outcome = self._resize(resize, [id_of[id(d)] for d in resize.decisions])
             outcomes.update({id(d): outcome for d in resize.decisions})
+        for throttle in plan.throttles:
+            outcomes[id(throttle.decision)] = self._throttle(throttle, id_of[id(throttle.decision)])
         return outcomes
 
     @property
@@ -93,6 +95,22 @@ class Actor:
                                                  "started_meanwhile": started})
         return "applied", group.array_job_id
 
+    def _throttle(self, group: ThrottleGroup, decision_id: int) -> Outcome:
+        detail: dict[str, object] = {"array_job_id": group.array_job_id, "throttle": group.throttle}
+        if not self._owned(group.array_job_id, group.decision.attempt_token.rsplit(".", 1)[0]):
+            self.log.write_outcomes([decision_id], "failed", detail,
+                                    "not queued under this user with the campaign's token; left alone")
+            return "failed", None
+        try:
+            slurm.set_array_throttle(group.array_job_id, group.throttle)
+        except SlurmUnavailableError as exc:
+            self.log.write_outcomes([decision_id], "failed", detail, exc.message)
+            return "failed", None
+        faults.crash_point("before_outcome")
+        self.store.set_array_throttle(group.array_job_id, group.throttle)
+        self.log.write_outcomes([decision_id], "applied", detail)
+        return "applied", group.array_job_id
+
     def _owned(self, array_job_id: str, submission_token: str) -> bool:
         return any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
                    and q.name == job_name(self.spec.name, submission_token) for q in self.queued())
@@ -119,6 +137,11 @@ class Actor:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)
             self._resize(_resize_group(entries), [e.id for e in entries])
+        for e in (e for e in open_entries if e.action == "throttle"):
+            repaired += 1
+            decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
+            self._throttle(ThrottleGroup(e.group_token, str(e.params["array_job_id"]),
+                                         int(e.params["throttle"]), decision), e.id)  # type: ignore[call-overload]
         return repaired
 
 

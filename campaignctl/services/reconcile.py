@@ -27,6 +27,7 @@ from campaignctl.core.observe import (
 )
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
+from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.dispatch import revision_spec
 
@@ -151,6 +152,7 @@ class _Tick:
                         changed: int, repaired: int, dry_run: bool) -> CampaignTick:
         spec = revision_spec(self.store, record.id, record.current_revision)
         decisions = decide(views, spec.policy, self.now)
+        decisions += plan_throttles(views, self.store.array_throttles(record.id), spec.max_parallel)
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
@@ -158,7 +160,10 @@ class _Tick:
         if decisions:
             assert self.tick_id is not None
             actor = Actor(self.store, self.log, record, spec, self.tick_id, self.squeue.jobs)
-            outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12])
+            # a retry array starts throttled to what the campaign cap leaves; later ticks rebalance
+            retry_parallel = max(1, spec.max_parallel - running_now(views)) if spec.max_parallel else None
+            outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
+                                 retry_parallel)
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = record.state
         unresolved = self.log.unresolved_tokens(record.id)

@@ -254,3 +254,23 @@ def test_a_retry_slurm_refuses_is_logged_failed_not_repeated_and_keeps_the_campa
     assert record is not None
     [entry] = DecisionLog(store.engine).entries(record.id)
     assert "Requested node configuration is not available" in entry.error
+
+
+def test_lowering_max_parallel_mid_flight_throttles_the_live_array_in_place(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    text = """\
+name: slow
+command: [python3, train.py, "{i}"]
+matrix: {i: [0, 1, 2, 3, 4, 5]}
+resources: {mem: 1G, time: "00:10:00"}
+"""
+    submit(write_spec(tmp_path, text, "slow.yaml"))
+    job = provoke(fake_slurm, {i: ("PENDING", "0:0", "") for i in range(6)})
+    assert reconcile("slow").campaigns[0].decisions == []  # no cap, nothing to do
+    submit(write_spec(tmp_path, text + "array: {max_parallel: 2}\n", "slow.yaml"))  # revision 2
+    fake_slurm.argvs.clear()
+    [decision] = reconcile("slow").campaigns[0].decisions
+    assert (decision.rule, decision.action, decision.status) == ("max_parallel", "throttle", "applied")
+    assert [a for a in fake_slurm.argvs if a[0] == "scontrol"] == [
+        ("scontrol", "update", f"JobId={job}", "ArrayTaskThrottle=2")]
+    assert reconcile("slow").campaigns[0].decisions == []  # recorded: not sent again

@@ -180,3 +180,27 @@ def test_reconcile_killed_after_sbatch_adopts_the_held_retry_on_the_next_tick(
     entries = DecisionLog(store.engine).entries(record.id)
     assert [(e.task_index, e.status, e.detail.get("repaired")) for e in entries] == [
         (0, "applied", True), (1, "applied", True)]
+
+
+def test_lowering_max_parallel_mid_flight_sets_array_task_throttle(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    text = """\
+name: throttled
+command: [sleep, "60"]
+matrix: {i: [0, 1, 2, 3, 4, 5]}
+resources: {cpus_per_task: 2, mem: 100M, time: "00:05:00"}
+"""
+    submit(write_spec(tmp_path, text, "throttled.yaml"))
+    try:
+        submit(write_spec(tmp_path, text + "array: {max_parallel: 1}\n", "throttled.yaml"))
+        decided = []
+        wait_for("a throttle decision", lambda: bool(decided.extend(reconcile("throttled").campaigns[0].decisions)
+                                                     or decided), timeout_s=60)
+        assert [(d.action, d.status) for d in decided] == [("throttle", "applied")]
+        array = (latest("throttled")[0].job_id or "").split("_")[0]
+        shown = proc.run(["scontrol", "show", "job", array]).stdout
+        assert "ArrayTaskThrottle=1" in shown
+    finally:
+        for row in latest("throttled").values():
+            if row.job_id:
+                proc.run(["scancel", row.job_id.split("_")[0]], check=False)
