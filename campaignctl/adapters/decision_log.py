@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import insert_submission, utc_now
+from campaignctl.adapters.store import driver_sql, insert_submission, utc_now
 from campaignctl.adapters.store_schema import campaigns, decision_outcomes, decisions, ticks
 from campaignctl.core.decide import Decision
 from campaignctl.core.plan import ArrayChunk
@@ -75,15 +75,15 @@ class DecisionLog:
         resubmissions, and the outcome of decisions that need no Slurm call (give_up). A crash
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
-        ids = []
+        label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
+        rows = [(tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
+                 _dump(d.params), _dump(d.inputs), d.reason, mode, group, now) for d, group in planned]
         with self.engine.begin() as conn:
-            for decision, group in planned:
-                ids.append(int(conn.execute(decisions.insert().values(
-                    tick_id=tick_id, campaign_id=campaign_id, task_index=decision.task_index,
-                    attempt_token=decision.attempt_token, policy=policy.label, policy_digest=policy.digest,
-                    rule=decision.rule, action=decision.action, params_json=_dump(decision.params),
-                    inputs_json=_dump(decision.inputs), reason=decision.reason, mode=mode,
-                    group_token=group, created_at=now)).inserted_primary_key[0]))  # type: ignore[index]
+            if rows:
+                conn.exec_driver_sql(driver_sql(conn, _INSERT_DECISION), rows)
+            ids = list(conn.execute(sa.select(decisions.c.id).where(
+                decisions.c.tick_id == tick_id, decisions.c.campaign_id == campaign_id)
+                .order_by(decisions.c.id)).scalars())[-len(rows):] if rows else []
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, "retry", intent.requeue)
@@ -140,6 +140,12 @@ class DecisionLog:
 
     def last_per_task(self, campaign_id: int) -> dict[int, LoggedDecision]:
         return {e.task_index: e for e in self.entries(campaign_id)}
+
+
+_INSERT_DECISION = (
+    "INSERT INTO decisions (tick_id, campaign_id, task_index, attempt_token, policy, policy_digest, rule, "
+    "action, params_json, inputs_json, reason, mode, group_token, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: str,

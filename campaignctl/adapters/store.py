@@ -15,7 +15,6 @@ from campaignctl.adapters.store_schema import (
     MIGRATIONS,
     attempts,
     campaigns,
-    observations,
     revisions,
     submissions,
     tasks,
@@ -134,7 +133,8 @@ class Store:
         conn.execute(revisions.insert().values(
             campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
             spec_path=spec_path, author=author, reason=reason, created_at=utc_now(),
-            policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True)))
+            policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
+            settings_json=json.dumps({"tasks": len(spec.tasks), "max_parallel": spec.max_parallel})))
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
         with self.engine.connect() as conn:
@@ -143,7 +143,7 @@ class Store:
         m = row._mapping
         return RevisionRecord(campaign_id=campaign_id, number=number, spec_text=m["spec_text"],
                               spec_hash=m["spec_hash"], spec_path=m["spec_path"], created_at=m["created_at"],
-                              policy_json=m["policy_json"])
+                              policy_json=m["policy_json"], settings_json=m["settings_json"])
 
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
@@ -196,19 +196,12 @@ class Store:
                 for r in rows]
 
     def history(self, campaign_id: int) -> list[HistoryRow]:
-        """Every attempt of the campaign, oldest first per task, with its effective resources."""
-        a, sub = attempts.c, submissions.c
-        query = (sa.select(a.id, tasks.c.task_index, a.attempt_number, a.array_index, a.token, a.job_id,
-                           a.state, a.slurm_state, a.exit_code, a.nodes, a.elapsed_s, a.max_rss,
-                           a.ended_at, a.missing_since,
-                           sa.func.coalesce(a.resources_json, sub.resources_json).label("resources_json"),
-                           sub.token.label("submission_token"), sub.state.label("submission_state"),
-                           a.created_at)
-                 .join(tasks, tasks.c.id == a.task_id).join(submissions, sub.id == a.submission_id)
-                 .where(tasks.c.campaign_id == campaign_id)
-                 .order_by(tasks.c.task_index, a.attempt_number))
+        """Every attempt of the campaign, oldest first per task, with its effective resources.
+        Plain SQL through the driver: a tick reads 100,000 of these, and the Core layer's
+        per-row processing was a third of the tick."""
         with self.engine.connect() as conn:
-            return [HistoryRow(*row) for row in conn.execute(query)]  # type: ignore[call-arg]
+            rows = conn.exec_driver_sql(driver_sql(conn, _HISTORY_SQL), (campaign_id,)).fetchall()
+        return [HistoryRow(*row) for row in rows]
 
     def record_observations(self, tick_id: int, changes: Sequence[ObservedChange]) -> None:
         """Write the latest Slurm facts onto attempts; keep a row per state change (the history
@@ -216,18 +209,18 @@ class Store:
         if not changes:
             return
         now = utc_now()
-        fields = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at",
-                  "missing_since")
-        update = (attempts.update().where(attempts.c.id == sa.bindparam("b_id"))
-                  .values({f: sa.bindparam(f"b_{f}") for f in fields}))
         with self.engine.begin() as conn:
-            conn.execute(update, [{"b_id": c.attempt_id, **{f"b_{f}": getattr(c, f) for f in fields}}
-                                  for c in changes])
-            moved = [{"attempt_id": c.attempt_id, "tick_id": tick_id, "state": c.state,
-                      "slurm_state": c.slurm_state, "exit_code": c.exit_code, "nodes": c.nodes,
-                      "elapsed_s": c.elapsed_s, "observed_at": now} for c in changes if c.state_changed]
+            conn.exec_driver_sql(driver_sql(
+                conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
+                "max_rss=?, ended_at=?, missing_since=? WHERE id=?"),
+                [(c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
+                  c.missing_since, c.attempt_id) for c in changes])
+            moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now)
+                     for c in changes if c.state_changed]
             if moved:
-                conn.execute(observations.insert(), moved)
+                conn.exec_driver_sql(driver_sql(
+                    conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
+                    "nodes, elapsed_s, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"), moved)
 
     def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
         """Current throttle per submitted array job id (the `%N` of its array spec)."""
@@ -255,6 +248,11 @@ class Store:
         return {r.task_index: json.loads(r.params_json) for r in rows}
 
 
+def driver_sql(conn: sa.Connection, sql: str) -> str:
+    """`?` placeholders in the driver's own style: sqlite3 takes `?`, psycopg `%s`."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
                       folder: str, resources_json: str, kind: str, requeue: bool) -> int:
     now = utc_now()
@@ -273,3 +271,11 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
         for i, t in enumerate(chunk.task_indices)])
     return int(submission_id)
+
+
+_HISTORY_SQL = """
+SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a.state, a.slurm_state,
+       a.exit_code, a.nodes, a.elapsed_s, a.max_rss, a.ended_at, a.missing_since,
+       COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at
+FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
+WHERE t.campaign_id = ? ORDER BY t.task_index, a.attempt_number"""

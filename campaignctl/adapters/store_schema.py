@@ -54,6 +54,7 @@ def _ddl(script: str) -> Callable[[sa.Connection], None]:
 
 _002_RECONCILE = """
 ALTER TABLE revisions ADD COLUMN policy_json TEXT NOT NULL DEFAULT '{{}}';
+ALTER TABLE revisions ADD COLUMN settings_json TEXT NOT NULL DEFAULT '{{}}';
 ALTER TABLE submissions ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE submissions ADD COLUMN kind TEXT NOT NULL DEFAULT 'initial';
 ALTER TABLE attempts ADD COLUMN slurm_state TEXT NOT NULL DEFAULT '';
@@ -112,7 +113,8 @@ revisions = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.Integer),
     sa.Column("number", sa.Integer), sa.Column("spec_text", sa.Text),
     sa.Column("spec_hash", sa.Text), sa.Column("spec_path", sa.Text), sa.Column("author", sa.Text),
-    sa.Column("reason", sa.Text), sa.Column("created_at", sa.Text), sa.Column("policy_json", sa.Text))
+    sa.Column("reason", sa.Text), sa.Column("created_at", sa.Text), sa.Column("policy_json", sa.Text),
+    sa.Column("settings_json", sa.Text))
 tasks = sa.Table(
     "tasks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.Integer),

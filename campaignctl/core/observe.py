@@ -62,16 +62,19 @@ def apply_changes(rows: Sequence[HistoryRow], changes: Iterable[ObservedChange])
             for r in rows]
 
 
-def task_views(rows: Iterable[HistoryRow], decided: Collection[str]) -> list[TaskView]:
-    """Rows (ordered by task, attempt) → one TaskView per task that has attempts."""
+def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
+               changes: Iterable[ObservedChange] = ()) -> list[TaskView]:
+    """Rows (ordered by task, attempt), with this tick's `changes` laid over them, → one
+    TaskView per task that has attempts."""
     parse = _resources_parser()
+    changed = {c.attempt_id: c for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
     for r in rows:
+        f = changed.get(r.id, r)  # a change carries the same fact fields as a row
         grouped.setdefault(r.task_index, []).append(AttemptView(
-            token=r.token, number=r.attempt_number, state=r.state, job_id=r.job_id,
-            resources=parse(r.resources_json), exit_code=r.exit_code, slurm_state=r.slurm_state,
-            nodes=r.nodes, elapsed_s=r.elapsed_s, max_rss=r.max_rss, ended_at=r.ended_at,
-            missing_since=r.missing_since, decided=r.token in decided))
+            r.token, r.attempt_number, f.state, r.job_id, parse(r.resources_json), f.exit_code,
+            f.slurm_state, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
+            r.token in decided))
     return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
 
 

@@ -28,6 +28,7 @@ class RevisionRecord:
     spec_path: str
     created_at: str
     policy_json: str = "{}"
+    settings_json: str = "{}"  # what a tick needs without re-reading the spec: tasks, max_parallel
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,11 @@ Quirks handled (each has a fixture line in tests/fixtures/sacct):
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from campaignctl.core.slurm_states import SlurmState, State, classify_state
 from campaignctl.core.units import parse_duration_seconds
@@ -82,82 +84,119 @@ def expand_index_range(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)
 def _exit(text: str) -> tuple[int | None, int | None]:
     code, _, sig = text.partition(":")
     return (int(code) if code.isdigit() else None, int(sig) if sig.isdigit() else None)
+
+
+_state = lru_cache(maxsize=1024)(classify_state)  # a handful of distinct strings per text
+_duration = lru_cache(maxsize=8192)(parse_duration_seconds)
+_I = {name: i for i, name in enumerate(SACCT_FIELDS)}
+_ID, _NAME, _PART, _STATE, _EXIT, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _COMMENT = (
+    _I[f] for f in ("JobID", "JobName", "Partition", "State", "ExitCode", "Elapsed", "Timelimit",
+                    "NodeList", "AllocTRES", "MaxRSS", "Submit", "Start", "End", "Comment"))
 
 
 def _time(text: str) -> str | None:
     return None if text in _NO_TIME else text
 
 
-def parse_sacct_line(line: str) -> SacctRow | None:
-    parts = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
-    if len(parts) != len(SACCT_FIELDS):
-        return None
-    f = dict(zip(SACCT_FIELDS, parts, strict=True))
-    match = _JOB_ID.match(f["JobID"])
+def _split_job_id(text: str) -> tuple[str, int | None, tuple[int, ...], str | None] | None:
+    """`12_3.batch` → ('12', 3, (), 'batch'); plain forms by string ops, the rest by the regex."""
+    base, dot, step = text.partition(".")
+    job, _, idx = base.partition("_")
+    if job.isdigit() and (not idx or idx.isdigit()) and (not dot or step):
+        return job, int(idx) if idx else None, (), step or None
+    match = _JOB_ID.match(text)
     if not match:
         return None
-    code, sig = _exit(f["ExitCode"])
-    return SacctRow(
-        job_id=f["JobID"], array_job_id=match["job"],
-        array_index=int(match["idx"]) if match["idx"] else None,
-        pending_indices=expand_index_range(match["range"]) if match["range"] else (),
-        step=match["step"], name=f["JobName"], partition=f["Partition"],
-        state=classify_state(f["State"]), exit_code=code, exit_signal=sig,
-        elapsed_s=parse_duration_seconds(f["Elapsed"]),
-        timelimit_s=parse_duration_seconds(f["Timelimit"]),
-        nodes=f["NodeList"], alloc_tres=f["AllocTRES"], max_rss=f["MaxRSS"],
-        submit=_time(f["Submit"]), start=_time(f["Start"]), end=_time(f["End"]), comment=f["Comment"],
-    )
+    pending = expand_index_range(match["range"]) if match["range"] else ()
+    return match["job"], int(match["idx"]) if match["idx"] else None, pending, match["step"]
 
 
-def parse_sacct(text: str) -> list[SacctRow]:
-    return [row for line in text.splitlines() if line.strip()
-            for row in [parse_sacct_line(line)] if row is not None]
+def parse_sacct_line(line: str) -> SacctRow | None:
+    p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
+    if len(p) != len(SACCT_FIELDS):
+        return None
+    ids = _split_job_id(p[_ID])
+    if ids is None:
+        return None
+    job, index, pending, step = ids
+    code, sig = _exit(p[_EXIT])
+    # steps: durations are not used (the allocation line has them); skipping them halves the cost
+    elapsed = _duration(p[_ELAPSED]) if step is None else None
+    limit = _duration(p[_LIMIT]) if step is None else None
+    return SacctRow(p[_ID], job, index, pending, step, p[_NAME], p[_PART], _state(p[_STATE]), code, sig,
+                    elapsed, limit, p[_NODES], p[_TRES], p[_RSS], _time(p[_SUBMIT]), _time(p[_START]),
+                    _time(p[_END]), p[_COMMENT])
 
 
-def _from_allocation(row: SacctRow, index: int | None) -> JobObservation:
-    nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
-    return JobObservation(
-        key=(row.array_job_id, index), state=row.state.state, slurm_state=row.state.raw,
-        cancelled_by=row.state.cancelled_by, exit_code=row.exit_code, exit_signal=row.exit_signal,
-        elapsed_s=row.elapsed_s, nodes=nodes, start=row.start, end=row.end, name=row.name)
-
-
-def _with_step(obs: JobObservation, step: SacctRow) -> JobObservation:
-    state = obs.state
-    if step.state.state is State.OUT_OF_MEMORY and state in (State.FAILED, State.CANCELLED):
-        state = State.OUT_OF_MEMORY  # srun step OOM: job line says FAILED 1:0
-    rss = max((obs.max_rss, step.max_rss), key=_rss_bytes) if step.max_rss else obs.max_rss
-    return replace(obs, state=state, max_rss=rss,
-                   step_states=(*obs.step_states, f"{step.step}:{step.state.raw}"))
+def parse_sacct(text: str) -> Iterator[SacctRow]:
+    """Rows of `text`, lazily: a 100,000-element campaign is 400,000 lines."""
+    for line in io.StringIO(text):
+        if line.strip():
+            row = parse_sacct_line(line)
+            if row is not None:
+                yield row
 
 
 def _rss_bytes(text: str) -> float:
-    match = re.match(r"^([\d.]+)([KMGT]?)", text)
-    if not match:
+    """`123456K` → bytes; sacct prints K/M/G/T suffixes (or none)."""
+    if not text:
         return 0.0
-    return float(match[1]) * 1024 ** " KMGT".index(match[2] or " ")
+    unit = " KMGT".find(text[-1])
+    try:
+        return float(text[:-1]) * 1024 ** unit if unit > 0 else float(text)
+    except ValueError:
+        return 0.0
+
+
+class _Fold:
+    """One array element while its lines are read: the current allocation row, the steps seen."""
+
+    __slots__ = ("oom", "requeues", "row", "rss", "rss_bytes", "steps")
+
+    def __init__(self, row: SacctRow, requeues: int) -> None:
+        self.row, self.requeues = row, requeues
+        self.oom, self.rss, self.rss_bytes = False, "", 0.0
+        self.steps: list[str] = []
+
+    def add_step(self, step: SacctRow) -> None:
+        if step.state.state is State.OUT_OF_MEMORY:
+            self.oom = True
+        if step.max_rss:
+            size = _rss_bytes(step.max_rss)
+            if size > self.rss_bytes:
+                self.rss, self.rss_bytes = step.max_rss, size
+        self.steps.append(f"{step.step}:{step.state.raw}")
+
+    def observation(self, key: tuple[str, int | None]) -> JobObservation:
+        row = self.row
+        state = row.state.state
+        if self.oom and state in (State.FAILED, State.CANCELLED):
+            state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
+        nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
+        return JobObservation(key, state, row.state.raw, row.state.cancelled_by, row.exit_code,
+                              row.exit_signal, row.elapsed_s, nodes, row.start, row.end, self.rss,
+                              row.name, self.requeues, tuple(self.steps))
 
 
 def observe_jobs(rows: Iterable[SacctRow]) -> dict[tuple[str, int | None], JobObservation]:
-    """Fold rows into one observation per (array job id, index); later runs (-D) win."""
-    out: dict[tuple[str, int | None], JobObservation] = {}
-    ran: set[tuple[str, int | None]] = set()  # keys seen on a job line: any later line is a rerun
+    """Fold rows into one observation per (array job id, index). With --duplicates every earlier
+    line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED or
+    NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues."""
+    folds: dict[tuple[str, int | None], _Fold] = {}
     for row in rows:
         if row.pending_indices and row.step is None:
             for idx in row.pending_indices:
-                out.setdefault((row.array_job_id, idx), _from_allocation(row, idx))
+                if (row.array_job_id, idx) not in folds:
+                    folds[(row.array_job_id, idx)] = _Fold(row, 0)
             continue
         key = (row.array_job_id, row.array_index)
+        fold = folds.get(key)
         if row.step is None:
-            # With --duplicates every earlier line of a JobID is an earlier run. Its state is
-            # REQUEUED after `scontrol requeue`, but PREEMPTED or NODE_FAIL when Slurm requeued it.
-            requeues = out[key].requeues + 1 if key in ran else 0
-            ran.add(key)
-            out[key] = replace(_from_allocation(row, row.array_index), requeues=requeues)
-        elif key in out:
-            out[key] = _with_step(out[key], row)
-    return out
+            folds[key] = _Fold(row, fold.requeues + 1 if fold is not None else 0)
+        elif fold is not None:
+            fold.add_step(row)
+    return {key: fold.observation(key) for key, fold in folds.items()}

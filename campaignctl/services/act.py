@@ -18,19 +18,36 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.actions import ResizeGroup, ResubmitGroup, ThrottleGroup, plan_actions
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, Resources
-from campaignctl.services.dispatch import dispatch, job_name, parameters, recover, token_of_job_name
+from campaignctl.services.dispatch import (
+    dispatch,
+    job_name,
+    parameters,
+    recover,
+    revision_spec,
+    token_of_job_name,
+)
 
 Outcome = tuple[str, "str | None"]  # (applied | failed, job id)
 
 
 class Actor:
-    def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, spec: CampaignSpec,
+    def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, policy: Policy,
                  tick_id: int, queued: Callable[[], list[slurm.QueuedJob]]) -> None:
-        self.store, self.log, self.record, self.spec = store, log, record, spec
+        self.store, self.log, self.record, self.policy = store, log, record, policy
         self.tick_id = tick_id
         self.queued = queued
+        self._spec: CampaignSpec | None = None
+
+    @property
+    def spec(self) -> CampaignSpec:
+        """The current revision's full spec (argv and env of every task): only a resubmission
+        needs it, so it is read then, not on every tick."""
+        if self._spec is None:
+            self._spec = revision_spec(self.store, self.record.id, self.record.current_revision)
+        return self._spec
 
     def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
             new_token: Callable[[], str], retry_parallel: int | None) -> dict[int, Outcome]:
@@ -39,10 +56,10 @@ class Actor:
         max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(decisions, array_job_of.get, max_array, retry_parallel, new_token)
         intents = [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
-                                    json.dumps(asdict(g.resources)), self.spec.policy.slurm_requeue)
+                                    json.dumps(asdict(g.resources)), self.policy.slurm_requeue)
                    for g in plan.resubmits]
         planned = plan.planned()
-        ids = self.log.write_intents(self.tick_id, self.record.id, self.spec.policy, planned, intents)
+        ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned, intents)
         faults.crash_point("after_decisions")
         id_of = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
         outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.give_ups}
@@ -62,8 +79,8 @@ class Actor:
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
         numbers = [int(d.inputs["attempt"]) + 1 for d in group.decisions]  # type: ignore[call-overload]
-        params = parameters(self.spec.name, group.resources, group.token, group.chunk,
-                            self.record.current_revision, self.spec.policy.slurm_requeue)
+        params = parameters(self.record.name, group.resources, group.token, group.chunk,
+                            self.record.current_revision, self.policy.slurm_requeue)
         try:
             job_id = dispatch(self.store, self.spec, group.token, group.chunk, params, None, numbers)
         except SlurmUnavailableError as exc:
@@ -113,7 +130,7 @@ class Actor:
 
     def _owned(self, array_job_id: str, submission_token: str) -> bool:
         return any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
-                   and q.name == job_name(self.spec.name, submission_token) for q in self.queued())
+                   and q.name == job_name(self.record.name, submission_token) for q in self.queued())
 
     def repair(self, open_entries: Sequence[LoggedDecision]) -> int:
         """Finish a crashed tick: adopt/finish its submissions by token, redo its resizes

@@ -7,9 +7,11 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.decision_log import DecisionLog
@@ -18,18 +20,17 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.decide import Decision, TaskView, decide
 from campaignctl.core.errors import NotFoundError, SlurmTransientError
 from campaignctl.core.observe import (
-    apply_changes,
     diff_observations,
     is_settled,
     key_of,
     needs_observing,
     task_views,
 )
+from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
-from campaignctl.services.dispatch import revision_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ class _Tick:
             changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
             if not dry_run and self.tick_id is not None:
                 self.store.record_observations(self.tick_id, changes)
-            views = task_views(apply_changes(histories[record.id], changes), decided[record.id])
+            views = task_views(histories[record.id], decided[record.id], changes)
             ticks.append(self._decide_and_act(record, views, len(rows), len(changes),
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
@@ -150,24 +151,25 @@ class _Tick:
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], observed: int,
                         changed: int, repaired: int, dry_run: bool) -> CampaignTick:
-        spec = revision_spec(self.store, record.id, record.current_revision)
-        decisions = decide(views, spec.policy, self.now)
-        decisions += plan_throttles(views, self.store.array_throttles(record.id), spec.max_parallel)
+        policy, settings = _current_policy(self.store, record)
+        max_parallel = settings.get("max_parallel")
+        decisions = decide(views, policy, self.now)
+        decisions += plan_throttles(views, self.store.array_throttles(record.id), max_parallel)
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
         outcomes: dict[int, tuple[str, str | None]] = {}
         if decisions:
             assert self.tick_id is not None
-            actor = Actor(self.store, self.log, record, spec, self.tick_id, self.squeue.jobs)
+            actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs)
             # a retry array starts throttled to what the campaign cap leaves; later ticks rebalance
-            retry_parallel = max(1, spec.max_parallel - running_now(views)) if spec.max_parallel else None
+            retry_parallel = max(1, max_parallel - running_now(views)) if max_parallel else None
             outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
                                  retry_parallel)
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = record.state
         unresolved = self.log.unresolved_tokens(record.id)
-        if len(views) == len(spec.tasks) and all(
+        if len(views) == settings["tasks"] and all(
                 (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
                 for v in views):
             state = "finished"
@@ -182,9 +184,15 @@ class _Tick:
         pending_subs = self.store.submissions(record.id, states=("intent", "submitted"))
         if not open_entries and not pending_subs:
             return 0
-        spec = revision_spec(self.store, record.id, record.current_revision)
-        actor = Actor(self.store, self.log, record, spec, self.tick_id or 0, self.squeue.jobs)
+        policy, _ = _current_policy(self.store, record)
+        actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
         return actor.repair(open_entries)
+
+
+def _current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, dict[str, Any]]:
+    """The policy and settings stored with the current revision (no YAML read on a tick)."""
+    revision = store.revision(record.id, record.current_revision)
+    return policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
 
 
 def _array_job_of(views: list[TaskView]) -> dict[str, str | None]:

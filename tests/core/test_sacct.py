@@ -108,7 +108,7 @@ def test_every_recorded_line_parses(fixture: str) -> None:
     lines = [line for line in (FIXTURES / fixture).read_text().splitlines() if line.strip()]
     assert lines
     assert all(line.count("|") == len(SACCT_FIELDS) - 1 for line in lines)
-    assert len(parse_sacct("\n".join(lines))) == len(lines)
+    assert len(list(parse_sacct("\n".join(lines)))) == len(lines)
 
 
 def test_recordings_cover_the_expected_set() -> None:
@@ -139,7 +139,7 @@ def test_one_observation_per_job_or_element(fixture: str, keys: list[Key]) -> No
 
 def test_pending_throttled_array_expands_to_its_ten_indices() -> None:
     # sacct prints ONE line for the held array: `54_[0-9%2]|54|…|PENDING|0:0|…|None assigned|…`
-    rows = parse_sacct((FIXTURES / "array_pending_throttled.txt").read_text())
+    rows = list(parse_sacct((FIXTURES / "array_pending_throttled.txt").read_text()))
     assert len(rows) == 1
     assert rows[0].job_id == "54_[0-9%2]"
     assert rows[0].array_index is None
@@ -162,7 +162,7 @@ def test_array_mixed_states_by_index() -> None:
 
 def test_array_element_keyed_by_jobid_not_jobidraw() -> None:
     """`5_7|5|…`: the last element's JobIDRaw is the array id, the key still says index 7."""
-    rows = parse_sacct((FIXTURES / "array_completed.txt").read_text())
+    rows = list(parse_sacct((FIXTURES / "array_completed.txt").read_text()))
     last = [r for r in rows if r.job_id == "5_7"]
     assert len(last) == 1
     assert (last[0].array_job_id, last[0].array_index) == ("5", 7)
@@ -175,7 +175,7 @@ def test_array_element_keyed_by_jobid_not_jobidraw() -> None:
 
 
 def test_srun_step_oom_is_classified_from_the_step() -> None:
-    rows = parse_sacct((FIXTURES / "oom_srun_step.txt").read_text())
+    rows = list(parse_sacct((FIXTURES / "oom_srun_step.txt").read_text()))
     assert [(r.step, r.state.state, r.exit_code, r.exit_signal) for r in rows] == [
         (None, State.FAILED, 1, 0), ("batch", State.FAILED, 1, 0), ("0", State.OUT_OF_MEMORY, 0, 125)]
     assert observe("oom_srun_step.txt")[("31", None)].state is State.OUT_OF_MEMORY
