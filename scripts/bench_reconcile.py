@@ -12,7 +12,7 @@ whose lines copy the shape of the real recordings in tests/fixtures/sacct (alloc
 Slurm is faked at the process boundary (`proc.EXECUTOR`): one sacct, nothing else.
 
 Per run, alternating: (a) submitit `read_info(header + lines)`; (b) campaignctl parse only,
-`observe_jobs(parse_sacct(text))`; (c) the whole tick, `reconcile()` on a fresh copy of the
+`observe_jobs(text)`; (c) the whole tick, `reconcile()` on a fresh copy of the
 primed database (parse + diff + decide + persist observations and decisions). Medians of
 --repeat runs. Then --big (default 100,000) tasks: one tick and one read_info, each in a child
 process, with wall time and peak RSS (VmHWM of the child's own address space; its RSS after
@@ -57,7 +57,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.adapters.store import Store
 from campaignctl.core.plan import plan_chunks
-from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs, parse_sacct
+from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
 from campaignctl.services import reconcile as reconcile_mod
 from campaignctl.services.submit import load_spec
 
@@ -255,7 +255,7 @@ def time_read_info(text_with_header: str) -> tuple[float, int]:
 def time_parse(text: str) -> tuple[float, int]:
     gc.collect()
     started = time.perf_counter()
-    observed = observe_jobs(parse_sacct(text))
+    observed = observe_jobs(text)
     return time.perf_counter() - started, len(observed)
 
 

@@ -3,11 +3,15 @@ transient Slurm errors, and errors that carry argv, exit code and stderr."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError
 
@@ -38,6 +42,7 @@ class ProcResult:
     stderr: str
 
 
+T = TypeVar("T")
 Executor = Callable[[Sequence[str], float, Mapping[str, str]], ProcResult]
 
 
@@ -88,6 +93,61 @@ def run(argv: Sequence[str], *, timeout: float = 60.0, attempts: int = 4,
     if result.returncode != 0 and check:
         raise command_error(result, transient=is_transient(result))
     return result
+
+
+def stream(argv: Sequence[str], consume: Callable[[Iterable[str]], T], *, timeout: float = 120.0,
+           attempts: int = 4, backoff_s: float = 1.0) -> T:
+    """Run `argv` and hand its stdout to `consume` line by line, as it arrives: sacct prints
+    ~800 bytes per array element, so 100,000 elements never sit in memory as one text (twice,
+    bytes and str, with `run`). A failed run's partial result is discarded and the run retried
+    like `run`. Test executors (not a real subprocess) get their whole stdout as lines."""
+    if EXECUTOR is not subprocess_executor:
+        return consume(io.StringIO(run(argv, timeout=timeout, attempts=attempts, backoff_s=backoff_s).stdout))
+    result = ProcResult(tuple(argv), -1, "", "")
+    for attempt in range(attempts):
+        _CALLS[0] += 1
+        value, result = _stream_once(argv, consume, timeout)
+        if result.returncode == 0:
+            return cast(T, value)
+        if not is_transient(result):
+            break
+        if attempt + 1 < attempts:
+            time.sleep(backoff_s * 2 ** attempt)
+    raise command_error(result, transient=is_transient(result))
+
+
+def _stream_once(argv: Sequence[str], consume: Callable[[Iterable[str]], T],
+                 timeout: float) -> tuple[T | None, ProcResult]:
+    # stderr goes to a file, not a pipe: a chatty stderr could fill its pipe and block the
+    # child while we are still reading stdout.
+    with tempfile.TemporaryFile("w+") as err:
+        try:
+            child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=err, text=True,
+                                     env=slurm_env(), stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise SlurmUnavailableError(f"{argv[0]}: command not found",
+                                        "install the Slurm client tools, or run `scripts/slurmlab up` "
+                                        "and export SLURM_CONF") from None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            child.kill()
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
+        try:
+            assert child.stdout is not None
+            value = consume(child.stdout)
+            child.stdout.read()  # whatever the consumer left, so the child can exit
+            code = child.wait()
+        finally:
+            timer.cancel()
+        err.seek(0)
+        stderr = err.read()
+    if expired.is_set():
+        return None, ProcResult(tuple(argv), 124, "", f"timed out after {timeout:g} s (Socket timed out)")
+    return (value if code == 0 else None), ProcResult(tuple(argv), code, "", stderr)
 
 
 def command_error(result: ProcResult, transient: bool) -> SlurmTransientError | SlurmUnavailableError:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from campaignctl.adapters import proc
 from campaignctl.core.errors import SlurmUnavailableError
-from campaignctl.core.sacct import SACCT_FIELDS
+from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, observe_jobs
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
 
@@ -76,13 +76,16 @@ def own_queued_jobs() -> list[QueuedJob]:
     return jobs
 
 
-def sacct_text(job_ids: Sequence[str], since: datetime) -> str:
+def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
     """ONE sacct call for all `job_ids` (array ids expand to their elements), steps and `-D`
     duplicates included. `-S` is explicit: without it sacct starts at midnight today."""
-    if not job_ids:
-        return ""
-    argv = ["sacct", "--parsable2", "--noheader", "--duplicates",
-            f"--format={','.join(SACCT_FIELDS)}",
+    return ["sacct", "--parsable2", "--noheader", "--duplicates", f"--format={','.join(SACCT_FIELDS)}",
             f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}", "--endtime=now",
             f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
-    return proc.run(argv, timeout=120).stdout
+
+
+def observe(job_ids: Sequence[str], since: datetime) -> dict[tuple[str, int | None], JobObservation]:
+    """sacct's view of `job_ids`, folded while its output streams in."""
+    if not job_ids:
+        return {}
+    return proc.stream(_sacct_argv(job_ids, since), observe_jobs, timeout=120)

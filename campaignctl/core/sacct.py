@@ -153,50 +153,65 @@ def _rss_bytes(text: str) -> float:
 
 
 class _Fold:
-    """One array element while its lines are read: the current allocation row, the steps seen."""
+    """One array element while its lines are read: its current run's facts and its steps."""
 
-    __slots__ = ("oom", "requeues", "row", "rss", "rss_bytes", "steps")
+    __slots__ = ("args", "oom", "requeues", "rss", "rss_bytes", "steps")
 
     def __init__(self, row: SacctRow, requeues: int) -> None:
-        self.row, self.requeues = row, requeues
+        nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
+        st = row.state
+        self.args = (st.state, st.raw, st.cancelled_by, row.exit_code, row.exit_signal, row.elapsed_s,
+                     nodes, row.start, row.end, row.name)
+        self.requeues = requeues
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
         self.steps: list[str] = []
 
-    def add_step(self, step: SacctRow) -> None:
-        if step.state.state is State.OUT_OF_MEMORY:
+    def add_step(self, step: str, state: SlurmState, max_rss: str) -> None:
+        if state.state is State.OUT_OF_MEMORY:
             self.oom = True
-        if step.max_rss:
-            size = _rss_bytes(step.max_rss)
+        if max_rss:
+            size = _rss_bytes(max_rss)
             if size > self.rss_bytes:
-                self.rss, self.rss_bytes = step.max_rss, size
-        self.steps.append(f"{step.step}:{step.state.raw}")
+                self.rss, self.rss_bytes = max_rss, size
+        self.steps.append(f"{step}:{state.raw}")
 
     def observation(self, key: tuple[str, int | None]) -> JobObservation:
-        row = self.row
-        state = row.state.state
+        state, raw, by, code, sig, elapsed, nodes, start, end, name = self.args
         if self.oom and state in (State.FAILED, State.CANCELLED):
             state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
-        nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
-        return JobObservation(key, state, row.state.raw, row.state.cancelled_by, row.exit_code,
-                              row.exit_signal, row.elapsed_s, nodes, row.start, row.end, self.rss,
-                              row.name, self.requeues, tuple(self.steps))
+        return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
+                              name, self.requeues, tuple(self.steps))
 
 
-def observe_jobs(rows: Iterable[SacctRow]) -> dict[tuple[str, int | None], JobObservation]:
-    """Fold rows into one observation per (array job id, index). With --duplicates every earlier
-    line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED or
-    NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues."""
+def observe_jobs(text: str | Iterable[str]) -> dict[tuple[str, int | None], JobObservation]:
+    """Fold sacct text into one observation per (array job id, index). With --duplicates every
+    earlier line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED
+    or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues.
+    Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter there."""
     folds: dict[tuple[str, int | None], _Fold] = {}
-    for row in rows:
-        if row.pending_indices and row.step is None:
-            for idx in row.pending_indices:
-                if (row.array_job_id, idx) not in folds:
-                    folds[(row.array_job_id, idx)] = _Fold(row, 0)
+    for line in io.StringIO(text) if isinstance(text, str) else text:
+        job_id = line[:line.find("|")]
+        base, dot, step = job_id.partition(".")
+        if dot and step:
+            job, _, idx = base.partition("_")
+            if job.isdigit() and (not idx or idx.isdigit()):
+                fold = folds.get((job, int(idx) if idx else None))
+            else:  # het job (`5+1.batch`) and other rare forms: the full grammar
+                ids = _split_job_id(job_id)
+                fold = folds.get((ids[0], ids[1])) if ids else None
+            parts = line.split("|", _RSS + 1)
+            if fold is not None and len(parts) > _RSS + 1:
+                fold.add_step(step, _state(parts[_STATE]), parts[_RSS])
+            continue
+        row = parse_sacct_line(line) if line.strip() else None
+        if row is None or row.step is not None:
+            continue
+        if row.pending_indices:
+            for element in row.pending_indices:
+                if (row.array_job_id, element) not in folds:
+                    folds[(row.array_job_id, element)] = _Fold(row, 0)
             continue
         key = (row.array_job_id, row.array_index)
-        fold = folds.get(key)
-        if row.step is None:
-            folds[key] = _Fold(row, fold.requeues + 1 if fold is not None else 0)
-        elif fold is not None:
-            fold.add_step(row)
+        earlier = folds.get(key)
+        folds[key] = _Fold(row, earlier.requeues + 1 if earlier is not None else 0)
     return {key: fold.observation(key) for key, fold in folds.items()}

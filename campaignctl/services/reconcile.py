@@ -28,7 +28,7 @@ from campaignctl.core.observe import (
 )
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
+from campaignctl.core.sacct import JobObservation
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 
@@ -147,7 +147,7 @@ class _Tick:
             return {}
         # sacct -S is local time; an hour of slack covers clock skew between store and controller.
         since = min(datetime.fromisoformat(r.created_at) for r in live).astimezone() - timedelta(hours=1)
-        return observe_jobs(parse_sacct(slurm.sacct_text(job_ids, since.replace(tzinfo=None))))
+        return slurm.observe(job_ids, since.replace(tzinfo=None))
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], observed: int,
                         changed: int, repaired: int, dry_run: bool) -> CampaignTick:

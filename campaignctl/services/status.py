@@ -11,7 +11,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.records import AttemptRecord, CampaignRecord
-from campaignctl.core.sacct import JobObservation, observe_jobs, parse_sacct
+from campaignctl.core.sacct import JobObservation
 from campaignctl.core.status import TaskRow, count_states, task_rows
 
 
@@ -52,7 +52,7 @@ def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None]
         return {}, 0
     # sacct -S is local time; an hour of slack covers clock skew between store and controller.
     since = min(datetime.fromisoformat(a.created_at) for a in attempts).astimezone() - timedelta(hours=1)
-    return observe_jobs(parse_sacct(slurm.sacct_text(job_ids, since.replace(tzinfo=None)))), 1
+    return slurm.observe(job_ids, since.replace(tzinfo=None)), 1
 
 
 def status(name: str | None = None) -> StatusResult:

@@ -1,6 +1,6 @@
 """sacct text → observations, against real recordings from the lab cluster (Slurm 22.05).
 
-Every file in tests/fixtures/sacct was produced by `slurm.sacct_text([job], since)` on the real
+Every file in tests/fixtures/sacct was produced by the sacct call of `slurm.observe([job], since)` on the real
 cluster after the job (or the run under test) had reached its state; see each case's comment for
 how it was provoked. The hand-written single lines at the bottom cover quirks that are hard to
 provoke on demand.
@@ -29,7 +29,7 @@ Key = tuple[str, int | None]
 
 
 def observe(name: str) -> dict[Key, JobObservation]:
-    return observe_jobs(parse_sacct((FIXTURES / name).read_text()))
+    return observe_jobs((FIXTURES / name).read_text())
 
 
 # --- recordings: one row per (fixture, job key) --------------------------------------------------
@@ -240,7 +240,7 @@ def line(**fields: str) -> str:
 
 
 def only(text: str) -> JobObservation:
-    observed = observe_jobs(parse_sacct(text))
+    observed = observe_jobs(text)
     assert len(observed) == 1
     return next(iter(observed.values()))
 
@@ -321,8 +321,8 @@ def test_timelimit(text: str, seconds: int | None) -> None:
     ("7_[2]", (2,)),
 ])
 def test_pending_array_range_expands(job_id: str, indices: tuple[int, ...]) -> None:
-    observed = observe_jobs(parse_sacct(line(JobID=job_id, State="PENDING", Start="Unknown",
-                                             End="Unknown", NodeList="None assigned")))
+    observed = observe_jobs(line(JobID=job_id, State="PENDING", Start="Unknown",
+                                 End="Unknown", NodeList="None assigned"))
     assert list(observed) == [("7", i) for i in indices]
     assert all(obs.state is State.PENDING and obs.nodes == "" for obs in observed.values())
 
@@ -337,7 +337,7 @@ def test_split_off_element_is_not_overwritten_by_the_pending_range() -> None:
         line(JobID="7_3", JobIDRaw="8", State="RUNNING", End="Unknown"),
         line(JobID="7_[3-5%2]", JobIDRaw="7", State="PENDING", Start="Unknown", End="Unknown"),
     ])
-    observed = observe_jobs(parse_sacct(text))
+    observed = observe_jobs(text)
     assert observed[("7", 3)].state is State.RUNNING
     assert [observed[("7", i)].state for i in (4, 5)] == [State.PENDING, State.PENDING]
 
@@ -348,7 +348,7 @@ def test_step_lines_fold_into_their_allocation_and_time_unknown_is_none() -> Non
         line(JobID="7_1.batch", JobIDRaw="9.batch", State="RUNNING", MaxRSS="1024K", End="Unknown"),
         line(JobID="7_1.extern", JobIDRaw="9.extern", State="RUNNING", MaxRSS="2M", End="Unknown"),
     ])
-    obs = observe_jobs(parse_sacct(text))[("7", 1)]
+    obs = observe_jobs(text)[("7", 1)]
     assert obs.state is State.RUNNING
     assert obs.end is None
     assert obs.step_states == ("batch:RUNNING", "extern:RUNNING")
@@ -356,7 +356,7 @@ def test_step_lines_fold_into_their_allocation_and_time_unknown_is_none() -> Non
 
 
 def test_step_before_its_allocation_is_ignored() -> None:
-    assert observe_jobs(parse_sacct(line(JobID="7.batch", JobIDRaw="7.batch"))) == {}
+    assert observe_jobs(line(JobID="7.batch", JobIDRaw="7.batch")) == {}
 
 
 def test_cancelled_job_with_oom_step_becomes_out_of_memory() -> None:

@@ -49,18 +49,24 @@ def attempt_files(run_dir: Path, name: str) -> dict[int, dict]:
             for p in run_dir.glob(f"tasks/*/*/{name}")}
 
 
-def test_demo_campaign_runs_as_one_array_and_completes(slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+def test_demo_campaign_runs_as_one_array_and_reconcile_brings_it_to_completed(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     for name in ("demo.yaml", "toy_train.py"):
         shutil.copy(REPO / "templates" / name, tmp_path / name)
     done = cli("submit", str(tmp_path / "demo.yaml"), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)["data"]
     assert data["sbatch_calls"] == 1 and data["chunks"][0]["array_spec"] == "0-7%8"
-    result = wait_until_terminal("demo")
+    deadline = time.monotonic() + 180
+    while json.loads(cli("reconcile", "demo", "--json").stdout)["data"]["campaigns"][0]["state"] != "finished":
+        assert time.monotonic() < deadline, "demo not finished under reconcile after 180 s"
+        time.sleep(2)
+    result = status("demo")
     assert [r.state for r in result.tasks] == ["COMPLETED"] * 8
-    assert len({r.job_id.split("_")[0] for r in result.tasks if r.job_id}) == 1
+    # the depth-8 tasks ran out of memory at 200M and were resubmitted, once each
+    assert {r.index: r.attempts for r in result.tasks} == {i: 1 if i % 2 == 0 else 2 for i in range(8)}
     shown = cli("status", "demo")
-    assert shown.returncode == 0 and "8 tasks (COMPLETED 8)" in shown.stdout
+    assert shown.returncode == 0 and "8 tasks (COMPLETED 8); 12 attempts; decisions: 4 resubmit" in shown.stdout
     log = next((tmp_path / "runs" / "demo" / "tasks" / "0").glob("*/output.log")).read_text()
     assert "step 4 loss" in log
 
