@@ -9,7 +9,8 @@ whose lines copy the shape of the real recordings in tests/fixtures/sacct (alloc
 `.batch` + `.extern` + `.0` srun step per element): ~94 % COMPLETED, ~3 % FAILED 1:0 and ~1 %
 `CANCELLED by <uid>` (both given up by the default policy: decisions written, no Slurm call),
 ~2 % still RUNNING. No OOM/TIMEOUT/NODE_FAIL, so the tick makes no sbatch: acting is not measured.
-Slurm is faked at the process boundary (`proc.EXECUTOR`): one sacct, nothing else.
+The timed tick runs a real `sacct` process: a stub on PATH that `cat`s the recorded text through a
+pipe, so the streaming read is measured as it runs on a cluster; one Slurm call, nothing else.
 
 Per run, alternating: (a) submitit `read_info(header + lines)`; (b) campaignctl parse only,
 `observe_jobs(text)`; (c) the whole tick, `reconcile()` on a fresh copy of the
@@ -53,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from submitit.slurm.slurm import SlurmInfoWatcher
 
 from campaignctl.adapters import paths, proc
+from campaignctl.adapters import slurm as slurm_mod
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.adapters.store import Store
@@ -171,11 +173,41 @@ class RecordedSlurm:
         raise RuntimeError(f"bench: unexpected Slurm call {list(argv)} (acting is not benchmarked)")
 
 
+class StubSlurm:
+    """Real executables on PATH for the timed tick: `sacct` streams the recorded file through a
+    pipe (`cat`), as the real command would, so campaignctl's streaming read is what is measured;
+    `squeue` prints nothing. Counts come from proc.call_count()."""
+
+    def __init__(self, directory: Path, sacct_file: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, body in (("sacct", f"exec cat '{sacct_file}'"), ("squeue", "exit 0"),
+                           ("scontrol", f"echo 'MaxArraySize            = {MAX_ARRAY}'")):
+            path = directory / name
+            path.write_text(f"#!/bin/sh\n{body}\n")
+            path.chmod(0o755)
+        self.directory = directory
+        self.saved_path = os.environ.get("PATH", "")
+
+    def __enter__(self) -> StubSlurm:
+        os.environ["PATH"] = f"{self.directory}:{self.saved_path}"
+        proc.EXECUTOR = proc.subprocess_executor
+        self.calls_at_start = proc.call_count()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.environ["PATH"] = self.saved_path
+
+    @property
+    def calls(self) -> int:
+        return proc.call_count() - self.calls_at_start
+
+
 @dataclass
 class Prepared:
     n: int
     template: Path  # XDG_STATE_HOME holding the primed database
     text: str  # the timed tick's sacct output
+    sacct_file: Path  # the same, on disk, for the stub sacct
     states: Counter[str]
     prime_s: float
 
@@ -220,7 +252,10 @@ def prepare(root: Path, n: int, seed: int) -> Prepared:
     del primed, fake
     proc.EXECUTOR = proc.subprocess_executor
     checkpoint(template)
-    return Prepared(n, template, sacct_text(chunks, states, 90, submit), Counter(states), prime_s)
+    text = sacct_text(chunks, states, 90, submit)
+    sacct_file = root / f"sacct-{n}.txt"
+    sacct_file.write_text(text)
+    return Prepared(n, template, text, sacct_file, Counter(states), prime_s)
 
 
 def checkpoint(state_home: Path) -> None:
@@ -265,26 +300,23 @@ class TickRun:
     observed: int
     changed: int
     decisions: Counter[str]
-    calls: Counter[str]
+    calls: int
 
 
 def time_tick(prepared: Prepared, run_dir: Path, hook: Callable[[Callable[[], Any]], Any] | None = None) -> TickRun:
     fresh_copy(prepared, run_dir)
-    fake = RecordedSlurm(prepared.text)
-    proc.EXECUTOR = fake
     gc.collect()
-    try:
+    with StubSlurm(run_dir.parent / "stub-bin", prepared.sacct_file) as stub:
         started = time.perf_counter()
         result = hook(lambda: reconcile_mod.reconcile(CAMPAIGN)) if hook else reconcile_mod.reconcile(CAMPAIGN)
         seconds = time.perf_counter() - started
-    finally:
-        proc.EXECUTOR = proc.subprocess_executor
+        calls = stub.calls
     tick = result.campaigns[0]
     del result
     gc.collect()
     shutil.rmtree(run_dir, ignore_errors=True)
     return TickRun(seconds, tick.observed, tick.changed,
-                   Counter(f"{d.rule}:{d.action}:{d.status}" for d in tick.decisions), fake.calls)
+                   Counter(f"{d.rule}:{d.action}:{d.status}" for d in tick.decisions), calls)
 
 
 class Phases:
@@ -296,13 +328,10 @@ class Phases:
         ("load history", Store, "history"),
         ("load decided tokens", DecisionLog, "decided_tokens"),
         ("load unresolved tokens", DecisionLog, "unresolved_tokens"),
-        ("parse_sacct", reconcile_mod, "parse_sacct"),
-        ("observe_jobs", reconcile_mod, "observe_jobs"),
+        ("sacct streamed into observe_jobs", slurm_mod, "observe"),
         ("diff_observations", reconcile_mod, "diff_observations"),
         ("persist observations", Store, "record_observations"),
-        ("apply_changes + task_views", reconcile_mod, "apply_changes"),
-        ("apply_changes + task_views", reconcile_mod, "task_views"),
-        ("revision_spec (YAML + validate)", reconcile_mod, "revision_spec"),
+        ("task_views", reconcile_mod, "task_views"),
         ("decide", reconcile_mod, "decide"),
         ("persist decisions", DecisionLog, "write_intents"),
     )
@@ -382,23 +411,24 @@ def child(args: argparse.Namespace) -> None:
     if args.tracemalloc:
         import tracemalloc
         tracemalloc.start()
-    text = Path(args.sacct).read_text()
-    out["after_text_rss_mb"] = proc_status_mb("VmRSS")
     if args.child == "read_info":
+        text = Path(args.sacct).read_text()  # read_info needs the whole text in memory
+        out["after_text_rss_mb"] = proc_status_mb("VmRSS")
         header = "|".join(SACCT_FIELDS) + "\n"
         started = time.perf_counter()
         info = SlurmInfoWatcher().read_info(header + text)
         out.update(wall_s=time.perf_counter() - started, elements=len(info))
     else:
         use_state(Path(args.state))
-        fake = RecordedSlurm(text)
-        proc.EXECUTOR = fake
+        out["after_text_rss_mb"] = proc_status_mb("VmRSS")  # the tick streams: no text read here
         phases = Phases() if args.phases else None
-        started = time.perf_counter()
-        result = phases(lambda: reconcile_mod.reconcile(CAMPAIGN)) if phases else reconcile_mod.reconcile(CAMPAIGN)
-        out.update(wall_s=time.perf_counter() - started, elements=result.campaigns[0].observed,
-                   changed=result.campaigns[0].changed, decisions=len(result.campaigns[0].decisions),
-                   calls=dict(fake.calls))
+        with StubSlurm(Path(args.state).parent / "stub-bin", Path(args.sacct)) as stub:
+            started = time.perf_counter()
+            result = (phases(lambda: reconcile_mod.reconcile(CAMPAIGN)) if phases
+                      else reconcile_mod.reconcile(CAMPAIGN))
+            out.update(wall_s=time.perf_counter() - started, elements=result.campaigns[0].observed,
+                       changed=result.campaigns[0].changed, decisions=len(result.campaigns[0].decisions),
+                       calls=stub.calls)
         if phases:
             out["phases_s"] = phases.finish(out["wall_s"])
     out["peak_rss_mb"] = proc_status_mb("VmHWM")
@@ -420,8 +450,7 @@ def run_child(kind: str, sacct_file: Path, state: Path | None, *flags: str) -> d
 
 def big_run(root: Path, n: int, seed: int, trace: bool) -> dict[str, Any]:
     prepared = prepare(root, n, seed)
-    sacct_file = root / f"sacct-{n}.txt"
-    sacct_file.write_text(prepared.text)
+    sacct_file = prepared.sacct_file
     out: dict[str, Any] = {"tasks": n, "sacct_lines": prepared.text.count("\n"),
                            "sacct_mb": len(prepared.text) / 2**20, "prime_s": prepared.prime_s}
     out["read_info"] = run_child("read_info", sacct_file, None)
@@ -493,7 +522,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         "ratio_tick_vs_read_info": medians["tick"] / medians["read_info"],
         "ratio_parse_vs_read_info": medians["parse"] / medians["read_info"],
         "elements": {"read_info": counts["read_info"], "parse": counts["parse"], "tick_observed": last.observed},
-        "tick": {"changed": last.changed, "decisions": dict(last.decisions), "slurm_calls": dict(last.calls)},
+        "tick": {"changed": last.changed, "decisions": dict(last.decisions), "slurm_calls": last.calls},
         "phases_median_s": {k: statistics.median(p[k] for p in phase_runs) for k in phase_runs[0]},
     }
     if args.profile:

@@ -38,21 +38,21 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
     changes = []
     for row in rows:
+        old: tuple[object, ...] = (row.state, row.slurm_state, row.exit_code, row.nodes, row.elapsed_s, row.max_rss,
+               row.ended_at, row.missing_since)
         obs = observed.get(key_of(row))
+        new: tuple[object, ...]
         if obs is not None:
-            new = {"state": obs.state.value, "slurm_state": obs.slurm_state, "exit_code": obs.exit_code,
-                   "nodes": obs.nodes, "elapsed_s": obs.elapsed_s, "max_rss": obs.max_rss,
-                   "ended_at": obs.end, "missing_since": None}
+            new = (obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s, obs.max_rss,
+                   obs.end, None)
         elif key_of(row)[0] in queued_arrays():
             if row.missing_since is None:
                 continue  # sacct lags squeue: nothing new
-            new = {**{f: getattr(row, f) for f in _FIELDS}, "missing_since": None}
+            new = (*old[:7], None)
         else:
-            new = {**{f: getattr(row, f) for f in _FIELDS}, "state": UNKNOWN,
-                   "missing_since": row.missing_since or now}
-        if any(new[f] != getattr(row, f) for f in _FIELDS):
-            changes.append(ObservedChange(attempt_id=row.id, state_changed=new["state"] != row.state,
-                                          **new))  # type: ignore[arg-type]
+            new = (UNKNOWN, *old[1:7], row.missing_since or now)
+        if new != old:
+            changes.append(ObservedChange(row.id, *new, new[0] != row.state))  # type: ignore[arg-type, call-arg]
     return changes
 
 

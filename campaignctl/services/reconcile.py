@@ -124,7 +124,7 @@ class _Tick:
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
         repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
-        histories = {r.id: self.store.history(r.id) for r in records}
+        histories = {r.id: self.store.history(r.id, done_tasks=False) for r in records}
         decided = {r.id: self.log.decided_tokens(r.id) for r in records}
         live = [row for r in records for row in histories[r.id] if needs_observing(row, decided[r.id])]
         observed = self._observe(live)
@@ -169,7 +169,7 @@ class _Tick:
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = record.state
         unresolved = self.log.unresolved_tokens(record.id)
-        if len(views) == settings["tasks"] and all(
+        if self.store.tasks_started(record.id) == settings["tasks"] and all(
                 (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
                 for v in views):
             state = "finished"
