@@ -303,10 +303,17 @@ class TickRun:
     calls: int
 
 
-def time_tick(prepared: Prepared, run_dir: Path, hook: Callable[[Callable[[], Any]], Any] | None = None) -> TickRun:
+def time_tick(prepared: Prepared, run_dir: Path, hook: Callable[[Callable[[], Any]], Any] | None = None,
+              steady: bool = False) -> TickRun:
+    """The tick that sees the recorded text first (every attempt changed since the last tick), or,
+    with `steady`, the next tick over the same text (nothing changed: the usual cron tick)."""
     fresh_copy(prepared, run_dir)
     gc.collect()
     with StubSlurm(run_dir.parent / "stub-bin", prepared.sacct_file) as stub:
+        if steady:
+            reconcile_mod.reconcile(CAMPAIGN)
+            gc.collect()
+            stub.calls_at_start = proc.call_count()
         started = time.perf_counter()
         result = hook(lambda: reconcile_mod.reconcile(CAMPAIGN)) if hook else reconcile_mod.reconcile(CAMPAIGN)
         seconds = time.perf_counter() - started
@@ -498,7 +505,7 @@ def main() -> None:
 def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     prepared = prepare(root, args.tasks, args.seed)
     with_header = "|".join(SACCT_FIELDS) + "\n" + prepared.text
-    runs: dict[str, list[float]] = {"read_info": [], "parse": [], "tick": []}
+    runs: dict[str, list[float]] = {"read_info": [], "parse": [], "tick": [], "steady": []}
     ticks: list[TickRun] = []
     counts = {}
     for _ in range(args.repeat):  # alternate, so drift hits all three alike
@@ -508,6 +515,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         runs["parse"].append(seconds)
         ticks.append(time_tick(prepared, root / "run"))
         runs["tick"].append(ticks[-1].seconds)
+        runs["steady"].append(time_tick(prepared, root / "run", steady=True).seconds)
     phase_runs = []
     for _ in range(args.repeat):
         phases = Phases()
@@ -521,6 +529,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         "median_s": medians, "runs_s": runs,
         "ratio_tick_vs_read_info": medians["tick"] / medians["read_info"],
         "ratio_parse_vs_read_info": medians["parse"] / medians["read_info"],
+        "ratio_steady_vs_read_info": medians["steady"] / medians["read_info"],
         "elements": {"read_info": counts["read_info"], "parse": counts["parse"], "tick_observed": last.observed},
         "tick": {"changed": last.changed, "decisions": dict(last.decisions), "slurm_calls": last.calls},
         "phases_median_s": {k: statistics.median(p[k] for p in phase_runs) for k in phase_runs[0]},
@@ -535,6 +544,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     got_s = report["big"]["tick"]["wall_s"] if args.big else None
     got_mb = report["big"]["tick"]["peak_rss_mb"] if args.big else None
     report["targets"] = {"ratio": [TARGET_RATIO, report["ratio_tick_vs_read_info"]],
+                         "ratio_steady": [TARGET_RATIO, report["ratio_steady_vs_read_info"]],
                          "big_s": [TARGET_S, got_s], "big_mb": [TARGET_MB, got_mb]}
     return report
 
@@ -547,7 +557,8 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"{'what':<52} {'elements':>8} {'median s':>9} {'x read_info':>11} {'runs':>5}")
     rows = (("submitit SlurmInfoWatcher.read_info", "read_info", r["elements"]["read_info"]),
             ("campaignctl parse only (parse_sacct+observe_jobs)", "parse", r["elements"]["parse"]),
-            ("campaignctl tick (parse+decide+persist)", "tick", r["elements"]["tick_observed"]))
+            ("campaignctl tick, every attempt changed", "tick", r["elements"]["tick_observed"]),
+            ("campaignctl tick, nothing changed since the last", "steady", r["elements"]["tick_observed"]))
     for label, key, elements in rows:
         print(f"{label:<52} {elements:>8} {med[key]:>9.3f} {med[key] / med['read_info']:>11.2f} {r['repeat']:>5}")
     tick = r["tick"]
@@ -587,7 +598,8 @@ def print_report(r: dict[str, Any]) -> None:
     t = r["targets"]
     big_s = f"{t['big_s'][1]:.2f} s" if t["big_s"][1] is not None else "not run"
     big_mb = f"{t['big_mb'][1]:.0f} MB" if t["big_mb"][1] is not None else "not run"
-    print(f"\ntarget: ratio ≤ {t['ratio'][0]} (got {t['ratio'][1]:.2f}), 100k ≤ {t['big_s'][0]:g} s (got {big_s}), "
+    print(f"\ntarget: ratio ≤ {t['ratio'][0]} (got {t['ratio'][1]:.2f} when every attempt changed, "
+          f"{t['ratio_steady'][1]:.2f} when nothing did), 100k ≤ {t['big_s'][0]:g} s (got {big_s}), "
           f"≤ {t['big_mb'][0]:g} MB (got {big_mb})")
 
 

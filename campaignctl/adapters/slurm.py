@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -84,8 +84,9 @@ def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
             f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
 
 
-def observe(job_ids: Sequence[str], since: datetime) -> dict[tuple[str, int | None], JobObservation]:
-    """sacct's view of `job_ids`, folded while its output streams in."""
+def observe(job_ids: Sequence[str], since: datetime,
+            wanted: Collection[tuple[str, int | None]] | None = None) -> dict[tuple[str, int | None], JobObservation]:
+    """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements)."""
     if not job_ids:
         return {}
-    return proc.stream(_sacct_argv(job_ids, since), observe_jobs, timeout=120)
+    return proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted), timeout=120)

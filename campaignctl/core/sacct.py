@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -183,11 +183,16 @@ class _Fold:
                               name, self.requeues, tuple(self.steps))
 
 
-def observe_jobs(text: str | Iterable[str]) -> dict[tuple[str, int | None], JobObservation]:
+Key = tuple[str, int | None]  # (array job id, array index); index None for a plain job
+
+
+def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None) -> dict[Key, JobObservation]:
     """Fold sacct text into one observation per (array job id, index). With --duplicates every
     earlier line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED
     or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues.
-    Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter there."""
+    Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter there, and
+    so are the lines of elements not in `wanted` (when given): `--jobs` names whole arrays, whose
+    finished elements a tick no longer needs."""
     folds: dict[tuple[str, int | None], _Fold] = {}
     for line in io.StringIO(text) if isinstance(text, str) else text:
         job_id = line[:line.find("|")]
@@ -203,6 +208,10 @@ def observe_jobs(text: str | Iterable[str]) -> dict[tuple[str, int | None], JobO
             if fold is not None and len(parts) > _RSS + 1:
                 fold.add_step(step, _state(parts[_STATE]), parts[_RSS])
             continue
+        if wanted is not None and not dot:
+            job, _, idx = base.partition("_")
+            if idx.isdigit() and (job, int(idx)) not in wanted:
+                continue
         row = parse_sacct_line(line) if line.strip() else None
         if row is None or row.step is not None:
             continue

@@ -147,7 +147,7 @@ class _Tick:
             return {}
         # sacct -S is local time; an hour of slack covers clock skew between store and controller.
         since = min(datetime.fromisoformat(r.created_at) for r in live).astimezone() - timedelta(hours=1)
-        return slurm.observe(job_ids, since.replace(tzinfo=None))
+        return slurm.observe(job_ids, since.replace(tzinfo=None), wanted={key_of(r) for r in live})
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], observed: int,
                         changed: int, repaired: int, dry_run: bool) -> CampaignTick:

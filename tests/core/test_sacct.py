@@ -376,3 +376,10 @@ def test_requeued_twice_counts_two() -> None:
     obs = only(text)
     assert obs.state is State.RUNNING
     assert obs.requeues == 2
+
+
+def test_only_wanted_elements_are_folded_when_a_tick_names_them() -> None:
+    text = (FIXTURES / "array_completed.txt").read_text()
+    every = observe_jobs(text)
+    wanted = set(list(every)[:2])
+    assert observe_jobs(text, wanted) == {k: every[k] for k in wanted}
