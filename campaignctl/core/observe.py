@@ -28,8 +28,7 @@ def needs_observing(row: HistoryRow, decided: Collection[str]) -> bool:
 
 
 def key_of(row: HistoryRow) -> Key:
-    assert row.job_id is not None
-    return row.job_id.split("_")[0], row.array_index
+    return (row.job_id or "").partition("_")[0], row.array_index
 
 
 def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObservation],
@@ -40,12 +39,13 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     for row in rows:
         old: tuple[object, ...] = (row.state, row.slurm_state, row.exit_code, row.nodes, row.elapsed_s, row.max_rss,
                row.ended_at, row.missing_since)
-        obs = observed.get(key_of(row))
+        key = key_of(row)
+        obs = observed.get(key)
         new: tuple[object, ...]
         if obs is not None:
             new = (obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s, obs.max_rss,
                    obs.end, None)
-        elif key_of(row)[0] in queued_arrays():
+        elif key[0] in queued_arrays():
             if row.missing_since is None:
                 continue  # sacct lags squeue: nothing new
             new = (*old[:7], None)
