@@ -65,12 +65,15 @@ def apply_changes(rows: Sequence[HistoryRow], changes: Iterable[ObservedChange])
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
                changes: Iterable[ObservedChange] = ()) -> list[TaskView]:
     """Rows (ordered by task, attempt), with this tick's `changes` laid over them, → one
-    TaskView per task that has attempts."""
+    TaskView per task that can still matter to a decision: a task whose only attempt COMPLETED
+    cannot (no failure to answer, no node to blame, nothing pending or running), so it has none."""
     parse = _resources_parser()
     changed = {c.attempt_id: c for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
     for r in rows:
         f = changed.get(r.id, r)  # a change carries the same fact fields as a row
+        if r.attempt_number == 1 and f.state == "COMPLETED":
+            continue  # a completed first attempt is its task's only one
         grouped.setdefault(r.task_index, []).append(AttemptView(
             r.token, r.attempt_number, f.state, r.job_id, parse(r.resources_json), f.exit_code,
             f.slurm_state, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
