@@ -6,7 +6,6 @@ import typer
 from rich.table import Table
 
 from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
-from campaignctl.core.errors import SpecError
 from campaignctl.services.reconcile import ReconcileResult
 from campaignctl.services.reconcile import reconcile as reconcile_service
 
@@ -23,7 +22,7 @@ def reconcile(
     Example: campaignctl reconcile --all
     """
     if (campaign is None) == (not all_campaigns):
-        raise SpecError(["give a campaign name or --all (not both)"], "command line")
+        raise typer.BadParameter("give a campaign name or --all (not both)")
     result = reconcile_service(campaign, dry_run=dry_run)
     if json_out:
         print_json("reconcile", result.to_dict())

@@ -30,7 +30,7 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
         assert fragment in done.stderr
 
 
-@pytest.mark.parametrize("command", ["submit", "status"])
+@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
     done = run_cli(command, "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
@@ -87,3 +87,26 @@ def test_bad_database_url_is_a_state_error(tmp_path: Path) -> None:
                           env={**os.environ, "XDG_STATE_HOME": str(tmp_path), "CAMPAIGNCTL_DB_URL": "nosuch://x"},
                           timeout=60)
     assert_user_error(done, 73, "cannot use database URL")
+
+
+@pytest.mark.parametrize(("args", "code", "fragment"), [
+    (("reconcile", "nope"), 4, "no campaign named 'nope'"),
+    (("log", "nope"), 4, "no campaign named 'nope'"),
+])
+def test_reconcile_and_log_refuse_bad_input_with_a_hint(args: tuple[str, ...], code: int, fragment: str,
+                                                         tmp_path: Path) -> None:
+    assert_user_error(run_cli(*args, state=tmp_path), code, fragment)
+
+
+def test_reconcile_needs_a_name_or_all_usage_error_exit_2(tmp_path: Path) -> None:
+    done = run_cli("reconcile", state=tmp_path)
+    assert done.returncode == 2 and "give a campaign name or --all" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_reconcile_all_with_no_campaigns_is_a_quiet_success_with_json(tmp_path: Path) -> None:
+    done = run_cli("reconcile", "--all", "--json", state=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["schema"] == "campaignctl/v1" and data["data"]["status"] == "nothing-to-do"
+    assert data["data"]["slurm_calls"] == 0
