@@ -66,3 +66,9 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def task_dir(run_dir: str, task_index: int) -> Path:
+    """Where a task's attempts write: `<run_dir>/tasks/<index>/<attempt token>/…`, and its
+    checkpoint directory `<run_dir>/tasks/<index>/checkpoint`, shared by its attempts."""
+    return Path(run_dir) / "tasks" / str(task_index)

@@ -99,8 +99,15 @@ def _002(conn: sa.Connection) -> None:
             conn.exec_driver_sql(statement)
 
 
+_003_TELEMETRY = """
+CREATE TABLE telemetry (
+  attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id), inode INTEGER NOT NULL, file_offset INTEGER NOT NULL,
+  summary_json TEXT NOT NULL, updated_at TEXT NOT NULL)
+"""
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
+MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -161,3 +168,7 @@ observations = sa.Table(
     sa.Column("tick_id", sa.Integer), sa.Column("state", sa.Text), sa.Column("slurm_state", sa.Text),
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
     sa.Column("observed_at", sa.Text))
+telemetry = sa.Table(
+    "telemetry", metadata,
+    sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),
+    sa.Column("file_offset", sa.Integer), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaignctl.adapters import faults, slurm
+from campaignctl.adapters import faults, paths, slurm
 from campaignctl.adapters.runner import TaskLaunch
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
@@ -57,7 +57,7 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     numbers = attempt_numbers or [1] * chunk.size
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
-                       task_dir=str(Path(spec.run_dir) / "tasks" / str(t)), attempt_number=n)
+                       task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n)
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 

@@ -31,6 +31,7 @@ from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
+from campaignctl.services.telemetry import ingest
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,7 @@ class _Tick:
             changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
             if not dry_run and self.tick_id is not None:
                 self.store.record_observations(self.tick_id, changes)
+                ingest(self.store, record.run_dir, rows, changes)
             views = task_views(histories[record.id], decided[record.id], changes)
             ticks.append(self._decide_and_act(record, views, len(rows), len(changes),
                                               repaired.get(record.id, 0), dry_run))

@@ -1,0 +1,34 @@
+"""Read what the job-side sampler appended to an attempt's telemetry.jsonl since the last tick."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    inode: int = 0
+    offset: int = 0
+
+
+def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
+    """Complete lines appended after `position`. A last line without its newline is left for the
+    next tick (the sampler may be writing it; a job killed mid-write leaves one behind for good,
+    which then simply never counts). A file replaced (other inode) or shorter than the offset
+    was rotated or truncated: it is read from the start."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return [], position
+    try:
+        st = os.fstat(fd)
+        offset = position.offset if (st.st_ino == position.inode and st.st_size >= position.offset) else 0
+        data = os.pread(fd, min(st.st_size - offset, MAX_READ), offset)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].decode("utf-8", errors="replace").splitlines()
+    return lines, Position(st.st_ino, offset + end)

@@ -1,0 +1,52 @@
+"""Per-attempt telemetry summaries and read positions, one row per attempt, updated in place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store_schema import attempts, tasks, telemetry
+from campaignctl.adapters.telemetry_files import Position
+from campaignctl.core.telemetry import Summary, summary_from_dict, summary_to_dict
+
+_CHUNK = 900  # SQLite's default limit on bound parameters is 999
+
+
+class TelemetryStore:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def load(self, attempt_ids: Sequence[int]) -> dict[int, tuple[Position, Summary]]:
+        out: dict[int, tuple[Position, Summary]] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(attempt_ids), _CHUNK):
+                rows = conn.execute(sa.select(telemetry).where(
+                    telemetry.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
+                out.update({r.attempt_id: (Position(r.inode, r.file_offset),
+                                           summary_from_dict(json.loads(r.summary_json))) for r in rows})
+        return out
+
+    def save(self, updates: Iterable[tuple[int, Position, Summary]]) -> None:
+        rows = [{"attempt_id": i, "inode": p.inode, "file_offset": p.offset,
+                 "summary_json": json.dumps(summary_to_dict(s)), "updated_at": utc_now()}
+                for i, p, s in updates]
+        if not rows:
+            return
+        with self.engine.begin() as conn:
+            ids = [r["attempt_id"] for r in rows]
+            for start in range(0, len(ids), _CHUNK):
+                conn.execute(telemetry.delete().where(telemetry.c.attempt_id.in_(ids[start:start + _CHUNK])))
+            conn.execute(telemetry.insert(), rows)
+
+    def by_task(self, campaign_id: int) -> dict[int, Summary]:
+        """The latest attempt's summary per task index (attempts without telemetry left out)."""
+        query = (sa.select(tasks.c.task_index, attempts.c.attempt_number, telemetry.c.summary_json)
+                 .join(attempts, attempts.c.id == telemetry.c.attempt_id)
+                 .join(tasks, tasks.c.id == attempts.c.task_id)
+                 .where(tasks.c.campaign_id == campaign_id)
+                 .order_by(tasks.c.task_index, attempts.c.attempt_number))
+        with self.engine.connect() as conn:
+            return {r.task_index: summary_from_dict(json.loads(r.summary_json)) for r in conn.execute(query)}

@@ -1,0 +1,132 @@
+"""Telemetry lines (written by the job-side sampler into `<attempt dir>/telemetry.jsonl`) →
+per-attempt summaries. Pure: the reader hands in complete lines; summaries fold incrementally,
+so a tick only reads what was appended since the last one.
+
+Line format (one JSON object per line):
+  {"event": "start", "t": 1.7e9, "interval_s": 10, "nvml": "ok" | "<why not>", "gpus": [0]}
+  {"t": 1.7e9, "cpu_pct": 187.5, "rss_mb": 2048.0, "nproc": 3,
+   "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0}]}
+  {"event": "end", "t": 1.7e9, "samples": 42}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+WINDOW_KEEP = 120  # recent samples kept per attempt for windowed rules (20 min at 10 s)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float
+    cpu_pct: float
+    rss_mb: float
+    gpu_util_pct: float | None  # mean over the task's GPUs; None without GPU telemetry
+    gpu_mem_mb: float | None  # sum over the task's GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Everything read so far for one attempt. Means are kept as sums so a tick can add to them."""
+
+    samples: int = 0
+    first_t: float | None = None
+    last_t: float | None = None
+    cpu_sum: float = 0.0
+    cpu_max: float = 0.0
+    rss_max_mb: float = 0.0
+    gpu_samples: int = 0
+    gpu_util_sum: float = 0.0
+    gpu_util_max: float = 0.0
+    gpu_mem_max_mb: float = 0.0
+    nvml: str = ""  # "ok", or why there is no GPU telemetry
+    ended: bool = False
+    bad_lines: int = 0
+    recent: tuple[Sample, ...] = field(default_factory=tuple)
+
+    @property
+    def cpu_mean(self) -> float | None:
+        return self.cpu_sum / self.samples if self.samples else None
+
+    @property
+    def gpu_util_mean(self) -> float | None:
+        return self.gpu_util_sum / self.gpu_samples if self.gpu_samples else None
+
+    def window(self, seconds: float) -> tuple[Sample, ...]:
+        """The samples of the last `seconds` before the newest one."""
+        if not self.recent:
+            return ()
+        start = self.recent[-1].t - seconds
+        return tuple(s for s in self.recent if s.t >= start)
+
+
+def parse_line(line: str) -> dict[str, object] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def to_sample(record: dict[str, object]) -> Sample | None:
+    t, cpu, rss = record.get("t"), record.get("cpu_pct"), record.get("rss_mb")
+    if not all(isinstance(v, (int, float)) for v in (t, cpu, rss)):
+        return None
+    listed = record.get("gpus")
+    gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
+    utils = [float(g["util_pct"]) for g in gpus if isinstance(g.get("util_pct"), (int, float))]
+    mems = [float(g["mem_used_mb"]) for g in gpus if isinstance(g.get("mem_used_mb"), (int, float))]
+    return Sample(float(t), float(cpu), float(rss),  # type: ignore[arg-type]
+                  sum(utils) / len(utils) if utils else None, sum(mems) if mems else None)
+
+
+def fold(summary: Summary, lines: Iterable[str]) -> Summary:
+    """Add complete lines to a summary. A line that is not a telemetry record counts as bad."""
+    acc = {f: getattr(summary, f) for f in Summary.__slots__}  # type: ignore[attr-defined]
+    recent = list(summary.recent)
+    for line in lines:
+        record = parse_line(line)
+        event = record.get("event") if record is not None else None
+        sample = to_sample(record) if record is not None and event is None else None
+        if event == "start":
+            acc["nvml"] = str(record.get("nvml", ""))  # type: ignore[union-attr]
+        elif event == "end":
+            acc["ended"] = True
+        elif sample is None:
+            acc["bad_lines"] += 1
+        else:
+            _add(acc, sample)
+            recent.append(sample)
+    acc["recent"] = tuple(recent[-WINDOW_KEEP:])
+    return Summary(**acc)
+
+
+def _add(acc: dict[str, Any], x: Sample) -> None:
+    acc["samples"] += 1
+    acc["first_t"] = x.t if acc["first_t"] is None else acc["first_t"]
+    acc["last_t"] = x.t
+    acc["cpu_sum"] += x.cpu_pct
+    acc["cpu_max"] = max(acc["cpu_max"], x.cpu_pct)
+    acc["rss_max_mb"] = max(acc["rss_max_mb"], x.rss_mb)
+    if x.gpu_util_pct is not None:
+        acc["gpu_samples"] += 1
+        acc["gpu_util_sum"] += x.gpu_util_pct
+        acc["gpu_util_max"] = max(acc["gpu_util_max"], x.gpu_util_pct)
+    if x.gpu_mem_mb is not None:
+        acc["gpu_mem_max_mb"] = max(acc["gpu_mem_max_mb"], x.gpu_mem_mb)
+
+
+def summary_to_dict(s: Summary) -> dict[str, object]:
+    return {"samples": s.samples, "first_t": s.first_t, "last_t": s.last_t, "cpu_sum": s.cpu_sum,
+            "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "gpu_samples": s.gpu_samples,
+            "gpu_util_sum": s.gpu_util_sum, "gpu_util_max": s.gpu_util_max,
+            "gpu_mem_max_mb": s.gpu_mem_max_mb, "nvml": s.nvml, "ended": s.ended, "bad_lines": s.bad_lines,
+            "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb] for x in s.recent]}
+
+
+def summary_from_dict(d: dict[str, object]) -> Summary:
+    recent = tuple(Sample(*row) for row in d.get("recent", []))  # type: ignore[attr-defined]
+    return Summary(**{**d, "recent": recent})  # type: ignore[arg-type]
