@@ -1,0 +1,57 @@
+"""Telemetry lines → per-attempt summaries, folded tick by tick."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from campaignctl.core.telemetry import WINDOW_KEEP, Summary, fold, summary_from_dict, summary_to_dict
+
+START = json.dumps({"event": "start", "t": 0.0, "interval_s": 10, "nvml": "ok", "gpus": [0, 1]})
+
+
+def sample(t: float, cpu: float, rss: float = 100.0, utils: tuple[float | None, ...] = (50.0, 30.0)) -> str:
+    gpus = [{"index": i, "util_pct": u, "mem_used_mb": 1000.0 * (i + 1), "mem_total_mb": 40000.0, "power_w": None}
+            for i, u in enumerate(utils)]
+    return json.dumps({"t": t, "cpu_pct": cpu, "rss_mb": rss, "nproc": 2, "gpus": gpus})
+
+
+def test_means_and_maxima_over_two_ticks_equal_one_fold_of_everything() -> None:
+    lines = [START] + [sample(10.0 * i, cpu=100.0 + i, rss=100.0 + 10 * i) for i in range(1, 7)]
+    once = fold(Summary(), lines)
+    twice = fold(fold(Summary(), lines[:3]), lines[3:])
+    assert once == twice
+    assert once.samples == 6 and once.cpu_mean == pytest.approx(103.5) and once.cpu_max == 106.0
+    assert once.rss_max_mb == 160.0 and once.gpu_util_mean == pytest.approx(40.0)  # mean of the 2 GPUs
+    assert once.gpu_mem_max_mb == 3000.0 and once.nvml == "ok" and not once.ended
+
+
+def test_no_gpu_telemetry_gives_cpu_only_and_says_why() -> None:
+    s = fold(Summary(), [json.dumps({"event": "start", "t": 0, "interval_s": 10, "nvml": "NVML library not found",
+                                     "gpus": []}), sample(10, 250.0, utils=()),
+                         json.dumps({"event": "end", "t": 11, "samples": 1})])
+    assert (s.samples, s.gpu_samples, s.gpu_util_mean, s.nvml, s.ended) == (
+        1, 0, None, "NVML library not found", True)
+
+
+def test_a_null_gpu_metric_is_skipped_not_counted_as_zero() -> None:
+    s = fold(Summary(), [sample(10, 1.0, utils=(None, 80.0))])
+    assert s.gpu_util_mean == 80.0
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]", json.dumps({"t": "x", "cpu_pct": 1, "rss_mb": 1})])
+def test_bad_lines_are_counted_and_skipped(bad: str) -> None:
+    s = fold(Summary(), [sample(10, 5.0), bad, sample(20, 7.0)])
+    assert (s.samples, s.bad_lines, s.cpu_max) == (2, 1, 7.0)
+
+
+def test_recent_samples_are_bounded_and_windowed() -> None:
+    s = fold(Summary(), [sample(10.0 * i, float(i)) for i in range(WINDOW_KEEP + 30)])
+    assert len(s.recent) == WINDOW_KEEP and s.samples == WINDOW_KEEP + 30
+    assert [x.cpu_pct for x in s.window(30)] == [float(i) for i in range(WINDOW_KEEP + 26, WINDOW_KEEP + 30)]
+
+
+def test_summary_round_trips_through_its_stored_form() -> None:
+    s = fold(Summary(), [START, sample(10, 3.0), sample(20, 4.0, utils=())])
+    assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
