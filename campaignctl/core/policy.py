@@ -11,7 +11,6 @@ from typing import Any
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
-from campaignctl.core.units import parse_duration_seconds
 
 # Rule names are the causes a policy answers, in the words sacct uses (lower case), plus `lost`:
 # a job that is in neither sacct nor squeue for longer than `unknown_grace`.
@@ -103,7 +102,7 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
     return replace(
         base, rules=rules,
         max_failures=_int(r, (*path, "max_failures"), 0, 1000, base.max_failures),
-        unknown_grace_s=_duration(r, (*path, "unknown_grace"), base.unknown_grace_s),
+        unknown_grace_s=r.duration((*path, "unknown_grace"), base.unknown_grace_s),
         campaign_exclude_after=_int(r, (*path, "campaign_exclude_after"), 1, 1000,
                                     base.campaign_exclude_after),
         slurm_requeue=_bool(r, (*path, "slurm_requeue"), requeue, base.slurm_requeue))
@@ -117,7 +116,7 @@ def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
     return Rule(
         action=r.choice((*path, "action"), ACTIONS) or base.action,
         max_retries=_int(r, (*path, "max_retries"), 0, 1000, base.max_retries),
-        backoff_s=_duration(r, (*path, "backoff"), base.backoff_s),
+        backoff_s=r.duration((*path, "backoff"), base.backoff_s),
         backoff_factor=_factor(r, (*path, "backoff_factor"), base.backoff_factor),
         mem_factor=_factor(r, (*path, "mem_factor"), base.mem_factor),
         mem_cap_mb=mem_cap,
@@ -156,35 +155,6 @@ def _bool(r: Reader, path: KeyPath, value: object, default: bool) -> bool:
         r.problem(path, f"must be true or false, got {value!r}")
         return default
     return value
-
-
-def _duration(r: Reader, path: KeyPath, default: int) -> int:
-    value = r.get(path)
-    if not _given(value):
-        return default
-    seconds = _duration_seconds(value)
-    if seconds is None:
-        r.problem(path, f"{value!r} is not a duration; use seconds or e.g. \"90s\", \"10m\", \"1h\", "
-                        "\"00:10:00\"")
-        return default
-    return seconds
-
-
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _duration_seconds(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text[:-1].isdigit() and text[-1:] in _UNIT_S:
-        return int(text[:-1]) * _UNIT_S[text[-1]]
-    try:
-        return parse_duration_seconds(text) if text else None
-    except ValueError:
-        return None
 
 
 def _exit_codes(r: Reader, path: KeyPath, default: tuple[int, ...]) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from campaignctl.core.errors import SpecError
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.safety import has_control_chars, path_problem
-from campaignctl.core.units import parse_mem_mb, parse_time_minutes
+from campaignctl.core.units import parse_interval_seconds, parse_mem_mb, parse_time_minutes
 
 _MISSING = object()
 
@@ -137,3 +137,14 @@ class Reader:
                                "minutes, quoted")
             return parse_time_minutes(default)
         return minutes
+
+    def duration(self, path: KeyPath, default: int) -> int:
+        value = self._present(path, False)
+        if value is _MISSING:
+            return default
+        seconds = parse_interval_seconds(value)
+        if seconds is None:
+            self.problem(path, f"{value!r} is not a duration; use seconds or e.g. \"90s\", \"10m\", "
+                               "\"1h\", \"00:10:00\"")
+            return default
+        return seconds

@@ -21,7 +21,9 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description")
+            "workdir", "run_dir", "description", "telemetry")
+TELEMETRY_KEYS = ("interval",)
+DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
                  "gpu_bind", "account", "qos", "constraint", "exclude")
 ARRAY_KEYS = ("max_parallel",)
@@ -73,6 +75,7 @@ class CampaignSpec:
     run_dir: str
     description: str
     spec_hash: str
+    telemetry_interval_s: int = DEFAULT_TELEMETRY_S  # 0: no sampler in the job
 
 
 def spec_hash(data: object) -> str:
@@ -105,11 +108,13 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
     tasks = expand_tasks(r, top)
+    telemetry_s = _telemetry_interval(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
-                        spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}))
+                        spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
+                        telemetry_interval_s=telemetry_s)
 
 
 def _join(base: str, path: str) -> str:
@@ -145,6 +150,14 @@ def _policy(r: Reader, base: Policy) -> Policy:
         return read_overrides(r, ("policy",), base)
     r.string(("policy",), path_like=True)
     return base
+
+
+def _telemetry_interval(r: Reader) -> int:
+    r.mapping(("telemetry",), TELEMETRY_KEYS)
+    seconds = r.duration(("telemetry", "interval"), DEFAULT_TELEMETRY_S)
+    if seconds > 3600:
+        r.problem(("telemetry", "interval"), f"must be at most 1h (0 turns sampling off), got {seconds} s")
+    return seconds
 
 
 def _max_parallel(r: Reader) -> int | None:

@@ -49,3 +49,22 @@ def parse_duration_seconds(text: str) -> int | None:
         parts.insert(0, 0)
     hours, minutes, seconds = parts[-3:]
     return (int(days) if days else 0) * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_interval_seconds(value: object) -> int | None:
+    """A duration written by a person: seconds as a number, `90s`, `10m`, `1h`, `2d`, or a Slurm
+    clock `00:10:00` / `1-00:00:00`. None if it is none of these."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[:-1].isdigit() and text[-1:] in _UNIT_S:
+        return int(text[:-1]) * _UNIT_S[text[-1]]
+    try:
+        return parse_duration_seconds(text) if text else None
+    except ValueError:
+        return None
