@@ -2,8 +2,9 @@
 
 It runs the task's argv without a shell, streams stdout+stderr to the attempt's `output.log`,
 forwards the signals Slurm sends before a kill (SIGTERM at the time limit, SIGUSR2 from
-`--signal=USR2@90`) so the program can checkpoint, and writes `exit.json` atomically. It then
-exits with the program's status, so sacct shows FAILED n:0 for a failing program.
+`--signal=USR2@90`) so the program can checkpoint, samples its process tree and GPUs into
+`telemetry.jsonl` while it runs (adapters/sampler.py), and writes `exit.json` atomically. It
+then exits with the program's status, so sacct shows FAILED n:0 for a failing program.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO
 
 from campaignctl.adapters.paths import write_atomic
+from campaignctl.adapters.sampler import TelemetrySampler
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -35,6 +38,7 @@ class TaskLaunch:
     workdir: str
     task_dir: str
     attempt_number: int = 1
+    telemetry_interval_s: float = 10.0  # seconds between telemetry.jsonl samples; 0 turns sampling off
 
     @property
     def attempt_dir(self) -> Path:
@@ -84,9 +88,10 @@ def run_task(launch: TaskLaunch) -> None:
 
 
 def _run_program(launch: TaskLaunch, log_path: Path) -> int:
+    env = task_environment(launch)
     with open(log_path, "ab", buffering=0) as log:
         try:
-            child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=task_environment(launch),
+            child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=env,
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         except OSError as exc:  # program missing or not executable: the shell's 127/126
             log.write(f"campaignctl: cannot start {launch.argv[0]!r}: {exc}\n".encode())
@@ -97,5 +102,19 @@ def _run_program(launch: TaskLaunch, log_path: Path) -> int:
 
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, forward)
-        return child.wait()
+        sampler = _start_sampler(launch, child.pid, env, log)
+        try:
+            return child.wait()
+        finally:
+            if sampler is not None:
+                sampler.stop()  # final sample and end line, before the log closes
+
+
+def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO) -> TelemetrySampler | None:
+    if launch.telemetry_interval_s <= 0:
+        return None
+    sampler = TelemetrySampler(launch.attempt_dir / "telemetry.jsonl", pid, launch.telemetry_interval_s,
+                               cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
+                               note=lambda text: log.write(text.encode()))
+    return sampler.start()
 

@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.core.status import TaskRow
 from campaignctl.services.status import StatusResult
 from campaignctl.services.status import status as status_service
 
@@ -45,15 +46,24 @@ def render_campaigns(result: StatusResult) -> None:
     console.print(table)
 
 
+def _usage(row: TaskRow) -> str:
+    """Mean CPU (% of one core), peak RSS and mean GPU utilisation of the latest sampled attempt."""
+    if row.cpu_mean_pct is None:
+        return "-"
+    gpu = "-" if row.gpu_util_mean_pct is None else f"{row.gpu_util_mean_pct:.0f}%"
+    return f"{row.cpu_mean_pct:.0f}% / {row.rss_max_mb or 0:.0f}M / {gpu}"
+
+
 def render_tasks(result: StatusResult) -> None:
     summary = result.campaigns[0]
-    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit", "last decision",
+    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit", "cpu / rss / gpu",
+                  "last decision",
                   title=f"{summary.name} (revision {summary.revision}, {summary.state})")
     for row in result.tasks:
         style = STATE_STYLE.get(row.state, "white")
         table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), f"[{style}]{row.state}[/]",
                       str(row.attempts), row.job_id or "-", row.node or "-",
                       "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
-                      "-" if row.exit_code is None else str(row.exit_code), row.last_decision or "-")
+                      "-" if row.exit_code is None else str(row.exit_code), _usage(row), row.last_decision or "-")
     console.print(table)
     console.print(summary.summary)

@@ -26,6 +26,10 @@ class TaskRow:
     elapsed_s: int | None
     exit_code: int | None
     last_decision: str = ""  # e.g. "resubmit (out_of_memory)", from the decision log
+    cpu_mean_pct: float | None = None  # telemetry of the latest attempt that has any
+    rss_max_mb: float | None = None
+    gpu_util_mean_pct: float | None = None
+    telemetry_note: str = ""  # e.g. why there is no GPU telemetry
 
 
 def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:

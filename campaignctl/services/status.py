@@ -9,10 +9,12 @@ from datetime import datetime, timedelta
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.status import TaskRow, count_states, task_rows
+from campaignctl.core.telemetry import Summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +67,21 @@ def status(name: str | None = None) -> StatusResult:
     for record in records:
         entries = log.entries(record.id)
         last = {e.task_index: f"{e.action} ({e.rule}) {e.status}" for e in entries}
-        rows = [replace(r, last_decision=last.get(r.index, ""))
+        usage = TelemetryStore(store.engine).by_task(record.id) if name else {}
+        rows = [_with_usage(replace(r, last_decision=last.get(r.index, "")), usage.get(r.index))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in entries))))
         detail = rows
     return StatusResult(summaries, detail if name else [], calls)
+
+
+def _with_usage(row: TaskRow, usage: Summary | None) -> TaskRow:
+    if usage is None or not usage.samples:
+        return row
+    return replace(row, cpu_mean_pct=usage.cpu_mean, rss_max_mb=usage.rss_max_mb,
+                   gpu_util_mean_pct=usage.gpu_util_mean, telemetry_note="" if usage.nvml == "ok" else usage.nvml)
 
 
 def find_campaign(store: Store, name: str) -> CampaignRecord:

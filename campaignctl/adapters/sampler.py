@@ -1,0 +1,289 @@
+"""Job-side telemetry sampler: a daemon thread beside the task that appends JSON lines to
+`<attempt_dir>/telemetry.jsonl` (one `write()` per line, so a reader sees half a line only after
+a crash) until the runner stops it after the program exits.
+
+    {"event": "start", "t": 1717000000.0, "interval_s": 10.0, "nvml": "ok", "gpus": [0, 1]}
+    {"t": 1717000010.0, "cpu_pct": 187.3, "rss_mb": 2048.5, "nproc": 5,
+     "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3}]}
+    {"event": "end", "t": 1717000020.0, "samples": 2}
+
+`cpu_pct` is % of ONE core summed over the task's process tree over the interval (so 4 busy
+workers read ~400); memory is in MiB (2**20 bytes, nvidia-smi's unit); a metric NVML refuses is
+null. Without NVML, "nvml" holds the reason (also written once to output.log) and "gpus" is [].
+The last sample is taken after the program has exited and been reaped, so it usually reads
+nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import psutil
+
+MIB = float(2**20)
+# A process can exit (or become a zombie) between `children()` and the reads: its last interval
+# is lost, not an error. ZombieProcess is a subclass of NoSuchProcess.
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
+_T = TypeVar("_T")
+
+Note = Callable[[str], object]
+
+
+def visible_gpu_ids(value: str | None) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: None when unset (every GPU), else the listed indices
+    or GPU-/MIG- UUIDs up to the first entry CUDA would reject ("0,x,1" shows only GPU 0, and
+    Slurm's "NoDevFiles" or "" shows none; CUDA C Programming Guide, "CUDA Environment Variables").
+    """
+    if value is None:
+        return None
+    ids: list[str] = []
+    for entry in (part.strip() for part in value.split(",")):
+        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))):
+            break
+        ids.append(entry)
+    return ids
+
+
+class GpuProbe:
+    """NVML handles for the GPUs the task can see, initialised once, shut down once."""
+
+    def __init__(self, nvml: ModuleType, devices: list[tuple[int, Any]]) -> None:
+        self._nvml = nvml
+        self._devices = devices
+
+    @property
+    def indices(self) -> list[int]:
+        return [index for index, _handle in self._devices]
+
+    def read(self) -> list[dict[str, object]]:
+        return [self._read_one(index, handle) for index, handle in self._devices]
+
+    def close(self) -> None:
+        _shutdown(self._nvml)
+
+    def _read_one(self, index: int, handle: Any) -> dict[str, object]:
+        nvml = self._nvml
+        # On a MIG device handle, utilisation and power are NVML_ERROR_NOT_SUPPORTED ("On
+        # MIG-enabled GPUs, querying device utilization rates is not currently supported", NVML
+        # API reference); memory is per instance and works. Each metric fails on its own.
+        util = self._guarded(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        memory = self._guarded(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+        milliwatts = self._guarded(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+        return {
+            "index": index,
+            "util_pct": None if util is None else int(util),
+            "mem_used_mb": None if memory is None else round(memory.used / MIB, 1),
+            "mem_total_mb": None if memory is None else round(memory.total / MIB, 1),
+            "power_w": None if milliwatts is None else round(milliwatts / 1000.0, 1),
+        }
+
+    def _guarded(self, call: Callable[[], _T]) -> _T | None:
+        try:
+            return call()
+        except self._nvml.NVMLError:
+            return None
+
+
+def open_gpus(cuda_visible: str | None) -> tuple[GpuProbe | None, str]:
+    """(probe, "ok") or (None, why GPU telemetry is off). Never raises."""
+    try:
+        import pynvml  # lazy: a CPU-only task never loads libnvidia-ml
+    except ImportError as exc:
+        return None, f"pynvml not importable ({exc})"
+    try:
+        # No driver: NVMLError_LibraryNotFound (libnvidia-ml.so.1 missing) or
+        # NVMLError_DriverNotLoaded (library present, kernel module not loaded).
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError, or an old pynvml without a symbol
+        return None, f"nvmlInit failed: {exc}"
+    return _probe_or_reason(pynvml, visible_gpu_ids(cuda_visible))
+
+
+def _probe_or_reason(nvml: ModuleType, ids: list[str] | None) -> tuple[GpuProbe | None, str]:
+    try:
+        devices, missing = _resolve(nvml, ids)
+    except Exception as exc:  # nvmlDeviceGetCount failing: a lost GPU, a driver mismatch
+        devices, missing = [], [f"nvmlDeviceGetCount: {exc}"]
+    if devices:
+        return GpuProbe(nvml, devices), "ok"
+    _shutdown(nvml)
+    if ids == []:
+        return None, "CUDA_VISIBLE_DEVICES lists no GPU"
+    # A Slurm job without a GPU allocation has CUDA_VISIBLE_DEVICES unset and (ConstrainDevices)
+    # no access to /dev/nvidia*: NVML then counts 0 devices, like nvidia-smi's "No devices were found".
+    return None, "no GPU visible to NVML" + (f" ({'; '.join(missing)})" if missing else "")
+
+
+def _shutdown(nvml: ModuleType) -> None:
+    with contextlib.suppress(nvml.NVMLError):
+        nvml.nvmlShutdown()
+
+
+def _resolve(nvml: ModuleType, ids: list[str] | None) -> tuple[list[tuple[int, Any]], list[str]]:
+    if ids is None:
+        ids = [str(i) for i in range(nvml.nvmlDeviceGetCount())]
+    devices: list[tuple[int, Any]] = []
+    missing: list[str] = []
+    for position, gpu_id in enumerate(ids):
+        try:
+            devices.append(_device(nvml, gpu_id, position))
+        except nvml.NVMLError as exc:
+            missing.append(f"{gpu_id}: {exc}")
+    return devices, missing
+
+
+def _device(nvml: ModuleType, gpu_id: str, position: int) -> tuple[int, Any]:
+    # Indices are taken as NVML indices. NVML numbers GPUs by PCI bus id; CUDA does too with
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID, and by default (FASTEST_FIRST) whenever the GPUs are alike.
+    if gpu_id.isdigit():
+        return int(gpu_id), nvml.nvmlDeviceGetHandleByIndex(int(gpu_id))
+    handle = nvml.nvmlDeviceGetHandleByUUID(gpu_id)  # pynvml encodes str → bytes itself
+    try:
+        return int(nvml.nvmlDeviceGetIndex(handle)), handle
+    except nvml.NVMLError:  # a MIG device has no NVML index of its own: use its CUDA ordinal
+        return position, handle
+
+
+class ProcessTree:
+    """CPU seconds and RSS of a process and all its descendants, read repeatedly.
+
+    psutil.Process objects are kept by pid between reads with their last CPU total; equality
+    of Process compares (pid, create time), so a reused pid counts as a new process.
+    """
+
+    def __init__(self, root_pid: int) -> None:
+        try:
+            # Built right after Popen, before the runner reaps the child: at worst a zombie.
+            self._root: psutil.Process | None = psutil.Process(root_pid)
+        except _GONE:
+            self._root = None
+        self._known: dict[int, tuple[psutil.Process, float]] = {}
+
+    def read(self) -> tuple[float, float, int]:
+        """(CPU seconds since the last read, RSS bytes, processes measured)."""
+        cpu_s, rss, known = 0.0, 0.0, {}
+        for member in self._members():
+            proc, before = self._previous(member)
+            measured = _measure(proc)
+            if measured is None:
+                continue
+            total, proc_rss = measured
+            cpu_s += max(0.0, total - before)
+            rss += proc_rss
+            known[proc.pid] = (proc, total)
+        self._known = known
+        return cpu_s, rss, len(known)
+
+    def _previous(self, proc: psutil.Process) -> tuple[psutil.Process, float]:
+        """The cached Process and its CPU total at the last read; (proc, 0.0) for a new process,
+        whose whole CPU time falls in this interval (it was not there at the last read)."""
+        cached = self._known.get(proc.pid)
+        return cached if cached is not None and cached[0] == proc else (proc, 0.0)
+
+    def _members(self) -> list[psutil.Process]:
+        if self._root is None:
+            return []
+        try:
+            # children(recursive=True) reads the ppid of every process on the node (/proc/*/stat):
+            # the sampler's main cost, proportional to the node's process count.
+            return [self._root, *self._root.children(recursive=True)]
+        except _GONE:
+            return []
+
+
+def _measure(proc: psutil.Process) -> tuple[float, float] | None:
+    try:
+        with proc.oneshot():  # one read of /proc/<pid>/stat serves cpu_times and create time
+            times = proc.cpu_times()
+            # Summed RSS counts pages shared by forked workers once per process (PSS from
+            # /proc/<pid>/smaps would not, at ~100x the read cost), so it can exceed the cgroup figure.
+            return times.user + times.system, float(proc.memory_info().rss)
+    except _GONE:
+        return None
+
+
+class TelemetrySampler:
+    """Samples a task's process tree (and its GPUs when NVML works) every `interval_s` seconds.
+
+    `note` receives the one-line messages meant for the task log (GPU telemetry off, sampler
+    stopped by an error). Nothing here raises into the task: any failure ends the sampler only.
+    """
+
+    def __init__(self, path: Path, root_pid: int, interval_s: float, *,
+                 cuda_visible: str | None, note: Note = lambda _text: None) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.samples = 0
+        self.setup_cpu_s = 0.0  # the sampler thread's own CPU: NVML init + baseline read
+        self.thread_cpu_s = 0.0  # the sampler thread's own CPU, in all
+        self._cuda_visible = cuda_visible
+        self._note = note
+        self._tree = ProcessTree(root_pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="campaignctl-telemetry", daemon=True)
+
+    def start(self) -> TelemetrySampler:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Take the final sample, write the end line, wait for the thread (bounded: a hung NVML
+        call must not keep the job alive; the daemon thread then dies with the process)."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        try:
+            with open(self.path, "ab", buffering=0) as out:
+                self._sample_until_stopped(out.write, started)
+        except Exception as exc:  # the task must outlive its sampler
+            with contextlib.suppress(Exception):  # the log itself may be the failure
+                self._note(f"campaignctl: telemetry stopped: {exc!r}\n")
+        finally:
+            self.thread_cpu_s = time.thread_time() - started
+
+    def _sample_until_stopped(self, write: Callable[[bytes], object], started: float) -> None:
+        gpus, status = open_gpus(self._cuda_visible)
+        if gpus is None:
+            self._note(f"campaignctl: GPU telemetry off: {status}\n")
+        try:
+            _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
+                                "nvml": status, "gpus": gpus.indices if gpus else []})
+            self._tree.read()  # baseline for the first interval's CPU delta
+            self.setup_cpu_s = time.thread_time() - started
+            self._loop(write, gpus)
+            _write_line(write, {"event": "end", "t": time.time(), "samples": self.samples})
+        finally:
+            if gpus is not None:
+                gpus.close()
+
+    def _loop(self, write: Callable[[bytes], object], gpus: GpuProbe | None) -> None:
+        last = time.monotonic()
+        deadline = last + self.interval_s
+        while not self._stop.wait(max(0.0, deadline - time.monotonic())):
+            deadline += self.interval_s  # fixed cadence: the time a sample takes does not drift it
+            last = self._take_sample(write, gpus, last)
+        self._take_sample(write, gpus, last)  # final sample, after the program exited
+
+    def _take_sample(self, write: Callable[[bytes], object], gpus: GpuProbe | None, last: float) -> float:
+        now = time.monotonic()
+        cpu_s, rss, nproc = self._tree.read()
+        wall_s = max(now - last, 1e-6)
+        _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * cpu_s / wall_s, 1),
+                            "rss_mb": round(rss / MIB, 1), "nproc": nproc,
+                            "gpus": gpus.read() if gpus else []})
+        self.samples += 1
+        return now
+
+
+def _write_line(write: Callable[[bytes], object], record: dict[str, object]) -> None:
+    # The file is unbuffered: one write() per line, appended (O_APPEND) whole.
+    write((json.dumps(record) + "\n").encode())
