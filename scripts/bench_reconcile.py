@@ -339,6 +339,7 @@ class Phases:
         ("diff_observations", reconcile_mod, "diff_observations"),
         ("persist observations", Store, "record_observations"),
         ("task_views", reconcile_mod, "task_views"),
+        ("telemetry ingest (no files here: one stat each)", reconcile_mod, "ingest"),
         ("decide", reconcile_mod, "decide"),
         ("persist decisions", DecisionLog, "write_intents"),
     )
