@@ -25,6 +25,7 @@ from typing import BinaryIO
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.sampler import TelemetrySampler
 
+DEFAULT_TELEMETRY_S = 10.0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -38,7 +39,7 @@ class TaskLaunch:
     workdir: str
     task_dir: str
     attempt_number: int = 1
-    telemetry_interval_s: float = 10.0  # seconds between telemetry.jsonl samples; 0 turns sampling off
+    telemetry_interval_s: float = DEFAULT_TELEMETRY_S  # seconds between telemetry.jsonl samples; 0 turns sampling off
 
     @property
     def attempt_dir(self) -> Path:
@@ -111,9 +112,11 @@ def _run_program(launch: TaskLaunch, log_path: Path) -> int:
 
 
 def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO) -> TelemetrySampler | None:
-    if launch.telemetry_interval_s <= 0:
+    # a payload pickled by an older campaignctl has no such field: sample at the default
+    interval = getattr(launch, "telemetry_interval_s", DEFAULT_TELEMETRY_S)
+    if interval <= 0:
         return None
-    sampler = TelemetrySampler(launch.attempt_dir / "telemetry.jsonl", pid, launch.telemetry_interval_s,
+    sampler = TelemetrySampler(launch.attempt_dir / "telemetry.jsonl", pid, interval,
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
                                note=lambda text: log.write(text.encode()))
     return sampler.start()

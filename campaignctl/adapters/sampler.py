@@ -199,12 +199,13 @@ class ProcessTree:
 
 
 def _measure(proc: psutil.Process) -> tuple[float, float] | None:
+    # No proc.oneshot(): on Linux cpu_times reads /proc/<pid>/stat and memory_info /proc/<pid>/statm,
+    # so there is nothing to share and the context manager only adds its own cost.
     try:
-        with proc.oneshot():  # one read of /proc/<pid>/stat serves cpu_times and create time
-            times = proc.cpu_times()
-            # Summed RSS counts pages shared by forked workers once per process (PSS from
-            # /proc/<pid>/smaps would not, at ~100x the read cost), so it can exceed the cgroup figure.
-            return times.user + times.system, float(proc.memory_info().rss)
+        times = proc.cpu_times()
+        # Summed RSS counts pages shared by forked workers once per process (PSS from
+        # /proc/<pid>/smaps would not, at ~100x the read cost), so it can exceed the cgroup figure.
+        return times.user + times.system, float(proc.memory_info().rss)
     except _GONE:
         return None
 
@@ -219,7 +220,7 @@ class TelemetrySampler:
     def __init__(self, path: Path, root_pid: int, interval_s: float, *,
                  cuda_visible: str | None, note: Note = lambda _text: None) -> None:
         self.path = path
-        self.interval_s = interval_s
+        self.interval_s = float(interval_s)
         self.samples = 0
         self.setup_cpu_s = 0.0  # the sampler thread's own CPU: NVML init + baseline read
         self.thread_cpu_s = 0.0  # the sampler thread's own CPU, in all
@@ -269,8 +270,8 @@ class TelemetrySampler:
         last = time.monotonic()
         deadline = last + self.interval_s
         while not self._stop.wait(max(0.0, deadline - time.monotonic())):
-            deadline += self.interval_s  # fixed cadence: the time a sample takes does not drift it
             last = self._take_sample(write, gpus, last)
+            deadline = _next_deadline(deadline, self.interval_s, time.monotonic())
         self._take_sample(write, gpus, last)  # final sample, after the program exited
 
     def _take_sample(self, write: Callable[[bytes], object], gpus: GpuProbe | None, last: float) -> float:
@@ -282,6 +283,14 @@ class TelemetrySampler:
                             "gpus": gpus.read() if gpus else []})
         self.samples += 1
         return now
+
+
+def _next_deadline(deadline: float, interval_s: float, now: float) -> float:
+    """A fixed cadence (the time a sample takes does not drift it), but after a stall longer
+    than the interval (a slow NVML call, a stopped process) the next sample is one interval
+    away, not a burst of catch-up samples."""
+    deadline += interval_s
+    return deadline if deadline > now else now + interval_s
 
 
 def _write_line(write: Callable[[bytes], object], record: dict[str, object]) -> None:

@@ -72,7 +72,11 @@ def parse_line(line: str) -> dict[str, object] | None:
 
 
 def to_sample(record: dict[str, object]) -> Sample | None:
+    """None for a line that is not a sample, and for the sampler's last sample after the program
+    was reaped (`nproc` 0): counting it would make every task look idle at the end."""
     t, cpu, rss = record.get("t"), record.get("cpu_pct"), record.get("rss_mb")
+    if record.get("nproc") == 0:
+        return None
     if not all(isinstance(v, (int, float)) for v in (t, cpu, rss)):
         return None
     listed = record.get("gpus")
@@ -95,6 +99,8 @@ def fold(summary: Summary, lines: Iterable[str]) -> Summary:
             acc["nvml"] = str(record.get("nvml", ""))  # type: ignore[union-attr]
         elif event == "end":
             acc["ended"] = True
+        elif record is not None and record.get("nproc") == 0:
+            continue  # taken after the program was reaped: not an idle interval
         elif sample is None:
             acc["bad_lines"] += 1
         else:

@@ -57,7 +57,8 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     numbers = attempt_numbers or [1] * chunk.size
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
-                       task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n)
+                       task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
+                       telemetry_interval_s=spec.telemetry_interval_s)
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 

@@ -55,3 +55,9 @@ def test_recent_samples_are_bounded_and_windowed() -> None:
 def test_summary_round_trips_through_its_stored_form() -> None:
     s = fold(Summary(), [START, sample(10, 3.0), sample(20, 4.0, utils=())])
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
+
+
+def test_the_sample_taken_after_the_program_was_reaped_is_not_an_idle_interval() -> None:
+    reaped = json.dumps({"t": 30.0, "cpu_pct": 0.0, "rss_mb": 0.0, "nproc": 0, "gpus": []})
+    s = fold(Summary(), [sample(10, 100.0), sample(20, 100.0), reaped])
+    assert (s.samples, s.cpu_mean, s.bad_lines) == (2, 100.0, 0)

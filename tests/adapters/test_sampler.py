@@ -1,0 +1,331 @@
+"""The job-side telemetry sampler, with a fake `pynvml` at the NVML boundary and real processes.
+
+The fake answers the pynvml calls the sampler makes, with pynvml's shapes: handles are opaque,
+utilisation has `.gpu`, memory info `.used`/`.total` in bytes, power is in milliwatts, and
+failures are `NVMLError` subclasses whose str() is NVML's error string.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from campaignctl.adapters.runner import FORWARDED_SIGNALS, TaskLaunch, run_task
+from campaignctl.adapters.sampler import TelemetrySampler, visible_gpu_ids
+
+GIB = 2**30
+
+
+class NVMLError(Exception):
+    text = "Unknown Error"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class NVMLError_NotSupported(NVMLError):  # pynvml's class names
+    text = "Not Supported"
+
+
+class NVMLError_DriverNotLoaded(NVMLError):
+    text = "Driver Not Loaded"
+
+
+class NVMLError_InvalidArgument(NVMLError):
+    text = "Invalid Argument"
+
+
+class NVMLError_NotFound(NVMLError):
+    text = "Not Found"
+
+
+@dataclass
+class FakeGpu:
+    uuid: str
+    util: int = 77
+    mem_used: int = 1 * GIB
+    mem_total: int = 40 * GIB
+    power_mw: int = 250_000
+    mig: bool = False  # a MIG device: utilisation and power are NotSupported, no NVML index
+    failing: tuple[str, ...] = ()  # pynvml function names that raise NVMLError here
+
+
+def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) -> ModuleType:
+    nvml = ModuleType("pynvml")
+    calls: Counter[str] = Counter()
+    physical = [gpu for gpu in gpus if not gpu.mig]
+
+    def call(name: str, gpu: FakeGpu | None = None) -> None:
+        calls[name] += 1
+        if gpu is not None and name in gpu.failing:
+            raise NVMLError()
+
+    def init() -> None:
+        call("nvmlInit")
+        if init_error is not None:
+            raise init_error
+
+    def by_index(index: int) -> FakeGpu:
+        call("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(physical):
+            raise NVMLError_InvalidArgument()
+        return physical[index]
+
+    def by_uuid(uuid: str) -> FakeGpu:
+        call("nvmlDeviceGetHandleByUUID")
+        for gpu in gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        raise NVMLError_NotFound()
+
+    def index_of(gpu: FakeGpu) -> int:
+        call("nvmlDeviceGetIndex", gpu)
+        if gpu.mig:
+            raise NVMLError_NotSupported()
+        return physical.index(gpu)
+
+    def utilization(gpu: FakeGpu) -> SimpleNamespace:
+        call("nvmlDeviceGetUtilizationRates", gpu)
+        if gpu.mig:
+            raise NVMLError_NotSupported()
+        return SimpleNamespace(gpu=gpu.util, memory=10)
+
+    def memory(gpu: FakeGpu) -> SimpleNamespace:
+        call("nvmlDeviceGetMemoryInfo", gpu)
+        return SimpleNamespace(used=gpu.mem_used, total=gpu.mem_total, free=gpu.mem_total - gpu.mem_used)
+
+    def power(gpu: FakeGpu) -> int:
+        call("nvmlDeviceGetPowerUsage", gpu)
+        if gpu.mig:
+            raise NVMLError_NotSupported()
+        return gpu.power_mw
+
+    def count() -> int:
+        call("nvmlDeviceGetCount")
+        return len(physical)
+
+    nvml.__dict__.update(
+        calls=calls, nvmlInit=init, nvmlShutdown=lambda: call("nvmlShutdown"), nvmlDeviceGetCount=count,
+        nvmlDeviceGetHandleByIndex=by_index, nvmlDeviceGetHandleByUUID=by_uuid, nvmlDeviceGetIndex=index_of,
+        nvmlDeviceGetUtilizationRates=utilization, nvmlDeviceGetMemoryInfo=memory, nvmlDeviceGetPowerUsage=power,
+        NVMLError=NVMLError, NVMLError_NotSupported=NVMLError_NotSupported,
+        NVMLError_DriverNotLoaded=NVMLError_DriverNotLoaded, NVMLError_InvalidArgument=NVMLError_InvalidArgument,
+        NVMLError_NotFound=NVMLError_NotFound,
+    )
+    return nvml
+
+
+TWO_GPUS = [FakeGpu("GPU-aaaa", util=11, power_mw=100_000), FakeGpu("GPU-bbbb")]
+
+
+@pytest.fixture
+def install_nvml(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ModuleType]:
+    def install(gpus: Sequence[FakeGpu] = TWO_GPUS, init_error: NVMLError | None = None) -> ModuleType:
+        module = fake_pynvml(gpus, init_error)
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+    return install
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    yield child
+    child.kill()
+    child.wait()
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """run_task points SIGINT/SIGTERM/SIGUSR* at its child; give pytest its handlers back."""
+    saved = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def read_telemetry(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(start, samples, end), checking what every telemetry file must satisfy."""
+    text = path.read_text()
+    assert text.endswith("\n")
+    lines = [json.loads(line) for line in text.splitlines()]
+    start, samples, end = lines[0], lines[1:-1], lines[-1]
+    assert start["event"] == "start" and end["event"] == "end"
+    assert all("event" not in sample for sample in samples)
+    assert end["samples"] == len(samples) >= 1
+    times = [line["t"] for line in lines]
+    assert times == sorted(times)
+    return start, samples, end
+
+
+def sample_briefly(path: Path, pid: int, cuda_visible: str | None, seconds: float = 0.25,
+                   interval_s: float = 0.05) -> list[str]:
+    """Run a sampler on `pid` for `seconds`; return the notes it sent to the task log."""
+    notes: list[str] = []
+    sampler = TelemetrySampler(path, pid, interval_s, cuda_visible=cuda_visible, note=notes.append).start()
+    time.sleep(seconds)
+    sampler.stop()
+    return notes
+
+
+def test_only_the_gpu_in_cuda_visible_devices_is_sampled(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    nvml = install_nvml()
+    notes = sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible="1")
+    start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert (start["nvml"], start["gpus"], start["interval_s"]) == ("ok", [1], 0.05)
+    assert all(sample["gpus"] == [{"index": 1, "util_pct": 77, "mem_used_mb": 1024.0,
+                                   "mem_total_mb": 40960.0, "power_w": 250.0}] for sample in samples)
+    assert samples[0]["nproc"] == 1 and samples[0]["rss_mb"] > 0
+    assert (nvml.calls["nvmlInit"], nvml.calls["nvmlShutdown"], notes) == (1, 1, [])
+
+
+def test_gpu_uuid_resolves_to_its_nvml_index(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    install_nvml()
+    sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible="GPU-bbbb,GPU-aaaa")
+    start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert start["gpus"] == [1, 0]
+    assert [(gpu["index"], gpu["util_pct"], gpu["power_w"]) for gpu in samples[0]["gpus"]] == [
+        (1, 77, 250.0), (0, 11, 100.0)]
+
+
+def test_mig_device_has_no_utilisation_or_power_but_has_memory(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    install_nvml([*TWO_GPUS, FakeGpu("MIG-cccc", mem_used=2 * GIB, mem_total=10 * GIB, mig=True)])
+    sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible="MIG-cccc")
+    start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert (start["nvml"], start["gpus"]) == ("ok", [0])  # its CUDA ordinal: no NVML index of its own
+    assert samples[0]["gpus"] == [{"index": 0, "util_pct": None, "mem_used_mb": 2048.0,
+                                   "mem_total_mb": 10240.0, "power_w": None}]
+
+
+def test_a_failing_nvml_call_nulls_that_metric_only(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    install_nvml([FakeGpu("GPU-aaaa", failing=("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage")),
+                  FakeGpu("GPU-bbbb", failing=("nvmlDeviceGetMemoryInfo",))])
+    sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible=None)
+    _start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert samples[-1]["gpus"] == [
+        {"index": 0, "util_pct": None, "mem_used_mb": 1024.0, "mem_total_mb": 40960.0, "power_w": None},
+        {"index": 1, "util_pct": 77, "mem_used_mb": None, "mem_total_mb": None, "power_w": 250.0}]
+
+
+@pytest.mark.parametrize(("gpus", "cuda_visible", "reason"), [
+    (TWO_GPUS, "", "CUDA_VISIBLE_DEVICES lists no GPU"),
+    (TWO_GPUS, "NoDevFiles", "CUDA_VISIBLE_DEVICES lists no GPU"),
+    ([], None, "no GPU visible to NVML"),
+    (TWO_GPUS, "5", "no GPU visible to NVML (5: Invalid Argument)"),
+])
+def test_no_visible_gpu_means_cpu_only_with_the_reason(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes],
+        gpus: list[FakeGpu], cuda_visible: str | None, reason: str) -> None:
+    nvml = install_nvml(gpus)
+    notes = sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible, seconds=0.1)
+    start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert (start["nvml"], start["gpus"], samples[0]["gpus"]) == (reason, [], [])
+    assert notes == [f"campaignctl: GPU telemetry off: {reason}\n"]
+    assert nvml.calls["nvmlShutdown"] == 1  # init succeeded, so it is shut down
+
+
+def test_without_pynvml_cpu_and_memory_are_still_sampled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleeper: subprocess.Popen[bytes]) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
+    notes = sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible="0")
+    start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert start["nvml"].startswith("pynvml not importable") and start["gpus"] == []
+    assert notes == [f"campaignctl: GPU telemetry off: {start['nvml']}\n"]
+    assert samples[0]["rss_mb"] > 0 and samples[0]["gpus"] == []
+
+
+BUSY_TREE = """
+import subprocess, sys, time
+busy = "import time\\nend = time.time() + 1.5\\nwhile time.time() < end: pass"
+child = subprocess.Popen([sys.executable, "-c", busy])
+exec(busy)
+child.wait()
+"""
+
+
+def test_cpu_of_a_busy_process_tree_is_summed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    child = subprocess.Popen([sys.executable, "-c", BUSY_TREE])
+    sampler = TelemetrySampler(tmp_path / "t.jsonl", child.pid, 0.2, cuda_visible=None).start()
+    child.wait()
+    sampler.stop()
+    _start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    assert max(sample["cpu_pct"] for sample in samples) > 50
+    assert max(sample["nproc"] for sample in samples) == 2
+    assert max(sample["rss_mb"] for sample in samples) > 0
+    assert samples[-1]["nproc"] == 0  # the final sample: the tree has exited and been reaped
+
+
+def test_a_sampler_that_cannot_write_stops_quietly_with_a_note(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    notes = sample_briefly(tmp_path / "missing" / "t.jsonl", sleeper.pid, cuda_visible=None, seconds=0.05)
+    assert len(notes) == 1 and notes[0].startswith("campaignctl: telemetry stopped: FileNotFoundError")
+
+
+def launch(tmp_path: Path, code: str, interval_s: float) -> TaskLaunch:
+    return TaskLaunch(campaign="c", task_index=0, attempt_token="tok.0", argv=(sys.executable, "-c", code),
+                      env={}, workdir=str(tmp_path), task_dir=str(tmp_path / "task"), telemetry_interval_s=interval_s)
+
+
+def test_run_task_writes_telemetry_next_to_the_log_and_keeps_the_exit_code(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], monkeypatch: pytest.MonkeyPatch,
+        keep_signal_handlers: None) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    install_nvml()
+    task = launch(tmp_path, "import time; time.sleep(0.3); raise SystemExit(3)", interval_s=0.1)
+    with pytest.raises(SystemExit) as exited:
+        run_task(task)
+    assert exited.value.code == 3
+    assert json.loads((task.attempt_dir / "exit.json").read_text())["returncode"] == 3
+    start, samples, _end = read_telemetry(task.attempt_dir / "telemetry.jsonl")
+    assert (start["nvml"], start["gpus"], samples[0]["gpus"][0]["index"]) == ("ok", [0], 0)
+    assert "GPU telemetry off" not in (task.attempt_dir / "output.log").read_text()
+
+
+def test_run_task_without_a_driver_logs_the_reason_once_and_exits_normally(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], keep_signal_handlers: None) -> None:
+    install_nvml(init_error=NVMLError_DriverNotLoaded())
+    task = launch(tmp_path, "print('hello'); import time; time.sleep(0.2)", interval_s=0.05)
+    run_task(task)  # returns: the program exited 0
+    log = (task.attempt_dir / "output.log").read_text().splitlines()
+    assert sorted(log) == ["campaignctl: GPU telemetry off: nvmlInit failed: Driver Not Loaded", "hello"]
+    start, samples, _end = read_telemetry(task.attempt_dir / "telemetry.jsonl")
+    assert start["nvml"] == "nvmlInit failed: Driver Not Loaded"
+    assert all(sample["gpus"] == [] for sample in samples)
+
+
+def test_run_task_with_interval_zero_writes_no_telemetry(tmp_path: Path, keep_signal_handlers: None) -> None:
+    task = launch(tmp_path, "pass", interval_s=0)
+    run_task(task)
+    assert (task.attempt_dir / "output.log").exists()
+    assert not (task.attempt_dir / "telemetry.jsonl").exists()
+
+
+@pytest.mark.parametrize(("value", "ids"), [
+    (None, None),
+    ("", []),
+    ("0,1", ["0", "1"]),
+    (" 1 , 0", ["1", "0"]),
+    ("0,x,1", ["0"]),  # CUDA stops at the first entry it cannot parse
+    ("NoDevFiles", []),
+    ("GPU-5b1c,MIG-0e2f", ["GPU-5b1c", "MIG-0e2f"]),
+    ("-1,0", []),
+])
+def test_visible_gpu_ids_reads_cuda_visible_devices_like_cuda(value: str | None, ids: list[str] | None) -> None:
+    assert visible_gpu_ids(value) == ids
