@@ -138,9 +138,6 @@ class DecisionLog:
             r.error or "", r.outcome_at) for r in rows]
         return sorted(out, key=lambda e: e.id)
 
-    def last_per_task(self, campaign_id: int) -> dict[int, LoggedDecision]:
-        return {e.task_index: e for e in self.entries(campaign_id)}
-
 
 _INSERT_DECISION = (
     "INSERT INTO decisions (tick_id, campaign_id, task_index, attempt_token, policy, policy_digest, rule, "

@@ -4,8 +4,7 @@ attempts need observing, what changed, and the per-task views `decide` reads. Pu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.records import HistoryRow, ObservedChange
@@ -54,12 +53,6 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
         if new != old:
             changes.append(ObservedChange(row.id, *new, new[0] != row.state))  # type: ignore[arg-type, call-arg]
     return changes
-
-
-def apply_changes(rows: Sequence[HistoryRow], changes: Iterable[ObservedChange]) -> list[HistoryRow]:
-    by_id = {c.attempt_id: c for c in changes}
-    return [replace(r, **{f: getattr(by_id[r.id], f) for f in _FIELDS}) if r.id in by_id else r
-            for r in rows]
 
 
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],

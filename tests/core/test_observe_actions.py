@@ -15,7 +15,6 @@ import pytest
 from campaignctl.core.actions import ActionPlan, ResizeGroup, plan_actions
 from campaignctl.core.decide import AttemptView, Decision, TaskView
 from campaignctl.core.observe import (
-    apply_changes,
     diff_observations,
     is_settled,
     needs_observing,
@@ -30,6 +29,13 @@ from campaignctl.core.spec import Resources
 NOW = datetime(2026, 11, 21, 12, 0)
 
 Key = tuple[str, int | None]
+
+
+def apply_changes(rows: list[HistoryRow], changes: list[ObservedChange]) -> list[HistoryRow]:
+    """What the store holds after `record_observations(changes)`."""
+    by_id = {c.attempt_id: c for c in changes}
+    fields = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
+    return [replace(r, **{f: getattr(by_id[r.id], f) for f in fields}) if r.id in by_id else r for r in rows]
 
 
 def at(minutes: float) -> str:
