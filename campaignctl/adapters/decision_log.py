@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.store import driver_sql, insert_submission, utc_now
 from campaignctl.adapters.store_schema import campaigns, decision_outcomes, decisions, ticks
+from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.decide import Decision
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
@@ -72,7 +73,7 @@ class DecisionLog:
                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
                       mode: str = "enforce") -> list[int]:
         """In ONE transaction: every decision of the tick, the submission intent rows of the
-        resubmissions, and the outcome of decisions that need no Slurm call (give_up). A crash
+        resubmissions, and the outcome of decisions that need no Slurm call (RECORD_ONLY). A crash
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
@@ -87,7 +88,7 @@ class DecisionLog:
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, "retry", intent.requeue)
-            done = [i for i, (d, _) in zip(ids, planned, strict=True) if d.action == "give_up"]
+            done = [i for i, (d, _) in zip(ids, planned, strict=True) if d.action in RECORD_ONLY]
             _insert_outcomes(conn, done, "applied", {}, "")
         return ids
 
@@ -113,7 +114,8 @@ class DecisionLog:
             return set(conn.execute(query).scalars())
 
     def entries(self, campaign_id: int | None = None, task_index: int | None = None,
-                open_only: bool = False, limit: int | None = None) -> list[LoggedDecision]:
+                open_only: bool = False, limit: int | None = None,
+                actions: Sequence[str] | None = None) -> list[LoggedDecision]:
         d, o = decisions.c, decision_outcomes.c
         query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
                            d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
@@ -127,6 +129,8 @@ class DecisionLog:
             query = query.where(d.task_index == task_index)
         if open_only:
             query = query.where(o.id.is_(None))
+        if actions is not None:
+            query = query.where(d.action.in_(actions))
         if limit:
             query = query.order_by(None).order_by(d.id.desc()).limit(limit)
         with self.engine.connect() as conn:

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from campaignctl.adapters import proc
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, observe_jobs
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
@@ -19,6 +20,8 @@ class QueuedJob:
     array_job_id: str
     name: str
     state: str
+    job_id: str = ""  # the element, `12_3` (or `12` for a plain job)
+    reason: str = ""  # squeue's pending reason: Resources, Priority, JobArrayTaskLimit, JobHeldUser, …
 
 
 def max_array_size() -> int:
@@ -46,13 +49,30 @@ def update_pending(job_id: str, fields: Sequence[str]) -> list[str]:
     """`scontrol update JobId=12_[3,5-6] Field=Value …` on pending array elements. An element that
     started meanwhile makes scontrol exit 1 with `12_3: Job is no longer pending execution` while
     the others are updated (`12_5-6: No error`): that is returned as a note, not raised."""
-    result = proc.run(["scontrol", "update", f"JobId={job_id}", *fields], timeout=60, check=False)
+    return _per_element(["scontrol", "update", f"JobId={job_id}", *fields], "no longer pending")
+
+
+def hold(job_id: str) -> list[str]:
+    """`scontrol hold 12_[3,5]`: the pending elements get priority 0 (JobHeldUser, or JobHeldAdmin
+    when root holds). A running element is accepted (rc 0) and keeps running; an element that
+    no longer exists gives `12_9: Invalid job id specified` (rc 1) while the others are held:
+    returned as a note, like an element that started meanwhile in `update_pending`."""
+    return _per_element(["scontrol", "hold", job_id], "Invalid job id")
+
+
+def release_elements(job_id: str) -> list[str]:
+    """`scontrol release 12_[3,5]`, tolerating elements that have gone meanwhile (as `hold`)."""
+    return _per_element(["scontrol", "release", job_id], "Invalid job id")
+
+
+def _per_element(argv: list[str], tolerated: str) -> list[str]:
+    result = proc.run(argv, timeout=60, check=False)
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    started = [line for line in lines if "no longer pending" in line]
-    if result.returncode != 0 and (not started or any(
-            line not in started and not line.endswith("No error") for line in lines)):
+    notes = [line for line in lines if tolerated in line]
+    if result.returncode != 0 and (not notes or any(
+            line not in notes and not line.endswith("No error") for line in lines)):
         raise proc.command_error(result, transient=proc.is_transient(result))
-    return started
+    return notes
 
 
 def set_array_throttle(array_job_id: str, throttle: int) -> None:
@@ -60,20 +80,37 @@ def set_array_throttle(array_job_id: str, throttle: int) -> None:
     proc.run(["scontrol", "update", f"JobId={array_job_id}", f"ArrayTaskThrottle={throttle}"], timeout=60)
 
 
-def cancel(job_id: str) -> None:
-    proc.run(["scancel", job_id], timeout=60)
+def cancel_if(job_id: str, state: str) -> bool:
+    """`scancel --state=PENDING 12_3`: cancels the element only if it is still in `state`, so an
+    element that started meanwhile keeps running (rc 0 either way on a live array). On a job that
+    has left the controller scancel says `Invalid job id specified` and exits 1: nothing to
+    cancel, returned as False."""
+    result = proc.run(["scancel", f"--state={state}", job_id], timeout=60, check=False)
+    if result.returncode != 0:
+        if "Invalid job id" in result.stderr:
+            return False
+        raise proc.command_error(result, transient=proc.is_transient(result))
+    return True
 
 
 def own_queued_jobs() -> list[QueuedJob]:
-    """This user's queued jobs (pending arrays fold into one line per array)."""
-    out = proc.run(["squeue", "--me", "--noheader", "--format=%F|%T|%j"], timeout=60).stdout
+    """This user's queued jobs, one line per array element (`-r`): a pending array otherwise
+    folds into one line whose reasons are comma-joined (`JobArrayTaskLimit,JobHeldAdmin`)."""
+    out = proc.run(["squeue", "--me", "-r", "--noheader", "--format=%F|%T|%j|%i|%r"], timeout=60).stdout
     jobs = []
     for line in out.splitlines():
-        array_job_id, _, rest = line.strip().partition("|")
-        state, _, name = rest.partition("|")
+        array_job_id, state, name, job_id, reason = [*line.strip().split("|", 4), "", "", "", ""][:5]
         if array_job_id:
-            jobs.append(QueuedJob(array_job_id=array_job_id, name=name, state=state))
+            jobs.append(QueuedJob(array_job_id, name, state, job_id, reason))
     return jobs
+
+
+def gpu_nodes() -> list[NodeGpus]:
+    """GPUs per node and type, configured and in use, from one sinfo call (lines like
+    `node1|gpu:a100:2|gpu:a100:1(IDX:0)|mixed`; `-N` repeats a node per partition)."""
+    out = proc.run(["sinfo", "-N", "--noheader", "-O", "NodeList:|,Gres:|,GresUsed:|,StateLong:"],
+                   timeout=60).stdout
+    return parse_sinfo_gpus(out)
 
 
 def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:

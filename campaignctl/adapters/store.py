@@ -20,7 +20,9 @@ from campaignctl.adapters.store_schema import (
     submissions,
     tasks,
 )
+from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.errors import StateError
+from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_to_dict
@@ -135,7 +137,7 @@ class Store:
             campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
             spec_path=spec_path, author=author, reason=reason, created_at=utc_now(),
             policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-            settings_json=json.dumps({"tasks": len(spec.tasks), "max_parallel": spec.max_parallel})))
+            settings_json=json.dumps(spec.settings())))
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
         with self.engine.connect() as conn:
@@ -229,15 +231,24 @@ class Store:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
-                "max_rss=?, ended_at=?, missing_since=? WHERE id=?"),
+                "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres) WHERE id=?"),
                 [(c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
-                  c.missing_since, c.attempt_id) for c in changes])
+                  c.missing_since, c.alloc_tres, c.attempt_id) for c in changes])
             moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now)
                      for c in changes if c.state_changed]
             if moved:
                 conn.exec_driver_sql(driver_sql(
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
                     "nodes, elapsed_s, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"), moved)
+
+    def usage_groups(self, campaign_id: int) -> list[UsageGroup]:
+        """Every attempt that reached Slurm, grouped by phase and resources: what spend is computed
+        from (one GROUP BY, a handful of rows however many attempts)."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _USAGE_SQL), (campaign_id,)).fetchall()
+        parse = resources_parser()
+        return [UsageGroup(phase_of(state), parse(res), tres, n, int(elapsed or 0))
+                for state, res, tres, n, elapsed in rows]
 
     def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
         """Current throttle per submitted array job id (the `%N` of its array spec)."""
@@ -263,6 +274,13 @@ class Store:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
                                 .where(tasks.c.campaign_id == campaign_id)).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
+
+
+_USAGE_SQL = """
+SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s)
+FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
+WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
+GROUP BY a.state, res, a.alloc_tres"""
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:

@@ -105,9 +105,14 @@ CREATE TABLE telemetry (
   summary_json TEXT NOT NULL, updated_at TEXT NOT NULL)
 """
 
+_004_ALLOC_TRES = """
+ALTER TABLE attempts ADD COLUMN alloc_tres TEXT NOT NULL DEFAULT ''
+"""
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
+MIGRATIONS.append(("004_alloc_tres", _ddl(_004_ALLOC_TRES)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -143,7 +148,7 @@ attempts = sa.Table(
     sa.Column("state", sa.Text), sa.Column("created_at", sa.Text), sa.Column("slurm_state", sa.Text),
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
     sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text), sa.Column("missing_since", sa.Text),
-    sa.Column("resources_json", sa.Text))
+    sa.Column("resources_json", sa.Text), sa.Column("alloc_tres", sa.Text))
 ticks = sa.Table(
     "ticks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),

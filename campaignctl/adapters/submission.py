@@ -27,9 +27,14 @@ from campaignctl.core.spec import Resources
 def executor_parameters(resources: Resources, job_name: str, comment: str,
                         chunk: ArrayChunk, requeue: bool = False) -> dict[str, Any]:
     """submitit parameters for one array chunk. sbatch 22.05 has no --cpu-bind: binding is
-    given to the `srun` that launches the task (submitit's srun_args). Since 22.05 srun no longer
-    inherits --cpus-per-task from sbatch (SLURM_CPUS_PER_TASK is ignored), so without an explicit
-    `srun --cpus-per-task` the task is bound to ONE cpu — seen here: Cpus_allowed_list 0 with -c2."""
+    given to the `srun` that launches the task (submitit's srun_args).
+
+    CPUs: since 22.05 srun ignores SLURM_CPUS_PER_TASK (without help a -c2 task was bound to ONE
+    cpu here) and reads SRUN_CPUS_PER_TASK instead. The script exports it from the job's own
+    SLURM_CPUS_PER_TASK rather than hard-coding `srun --cpus-per-task=N`, so a pending element
+    resized with `scontrol update NumCPUs=2 CPUsPerTask=2` really runs on 2 CPUs (checked on the
+    lab cluster: Cpus_allowed_list 0-1). `--ntasks=1`: in a 2-CPU allocation `srun
+    --cpus-per-task=1` would start TWO copies of the task."""
     params: dict[str, Any] = {
         "job_name": job_name, "comment": comment, "time": resources.time_min,
         "cpus_per_task": resources.cpus_per_task, "mem": f"{resources.mem_mb}M",
@@ -42,7 +47,8 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     optional = {"partition": resources.partition, "gres": resources.gres, "account": resources.account,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}
     params.update({k: v for k, v in optional.items() if v})
-    srun_args = [f"--cpus-per-task={resources.cpus_per_task}"]
+    params["setup"] = ["export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"]
+    srun_args = ["--ntasks=1"]
     if resources.cpu_bind:
         srun_args.append(f"--cpu-bind={resources.cpu_bind}")
     if resources.gpu_bind and resources.gpus:

@@ -1,7 +1,10 @@
 """Decisions → action groups. Retries of one tick that share resources go out together as one
 new array (chunked by MaxArraySize); in-place resizes of one array are one `scontrol update`
 of exactly the decided pending elements; a throttle change is one `scontrol update` of an
-array's ArrayTaskThrottle. Pure."""
+array's ArrayTaskThrottle; a budget hold is one `scontrol hold` per array; a cancel (to move an
+attempt to other resources) is one `scancel --state=…` of one element. Decisions that need no
+Slurm call (give up, alert, resize_next: a note for the task's next attempt) are only recorded.
+Pure."""
 
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ class ResubmitGroup:
     decisions: tuple[Decision, ...]  # in array-index order
 
 
+RECORD_ONLY = ("give_up", "alert", "resize_next")
+# Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
+# MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
+# allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
+_SCONTROL_FIELDS = {"mem_mb": ("MinMemoryNode",), "time_min": ("TimeLimit",),
+                    "cpus_per_task": ("NumCPUs", "CPUsPerTask")}
+
+
 @dataclass(frozen=True, slots=True)
 class ResizeGroup:
     token: str
@@ -35,8 +46,11 @@ class ResizeGroup:
         return f"{self.array_job_id}_[{','.join(map(str, indices))}]"
 
     def scontrol_fields(self) -> list[str]:
-        # MinMemoryNode is in MB; TimeLimit in minutes (scontrol(1), "update" of a pending job).
-        return [f"MinMemoryNode={self.resources.mem_mb}", f"TimeLimit={self.resources.time_min}"]
+        """Only what the decisions change: a plain user may not touch TimeLimit upwards, so a
+        CPU resize must not send it along."""
+        changed = {k for d in self.decisions for k in d.params.get("changes", {})}  # type: ignore[attr-defined]
+        return [f"{field}={getattr(self.resources, key)}" for key, fields in _SCONTROL_FIELDS.items()
+                if key in changed for field in fields]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +62,29 @@ class ThrottleGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class SingleGroup:
+    """One decision carried out on its own: a budget hold (`arrays` in its params) or a cancel."""
+
+    token: str
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
 class ActionPlan:
     resubmits: tuple[ResubmitGroup, ...]
     resizes: tuple[ResizeGroup, ...]
-    give_ups: tuple[Decision, ...]
+    recorded: tuple[Decision, ...]  # RECORD_ONLY: no Slurm call
     throttles: tuple[ThrottleGroup, ...] = ()
+    holds: tuple[SingleGroup, ...] = ()
+    cancels: tuple[SingleGroup, ...] = ()
 
     def planned(self) -> list[tuple[Decision, str]]:
-        """Every decision with the token of the group that carries it out ('' for give-ups)."""
+        """Every decision with the token of the group that carries it out ('' if recorded only)."""
         out = [(d, g.token) for g in self.resubmits for d in g.decisions]
         out += [(d, g.token) for g in self.resizes for d in g.decisions]
         out += [(g.decision, g.token) for g in self.throttles]
-        return out + [(d, "") for d in self.give_ups]
+        out += [(g.decision, g.token) for g in (*self.holds, *self.cancels)]
+        return out + [(d, "") for d in self.recorded]
 
 
 def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], str | None],
@@ -67,7 +92,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                  new_token: Callable[[], str]) -> ActionPlan:
     by_resources: dict[Resources, list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
-    give_ups, throttles = [], []
+    recorded, throttles, holds, cancels = [], [], [], []
     for d in decisions:
         if d.action == "resubmit" and d.resources is not None:
             by_resources.setdefault(d.resources, []).append(d)
@@ -78,8 +103,12 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
         elif d.action == "throttle":
             throttles.append(ThrottleGroup(new_token(), str(d.params["array_job_id"]),
                                            int(d.params["throttle"]), d))  # type: ignore[call-overload]
+        elif d.action == "hold":
+            holds.append(SingleGroup(new_token(), d))
+        elif d.action == "cancel":
+            cancels.append(SingleGroup(new_token(), d))
         else:
-            give_ups.append(d)
+            recorded.append(d)
     resubmits = []
     for resources, group in by_resources.items():
         by_task = {d.task_index: d for d in group}
@@ -88,4 +117,4 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                                            tuple(by_task[t] for t in chunk.task_indices)))
     resizes = tuple(ResizeGroup(new_token(), array, resources, tuple(group))
                     for (array, resources), group in by_array.items())
-    return ActionPlan(tuple(resubmits), resizes, tuple(give_ups), tuple(throttles))
+    return ActionPlan(tuple(resubmits), resizes, tuple(recorded), tuple(throttles), tuple(holds), tuple(cancels))

@@ -42,9 +42,25 @@ class AttemptView:
 
 
 @dataclass(frozen=True, slots=True)
+class Replacement:
+    """campaignctl cancelled this attempt on purpose, to run it again with other resources."""
+
+    rule: str  # gpu_fallback | gpu_idle
+    resources: Resources
+    reason: str
+    only_if: str = ""  # PENDING: the cancel was meant for an element that had not started
+
+    def applies_to(self, attempt: AttemptView) -> bool:
+        """CANCELLED by our request, not by someone after it started despite a PENDING-only cancel."""
+        return attempt.state == "CANCELLED" and not (self.only_if == "PENDING" and split_nodes(attempt.nodes))
+
+
+@dataclass(frozen=True, slots=True)
 class TaskView:
     index: int
     attempts: tuple[AttemptView, ...]  # oldest first
+    adjust: Mapping[str, object] = field(default_factory=dict)  # next attempt's cpus_per_task/gpus (utilisation)
+    replacements: Mapping[str, Replacement] = field(default_factory=dict)  # by attempt token
 
     @property
     def latest(self) -> AttemptView:
@@ -85,12 +101,17 @@ def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
 def decide_task(task: TaskView, policy: Policy, now: datetime,
                 excluded: frozenset[str] = frozenset()) -> Decision | None:
     latest = task.latest
+    replacement = task.replacements.get(latest.token)
+    if not latest.decided and replacement is not None and replacement.applies_to(latest):
+        return _replace(task.index, latest, replacement)
     cause = None if latest.decided else cause_of(latest, policy, now)
     if cause is None:
         return None
     rule = policy.rule(cause)
-    # cause_of, not the state table: a lost attempt stays UNKNOWN in the store and must count too
-    counts = Counter(cause_of(a, policy, now) or "" for a in task.attempts)
+    # cause_of, not the state table: a lost attempt stays UNKNOWN in the store and must count too;
+    # an attempt campaignctl cancelled to move it is no failure of the task
+    counts = Counter(cause_of(a, policy, now) or "" for a in task.attempts
+                     if not (a.token in task.replacements and task.replacements[a.token].applies_to(a)))
     counts.pop("", None)
     failures = sum(n for c, n in counts.items() if policy.rule(c).counts_as_failure)
     inputs = _inputs(latest, counts, failures)
@@ -100,7 +121,7 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     wait = _backoff(rule, counts[cause] or 1)
     if latest.ended_at and datetime.fromisoformat(latest.ended_at) + wait > now:
         return None  # backoff not over: decide on a later tick
-    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs)
+    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs, task.adjust)
 
 
 def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
@@ -134,9 +155,10 @@ def _backoff(rule: Rule, seen: int) -> timedelta:
 
 
 def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded: frozenset[str],
-              seen: int, inputs: Mapping[str, object]) -> Decision:
+              seen: int, inputs: Mapping[str, object], adjust: Mapping[str, object]) -> Decision:
     old = latest.resources
-    new = replace(old, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
+    new = replace(old, **adjust)  # type: ignore[arg-type]
+    new = replace(new, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
                   time_min=_grow(old.time_min, rule.time_factor, rule.time_cap_min))
     failed_nodes = set(split_nodes(latest.nodes)) if rule.exclude_failed_node else set()
     exclude = sorted(set(split_nodes(old.exclude or "")) | failed_nodes | excluded)
@@ -149,6 +171,19 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
         reason += ", resuming from the task's checkpoint directory"
     return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs,
                     {"changes": changes, "retry": seen, "max_retries": rule.max_retries}, new)
+
+
+def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decision:
+    old, new = latest.resources, replacement.resources
+    changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
+    what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
+    reason = (f"cancelled by campaignctl's {replacement.rule} decision (attempt {latest.number}); "
+              f"resubmitted with {what}.")
+    inputs = {"job_id": latest.job_id, "attempt": latest.number, "slurm_state": latest.slurm_state,
+              "state": latest.state, "nodes": latest.nodes, "elapsed_s": latest.elapsed_s,
+              "cancel_reason": replacement.reason}
+    return Decision(index, latest.token, replacement.rule, "resubmit", reason, inputs,
+                    {"changes": changes, "replacement": True}, new)
 
 
 def _grow(value: int, factor: float, cap: int | None) -> int:

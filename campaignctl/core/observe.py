@@ -51,7 +51,8 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
         else:
             new = (UNKNOWN, *old[1:7], row.missing_since or now)
         if new != old:
-            changes.append(ObservedChange(row.id, *new, new[0] != row.state))  # type: ignore[arg-type, call-arg]
+            changes.append(ObservedChange(row.id, *new, new[0] != row.state,  # type: ignore[arg-type, call-arg]
+                                          obs.alloc_tres if obs is not None else ""))
     return changes
 
 
@@ -60,7 +61,7 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
     """Rows (ordered by task, attempt), with this tick's `changes` laid over them, → one
     TaskView per task that can still matter to a decision: a task whose only attempt COMPLETED
     cannot (no failure to answer, no node to blame, nothing pending or running), so it has none."""
-    parse = _resources_parser()
+    parse = resources_parser()
     changed = {c.attempt_id: c for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
     for r in rows:
@@ -74,7 +75,7 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
     return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
 
 
-def _resources_parser() -> Callable[[str], Resources]:
+def resources_parser() -> Callable[[str], Resources]:
     """Attempts of one array share one JSON text: parse each distinct text once."""
     cache: dict[str, Resources] = {}
 

@@ -8,6 +8,15 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.policy_sections import (
+    Fallback,
+    Prices,
+    Utilisation,
+    read_fallback,
+    read_prices,
+    read_utilisation,
+    sections_from_dict,
+)
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
@@ -21,7 +30,7 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
              "time_factor", "time_cap", "exclude_failed_node", "retry_exit_codes",
              "resize_pending", "counts_as_failure")
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
-               "campaign_exclude_after", "slurm_requeue", "rules")
+               "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation")
 OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
 
 
@@ -51,6 +60,9 @@ class Policy:
     campaign_exclude_after: int = 2  # a node failing this often is excluded campaign-wide
     slurm_requeue: bool = False  # submit with --requeue and let Slurm requeue on preemption
     rules: dict[str, Rule] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
+    fallback: Fallback = field(default_factory=Fallback)
+    utilisation: Utilisation = field(default_factory=Utilisation)
 
     def rule(self, cause: str) -> Rule:
         return self.rules.get(cause, Rule())
@@ -72,7 +84,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
 def policy_from_dict(data: dict[str, Any]) -> Policy:
     rules = {k: Rule(**{**v, "retry_exit_codes": tuple(v["retry_exit_codes"])})
              for k, v in data["rules"].items()}
-    return Policy(**{**data, "rules": rules})
+    return Policy(**{**data, "rules": rules, **sections_from_dict(data)})
 
 
 def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
@@ -98,14 +110,16 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
     for cause in CAUSES:
         if cause in rules_doc:
             rules[cause] = _read_rule(r, (*rules_path, cause), rules.get(cause, Rule()))
-    requeue = r.get((*path, "slurm_requeue"))
     return replace(
         base, rules=rules,
         max_failures=_int(r, (*path, "max_failures"), 0, 1000, base.max_failures),
         unknown_grace_s=r.duration((*path, "unknown_grace"), base.unknown_grace_s),
         campaign_exclude_after=_int(r, (*path, "campaign_exclude_after"), 1, 1000,
                                     base.campaign_exclude_after),
-        slurm_requeue=_bool(r, (*path, "slurm_requeue"), requeue, base.slurm_requeue))
+        slurm_requeue=r.boolean((*path, "slurm_requeue"), base.slurm_requeue),
+        prices=read_prices(r, (*path, "prices"), base.prices),
+        fallback=read_fallback(r, (*path, "fallback"), base.fallback),
+        utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation))
 
 
 def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
@@ -122,12 +136,10 @@ def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
         mem_cap_mb=mem_cap,
         time_factor=_factor(r, (*path, "time_factor"), base.time_factor),
         time_cap_min=time_cap,
-        exclude_failed_node=_bool(r, (*path, "exclude_failed_node"), g((*path, "exclude_failed_node")),
-                                  base.exclude_failed_node),
+        exclude_failed_node=r.boolean((*path, "exclude_failed_node"), base.exclude_failed_node),
         retry_exit_codes=_exit_codes(r, (*path, "retry_exit_codes"), base.retry_exit_codes),
-        resize_pending=_bool(r, (*path, "resize_pending"), g((*path, "resize_pending")), base.resize_pending),
-        counts_as_failure=_bool(r, (*path, "counts_as_failure"), g((*path, "counts_as_failure")),
-                                base.counts_as_failure),
+        resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending),
+        counts_as_failure=r.boolean((*path, "counts_as_failure"), base.counts_as_failure),
     )
 
 
@@ -146,15 +158,6 @@ def _factor(r: Reader, path: KeyPath, default: float) -> float:
         r.problem(path, f"must be at least 1 (a multiplier), got {value:g}")
         return default
     return default if value is None else value
-
-
-def _bool(r: Reader, path: KeyPath, value: object, default: bool) -> bool:
-    if not _given(value):
-        return default
-    if not isinstance(value, bool):
-        r.problem(path, f"must be true or false, got {value!r}")
-        return default
-    return value
 
 
 def _exit_codes(r: Reader, path: KeyPath, default: tuple[int, ...]) -> tuple[int, ...]:

@@ -109,6 +109,15 @@ class Reader:
             return None
         return float(value)
 
+    def boolean(self, path: KeyPath, default: bool) -> bool:
+        value = self._present(path, False)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.problem(path, f"must be true or false, got {value!r}")
+            return default
+        return value
+
     def memory(self, path: KeyPath, default: str) -> int:
         value = self._present(path, False)
         text = default if value is _MISSING else value

@@ -103,3 +103,4 @@ class ObservedChange:
     ended_at: str | None
     missing_since: str | None
     state_changed: bool
+    alloc_tres: str = ""  # sacct AllocTRES once the job has started (it only appears with a state change)

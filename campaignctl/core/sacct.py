@@ -69,6 +69,7 @@ class JobObservation:
     name: str = ""
     requeues: int = 0
     step_states: tuple[str, ...] = field(default_factory=tuple)
+    alloc_tres: str = ""  # e.g. billing=2,cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M,node=1; "" while pending
 
 
 def expand_index_range(text: str) -> tuple[int, ...]:
@@ -161,7 +162,7 @@ class _Fold:
         nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
         st = row.state
         self.args = (st.state, st.raw, st.cancelled_by, row.exit_code, row.exit_signal, row.elapsed_s,
-                     nodes, row.start, row.end, row.name)
+                     nodes, row.start, row.end, row.name, row.alloc_tres)
         self.requeues = requeues
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
         self.steps: list[str] = []
@@ -176,11 +177,11 @@ class _Fold:
         self.steps.append(f"{step}:{state.raw}")
 
     def observation(self, key: tuple[str, int | None]) -> JobObservation:
-        state, raw, by, code, sig, elapsed, nodes, start, end, name = self.args
+        state, raw, by, code, sig, elapsed, nodes, start, end, name, tres = self.args
         if self.oom and state in (State.FAILED, State.CANCELLED):
             state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
         return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
-                              name, self.requeues, tuple(self.steps))
+                              name, self.requeues, tuple(self.steps), tres)
 
 
 Key = tuple[str, int | None]  # (array job id, array index); index None for a plain job

@@ -24,10 +24,11 @@ TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "
             "workdir", "run_dir", "description", "telemetry")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
-RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
+RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
                  "gpu_bind", "account", "qos", "constraint", "exclude")
 ARRAY_KEYS = ("max_parallel",)
 BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money")
+BUDGET_WARN_AT = 0.8
 DEFAULT_TIME = "01:00:00"
 DEFAULT_MEM = "1G"
 
@@ -60,6 +61,11 @@ class Budget:
     gpu_hours: float | None = None
     cpu_hours: float | None = None
     money: float | None = None
+    warn_at: float = BUDGET_WARN_AT  # alert once spent + committed passes this fraction of a limit
+
+    def limits(self) -> dict[str, float]:
+        """The dimensions that are set, e.g. {"gpu_hours": 100.0}."""
+        return {k: v for k in BUDGET_KEYS if (v := getattr(self, k)) is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,16 @@ class CampaignSpec:
     description: str
     spec_hash: str
     telemetry_interval_s: int = DEFAULT_TELEMETRY_S  # 0: no sampler in the job
+    gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
+    min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
+
+    def settings(self) -> dict[str, object]:
+        """What a reconcile tick needs without re-reading the spec (stored with the revision)."""
+        b = self.budget
+        return {"tasks": len(self.tasks), "max_parallel": self.max_parallel, "gpu_types": list(self.gpu_types),
+                "min_gpus": self.min_gpus,
+                "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money,
+                           "warn_at": b.warn_at}}
 
 
 def spec_hash(data: object) -> str:
@@ -100,7 +116,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     top = r.mapping((), TOP_KEYS, required=True) or {}
     name = r.pattern(("name",), CAMPAIGN_NAME, "1-64 characters from A-Z a-z 0-9 _ . -, starting "
                      "with a letter or digit", required=True) or "invalid"
-    resources = _resources(r)
+    resources, gpu_types, min_gpus = _resources(r)
     max_parallel = _max_parallel(r)
     budget = _budget(r)
     policy = _policy(r, base_policy or Policy())
@@ -114,20 +130,24 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
-                        telemetry_interval_s=telemetry_s)
+                        telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus)
 
 
 def _join(base: str, path: str) -> str:
     return posixpath.normpath(path if path.startswith("/") else posixpath.join(base, path))
 
 
-def _resources(r: Reader) -> Resources:
+def _resources(r: Reader) -> tuple[Resources, tuple[str, ...], int]:
     p: KeyPath = ("resources",)
     r.mapping(p, RESOURCE_KEYS)
-    gpus = r.integer((*p, "gpus"), 0, 64, default=0)
-    gpu_type = r.pattern((*p, "gpu_type"), SLURM_WORD, "a GPU type name such as a100")
-    if gpu_type and not gpus:
+    gpus = r.integer((*p, "gpus"), 0, 64, default=0) or 0
+    gpu_types = _gpu_types(r, (*p, "gpu_type"))
+    if gpu_types and not gpus:
         r.problem((*p, "gpu_type"), "is set but gpus is 0; set resources.gpus too")
+    min_gpus = r.integer((*p, "min_gpus"), 1, 64, default=min(gpus, 1)) or 0
+    if min_gpus > gpus:
+        r.problem((*p, "min_gpus"), f"is {min_gpus}, more than resources.gpus ({gpus})")
+    gpu_type = gpu_types[0] if gpu_types else None
     return Resources(
         partition=r.pattern((*p, "partition"), SLURM_WORD, "a partition name such as batch"),
         gpus=gpus or 0,
@@ -141,7 +161,22 @@ def _resources(r: Reader) -> Resources:
         qos=r.pattern((*p, "qos"), SLURM_WORD, "a QOS name"),
         constraint=r.pattern((*p, "constraint"), CONSTRAINT, "a feature expression such as a100|v100"),
         exclude=r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]"),
-    )
+    ), gpu_types, min_gpus
+
+
+def _gpu_types(r: Reader, path: KeyPath) -> tuple[str, ...]:
+    """`gpu_type: a100`, or a preference list `[a100, v100]`: the first is asked for, the others
+    are acceptable fallbacks (policy `fallback`)."""
+    value = r.get(path)
+    if isinstance(value, list):
+        types = [r.pattern((*path, i), SLURM_WORD, "a GPU type name such as a100") for i in range(len(value))]
+        if not value:
+            r.problem(path, "must list at least one GPU type")
+        if len(set(value)) != len(value):
+            r.problem(path, "lists a GPU type twice")
+        return tuple(t for t in types if t)
+    single = r.pattern(path, SLURM_WORD, "a GPU type name such as a100, or a list [a100, v100]")
+    return (single,) if single else ()
 
 
 def _policy(r: Reader, base: Policy) -> Policy:
@@ -167,5 +202,10 @@ def _max_parallel(r: Reader) -> int | None:
 
 def _budget(r: Reader) -> Budget:
     p: KeyPath = ("budget",)
-    r.mapping(p, BUDGET_KEYS)
-    return Budget(**{k: r.number((*p, k), minimum=0.0) for k in BUDGET_KEYS})
+    r.mapping(p, (*BUDGET_KEYS, "warn_at"))
+    warn_at = r.number((*p, "warn_at"), minimum=0.0)
+    if warn_at is not None and warn_at > 1:
+        r.problem((*p, "warn_at"), f"must be a fraction of the budget from 0 to 1, e.g. 0.8; got {warn_at:g}")
+        warn_at = None
+    return Budget(**{k: r.number((*p, k), minimum=0.0) for k in BUDGET_KEYS},
+                  warn_at=BUDGET_WARN_AT if warn_at is None else warn_at)

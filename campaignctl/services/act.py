@@ -62,7 +62,7 @@ class Actor:
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned, intents)
         faults.crash_point("after_decisions")
         id_of = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
-        outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.give_ups}
+        outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.recorded}
         for group in plan.resubmits:
             outcome = self._resubmit(group, [id_of[id(d)] for d in group.decisions])
             outcomes.update({id(d): outcome for d in group.decisions})
@@ -71,6 +71,10 @@ class Actor:
             outcomes.update({id(d): outcome for d in resize.decisions})
         for throttle in plan.throttles:
             outcomes[id(throttle.decision)] = self._throttle(throttle, id_of[id(throttle.decision)])
+        for single in plan.cancels:
+            outcomes[id(single.decision)] = self._cancel(single.decision, id_of[id(single.decision)])
+        for single in plan.holds:
+            outcomes[id(single.decision)] = self._hold(single.decision, id_of[id(single.decision)])
         return outcomes
 
     @property
@@ -128,6 +132,51 @@ class Actor:
         self.log.write_outcomes([decision_id], "applied", detail)
         return "applied", group.array_job_id
 
+    def _cancel(self, decision: Decision, decision_id: int) -> Outcome:
+        """Cancel one element only if it is still in the state the decision saw (`only_if`); the
+        replacement is resubmitted by a later tick, once sacct shows the element CANCELLED."""
+        job_id, state = str(decision.inputs["job_id"]), str(decision.params["only_if"])
+        detail: dict[str, object] = {"job_id": job_id, "only_if": state}
+        array = job_id.partition("_")[0]
+        if not self._owned(array, decision.attempt_token.rsplit(".", 1)[0]):
+            self.log.write_outcomes([decision_id], "failed", detail,
+                                    "not queued under this user with the campaign's token; left alone")
+            return "failed", None
+        try:
+            detail["sent"] = slurm.cancel_if(job_id, state)
+        except SlurmUnavailableError as exc:
+            self.log.write_outcomes([decision_id], "failed", detail, exc.message)
+            return "failed", None
+        faults.crash_point("before_outcome")
+        self.log.write_outcomes([decision_id], "applied", detail)
+        return "applied", job_id
+
+    def _hold(self, decision: Decision, decision_id: int) -> Outcome:
+        """Budget reached: hold every pending element of the campaign's arrays, then pause."""
+        arrays: dict[str, list[int]] = decision.params.get("arrays", {})  # type: ignore[assignment]
+        mine = self._campaign_arrays()
+        held: dict[str, list[int]] = {}
+        notes: list[str] = []
+        try:
+            for array, indices in arrays.items():
+                if array in mine:
+                    notes += slurm.hold(f"{array}_[{','.join(map(str, indices))}]")
+                    held[array] = indices
+        except SlurmUnavailableError as exc:
+            self.log.write_outcomes([decision_id], "failed", {"held": held}, exc.message)
+            return "failed", None
+        detail: dict[str, object] = {"held": held, "notes": notes, "not_ours": sorted(set(arrays) - mine)}
+        faults.crash_point("before_outcome")
+        self.store.set_campaign_state(self.record.id, "paused")
+        self.log.write_outcomes([decision_id], "applied", detail)
+        return "applied", None
+
+    def _campaign_arrays(self) -> set[str]:
+        """Arrays queued under this user whose job name carries one of the campaign's tokens."""
+        tokens = {s.token for s in self.store.submissions(self.record.id)}
+        return {q.array_job_id for q in self.queued()
+                if (t := token_of_job_name(q.name)) in tokens and q.name == job_name(self.record.name, str(t))}
+
     def _owned(self, array_job_id: str, submission_token: str) -> bool:
         return any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
                    and q.name == job_name(self.record.name, submission_token) for q in self.queued())
@@ -154,11 +203,16 @@ class Actor:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)
             self._resize(_resize_group(entries), [e.id for e in entries])
-        for e in (e for e in open_entries if e.action == "throttle"):
-            repaired += 1
+        for e in (e for e in open_entries if e.action in ("throttle", "cancel", "hold")):
+            repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
             decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
-            self._throttle(ThrottleGroup(e.group_token, str(e.params["array_job_id"]),
-                                         int(e.params["throttle"]), decision), e.id)  # type: ignore[call-overload]
+            if e.action == "throttle":
+                self._throttle(ThrottleGroup(e.group_token, str(e.params["array_job_id"]),
+                                             int(e.params["throttle"]), decision), e.id)  # type: ignore[call-overload]
+            elif e.action == "cancel":
+                self._cancel(decision, e.id)
+            else:
+                self._hold(decision, e.id)
         return repaired
 
 

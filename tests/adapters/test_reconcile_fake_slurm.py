@@ -196,7 +196,7 @@ def test_pending_siblings_of_an_oom_task_get_the_new_memory_in_place(
     actions = Counter(d.action for d in result.campaigns[0].decisions)
     assert actions == {"resubmit": 1, "resize_pending": 3}
     updates = [a for a in fake_slurm.argvs if a[:2] == ("scontrol", "update")]
-    assert updates == [("scontrol", "update", f"JobId={job}_[2,3,4]", "MinMemoryNode=1536", "TimeLimit=10")]
+    assert updates == [("scontrol", "update", f"JobId={job}_[2,3,4]", "MinMemoryNode=1536")]
     store = Store.open()
     record = store.campaign("rc")
     assert record is not None

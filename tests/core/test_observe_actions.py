@@ -195,8 +195,9 @@ def decision(task: int, action: str = "resubmit", mem: int | None = 1500, *, arr
              index: int | None = None) -> Decision:
     resources = None if mem is None else Resources(mem_mb=mem)
     token = f"sub{array}.{task if index is None else index}"
+    params = {"changes": {"mem_mb": [1000, mem]}} if action == "resize_pending" else {}
     return Decision(task, token, "out_of_memory", action, f"{action} task {task}", {"job_id": f"{array}_{task}"},
-                    {}, resources)
+                    params, resources)
 
 
 def array_of(token: str) -> str | None:
@@ -217,7 +218,7 @@ def test_resubmits_with_equal_resources_go_out_as_one_array() -> None:
     assert group.chunk == ArrayChunk(task_indices=(2, 5, 9), throttle=2)
     assert group.chunk.array_spec == "0-2%2"
     assert [d.task_index for d in group.decisions] == [2, 5, 9]  # array index i runs decisions[i]
-    assert result.resizes == () and result.give_ups == ()
+    assert result.resizes == () and result.recorded == ()
 
 
 @pytest.mark.parametrize(("tasks", "max_array_size", "chunks"), [
@@ -244,8 +245,18 @@ def test_resizes_are_one_update_per_array() -> None:
     result = plan([decision(5, "resize_pending", array="12"), decision(3, "resize_pending", array="12"),
                    decision(0, "resize_pending", array="13")])
     assert [(g.array_job_id, g.job_expression) for g in result.resizes] == [("12", "12_[3,5]"), ("13", "13_[0]")]
-    assert result.resizes[0].scontrol_fields() == ["MinMemoryNode=1500", "TimeLimit=60"]
-    assert result.resubmits == () and result.give_ups == ()
+    # only what changed: a plain user may not raise TimeLimit, so a memory resize must not send it
+    assert result.resizes[0].scontrol_fields() == ["MinMemoryNode=1500"]
+    assert result.resubmits == () and result.recorded == ()
+
+
+def test_a_cpu_resize_sets_numcpus_and_cpus_per_task_together() -> None:
+    """NumCPUs alone allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1; CPUsPerTask alone still
+    allocates 1 (both seen on the lab cluster)."""
+    grown = Decision(3, "sub12.3", "data_starved", "resize_pending", "more cpus", {"job_id": "12_3"},
+                     {"changes": {"cpus_per_task": [1, 2]}}, Resources(cpus_per_task=2, mem_mb=1000))
+    [group] = plan([grown]).resizes
+    assert group.scontrol_fields() == ["NumCPUs=2", "CPUsPerTask=2"]
 
 
 def test_resizes_to_different_resources_in_one_array_are_separate_updates() -> None:
@@ -263,11 +274,11 @@ def test_job_expression_is_built_from_the_token_suffix(tokens: list[str], expres
     assert ResizeGroup("g1", "12", Resources(), decisions).job_expression == expression
 
 
-def test_give_ups_stand_alone_and_planned_pairs_every_decision_with_its_group() -> None:
+def test_give_ups_are_recorded_only_and_planned_pairs_every_decision_with_its_group() -> None:
     decisions = [decision(0), decision(1, "give_up", mem=None), decision(2, "resize_pending", array="12"),
                  decision(3, mem=3000), decision(4, "give_up", mem=None)]
     result = plan(decisions)
-    assert [d.task_index for d in result.give_ups] == [1, 4]
+    assert [d.task_index for d in result.recorded] == [1, 4]
     assert [(d.task_index, token) for d, token in result.planned()] == [
         (0, "g1"), (3, "g2"), (2, "g3"), (1, ""), (4, "")]
     assert sorted(id(d) for d, _ in result.planned()) == sorted(id(d) for d in decisions)

@@ -1,0 +1,113 @@
+"""What a campaign costs, in GPU-hours, CPU-hours and money. Pure.
+
+- spent: every attempt's elapsed time × what Slurm allocated to it (sacct AllocTRES, e.g.
+  `billing=2,cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M,node=1`); before Slurm allocated anything,
+  what was asked for. A running attempt has spent its elapsed time so far.
+- committed: what running attempts may still spend, up to their time limit.
+- projected: pending attempts × their time limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from campaignctl.core.policy_sections import Prices
+from campaignctl.core.spec import Resources
+
+DIMENSIONS = ("gpu_hours", "cpu_hours", "money")
+_TYPED_GPU = re.compile(r"^gres/gpu:([^=]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    money: float = 0.0
+
+    def __add__(self, other: Amount) -> Amount:
+        return Amount(self.gpu_hours + other.gpu_hours, self.cpu_hours + other.cpu_hours, self.money + other.money)
+
+    def times(self, factor: float) -> Amount:
+        return Amount(self.gpu_hours * factor, self.cpu_hours * factor, self.money * factor)
+
+    def get(self, dimension: str) -> float:
+        return float(getattr(self, dimension))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageGroup:
+    """Attempts in one phase with the same resources: one row of the store's GROUP BY."""
+
+    phase: str  # ended | running | pending
+    resources: Resources  # what was asked for
+    alloc_tres: str  # what Slurm allocated ("" before it did)
+    attempts: int
+    elapsed_s: int  # summed over the group
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    spent: Amount
+    committed: Amount
+    projected: Amount
+    running: int
+    pending: int
+    per_task: Amount  # the dearest pending attempt at its time limit: what admitting one more costs
+
+    @property
+    def total(self) -> Amount:
+        return self.spent + self.committed + self.projected
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    cpus: int
+    gpus: int
+    gpu_type: str | None
+
+
+def phase_of(state: str) -> str:
+    """An attempt's domain state → ended | running | pending (what a budget counts it as)."""
+    return {"RUNNING": "running", "PENDING": "pending", "SUBMITTING": "pending"}.get(state, "ended")
+
+
+def parse_alloc_tres(text: str) -> Allocation | None:
+    """`cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M` → 2 CPUs, 1 a100. None for an empty field."""
+    fields = dict(part.partition("=")[::2] for part in text.split(",") if "=" in part)
+    if "cpu" not in fields:
+        return None
+    typed = [m[1] for key in fields if (m := _TYPED_GPU.match(key))]
+    gpus = fields.get("gres/gpu", "0")
+    return Allocation(int(fields["cpu"]) if fields["cpu"].isdigit() else 0,
+                      int(gpus) if gpus.isdigit() else 0, typed[0] if len(typed) == 1 else None)
+
+
+def hourly(resources: Resources, alloc_tres: str, prices: Prices) -> Amount:
+    """What one hour of one attempt costs: allocated TRES if known, else what was requested."""
+    alloc = parse_alloc_tres(alloc_tres) if alloc_tres else None
+    cpus = alloc.cpus if alloc else resources.cpus_per_task
+    gpus = alloc.gpus if alloc else resources.gpus
+    gpu_type = (alloc.gpu_type if alloc else None) or resources.gpu_type
+    return Amount(gpus, cpus, gpus * prices.gpu(gpu_type) + cpus * prices.cpu_hour)
+
+
+def campaign_spend(groups: Iterable[UsageGroup], prices: Prices) -> Spend:
+    spent = committed = projected = per_task = Amount()
+    running = pending = 0
+    for g in groups:
+        rate = hourly(g.resources, g.alloc_tres, prices)
+        limit_h = g.resources.time_min / 60
+        elapsed_h = g.elapsed_s / 3600
+        if g.phase == "pending":
+            projected += rate.times(limit_h * g.attempts)
+            pending += g.attempts
+            one = rate.times(limit_h)
+            per_task = Amount(*(max(per_task.get(d), one.get(d)) for d in DIMENSIONS))
+        else:
+            spent += rate.times(elapsed_h)
+        if g.phase == "running":
+            committed += rate.times(max(0.0, limit_h * g.attempts - elapsed_h))
+            running += g.attempts
+    return Spend(spent, committed, projected, running, pending, per_task)

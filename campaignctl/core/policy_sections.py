@@ -1,0 +1,178 @@
+"""The policy sections beyond per-cause rules: prices (cost of a GPU/CPU hour), GPU-type
+fallback, and utilisation rules. Pure values and their readers; `decide` and friends apply them.
+
+    prices:      {gpu_hour: {a100: 3.0, v100: 1.2, default: 2.0}, cpu_hour: 0.02}
+    fallback:    {after: 10m, max_moves: 2}
+    utilisation: {window: 10m, gpu_low_pct: 20, cpu_busy_pct: 80, cpu_idle_pct: 30,
+                  data_starved: {action: more_cpus, cpu_factor: 2, max_cpus: 16, resize_pending: true},
+                  gpu_idle: {action: fewer_gpus, gpu_factor: 0.5, cancel_running: false}}
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from campaignctl.core.rawdoc import KeyPath
+from campaignctl.core.reader import Reader
+from campaignctl.core.safety import SLURM_WORD
+
+PRICE_KEYS = ("gpu_hour", "cpu_hour")
+FALLBACK_KEYS = ("after", "max_moves")
+UTILISATION_KEYS = ("window", "gpu_low_pct", "cpu_busy_pct", "cpu_idle_pct", "data_starved", "gpu_idle")
+STARVED_KEYS = ("action", "cpu_factor", "max_cpus", "resize_pending")
+IDLE_KEYS = ("action", "gpu_factor", "cancel_running")
+STARVED_ACTIONS = ("none", "more_cpus")
+IDLE_ACTIONS = ("none", "fewer_gpus")
+DEFAULT_GPU = "default"  # the price of a GPU type the table does not list
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Money per hour of one GPU (by type) and of one CPU. 0 when unknown: spend in money is
+    then 0 and only GPU/CPU-hour budgets bind."""
+
+    gpu_hour: dict[str, float] = field(default_factory=dict)
+    cpu_hour: float = 0.0
+
+    def gpu(self, gpu_type: str | None) -> float:
+        table = self.gpu_hour
+        return table.get(gpu_type or DEFAULT_GPU, table.get(DEFAULT_GPU, 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    after_s: int = 0  # pending this long for lack of its GPU type → move to another listed type; 0: off
+    max_moves: int = 2  # moves per task, so a task never bounces between saturated types forever
+
+
+@dataclass(frozen=True, slots=True)
+class DataStarved:
+    """GPUs below gpu_low_pct while the CPUs are saturated: the input pipeline is the bottleneck."""
+
+    action: str = "none"
+    cpu_factor: float = 2.0
+    max_cpus: int = 16
+    resize_pending: bool = True  # pending siblings get the CPUs too (scontrol update NumCPUs)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdle:
+    """GPUs below gpu_low_pct and CPUs idle too: the task holds more GPUs than it uses."""
+
+    action: str = "none"
+    gpu_factor: float = 0.5
+    cancel_running: bool = False  # cancel the running attempt and resubmit it with fewer GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class Utilisation:
+    window_s: int = 600
+    gpu_low_pct: float = 20.0
+    cpu_busy_pct: float = 80.0  # of the task's allocated CPUs
+    cpu_idle_pct: float = 30.0
+    data_starved: DataStarved = field(default_factory=DataStarved)
+    gpu_idle: GpuIdle = field(default_factory=GpuIdle)
+
+    @property
+    def enabled(self) -> bool:
+        return self.data_starved.action != "none" or self.gpu_idle.action != "none"
+
+
+def sections_from_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """Stored policy JSON → section values; a policy stored before these sections existed gets defaults."""
+    prices = data.get("prices") or {}
+    fallback = data.get("fallback") or {}
+    util = dict(data.get("utilisation") or {})
+    if util:
+        util["data_starved"] = DataStarved(**util.get("data_starved", {}))
+        util["gpu_idle"] = GpuIdle(**util.get("gpu_idle", {}))
+    return {"prices": Prices(**prices), "fallback": Fallback(**fallback), "utilisation": Utilisation(**util)}
+
+
+def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
+    doc = r.mapping(path, PRICE_KEYS)
+    if doc is None:
+        return base
+    table = dict(base.gpu_hour)
+    gpu_doc = doc.get("gpu_hour") or {}
+    if not isinstance(gpu_doc, dict):
+        r.problem((*path, "gpu_hour"), "must be a mapping of GPU type: price per GPU-hour, e.g. {a100: 3.0}")
+        gpu_doc = {}
+    for gpu_type in gpu_doc:
+        if gpu_type != DEFAULT_GPU and not (isinstance(gpu_type, str) and SLURM_WORD.match(gpu_type)):
+            r.problem((*path, "gpu_hour", gpu_type), "a GPU type name such as a100, or `default`")
+            continue
+        price = _price(r, (*path, "gpu_hour", gpu_type))
+        if price is not None:
+            table[gpu_type] = price
+    cpu = _price(r, (*path, "cpu_hour"))
+    return Prices(gpu_hour=table, cpu_hour=base.cpu_hour if cpu is None else cpu)
+
+
+def _price(r: Reader, path: KeyPath) -> float | None:
+    value = r.get(path)
+    if value is Reader.MISSING or value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+        r.problem(path, f"must be a price per hour, 0 or more, got {value!r}")
+        return None
+    return float(value)
+
+
+def read_fallback(r: Reader, path: KeyPath, base: Fallback) -> Fallback:
+    if r.mapping(path, FALLBACK_KEYS) is None:
+        return base
+    moves = r.integer((*path, "max_moves"), 1, 100, default=base.max_moves)
+    return Fallback(after_s=r.duration((*path, "after"), base.after_s),
+                    max_moves=base.max_moves if moves is None else moves)
+
+
+def read_utilisation(r: Reader, path: KeyPath, base: Utilisation) -> Utilisation:
+    if r.mapping(path, UTILISATION_KEYS) is None:
+        return base
+    window = r.duration((*path, "window"), base.window_s)
+    if window <= 0:
+        r.problem((*path, "window"), "must be longer than 0, e.g. 10m")
+    return Utilisation(
+        window_s=window,
+        gpu_low_pct=_percent(r, (*path, "gpu_low_pct"), base.gpu_low_pct),
+        cpu_busy_pct=_percent(r, (*path, "cpu_busy_pct"), base.cpu_busy_pct),
+        cpu_idle_pct=_percent(r, (*path, "cpu_idle_pct"), base.cpu_idle_pct),
+        data_starved=_starved(r, (*path, "data_starved"), base.data_starved),
+        gpu_idle=_idle(r, (*path, "gpu_idle"), base.gpu_idle))
+
+
+def _percent(r: Reader, path: KeyPath, default: float) -> float:
+    value = r.get(path)
+    if value is Reader.MISSING or value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        r.problem(path, f"must be a percentage from 0 to 100, got {value!r}")
+        return default
+    return float(value)
+
+
+def _starved(r: Reader, path: KeyPath, base: DataStarved) -> DataStarved:
+    if r.mapping(path, STARVED_KEYS) is None:
+        return base
+    factor = r.number((*path, "cpu_factor"), minimum=1.0)
+    max_cpus = r.integer((*path, "max_cpus"), 1, 1024, default=base.max_cpus)
+    return DataStarved(action=r.choice((*path, "action"), STARVED_ACTIONS) or base.action,
+                       cpu_factor=base.cpu_factor if factor is None else factor,
+                       max_cpus=base.max_cpus if max_cpus is None else max_cpus,
+                       resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending))
+
+
+def _idle(r: Reader, path: KeyPath, base: GpuIdle) -> GpuIdle:
+    if r.mapping(path, IDLE_KEYS) is None:
+        return base
+    factor = r.get((*path, "gpu_factor"))
+    if factor is Reader.MISSING or factor is None:
+        factor = base.gpu_factor
+    elif isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
+        r.problem((*path, "gpu_factor"), f"must be a fraction between 0 and 1 (0.5 halves the GPUs), got {factor!r}")
+        factor = base.gpu_factor
+    return GpuIdle(action=r.choice((*path, "action"), IDLE_ACTIONS) or base.action, gpu_factor=float(factor),
+                   cancel_running=r.boolean((*path, "cancel_running"), base.cancel_running))

@@ -1,0 +1,67 @@
+"""Standing requests: what earlier ticks' utilisation and fallback decisions still ask of a
+task, rebuilt from the decision log each tick (level-triggered, nothing kept elsewhere). Pure.
+
+- `resize_next` → the task's next attempt gets these cpus_per_task / gpus (TaskView.adjust);
+- `cancel` (applied) → when the attempt shows CANCELLED, resubmit it with the replacement
+  resources (TaskView.replacements); a state-filtered cancel of an element that had started
+  meanwhile did nothing, so a PENDING-only replacement needs an attempt that never ran;
+- (token, rule) pairs already decided, so a rule fires once per attempt; fallback moves per task.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from campaignctl.core.decide import Replacement, TaskView
+from campaignctl.core.spec import Resources
+
+STANDING_ACTIONS = ("resize_next", "cancel")
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    task_index: int
+    token: str
+    rule: str
+    action: str
+    params: Mapping[str, object]
+    reason: str
+    status: str  # the decision's outcome: applied | failed | pending
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    adjust: dict[int, dict[str, object]] = field(default_factory=dict)
+    replacements: dict[str, Replacement] = field(default_factory=dict)
+    fired: set[tuple[str, str]] = field(default_factory=set)
+    cancel_requested: set[str] = field(default_factory=set)
+    moves: Counter[int] = field(default_factory=Counter)
+
+
+def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
+    out = Requests()
+    for r in rows:  # oldest first: a later request overrides an earlier one
+        out.fired.add((r.token, r.rule))
+        changes: Mapping[str, Sequence[object]] = r.params.get("changes", {})  # type: ignore[assignment]
+        if r.action == "resize_next":
+            out.adjust.setdefault(r.task_index, {}).update(
+                {k: v[1] for k, v in changes.items() if k in ("cpus_per_task", "gpus")})
+        elif r.action == "cancel":
+            out.cancel_requested.add(r.token)
+            if r.rule == "gpu_fallback":
+                out.moves[r.task_index] += 1
+            if r.status == "applied":
+                out.replacements[r.token] = Replacement(
+                    r.rule, Resources(**r.params["replacement"]), r.reason,  # type: ignore[arg-type]
+                    str(r.params.get("only_if", "")))
+    return out
+
+
+def with_requests(views: Sequence[TaskView], requests: Requests) -> list[TaskView]:
+    return [replace(v, adjust=requests.adjust.get(v.index, {}),
+                    replacements={a.token: requests.replacements[a.token] for a in v.attempts
+                                  if a.token in requests.replacements})
+            if v.index in requests.adjust or any(a.token in requests.replacements for a in v.attempts) else v
+            for v in views]
