@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -30,10 +31,15 @@ def state_dir() -> Path:
 
 
 def private_file(path: Path) -> Path:
-    """Create `path` (mode 0600) if missing and make sure it is private."""
+    """Create `path` (mode 0600) if missing and make sure it is private. An existing file is
+    never opened: closing any descriptor of a file drops every POSIX lock this process holds on
+    it, including SQLite's on the database (sqlite.org/howtocorrupt.html, 2.2), so a second
+    `Store.open()` in one process let another process write under the first engine's readers
+    ("database disk image is malformed", seen in the budget real-cluster test)."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-        os.close(fd)
+        if not path.exists():
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         os.chmod(path, 0o600)
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc}", "check the directory's permissions") from None
