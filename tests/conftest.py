@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from campaignctl.adapters import proc
+from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
 from tests.fakeslurm import FakeSlurm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +30,16 @@ def fake_slurm(monkeypatch: pytest.MonkeyPatch, state_home: Path) -> FakeSlurm:
     monkeypatch.setattr(proc, "EXECUTOR", fake)
     monkeypatch.setattr(proc.time, "sleep", lambda _s: None)
     return fake
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """run_task points SIGINT/SIGTERM/SIGUSR* at its child (and ignores SIGUSR*); give pytest its
+    handlers back."""
+    saved = {sig: signal.getsignal(sig) for sig in (*FORWARDED_SIGNALS, *IGNORED_UNLESS_HANDLED)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
 
 
 def write_spec(directory: Path, text: str, name: str = "spec.yaml") -> Path:

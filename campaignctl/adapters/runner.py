@@ -27,6 +27,12 @@ from campaignctl.adapters.sampler import TelemetrySampler
 
 DEFAULT_TELEMETRY_S = 10.0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+# The program starts with these IGNORED: an ignored disposition survives exec, a handler the
+# program installs replaces it (signal(7)). So `--signal=USR2@90` reaches a program that asks for
+# it (to checkpoint), and does not kill one that never heard of it: that one used to die 90 s
+# before its limit with exit 140, read as FAILED (a bug, given up) instead of TIMEOUT (retried
+# with more time), and at once when the limit was under 90 s.
+IGNORED_UNLESS_HANDLED = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,8 @@ def run_task(launch: TaskLaunch) -> None:
 
 def _run_program(launch: TaskLaunch, log_path: Path) -> int:
     env = task_environment(launch)
+    for sig in IGNORED_UNLESS_HANDLED:
+        signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
     with open(log_path, "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=env,

@@ -8,7 +8,6 @@ failures are `NVMLError` subclasses whose str() is NVML's error string.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from campaignctl.adapters.runner import FORWARDED_SIGNALS, TaskLaunch, run_task
+from campaignctl.adapters.runner import TaskLaunch, run_task
 from campaignctl.adapters.sampler import TelemetrySampler, visible_gpu_ids
 
 GIB = 2**30
@@ -144,15 +143,6 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     yield child
     child.kill()
     child.wait()
-
-
-@pytest.fixture
-def keep_signal_handlers() -> Iterator[None]:
-    """run_task points SIGINT/SIGTERM/SIGUSR* at its child; give pytest its handlers back."""
-    saved = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
 
 
 def read_telemetry(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
