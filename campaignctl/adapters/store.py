@@ -169,6 +169,10 @@ class Store:
                 update = update.values(job_id=sa.literal(f"{job_id}_") + sa.cast(attempts.c.array_index, sa.Text))
             conn.execute(update.values(state=attempt_state.get(state, "SUBMITTING")))
 
+    def campaign_state(self, campaign_id: int) -> str:
+        with self.engine.connect() as conn:
+            return str(conn.execute(sa.select(campaigns.c.state).where(campaigns.c.id == campaign_id)).scalar_one())
+
     def set_campaign_state(self, campaign_id: int, state: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(campaigns.update().where(campaigns.c.id == campaign_id).values(state=state))

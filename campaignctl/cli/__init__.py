@@ -10,6 +10,7 @@ import typer
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
+from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
 from campaignctl.cli.common import err_console
@@ -27,6 +28,7 @@ app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.command("log")(log_cmd.log)
+app.command("resume")(resume_cmd.resume)
 app.add_typer(cron_cmd.cron_app, name="cron")
 
 

@@ -32,8 +32,8 @@ def log(
     for e in entries:
         status = e.status + (f": {e.error}" if e.error else "")
         job = e.detail.get("job_id") or e.detail.get("jobs")
-        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  task {e.task_index} "
-                      f"attempt {e.inputs.get('attempt', '-')}  {e.rule} → [bold]{e.action}[/] "
+        who = "campaign" if e.task_index < 0 else f"task {e.task_index} attempt {e.inputs.get('attempt', '-')}"
+        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  {who}  {e.rule} → [bold]{e.action}[/] "
                       f"[{STATUS_STYLE.get(e.status, 'white')}]{status}[/]" + (f", job {job}" if job else "")
                       + f"  ({e.policy}, tick {e.tick_id})", soft_wrap=True)
         console.print(f"    {e.reason}", soft_wrap=True, markup=False)

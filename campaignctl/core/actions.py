@@ -63,7 +63,7 @@ class ThrottleGroup:
 
 @dataclass(frozen=True, slots=True)
 class SingleGroup:
-    """One decision carried out on its own: a budget hold (`arrays` in its params) or a cancel."""
+    """One decision carried out on its own: a budget hold or release (`arrays` in its params), or a cancel."""
 
     token: str
     decision: Decision
@@ -103,7 +103,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
         elif d.action == "throttle":
             throttles.append(ThrottleGroup(new_token(), str(d.params["array_job_id"]),
                                            int(d.params["throttle"]), d))  # type: ignore[call-overload]
-        elif d.action == "hold":
+        elif d.action in ("hold", "release"):
             holds.append(SingleGroup(new_token(), d))
         elif d.action == "cancel":
             cancels.append(SingleGroup(new_token(), d))

@@ -50,3 +50,9 @@ class StateError(CampaignctlError):
     """The local state directory or database cannot be used (EX_CANTCREAT)."""
 
     exit_code = 73
+
+
+class ConflictError(CampaignctlError):
+    """The campaign is not in a state that allows this (e.g. resume while the budget is still spent)."""
+
+    exit_code = 5

@@ -93,6 +93,7 @@ def plan_fallbacks(waiting: Sequence[TaskView], gpu_types: Sequence[str], policy
     """A `cancel` decision per waiting task that has a better type with room now; `reasons` maps
     `<array>_<index>` to squeue's pending reason."""
     out = []
+    free = dict(free)  # each move takes its GPUs from what is free
     for view in waiting:
         latest = view.latest
         reason = reasons.get(latest.job_id or "", "")
@@ -106,6 +107,7 @@ def plan_fallbacks(waiting: Sequence[TaskView], gpu_types: Sequence[str], policy
             continue  # no other type has room either: moving would not start it sooner
         cost, _, target = options[0]
         new = replace(res, gpu_type=target)
+        free[target] -= res.gpus
         was = policy.prices.gpu(res.gpu_type) * res.gpus * hours
         reason_text = (f"pending on {res.gpu_type} ({reason}) since it was submitted; {target} has "
                        f"{free.get(target, 0)} GPU(s) free on a node, so it is cancelled while still pending "

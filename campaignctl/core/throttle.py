@@ -45,9 +45,10 @@ def running_now(views: Sequence[TaskView]) -> int:
 
 
 def plan_throttles(views: Sequence[TaskView], throttles: Mapping[str, int | None],
-                   max_parallel: int | None) -> list[Decision]:
+                   max_parallel: int | None, why: str = "") -> list[Decision]:
     """One `throttle` decision per array whose throttle should change; `throttles` holds each
-    array's current throttle (None: unthrottled)."""
+    array's current throttle (None: unthrottled); `why` names the cap when it is not the spec's
+    max_parallel (the budget's admission limit)."""
     if not max_parallel:
         return []
     loads = array_loads(views)
@@ -62,13 +63,13 @@ def plan_throttles(views: Sequence[TaskView], throttles: Mapping[str, int | None
         current = throttles.get(load.array_job_id)
         if min(current or work, work) == min(wanted, work):
             continue  # both let every remaining element run: no change worth a Slurm call
-        reason = (f"campaign max_parallel {max_parallel}: array {load.array_job_id} "
+        reason = (f"{why or f'campaign max_parallel {max_parallel}'}: array {load.array_job_id} "
                   f"({load.running} running, {load.pending} pending) may run {wanted} at once "
                   f"(was {current if current else 'unlimited'}).")
         decisions.append(Decision(
             load.first_pending_task, load.first_pending_token, "max_parallel", "throttle", reason,
             {"array_job_id": load.array_job_id, "running": load.running, "pending": load.pending,
-             "max_parallel": max_parallel, "throttle": current,
+             "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
              "arrays": {a.array_job_id: [a.running, a.pending] for a in loads}},
             {"array_job_id": load.array_job_id, "throttle": wanted, "changes": {"throttle": [current, wanted]}}))
     return decisions

@@ -152,7 +152,9 @@ class Actor:
         return "applied", job_id
 
     def _hold(self, decision: Decision, decision_id: int) -> Outcome:
-        """Budget reached: hold every pending element of the campaign's arrays, then pause."""
+        """Budget reached: hold every pending element of the campaign's arrays, then pause. Or
+        (`release`, from `campaignctl resume`) release the elements held, then make it active."""
+        command = slurm.hold if decision.action == "hold" else slurm.release_elements
         arrays: dict[str, list[int]] = decision.params.get("arrays", {})  # type: ignore[assignment]
         mine = self._campaign_arrays()
         held: dict[str, list[int]] = {}
@@ -160,14 +162,14 @@ class Actor:
         try:
             for array, indices in arrays.items():
                 if array in mine:
-                    notes += slurm.hold(f"{array}_[{','.join(map(str, indices))}]")
+                    notes += command(f"{array}_[{','.join(map(str, indices))}]")
                     held[array] = indices
         except SlurmUnavailableError as exc:
             self.log.write_outcomes([decision_id], "failed", {"held": held}, exc.message)
             return "failed", None
         detail: dict[str, object] = {"held": held, "notes": notes, "not_ours": sorted(set(arrays) - mine)}
         faults.crash_point("before_outcome")
-        self.store.set_campaign_state(self.record.id, "paused")
+        self.store.set_campaign_state(self.record.id, "paused" if decision.action == "hold" else "active")
         self.log.write_outcomes([decision_id], "applied", detail)
         return "applied", None
 
@@ -203,7 +205,7 @@ class Actor:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)
             self._resize(_resize_group(entries), [e.id for e in entries])
-        for e in (e for e in open_entries if e.action in ("throttle", "cancel", "hold")):
+        for e in (e for e in open_entries if e.action in ("throttle", "cancel", "hold", "release")):
             repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
             decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
             if e.action == "throttle":

@@ -28,9 +28,12 @@ from campaignctl.core.observe import (
 )
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.requests import with_requests
 from campaignctl.core.sacct import JobObservation
+from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
+from campaignctl.services.rules import CampaignContext, budget_plan, requests_of, utilisation_and_fallback
 from campaignctl.services.telemetry import ingest
 
 
@@ -105,7 +108,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
 
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
     if name is None:
-        return [c for c in store.campaigns() if c.state == "active"]
+        return [c for c in store.campaigns() if c.state in ("active", "paused")]
     record = store.campaign(name)
     if record is None:
         known = ", ".join(c.name for c in store.campaigns()) or "none yet"
@@ -133,11 +136,12 @@ class _Tick:
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
             changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
+            summaries: dict[str, Summary] = {}
             if not dry_run and self.tick_id is not None:
                 self.store.record_observations(self.tick_id, changes)
-                ingest(self.store, record.run_dir, rows, changes)
+                summaries = ingest(self.store, record.run_dir, rows, changes)
             views = task_views(histories[record.id], decided[record.id], changes)
-            ticks.append(self._decide_and_act(record, views, len(rows), len(changes),
+            ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
@@ -151,12 +155,25 @@ class _Tick:
         since = min(datetime.fromisoformat(r.created_at) for r in live).astimezone() - timedelta(hours=1)
         return slurm.observe(job_ids, since.replace(tzinfo=None), wanted={key_of(r) for r in live})
 
-    def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], observed: int,
-                        changed: int, repaired: int, dry_run: bool) -> CampaignTick:
+    def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
+                        summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
         policy, settings = _current_policy(self.store, record)
-        max_parallel = settings.get("max_parallel")
+        ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
+        requests = requests_of(self.log, record.id)
+        views = with_requests(views, requests)
         decisions = decide(views, policy, self.now)
-        decisions += plan_throttles(views, self.store.array_throttles(record.id), max_parallel)
+        budget = budget_plan(ctx, views)
+        paused = record.state == "paused" or budget.pause
+        if paused:  # retries, moves and throttles would spend what the budget no longer has
+            decisions = [d for d in decisions if d.action == "give_up"]
+        else:
+            decisions += utilisation_and_fallback(ctx, views, rows, summaries, requests)
+        max_parallel = _tighter(settings.get("max_parallel"), budget.cap)
+        if not paused:
+            why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
+            decisions += plan_throttles(views, self.store.array_throttles(record.id), max_parallel, why)
+        decisions += budget.decisions
+        observed = len(rows)
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
@@ -169,7 +186,7 @@ class _Tick:
             outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
                                  retry_parallel)
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
-        state = record.state
+        state = self.store.campaign_state(record.id)
         unresolved = self.log.unresolved_tokens(record.id)
         if self.store.tasks_started(record.id) == settings["tasks"] and all(
                 (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
@@ -195,6 +212,11 @@ def _current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, dict[
     """The policy and settings stored with the current revision (no YAML read on a tick)."""
     revision = store.revision(record.id, record.current_revision)
     return policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
+
+
+def _tighter(*caps: int | None) -> int | None:
+    given = [c for c in caps if c]
+    return min(given) if given else None
 
 
 def _array_job_of(views: list[TaskView]) -> dict[str, str | None]:

@@ -15,23 +15,28 @@ from campaignctl.core.telemetry import Summary, fold
 TELEMETRY_FILE = "telemetry.jsonl"
 
 
-def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow], changes: Sequence[ObservedChange]) -> int:
-    """Read new lines of every attempt that is RUNNING or changed state this tick; returns how
-    many attempts' summaries grew. One stat+read per such attempt, nothing for settled ones."""
+def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow],
+           changes: Sequence[ObservedChange]) -> dict[str, Summary]:
+    """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
+    summaries of those attempts by token (what utilisation rules read). One stat+read per such
+    attempt, nothing for settled ones."""
     changed = {c.attempt_id: c for c in changes}
     tasks = str(task_dir(run_dir, 0).parent)  # strings, not Path objects: 100,000 per tick
     paths = {r.id: f"{tasks}/{r.task_index}/{r.token}/{TELEMETRY_FILE}"
              for r in rows if r.id in changed or r.state == "RUNNING"}
     present = [i for i, path in paths.items() if os.path.exists(path)]  # no sampler, no file
     if not present:
-        return 0
+        return {}
     telemetry = TelemetryStore(store.engine)
     known = telemetry.load(present)
-    updates = []
+    token = {r.id: r.token for r in rows}
+    updates, summaries = [], {}
     for attempt_id in present:
         position, summary = known.get(attempt_id, (Position(), Summary()))
         lines, moved = read_new_lines(paths[attempt_id], position)
         if moved != position:
-            updates.append((attempt_id, moved, fold(summary, lines)))
+            summary = fold(summary, lines)
+            updates.append((attempt_id, moved, summary))
+        summaries[token[attempt_id]] = summary
     telemetry.save(updates)
-    return len(updates)
+    return summaries

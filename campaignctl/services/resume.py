@@ -1,0 +1,82 @@
+"""`resume`: release what a budget hold held and make a paused campaign active again, as a
+logged `release` decision carried out like a tick's (under the same lock, so no tick races it)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.lock import exclusive
+from campaignctl.adapters.store import Store
+from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
+from campaignctl.core.cost import campaign_spend
+from campaignctl.core.decide import Decision
+from campaignctl.core.errors import ConflictError, SlurmTransientError
+from campaignctl.core.observe import task_views
+from campaignctl.core.policy import policy_from_dict
+from campaignctl.services.act import Actor
+from campaignctl.services.rules import budget_of
+from campaignctl.services.status import find_campaign
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeResult:
+    campaign: str
+    state: str
+    released: dict[str, list[int]]
+    status: str  # applied | failed
+    error: str
+    budget: dict[str, object]
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
+    store = Store.open()
+    record = find_campaign(store, name)
+    if record.state != "paused":
+        raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume")
+    with exclusive("reconcile") as holder:
+        if holder is not None:
+            raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run resume again in a moment")
+        revision = store.revision(record.id, record.current_revision)
+        policy, settings = policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
+        budget = budget_of(settings)
+        assessment = assess(budget, campaign_spend(store.usage_groups(record.id), policy.prices))
+        if assessment.exhausted and not force:
+            raise ConflictError(f"campaign {name!r} is still over its budget: {_binding(assessment)}",
+                                "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
+                                "then resume; or resume --force to release anyway")
+        log = DecisionLog(store.engine)
+        held = _held_by_budget(log, record.id)
+        views = task_views(store.history(record.id, done_tasks=False), log.decided_tokens(record.id))
+        pending = pending_elements(views)
+        arrays = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items() if set(i) & set(held.get(a, ()))}
+        why = reason or ("forced" if assessment.exhausted else "the budget admits more work")
+        decision = Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "release",
+                            f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released.",
+                            {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision},
+                            {"arrays": arrays})
+        tick_id = log.begin_tick(f"resume {name}")
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]
+        log.finish_tick(tick_id, "ok", 0, 1)
+        entry = log.entries(record.id, actions=("release",))[-1]
+        return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,
+                            assessment.to_dict())
+
+
+def _held_by_budget(log: DecisionLog, campaign_id: int) -> dict[str, list[int]]:
+    held: dict[str, list[int]] = {}
+    for e in log.entries(campaign_id, actions=("hold",)):
+        for array, indices in dict(e.detail.get("held", {})).items():  # type: ignore[call-overload]
+            held.setdefault(array, []).extend(indices)
+    return held
+
+
+def _binding(a: Assessment) -> str:
+    return "; ".join(line.describe() for line in a.lines)

@@ -1,0 +1,74 @@
+"""The tick's rules beyond per-cause retries, for one campaign: utilisation (from ingested
+telemetry), GPU-type fallback (one squeue and one sinfo, only when a task has waited long
+enough), and the budget guard (one GROUP BY over the campaign's attempts)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.store import Store
+from campaignctl.core import fallback
+from campaignctl.core.budget import BudgetPlan, assess, guard
+from campaignctl.core.cost import campaign_spend
+from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.policy import Policy
+from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
+from campaignctl.core.spec import Budget
+from campaignctl.core.telemetry import Summary
+from campaignctl.core.utilisation import decide_utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignContext:
+    store: Store
+    log: DecisionLog
+    record: CampaignRecord
+    policy: Policy
+    settings: Mapping[str, Any]
+    now: datetime  # local wall-clock time, as sacct prints it
+    queued: Callable[[], list[slurm.QueuedJob]]  # the tick's one squeue, on demand
+
+
+def requests_of(log: DecisionLog, campaign_id: int) -> Requests:
+    return standing_requests(
+        LoggedRequest(e.task_index, e.attempt_token, e.rule, e.action, e.params, e.reason, e.status)
+        for e in log.entries(campaign_id, actions=STANDING_ACTIONS))
+
+
+def budget_of(settings: Mapping[str, Any]) -> Budget:
+    return Budget(**settings.get("budget") or {})
+
+
+def utilisation_and_fallback(ctx: CampaignContext, views: Sequence[TaskView], rows: Sequence[HistoryRow],
+                             summaries: Mapping[str, Summary], requests: Requests) -> list[Decision]:
+    decisions = decide_utilisation(views, summaries, ctx.policy, int(ctx.settings.get("min_gpus") or 0),
+                                   requests.fired)
+    gpu_types = list(ctx.settings.get("gpu_types") or [])
+    since = {r.token: _local(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")}
+    waiting = fallback.candidates(views, gpu_types, ctx.policy, ctx.now, since, requests.moves,
+                                  requests.cancel_requested)
+    if waiting:
+        reasons = {q.job_id: q.reason for q in ctx.queued()}
+        free = fallback.free_gpus_by_type(slurm.gpu_nodes())
+        decisions += fallback.plan_fallbacks(waiting, gpu_types, ctx.policy, reasons, free)
+    return decisions
+
+
+def budget_plan(ctx: CampaignContext, views: Sequence[TaskView]) -> BudgetPlan:
+    budget = budget_of(ctx.settings)
+    if not budget.limits():
+        return BudgetPlan()
+    assessment = assess(budget, campaign_spend(ctx.store.usage_groups(ctx.record.id), ctx.policy.prices))
+    alerted = {str(e.params.get("key")) for e in ctx.log.entries(ctx.record.id, actions=("alert",))}
+    return guard(budget, assessment, views, ctx.record.state == "paused", alerted)
+
+
+def _local(stored: str) -> datetime:
+    """The store keeps UTC with its offset; decide compares local wall-clock times (sacct's)."""
+    return datetime.fromisoformat(stored).astimezone().replace(tzinfo=None)
