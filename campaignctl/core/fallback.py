@@ -106,17 +106,18 @@ def plan_fallbacks(waiting: Sequence[TaskView], gpu_types: Sequence[str], policy
         if not options:
             continue  # no other type has room either: moving would not start it sooner
         cost, _, target = options[0]
-        new = replace(res, gpu_type=target)
+        seen = dict(free)  # before this move takes its GPUs: what the decision saw
         free[target] -= res.gpus
+        new = replace(res, gpu_type=target)
         was = policy.prices.gpu(res.gpu_type) * res.gpus * hours
         reason_text = (f"pending on {res.gpu_type} ({reason}) since it was submitted; {target} has "
-                       f"{free.get(target, 0)} GPU(s) free on a node, so it is cancelled while still pending "
+                       f"{seen[target]} GPU(s) free on a node, so it is cancelled while still pending "
                        f"and resubmitted with gpu_type {res.gpu_type} → {target}"
                        + (f" (at most {cost:.2f} vs {was:.2f} at its time limit)." if cost or was else "."))
         out.append(Decision(
             view.index, latest.token, RULE, "cancel", reason_text,
             {"job_id": latest.job_id, "attempt": latest.number, "state": latest.state, "pending_reason": reason,
-             "free_gpus": dict(free), "prices": {t: policy.prices.gpu(t) for t in gpu_types}},
+             "free_gpus": seen, "prices": {t: policy.prices.gpu(t) for t in gpu_types}},
             {"changes": {"gpu_type": [res.gpu_type, target]}, "replacement": asdict(new), "only_if": "PENDING"},
             new))
     return out
