@@ -88,7 +88,7 @@ def test_guard_admits_only_what_the_budget_pays_for() -> None:
 
 
 def test_guard_holds_every_pending_element_and_pauses_at_the_limit() -> None:
-    views = pending_views(3) + [TaskView(9, (AttemptView("u.0", 1, "PENDING", "13_0", ONE_GPU_HOUR),))]
+    views = [*pending_views(3), TaskView(9, (AttemptView("u.0", 1, "PENDING", "13_0", ONE_GPU_HOUR),))]
     spend = campaign_spend([group("running", 2, 0), group("pending", 4)], PRICES)
     budget = Budget(gpu_hours=2.5, warn_at=1.0)
     plan = guard(budget, assess(budget, spend), views, paused=False, alerted=())
@@ -104,5 +104,5 @@ def test_a_paused_campaign_is_not_held_again() -> None:
 
 
 def test_pending_elements_lists_only_pending_latest_attempts_by_array() -> None:
-    views = pending_views(2) + [TaskView(5, (AttemptView("r.5", 1, "RUNNING", "12_5", ONE_GPU_HOUR),))]
+    views = [*pending_views(2), TaskView(5, (AttemptView("r.5", 1, "RUNNING", "12_5", ONE_GPU_HOUR),))]
     assert pending_elements(views) == {"12": [0, 1]}

@@ -97,7 +97,8 @@ def test_our_cancel_turns_into_a_resubmission_with_the_new_type_and_is_no_failur
     [d] = decide(views, POLICY, NOW)
     assert (d.rule, d.action) == ("gpu_fallback", "resubmit")
     assert d.resources is not None and d.resources.gpu_type == "v100" and d.resources.gpus == 2
-    assert d.reason == "cancelled by campaignctl's gpu_fallback decision (attempt 1); resubmitted with gpu_type a100 → v100."
+    assert d.reason == ("cancelled by campaignctl's gpu_fallback decision (attempt 1); "
+                        "resubmitted with gpu_type a100 → v100.")
 
 
 def test_a_cancel_that_found_the_job_already_running_is_not_a_replacement() -> None:
