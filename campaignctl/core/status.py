@@ -30,6 +30,8 @@ class TaskRow:
     rss_max_mb: float | None = None
     gpu_util_mean_pct: float | None = None
     telemetry_note: str = ""  # e.g. why there is no GPU telemetry
+    spark: str = ""  # recent GPU utilisation (CPU when there is no GPU telemetry), one bar per sample
+    flag: str = ""  # data_starved | gpu_idle, by the policy's utilisation thresholds
 
 
 def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:
@@ -68,3 +70,12 @@ def _observation(attempt: AttemptRecord,
 
 def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:
     return dict(Counter(row.state for row in rows).most_common())
+
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Iterable[float], full: float = 100.0, width: int = 20) -> str:
+    """`[0, 50, 100]` → `▁▄█`: the last `width` values, scaled to `full`."""
+    tail = list(values)[-width:]
+    return "".join(BARS[min(len(BARS) - 1, max(0, round(v / full * (len(BARS) - 1))))] for v in tail)

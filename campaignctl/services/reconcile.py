@@ -7,11 +7,9 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.decision_log import DecisionLog
@@ -26,14 +24,19 @@ from campaignctl.core.observe import (
     needs_observing,
     task_views,
 )
-from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.requests import with_requests
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
-from campaignctl.services.rules import CampaignContext, budget_plan, requests_of, utilisation_and_fallback
+from campaignctl.services.rules import (
+    CampaignContext,
+    budget_plan,
+    current_policy,
+    requests_of,
+    utilisation_and_fallback,
+)
 from campaignctl.services.telemetry import ingest
 
 
@@ -157,7 +160,7 @@ class _Tick:
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
-        policy, settings = _current_policy(self.store, record)
+        policy, settings = current_policy(self.store, record)
         ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
         requests = requests_of(self.log, record.id)
         views = with_requests(views, requests)
@@ -203,15 +206,9 @@ class _Tick:
         pending_subs = self.store.submissions(record.id, states=("intent", "submitted"))
         if not open_entries and not pending_subs:
             return 0
-        policy, _ = _current_policy(self.store, record)
+        policy, _ = current_policy(self.store, record)
         actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
         return actor.repair(open_entries)
-
-
-def _current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, dict[str, Any]]:
-    """The policy and settings stored with the current revision (no YAML read on a tick)."""
-    revision = store.revision(record.id, record.current_revision)
-    return policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
 
 
 def _tighter(*caps: int | None) -> int | None:

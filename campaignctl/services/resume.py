@@ -3,7 +3,6 @@ logged `release` decision carried out like a tick's (under the same lock, so no 
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import asdict, dataclass
 
@@ -16,9 +15,8 @@ from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError, SlurmTransientError
 from campaignctl.core.observe import task_views
-from campaignctl.core.policy import policy_from_dict
 from campaignctl.services.act import Actor
-from campaignctl.services.rules import budget_of
+from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.status import find_campaign
 
 
@@ -43,8 +41,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     with exclusive("reconcile") as holder:
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run resume again in a moment")
-        revision = store.revision(record.id, record.current_revision)
-        policy, settings = policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
+        policy, settings = current_policy(store, record)
         budget = budget_of(settings)
         assessment = assess(budget, campaign_spend(store.usage_groups(record.id), policy.prices))
         if assessment.exhausted and not force:

@@ -4,6 +4,7 @@ enough), and the budget guard (one GROUP BY over the campaign's attempts)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +17,7 @@ from campaignctl.core import fallback
 from campaignctl.core.budget import BudgetPlan, assess, guard
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision, TaskView
-from campaignctl.core.policy import Policy
+from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.spec import Budget
@@ -33,6 +34,12 @@ class CampaignContext:
     settings: Mapping[str, Any]
     now: datetime  # local wall-clock time, as sacct prints it
     queued: Callable[[], list[slurm.QueuedJob]]  # the tick's one squeue, on demand
+
+
+def current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, dict[str, Any]]:
+    """The policy and settings stored with the current revision (no YAML read on a tick)."""
+    revision = store.revision(record.id, record.current_revision)
+    return policy_from_dict(json.loads(revision.policy_json)), json.loads(revision.settings_json)
 
 
 def requests_of(log: DecisionLog, campaign_id: int) -> Requests:

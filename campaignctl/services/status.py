@@ -5,16 +5,24 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.budget import assess
+from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import NotFoundError
+from campaignctl.core.observe import resources_parser
+from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
-from campaignctl.core.status import TaskRow, count_states, task_rows
+from campaignctl.core.spec import Resources
+from campaignctl.core.status import TaskRow, count_states, sparkline, task_rows
 from campaignctl.core.telemetry import Summary
+from campaignctl.core.utilisation import classify, window_of
+from campaignctl.services.rules import budget_of, current_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +44,22 @@ class CampaignSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class SpendView:
+    """What the campaign spent, has committed and will spend, against its budget (if any)."""
+
+    spent: dict[str, float]
+    committed: dict[str, float]
+    projected: dict[str, float]
+    limits: dict[str, float]  # the budget's dimensions that are set
+    exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
+
+
+@dataclass(frozen=True, slots=True)
 class StatusResult:
     campaigns: list[CampaignSummary]
     tasks: list[TaskRow] = field(default_factory=list)
     sacct_calls: int = 0
+    spend: SpendView | None = None
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -66,22 +86,47 @@ def status(name: str | None = None) -> StatusResult:
     summaries, detail = [], []
     for record in records:
         entries = log.entries(record.id)
-        last = {e.task_index: f"{e.action} ({e.rule}) {e.status}" for e in entries}
-        usage = TelemetryStore(store.engine).by_task(record.id) if name else {}
-        rows = [_with_usage(replace(r, last_decision=last.get(r.index, "")), usage.get(r.index))
+        last = {e.task_index: f"{e.action} ({e.rule}) {e.status}" for e in entries if e.task_index >= 0}
+        rows = [replace(r, last_decision=last.get(r.index, ""))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in entries))))
         detail = rows
-    return StatusResult(summaries, detail if name else [], calls)
+    if name is None:
+        return StatusResult(summaries, [], calls)
+    policy, settings = current_policy(store, records[0])
+    return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
+                        _spend(store, records[0], policy, settings))
 
 
-def _with_usage(row: TaskRow, usage: Summary | None) -> TaskRow:
+def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: dict[str, Any]) -> SpendView:
+    spend = campaign_spend(store.usage_groups(record.id), policy.prices)
+    budget = budget_of(settings)
+    return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
+                     bool(budget.limits()) and assess(budget, spend).exhausted)
+
+
+def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy) -> list[TaskRow]:
+    """Telemetry of each task's latest sampled attempt: means, a sparkline, and the flag the
+    utilisation rules would raise (shown whether or not the policy acts on it)."""
+    usage = TelemetryStore(store.engine).by_task(record.id)
+    parse = resources_parser()
+    resources = {h.task_index: parse(h.resources_json) for h in store.history(record.id)}
+    return [_usage_row(r, usage.get(r.index), resources.get(r.index), policy) for r in rows]
+
+
+def _usage_row(row: TaskRow, usage: Summary | None, resources: Resources | None, policy: Policy) -> TaskRow:
     if usage is None or not usage.samples:
         return row
+    gpu = [s.gpu_util_pct for s in usage.recent if s.gpu_util_pct is not None]
+    cpus = resources.cpus_per_task if resources else 1
+    spark = sparkline(gpu) if gpu else sparkline([s.cpu_pct for s in usage.recent], full=100.0 * cpus)
+    window = window_of(usage, policy.utilisation.window_s)
+    flag = classify(window, resources, policy.utilisation) if window and resources and row.state == "RUNNING" else None
     return replace(row, cpu_mean_pct=usage.cpu_mean, rss_max_mb=usage.rss_max_mb,
-                   gpu_util_mean_pct=usage.gpu_util_mean, telemetry_note="" if usage.nvml == "ok" else usage.nvml)
+                   gpu_util_mean_pct=usage.gpu_util_mean, telemetry_note="" if usage.nvml == "ok" else usage.nvml,
+                   spark=spark, flag=flag or "")
 
 
 def find_campaign(store: Store, name: str) -> CampaignRecord:

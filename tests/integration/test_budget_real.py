@@ -12,6 +12,7 @@ from campaignctl.adapters import proc
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli
@@ -70,6 +71,10 @@ def test_budget_runs_out_pending_work_is_held_and_resume_releases_it_after_a_rai
     jobs = queue()
     assert set(jobs) == held and all(s == "PENDING" and r.startswith("JobHeld") for s, r in jobs.values()), jobs
     assert state_of("budget") == "paused"
+
+    shown = status("budget").spend
+    assert shown is not None and shown.exhausted and shown.limits == {"gpu_hours": 0.02}
+    assert "budget reached" in cli("status", "budget").stdout
 
     refused = cli("resume", "budget")
     assert refused.returncode == 5 and "still over its budget" in refused.stderr, refused.stderr

@@ -14,8 +14,10 @@ from campaignctl.adapters import proc
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import latest, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -56,6 +58,13 @@ policy:
     assert "data-starved" in trigger.reason and "cpus_per_task 1 → 2" in trigger.reason
     siblings = sorted(e.task_index for e in entries if e.action == "resize_pending")
     assert siblings == [1, 2] and all(e.status == "applied" for e in entries)
+
+    shown_to_user = status("starved")  # task 0 still spins: flagged, with its recent GPU use
+    row = shown_to_user.tasks[0]
+    assert row.state == "RUNNING" and row.flag == "data_starved" and set(row.spark) == {"▁"}, row
+    assert shown_to_user.spend is not None and shown_to_user.spend.spent["gpu_hours"] > 0
+    status_cli = cli("status", "starved")
+    assert "data-starved" in status_cli.stdout and "gpu_hours:" in status_cli.stdout, status_cli.stdout
 
     pending = latest("starved")[1].job_id
     shown = proc.run(["scontrol", "show", "job", str(pending)]).stdout
