@@ -37,7 +37,8 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     store = Store.open()
     record = find_campaign(store, name)
     if record.state != "paused":
-        raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume")
+        raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
+                            f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")
     with exclusive("reconcile") as holder:
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run resume again in a moment")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
+from tests.fakeslurm import FakeSlurm
 
 
 def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,7 +32,7 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
         assert fragment in done.stderr
 
 
-@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log"])
+@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
     done = run_cli(command, "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
@@ -110,3 +112,10 @@ def test_reconcile_all_with_no_campaigns_is_a_quiet_success_with_json(tmp_path: 
     data = json.loads(done.stdout)
     assert data["schema"] == "campaignctl/v1" and data["data"]["status"] == "nothing-to-do"
     assert data["data"]["slurm_calls"] == 0
+
+
+def test_resume_refuses_an_unknown_campaign_and_one_that_is_not_paused(
+        tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
+    assert_user_error(run_cli("resume", "nope", state=state_home), 4, "no campaign named 'nope'")
+    submit(write_spec(tmp_path, "name: running\ncommand: [python3, x.py]\ntasks: [{}]\n"))
+    assert_user_error(run_cli("resume", "running", state=state_home), 5, "is active, not paused")
