@@ -26,6 +26,7 @@ IDLE_KEYS = ("action", "gpu_factor", "cancel_running")
 STARVED_ACTIONS = ("none", "more_cpus")
 IDLE_ACTIONS = ("none", "fewer_gpus")
 DEFAULT_GPU = "default"  # the price of a GPU type the table does not list
+_PRICE = "a price per hour, 0 or more"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,21 +105,11 @@ def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
         if gpu_type != DEFAULT_GPU and not (isinstance(gpu_type, str) and SLURM_WORD.match(gpu_type)):
             r.problem((*path, "gpu_hour", gpu_type), "a GPU type name such as a100, or `default`")
             continue
-        price = _price(r, (*path, "gpu_hour", gpu_type))
+        price = r.bounded((*path, "gpu_hour", gpu_type), 0, math.inf, _PRICE)
         if price is not None:
             table[gpu_type] = price
-    cpu = _price(r, (*path, "cpu_hour"))
+    cpu = r.bounded((*path, "cpu_hour"), 0, math.inf, _PRICE)
     return Prices(gpu_hour=table, cpu_hour=base.cpu_hour if cpu is None else cpu)
-
-
-def _price(r: Reader, path: KeyPath) -> float | None:
-    value = r.get(path)
-    if value is Reader.MISSING or value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
-        r.problem(path, f"must be a price per hour, 0 or more, got {value!r}")
-        return None
-    return float(value)
 
 
 def read_fallback(r: Reader, path: KeyPath, base: Fallback) -> Fallback:
@@ -145,13 +136,8 @@ def read_utilisation(r: Reader, path: KeyPath, base: Utilisation) -> Utilisation
 
 
 def _percent(r: Reader, path: KeyPath, default: float) -> float:
-    value = r.get(path)
-    if value is Reader.MISSING or value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-        r.problem(path, f"must be a percentage from 0 to 100, got {value!r}")
-        return default
-    return float(value)
+    value = r.bounded(path, 0, 100, "a percentage from 0 to 100")
+    return default if value is None else value
 
 
 def _starved(r: Reader, path: KeyPath, base: DataStarved) -> DataStarved:
@@ -168,11 +154,7 @@ def _starved(r: Reader, path: KeyPath, base: DataStarved) -> DataStarved:
 def _idle(r: Reader, path: KeyPath, base: GpuIdle) -> GpuIdle:
     if r.mapping(path, IDLE_KEYS) is None:
         return base
-    factor = r.get((*path, "gpu_factor"))
-    if factor is Reader.MISSING or factor is None:
-        factor = base.gpu_factor
-    elif isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
-        r.problem((*path, "gpu_factor"), f"must be a fraction between 0 and 1 (0.5 halves the GPUs), got {factor!r}")
-        factor = base.gpu_factor
-    return GpuIdle(action=r.choice((*path, "action"), IDLE_ACTIONS) or base.action, gpu_factor=float(factor),
+    factor = r.bounded((*path, "gpu_factor"), 0.01, 0.99, "a fraction from 0.01 to 0.99 (0.5 halves the GPUs)")
+    return GpuIdle(action=r.choice((*path, "action"), IDLE_ACTIONS) or base.action,
+                   gpu_factor=base.gpu_factor if factor is None else factor,
                    cancel_running=r.boolean((*path, "cancel_running"), base.cancel_running))

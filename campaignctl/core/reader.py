@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -106,6 +107,17 @@ class Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= minimum:
             self.problem(path, f"must be a number above {minimum:g}, got {value!r}")
+            return None
+        return float(value)
+
+    def bounded(self, path: KeyPath, low: float, high: float, what: str) -> float | None:
+        """A number from `low` to `high` (inclusive); None if absent or out of range (a problem)."""
+        value = self._present(path, False)
+        if value is _MISSING:
+            return None
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not low <= value <= high):
+            self.problem(path, f"must be {what}, got {value!r}")
             return None
         return float(value)
 

@@ -316,3 +316,56 @@ def test_policy_round_trips_through_the_stored_json(name: str) -> None:
 def test_round_trip_keeps_overrides_and_empty_rules() -> None:
     for policy in (spec_with("rules: {failed: {retry_exit_codes: [75, 143]}}").policy, Policy()):
         assert policy_from_dict(json.loads(json.dumps(policy_to_dict(policy)))) == policy
+
+
+@pytest.mark.parametrize(("line", "fragment"), [
+    ("prices: {gpu_hour: {a100: -1}}",
+     "line 6: policy.prices.gpu_hour.a100: must be a price per hour, 0 or more, got -1"),
+    ("prices: {gpu_hour: {'a 100': 1}}", "policy.prices.gpu_hour.a 100: a GPU type name such as a100, or `default`"),
+    ("prices: {gpu_hour: 3}", "policy.prices.gpu_hour: must be a mapping of GPU type: price per GPU-hour"),
+    ("prices: {cpu_hour: cheap}", "policy.prices.cpu_hour: must be a price per hour, 0 or more, got 'cheap'"),
+    ("fallback: {after: soon}", "policy.fallback.after: 'soon' is not a duration"),
+    ("fallback: {max_moves: 0}", "policy.fallback.max_moves: must be a whole number from 1 to 100, got 0"),
+    ("utilisation: {gpu_low_pct: 120}", "policy.utilisation.gpu_low_pct: must be a percentage from 0 to 100, got 120"),
+    ("utilisation: {window: 0}", "policy.utilisation.window: must be longer than 0"),
+    ("utilisation: {data_starved: {action: more_gpus}}",
+     "policy.utilisation.data_starved.action: 'more_gpus' is not allowed; use one of: none, more_cpus"),
+    ("utilisation: {gpu_idle: {gpu_factor: 1.5}}",
+     "policy.utilisation.gpu_idle.gpu_factor: must be a fraction from 0.01 to 0.99 (0.5 halves the GPUs), got 1.5"),
+    ("utilisation: {gpu_idle: {cancel_running: yes}}", "policy.utilisation.gpu_idle.cancel_running"),
+    ("utilisation: {windw: 5m}", "policy.utilisation.windw: unknown key; allowed: window, gpu_low_pct"),
+])
+def test_new_sections_refuse_bad_values_with_file_line_and_key(line: str, fragment: str) -> None:
+    assert fragment in spec_problems(line)
+
+
+def test_new_sections_override_the_named_policy_key_by_key() -> None:
+    policy = spec_with("prices: {gpu_hour: {a100: 3.5}, cpu_hour: 0.02}",
+                       "utilisation: {window: 5m, data_starved: {action: more_cpus}}",
+                       "fallback: {after: 15m}").policy
+    assert policy.name == "default+spec"
+    assert (policy.prices.gpu("a100"), policy.prices.gpu("h100"), policy.prices.cpu_hour) == (3.5, 0.0, 0.02)
+    assert (policy.utilisation.window_s, policy.utilisation.data_starved.action) == (300, "more_cpus")
+    assert policy.utilisation.gpu_idle.action == "none" and policy.utilisation.gpu_low_pct == 20.0
+    assert (policy.fallback.after_s, policy.fallback.max_moves) == (900, 2)
+    assert policy_from_dict(json.loads(json.dumps(policy_to_dict(policy)))) == policy
+
+
+@pytest.mark.parametrize(("resources", "fragment"), [
+    ("{gpus: 1, gpu_type: [a100, a100]}", "resources.gpu_type: lists a GPU type twice"),
+    ("{gpus: 1, gpu_type: []}", "resources.gpu_type: must list at least one GPU type"),
+    ("{gpus: 1, gpu_type: [a100, 'v 100']}", "line 3: resources.gpu_type[1]: 'v 100' is not allowed"),
+    ("{gpus: 1, min_gpus: 2}", "resources.min_gpus: is 2, more than resources.gpus (1)"),
+    ("{gpu_type: [a100]}", "resources.gpu_type: is set but gpus is 0"),
+])
+def test_gpu_type_preference_lists_are_checked(resources: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as info:
+        validate_spec(parse_yaml(f"name: t\ncommand: [echo]\nresources: {resources}\n", "s.yaml"), "/p")
+    assert fragment in info.value.message
+
+
+def test_a_preference_list_asks_for_the_first_type_and_keeps_the_rest() -> None:
+    spec = validate_spec(parse_yaml("name: t\ncommand: [echo]\nresources: {gpus: 2, gpu_type: [a100, v100]}\n"
+                                    "budget: {money: 50, warn_at: 0.9}\n", "s.yaml"), "/p")
+    assert (spec.resources.gres, spec.gpu_types, spec.min_gpus) == ("gpu:a100:2", ("a100", "v100"), 1)
+    assert spec.settings()["budget"] == {"gpu_hours": None, "cpu_hours": None, "money": 50.0, "warn_at": 0.9}
