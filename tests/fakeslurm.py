@@ -56,6 +56,8 @@ class FakeSlurm:
     def _scontrol(self, args: list[str]) -> str:
         if args[:2] == ["show", "config"]:
             return f"Configuration data as of now\nMaxArraySize            = {self.max_array_size}\n"
+        if args[0] in ("hold", "release") and "_" in args[1]:
+            return ""  # array elements (`12_[3,5]`): a budget hold or its release
         if args[0] == "release":
             self.jobs[args[1]].held = False
             return ""

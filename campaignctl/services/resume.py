@@ -58,7 +58,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
         decision = Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "release",
                             f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released.",
                             {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision},
-                            {"arrays": arrays})
+                            {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
         tick_id = log.begin_tick(f"resume {name}")
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
         outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]

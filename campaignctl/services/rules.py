@@ -72,8 +72,11 @@ def budget_plan(ctx: CampaignContext, views: Sequence[TaskView]) -> BudgetPlan:
     if not budget.limits():
         return BudgetPlan()
     assessment = assess(budget, campaign_spend(ctx.store.usage_groups(ctx.record.id), ctx.policy.prices))
-    alerted = {str(e.params.get("key")) for e in ctx.log.entries(ctx.record.id, actions=("alert",))}
-    return guard(budget, assessment, views, ctx.record.state == "paused", alerted)
+    entries = ctx.log.entries(ctx.record.id, actions=("alert", "release"))
+    alerted = {str(e.params.get("key")) for e in entries if e.action == "alert"}
+    # `resume --force` released work over these very limits: do not hold it again until they change
+    forced = any(e.params.get("limits") == budget.limits() for e in entries if e.action == "release")
+    return guard(budget, assessment, views, ctx.record.state == "paused" or forced, alerted)
 
 
 def _local(stored: str) -> datetime:
