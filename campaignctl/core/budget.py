@@ -40,10 +40,6 @@ class BudgetLine:
     def used_fraction(self) -> float:
         return (self.spent + self.committed) / self.limit if self.limit else 1.0
 
-    @property
-    def projected_fraction(self) -> float:
-        return (self.spent + self.committed + self.projected) / self.limit if self.limit else 1.0
-
     def describe(self) -> str:
         unit = UNITS[self.dimension]
         return (f"{self.dimension} {_n(self.spent)} spent + {_n(self.committed)} committed of "

@@ -56,10 +56,6 @@ class Spend:
     pending: int
     per_task: Amount  # the dearest pending attempt at its time limit: what admitting one more costs
 
-    @property
-    def total(self) -> Amount:
-        return self.spent + self.committed + self.projected
-
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
