@@ -74,7 +74,7 @@ class Actor:
         for single in plan.cancels:
             outcomes[id(single.decision)] = self._cancel(single.decision, id_of[id(single.decision)])
         for single in plan.holds:
-            outcomes[id(single.decision)] = self._hold(single.decision, id_of[id(single.decision)])
+            outcomes[id(single.decision)] = self._hold_or_release(single.decision, id_of[id(single.decision)])
         return outcomes
 
     @property
@@ -151,7 +151,7 @@ class Actor:
         self.log.write_outcomes([decision_id], "applied", detail)
         return "applied", job_id
 
-    def _hold(self, decision: Decision, decision_id: int) -> Outcome:
+    def _hold_or_release(self, decision: Decision, decision_id: int) -> Outcome:
         """Budget reached: hold every pending element of the campaign's arrays, then pause. Or
         (`release`, from `campaignctl resume`) release the elements held, then make it active."""
         command = slurm.hold if decision.action == "hold" else slurm.release_elements
@@ -214,7 +214,7 @@ class Actor:
             elif e.action == "cancel":
                 self._cancel(decision, e.id)
             else:
-                self._hold(decision, e.id)
+                self._hold_or_release(decision, e.id)
         return repaired
 
 

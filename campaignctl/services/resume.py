@@ -53,7 +53,8 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
         held = _held_by_budget(log, record.id)
         views = task_views(store.history(record.id, done_tasks=False), log.decided_tokens(record.id))
         pending = pending_elements(views)
-        arrays = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items() if set(i) & set(held.get(a, ()))}
+        still_held = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items()}
+        arrays = {a: i for a, i in still_held.items() if i}
         why = reason or ("forced" if assessment.exhausted else "the budget admits more work")
         decision = Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "release",
                             f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released.",
