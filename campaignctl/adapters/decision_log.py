@@ -46,10 +46,12 @@ class LoggedDecision:
     mode: str
     group_token: str
     created_at: str
-    status: str  # pending (no outcome yet) | applied | failed
+    status: str  # pending | awaiting-approval (no outcome yet) | applied | failed | proposed | rejected | expired
     detail: dict[str, object]
     error: str
     outcome_at: str | None
+    revision: int = 0
+    gate: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -59,10 +61,11 @@ class DecisionLog:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    def begin_tick(self, scope: str) -> int:
+    def begin_tick(self, scope: str, clock: str = "") -> int:
+        """`clock`: the local wall-clock time the tick's rules compare against (replay reuses it)."""
         with self.engine.begin() as conn:
             return int(conn.execute(ticks.insert().values(
-                started_at=utc_now(), status="running", scope=scope)).inserted_primary_key[0])  # type: ignore[index]
+                started_at=utc_now(), status="running", scope=scope, clock=clock)).inserted_primary_key[0])  # type: ignore[index]
 
     def finish_tick(self, tick_id: int, status: str, slurm_calls: int, decided: int, note: str = "") -> None:
         with self.engine.begin() as conn:
@@ -71,14 +74,15 @@ class DecisionLog:
 
     def write_intents(self, tick_id: int, campaign_id: int, policy: Policy,
                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
-                      mode: str = "enforce") -> list[int]:
+                      revision: int) -> list[int]:
         """In ONE transaction: every decision of the tick, the submission intent rows of the
         resubmissions, and the outcome of decisions that need no Slurm call (RECORD_ONLY). A crash
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
         rows = [(tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
-                 _dump(d.params), _dump(d.inputs), d.reason, mode, group, now) for d, group in planned]
+                 _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
+                for d, group in planned]
         with self.engine.begin() as conn:
             if rows:
                 conn.exec_driver_sql(driver_sql(conn, _INSERT_DECISION), rows)
@@ -88,8 +92,11 @@ class DecisionLog:
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, "retry", intent.requeue)
-            done = [i for i, (d, _) in zip(ids, planned, strict=True) if d.action in RECORD_ONLY]
+            done = [i for i, (d, _) in zip(ids, planned, strict=True)
+                    if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")
+            proposed = [i for i, (d, _) in zip(ids, planned, strict=True) if d.mode == "shadow"]
+            _insert_outcomes(conn, proposed, "proposed", {}, "")
         return ids
 
     def write_outcomes(self, decision_ids: Sequence[int], status: str,
@@ -98,8 +105,9 @@ class DecisionLog:
             _insert_outcomes(conn, decision_ids, status, detail, error)
 
     def decided_tokens(self, campaign_id: int) -> set[str]:
-        query = sa.select(decisions.c.attempt_token).where(
-            decisions.c.campaign_id == campaign_id, decisions.c.action.in_(ACTING))
+        query = sa.select(decisions.c.attempt_token).where(  # a shadow proposal answers nothing
+            decisions.c.campaign_id == campaign_id, decisions.c.action.in_(ACTING),
+            decisions.c.mode == "enforce")
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
 
@@ -120,7 +128,7 @@ class DecisionLog:
         query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
                            d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
                            d.mode, d.group_token, d.created_at, o.status, o.detail_json, o.error,
-                           o.created_at.label("outcome_at"))
+                           o.created_at.label("outcome_at"), d.revision, d.gate)
                  .join(campaigns, campaigns.c.id == d.campaign_id)
                  .outerjoin(decision_outcomes, o.decision_id == d.id).order_by(d.id))
         if campaign_id is not None:
@@ -138,15 +146,15 @@ class DecisionLog:
         out = [LoggedDecision(
             r.id, r.tick_id, r.name, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
             r.action, json.loads(r.params_json), json.loads(r.inputs_json), r.reason, r.mode,
-            r.group_token, r.created_at, r.status or "pending", json.loads(r.detail_json or "{}"),
-            r.error or "", r.outcome_at) for r in rows]
+            r.group_token, r.created_at, r.status or ("awaiting-approval" if r.gate else "pending"),
+            json.loads(r.detail_json or "{}"), r.error or "", r.outcome_at, r.revision, r.gate) for r in rows]
         return sorted(out, key=lambda e: e.id)
 
 
 _INSERT_DECISION = (
     "INSERT INTO decisions (tick_id, campaign_id, task_index, attempt_token, policy, policy_digest, rule, "
-    "action, params_json, inputs_json, reason, mode, group_token, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    "action, params_json, inputs_json, reason, mode, group_token, created_at, revision, gate) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: str,

@@ -227,8 +227,8 @@ class Store:
                                     .where(tasks.c.campaign_id == campaign_id)).scalar_one())
 
     def record_observations(self, tick_id: int, changes: Sequence[ObservedChange]) -> None:
-        """Write the latest Slurm facts onto attempts; keep a row per state change (the history
-        a replay needs), not one per tick."""
+        """Write the latest Slurm facts onto attempts; keep a row per change of a fact a rule
+        reads (the history a replay needs), not one per tick nor per growing elapsed time."""
         if not changes:
             return
         now = utc_now()
@@ -238,12 +238,13 @@ class Store:
                 "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres) WHERE id=?"),
                 [(c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
                   c.missing_since, c.alloc_tres, c.attempt_id) for c in changes])
-            moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now)
-                     for c in changes if c.state_changed]
+            moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now,
+                      c.max_rss, c.ended_at, c.missing_since) for c in changes if c.for_history]
             if moved:
                 conn.exec_driver_sql(driver_sql(
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
-                    "nodes, elapsed_s, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"), moved)
+                    "nodes, elapsed_s, observed_at, max_rss, ended_at, missing_since) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"), moved)
 
     def usage_groups(self, campaign_id: int) -> list[UsageGroup]:
         """Every attempt that reached Slurm, grouped by phase and resources: what spend is computed

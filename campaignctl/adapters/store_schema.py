@@ -109,10 +109,32 @@ _004_ALLOC_TRES = """
 ALTER TABLE attempts ADD COLUMN alloc_tres TEXT NOT NULL DEFAULT ''
 """
 
+# Governance: decisions carry the revision whose policy made them, an approval gate, and their
+# place in the hash chain; outcomes are chained too; observations keep every fact replay needs;
+# a tick keeps the local clock its rules compared against; revisions say how they came about
+# and may carry a shadow policy that proposes alongside the enforced one.
+_005_GOVERNANCE = """
+ALTER TABLE decisions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE decisions ADD COLUMN gate TEXT NOT NULL DEFAULT '';
+ALTER TABLE decisions ADD COLUMN prev_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE decisions ADD COLUMN row_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE decision_outcomes ADD COLUMN prev_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE decision_outcomes ADD COLUMN row_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE observations ADD COLUMN max_rss TEXT NOT NULL DEFAULT '';
+ALTER TABLE observations ADD COLUMN ended_at TEXT;
+ALTER TABLE observations ADD COLUMN missing_since TEXT;
+ALTER TABLE ticks ADD COLUMN clock TEXT NOT NULL DEFAULT '';
+ALTER TABLE revisions ADD COLUMN kind TEXT NOT NULL DEFAULT 'spec';
+ALTER TABLE revisions ADD COLUMN shadow_policy_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE revisions ADD COLUMN source_revision INTEGER;
+CREATE INDEX decisions_tick ON decisions (tick_id)
+"""
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
 MIGRATIONS.append(("004_alloc_tres", _ddl(_004_ALLOC_TRES)))
+MIGRATIONS.append(("005_governance", _ddl(_005_GOVERNANCE)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -126,7 +148,8 @@ revisions = sa.Table(
     sa.Column("number", sa.Integer), sa.Column("spec_text", sa.Text),
     sa.Column("spec_hash", sa.Text), sa.Column("spec_path", sa.Text), sa.Column("author", sa.Text),
     sa.Column("reason", sa.Text), sa.Column("created_at", sa.Text), sa.Column("policy_json", sa.Text),
-    sa.Column("settings_json", sa.Text))
+    sa.Column("settings_json", sa.Text), sa.Column("kind", sa.Text),
+    sa.Column("shadow_policy_json", sa.Text), sa.Column("source_revision", sa.Integer))
 tasks = sa.Table(
     "tasks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.Integer),
@@ -153,7 +176,8 @@ ticks = sa.Table(
     "ticks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),
     sa.Column("finished_at", sa.Text), sa.Column("status", sa.Text), sa.Column("scope", sa.Text),
-    sa.Column("slurm_calls", sa.Integer), sa.Column("decisions", sa.Integer), sa.Column("note", sa.Text))
+    sa.Column("slurm_calls", sa.Integer), sa.Column("decisions", sa.Integer), sa.Column("note", sa.Text),
+    sa.Column("clock", sa.Text))
 decisions = sa.Table(
     "decisions", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("tick_id", sa.Integer),
@@ -161,18 +185,20 @@ decisions = sa.Table(
     sa.Column("attempt_token", sa.Text), sa.Column("policy", sa.Text), sa.Column("policy_digest", sa.Text),
     sa.Column("rule", sa.Text), sa.Column("action", sa.Text), sa.Column("params_json", sa.Text),
     sa.Column("inputs_json", sa.Text), sa.Column("reason", sa.Text), sa.Column("mode", sa.Text),
-    sa.Column("group_token", sa.Text), sa.Column("created_at", sa.Text))
+    sa.Column("group_token", sa.Text), sa.Column("created_at", sa.Text), sa.Column("revision", sa.Integer),
+    sa.Column("gate", sa.Text), sa.Column("prev_hash", sa.Text), sa.Column("row_hash", sa.Text))
 decision_outcomes = sa.Table(
     "decision_outcomes", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("decision_id", sa.Integer),
     sa.Column("status", sa.Text), sa.Column("detail_json", sa.Text), sa.Column("error", sa.Text),
-    sa.Column("created_at", sa.Text))
+    sa.Column("created_at", sa.Text), sa.Column("prev_hash", sa.Text), sa.Column("row_hash", sa.Text))
 observations = sa.Table(
     "observations", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
     sa.Column("tick_id", sa.Integer), sa.Column("state", sa.Text), sa.Column("slurm_state", sa.Text),
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
-    sa.Column("observed_at", sa.Text))
+    sa.Column("observed_at", sa.Text), sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text),
+    sa.Column("missing_since", sa.Text))
 telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),

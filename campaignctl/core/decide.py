@@ -77,6 +77,8 @@ class Decision:
     inputs: Mapping[str, object]
     params: Mapping[str, object] = field(default_factory=dict)
     resources: Resources | None = None  # resubmit: the next attempt's; resize_pending: the new ones
+    mode: str = "enforce"  # shadow: logged as proposed, never carried out
+    gate: str = ""  # why it waits for `campaignctl approve` ('' when it needs no approval)
 
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime) -> list[Decision]:

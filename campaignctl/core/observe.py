@@ -51,7 +51,9 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
         else:
             new = (UNKNOWN, *old[1:7], row.missing_since or now)
         if new != old:
-            changes.append(ObservedChange(row.id, *new, new[0] != row.state,  # type: ignore[arg-type, call-arg]
+            # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
+            for_history = new[:4] != old[:4] or new[6:] != old[6:]
+            changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
                                           obs.alloc_tres if obs is not None else ""))
     return changes
 

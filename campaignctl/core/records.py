@@ -102,5 +102,5 @@ class ObservedChange:
     max_rss: str
     ended_at: str | None
     missing_since: str | None
-    state_changed: bool
+    for_history: bool  # a fact a rule reads changed: kept in `observations` for replay
     alloc_tres: str = ""  # sacct AllocTRES once the job has started (it only appears with a state change)

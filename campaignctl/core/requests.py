@@ -45,7 +45,7 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
     for r in rows:  # oldest first: a later request overrides an earlier one
         out.fired.add((r.token, r.rule))
         changes: Mapping[str, Sequence[object]] = r.params.get("changes", {})  # type: ignore[assignment]
-        if r.action == "resize_next":
+        if r.action == "resize_next" and r.status == "applied":  # not a shadow proposal, nor one awaiting approval
             out.adjust.setdefault(r.task_index, {}).update(
                 {k: v[1] for k, v in changes.items() if k in ("cpus_per_task", "gpus")})
         elif r.action == "cancel":

@@ -15,7 +15,7 @@ from pathlib import Path
 from campaignctl.adapters import faults, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
-from campaignctl.core.actions import ResizeGroup, ResubmitGroup, ThrottleGroup, plan_actions
+from campaignctl.core.actions import ActionPlan, ResizeGroup, ResubmitGroup, ThrottleGroup, plan_actions
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
@@ -51,17 +51,39 @@ class Actor:
 
     def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
             new_token: Callable[[], str], retry_parallel: int | None) -> dict[int, Outcome]:
-        """Write every decision (intent) first, then act group by group. Returns outcome by id(decision)."""
-        resubmitting = any(d.action == "resubmit" for d in decisions)
+        """Write every decision (intent) first, then act group by group. Shadow decisions and
+        those waiting for approval are only written. Returns outcome by id(decision)."""
+        acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
+        resubmitting = any(d.action == "resubmit" for d in acting)
         max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
-        plan = plan_actions(decisions, array_job_of.get, max_array, retry_parallel, new_token)
-        intents = [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
-                                    json.dumps(asdict(g.resources)), self.policy.slurm_requeue)
-                   for g in plan.resubmits]
-        planned = plan.planned()
-        ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned, intents)
+        plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
+        planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
+        ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
+                                     self._intents(plan), self.record.current_revision)
         faults.crash_point("after_decisions")
         id_of = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
+        outcomes: dict[int, Outcome] = {id(d): ("proposed", None) for d in decisions if d.mode == "shadow"}
+        outcomes.update({id(d): ("awaiting-approval", None) for d in decisions if d.gate and d.mode == "enforce"})
+        return {**outcomes, **self._carry_out(plan, id_of)}
+
+    def carry_out_approved(self, decision: Decision, decision_id: int, new_token: Callable[[], str],
+                           array_job_of: Mapping[str, str | None]) -> Outcome:
+        """An approved decision, written ticks ago: its submission intent (a resubmit) is written
+        now, then it is carried out like any other and its outcome written."""
+        max_array = slurm.max_array_size() if decision.action == "resubmit" else slurm.DEFAULT_MAX_ARRAY_SIZE
+        plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
+        for intent in self._intents(plan):
+            self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
+                                     intent.resources_json, "retry", intent.requeue)
+        outcomes = self._carry_out(plan, {id(decision): decision_id})
+        return outcomes.get(id(decision), ("applied", None))
+
+    def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
+        return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
+                                 json.dumps(asdict(g.resources)), self.policy.slurm_requeue)
+                for g in plan.resubmits]
+
+    def _carry_out(self, plan: ActionPlan, id_of: Mapping[int, int]) -> dict[int, Outcome]:
         outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.recorded}
         for group in plan.resubmits:
             outcome = self._resubmit(group, [id_of[id(d)] for d in group.decisions])

@@ -97,10 +97,11 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             return ReconcileResult("locked", None, [], 0,
                                    f"another reconcile (pid {holder}) is running; nothing done")
         log = DecisionLog(store.engine)
-        tick_id = log.begin_tick(name or "--all")
+        clock = _local_clock(now)
+        tick_id = log.begin_tick(name or "--all", clock.isoformat())
         calls = proc.call_count()
         try:
-            result = _Tick(store, tick_id, now).run(records, dry_run=False)
+            result = _Tick(store, tick_id, clock).run(records, dry_run=False)
         except SlurmTransientError as exc:
             log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
             raise
@@ -124,8 +125,7 @@ class _Tick:
         self.store = store
         self.log = DecisionLog(store.engine)
         self.tick_id = tick_id
-        # sacct prints local wall-clock times without a zone; decide compares against the same.
-        self.now = (now or datetime.now()).replace(microsecond=0, tzinfo=None)
+        self.now = _local_clock(now)
         self.squeue = _SqueueOnce()
         self.calls_at_start = proc.call_count()
 
@@ -209,6 +209,11 @@ class _Tick:
         policy, _ = current_policy(self.store, record)
         actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
         return actor.repair(open_entries)
+
+
+def _local_clock(now: datetime | None) -> datetime:
+    """sacct prints local wall-clock times without a zone; decide compares against the same."""
+    return (now or datetime.now()).replace(microsecond=0, tzinfo=None)
 
 
 def _tighter(*caps: int | None) -> int | None:

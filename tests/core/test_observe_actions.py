@@ -97,10 +97,10 @@ def test_finished_attempt_takes_every_observed_fact() -> None:
                                 never_asked, at(0))
     assert changes == [ObservedChange(attempt_id=7, state="OUT_OF_MEMORY", slurm_state="OUT_OF_MEMORY",
                                       exit_code=0, nodes="node3", elapsed_s=90, max_rss="", ended_at=at(-1),
-                                      missing_since=None, state_changed=True)]
+                                      missing_since=None, for_history=True)]
 
 
-# before, sacct's answer (None: absent), arrays in squeue, expected (state, missing_since, state_changed) or None
+# before, sacct's answer (None: absent), arrays in squeue, expected (state, missing_since, for_history) or None
 @pytest.mark.parametrize(("before", "seen", "in_squeue", "after"), [
     pytest.param(row("RUNNING"), obs(State.RUNNING), (), None, id="nothing new"),
     pytest.param(row("RUNNING", elapsed_s=5), obs(State.RUNNING, elapsed_s=65), (),
@@ -123,7 +123,7 @@ def test_diff_observations(before: HistoryRow, seen: JobObservation | None, in_s
     if after is None:
         assert changes == []
     else:
-        assert [(c.attempt_id, c.state, c.missing_since, c.state_changed) for c in changes] == [(1, *after)]
+        assert [(c.attempt_id, c.state, c.missing_since, c.for_history) for c in changes] == [(1, *after)]
 
 
 def test_missing_attempt_keeps_what_was_last_seen() -> None:
