@@ -121,9 +121,28 @@ class DecisionLog:
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
 
+    def entry(self, decision_id: int) -> LoggedDecision | None:
+        found = self.entries(ids=[decision_id])
+        return found[0] if found else None
+
+    def proposal_keys(self, campaign_id: int) -> set[tuple[str, str, str, str]]:
+        """(policy digest, attempt token, rule, action) of every shadow proposal so far."""
+        d = decisions.c
+        query = sa.select(d.policy_digest, d.attempt_token, d.rule, d.action).where(
+            d.campaign_id == campaign_id, d.mode == "shadow")
+        with self.engine.connect() as conn:
+            return {(r[0], r[1], r[2], r[3]) for r in conn.execute(query)}
+
+    def awaiting(self, campaign_id: int | None = None) -> list[LoggedDecision]:
+        """Decisions waiting for `campaignctl approve`: gated, no outcome, not approved yet."""
+        approved = {int(e.params["decision_id"])  # type: ignore[call-overload]
+                    for e in self.entries(campaign_id, actions=("approve",))}
+        return [e for e in self.entries(campaign_id, open_only=True)
+                if e.gate and e.mode == "enforce" and e.id not in approved]
+
     def entries(self, campaign_id: int | None = None, task_index: int | None = None,
                 open_only: bool = False, limit: int | None = None,
-                actions: Sequence[str] | None = None) -> list[LoggedDecision]:
+                actions: Sequence[str] | None = None, ids: Sequence[int] | None = None) -> list[LoggedDecision]:
         d, o = decisions.c, decision_outcomes.c
         query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
                            d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
@@ -139,6 +158,8 @@ class DecisionLog:
             query = query.where(o.id.is_(None))
         if actions is not None:
             query = query.where(d.action.in_(actions))
+        if ids is not None:
+            query = query.where(d.id.in_(ids))
         if limit:
             query = query.order_by(None).order_by(d.id.desc()).limit(limit)
         with self.engine.connect() as conn:

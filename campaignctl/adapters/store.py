@@ -122,11 +122,25 @@ class Store:
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
                      author: str, reason: str) -> int:
+        """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
+        current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
+        return self.insert_revision(RevisionRecord(
+            campaign_id, 0, spec_text, spec.spec_hash, spec_path, "", json.dumps(policy_to_dict(spec.policy),
+                                                                                  sort_keys=True),
+            json.dumps(spec.settings()), author, reason, "spec", current.shadow_policy_json))
+
+    def insert_revision(self, draft: RevisionRecord) -> int:
+        """Record `draft` as the campaign's next revision and make it current; returns its number."""
         with self.engine.begin() as conn:
             number = int(conn.execute(sa.select(sa.func.max(revisions.c.number))
-                                      .where(revisions.c.campaign_id == campaign_id)).scalar_one()) + 1
-            self._insert_revision(conn, campaign_id, number, spec, spec_text, spec_path, author, reason)
-            conn.execute(campaigns.update().where(campaigns.c.id == campaign_id)
+                                      .where(revisions.c.campaign_id == draft.campaign_id)).scalar_one()) + 1
+            conn.execute(revisions.insert().values(
+                campaign_id=draft.campaign_id, number=number, spec_text=draft.spec_text,
+                spec_hash=draft.spec_hash, spec_path=draft.spec_path, author=draft.author, reason=draft.reason,
+                created_at=utc_now(), policy_json=draft.policy_json, settings_json=draft.settings_json,
+                kind=draft.kind, shadow_policy_json=draft.shadow_policy_json,
+                source_revision=draft.source_revision))
+            conn.execute(campaigns.update().where(campaigns.c.id == draft.campaign_id)
                          .values(current_revision=number))
         return number
 
@@ -137,16 +151,24 @@ class Store:
             campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
             spec_path=spec_path, author=author, reason=reason, created_at=utc_now(),
             policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-            settings_json=json.dumps(spec.settings())))
+            settings_json=json.dumps(spec.settings()), kind="spec"))
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(revisions).where(
                 revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
-        m = row._mapping
-        return RevisionRecord(campaign_id=campaign_id, number=number, spec_text=m["spec_text"],
-                              spec_hash=m["spec_hash"], spec_path=m["spec_path"], created_at=m["created_at"],
-                              policy_json=m["policy_json"], settings_json=m["settings_json"])
+        return _revision_record(row)
+
+    def revisions(self, campaign_id: int) -> list[RevisionRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(revisions).where(revisions.c.campaign_id == campaign_id)
+                                .order_by(revisions.c.number)).all()
+        return [_revision_record(r) for r in rows]
+
+    def campaign_by_id(self, campaign_id: int) -> CampaignRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(campaigns).where(campaigns.c.id == campaign_id)).one()
+        return CampaignRecord(**row._mapping)
 
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
@@ -279,6 +301,11 @@ class Store:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
                                 .where(tasks.c.campaign_id == campaign_id)).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
+
+
+def _revision_record(row: sa.Row[Any]) -> RevisionRecord:
+    m = row._mapping
+    return RevisionRecord(**{k: m[k] for k in RevisionRecord.__slots__})  # type: ignore[attr-defined]
 
 
 _USAGE_SQL = """

@@ -24,7 +24,8 @@ class ResubmitGroup:
     decisions: tuple[Decision, ...]  # in array-index order
 
 
-RECORD_ONLY = ("give_up", "alert", "resize_next")
+# governance records: a revision marked known-good or made current, a verdict on a gated decision
+RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject")
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).

@@ -9,9 +9,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from campaignctl.core.policy_sections import (
+    MODES,
+    SECTION_RULES,
+    Approval,
     Fallback,
     Prices,
     Utilisation,
+    read_approval,
     read_fallback,
     read_prices,
     read_utilisation,
@@ -28,9 +32,12 @@ CAUSES = ("out_of_memory", "timeout", "node_fail", "boot_fail", "preempted", "fa
 ACTIONS = ("resubmit", "give_up")
 RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor", "mem_cap",
              "time_factor", "time_cap", "exclude_failed_node", "retry_exit_codes",
-             "resize_pending", "counts_as_failure")
+             "resize_pending", "counts_as_failure", "mode")
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
-               "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation")
+               "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
+               "mode", "known_good_after", "approval")
+# decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
+RULE_NAMES = (*CAUSES, *SECTION_RULES)
 OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
 
 
@@ -48,6 +55,7 @@ class Rule:
     retry_exit_codes: tuple[int, ...] = ()
     resize_pending: bool = False  # also apply the new memory/time to pending siblings in place
     counts_as_failure: bool = True  # preemption does not consume the task's failure budget
+    mode: str = "enforce"  # shadow: decisions are logged as proposals, never carried out
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +71,26 @@ class Policy:
     prices: Prices = field(default_factory=Prices)
     fallback: Fallback = field(default_factory=Fallback)
     utilisation: Utilisation = field(default_factory=Utilisation)
+    mode: str = "enforce"  # shadow: every rule's decisions are proposals only
+    known_good_after_s: int = 3600  # a revision whose work ran this long without policy-made failures is known-good
+    approval: Approval = field(default_factory=Approval)
 
     def rule(self, cause: str) -> Rule:
         return self.rules.get(cause, Rule())
+
+    def mode_of(self, rule: str) -> str:
+        """The mode a decision of `rule` runs in: the policy's own shadow wins over the rule's."""
+        if self.mode == "shadow":
+            return "shadow"
+        if rule in CAUSES:
+            return self.rule(rule).mode
+        sections = {"data_starved": self.utilisation.data_starved.mode,
+                    "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode}
+        return sections.get(rule, "enforce")
+
+    @property
+    def shadow_rules(self) -> list[str]:
+        return [r for r in RULE_NAMES if self.mode_of(r) == "shadow"]
 
     @property
     def digest(self) -> str:
@@ -117,6 +142,9 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         campaign_exclude_after=_int(r, (*path, "campaign_exclude_after"), 1, 1000,
                                     base.campaign_exclude_after),
         slurm_requeue=r.boolean((*path, "slurm_requeue"), base.slurm_requeue),
+        mode=r.choice((*path, "mode"), MODES) or base.mode,
+        known_good_after_s=r.duration((*path, "known_good_after"), base.known_good_after_s),
+        approval=read_approval(r, (*path, "approval"), base.approval, RULE_NAMES),
         prices=read_prices(r, (*path, "prices"), base.prices),
         fallback=read_fallback(r, (*path, "fallback"), base.fallback),
         utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation))
@@ -140,6 +168,7 @@ def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
         retry_exit_codes=_exit_codes(r, (*path, "retry_exit_codes"), base.retry_exit_codes),
         resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending),
         counts_as_failure=r.boolean((*path, "counts_as_failure"), base.counts_as_failure),
+        mode=r.choice((*path, "mode"), MODES) or base.mode,
     )
 
 

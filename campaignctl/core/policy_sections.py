@@ -2,10 +2,13 @@
 fallback, and utilisation rules. Pure values and their readers; `decide` and friends apply them.
 
     prices:      {gpu_hour: {a100: 3.0, v100: 1.2, default: 2.0}, cpu_hour: 0.02}
-    fallback:    {after: 10m, max_moves: 2}
+    fallback:    {after: 10m, max_moves: 2, mode: enforce}
     utilisation: {window: 10m, gpu_low_pct: 20, cpu_busy_pct: 80, cpu_idle_pct: 30,
                   data_starved: {action: more_cpus, cpu_factor: 2, max_cpus: 16, resize_pending: true},
                   gpu_idle: {action: fewer_gpus, gpu_factor: 0.5, cancel_running: false}}
+    approval:    {max_mem: 64G, max_gpus: 4, max_cpus: 32, max_tasks: 50, always: [gpu_idle], expire_after: 24h}
+
+A rule's `mode: shadow` logs its decisions as proposals and never carries them out.
 """
 
 from __future__ import annotations
@@ -19,10 +22,14 @@ from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
 
 PRICE_KEYS = ("gpu_hour", "cpu_hour")
-FALLBACK_KEYS = ("after", "max_moves")
+FALLBACK_KEYS = ("after", "max_moves", "mode")
 UTILISATION_KEYS = ("window", "gpu_low_pct", "cpu_busy_pct", "cpu_idle_pct", "data_starved", "gpu_idle")
-STARVED_KEYS = ("action", "cpu_factor", "max_cpus", "resize_pending")
-IDLE_KEYS = ("action", "gpu_factor", "cancel_running")
+STARVED_KEYS = ("action", "cpu_factor", "max_cpus", "resize_pending", "mode")
+IDLE_KEYS = ("action", "gpu_factor", "cancel_running", "mode")
+APPROVAL_KEYS = ("max_mem", "max_gpus", "max_cpus", "max_tasks", "always", "expire_after")
+MODES = ("enforce", "shadow")
+# Rules beyond the per-cause ones that have a mode and can be named in approval.always.
+SECTION_RULES = ("data_starved", "gpu_idle", "gpu_fallback")
 STARVED_ACTIONS = ("none", "more_cpus")
 IDLE_ACTIONS = ("none", "fewer_gpus")
 DEFAULT_GPU = "default"  # the price of a GPU type the table does not list
@@ -46,6 +53,7 @@ class Prices:
 class Fallback:
     after_s: int = 0  # pending this long for lack of its GPU type → move to another listed type; 0: off
     max_moves: int = 2  # moves per task, so a task never bounces between saturated types forever
+    mode: str = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,7 @@ class DataStarved:
     cpu_factor: float = 2.0
     max_cpus: int = 16
     resize_pending: bool = True  # pending siblings get the CPUs too (scontrol update NumCPUs)
+    mode: str = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,7 @@ class GpuIdle:
     action: str = "none"
     gpu_factor: float = 0.5
     cancel_running: bool = False  # cancel the running attempt and resubmit it with fewer GPUs
+    mode: str = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +91,22 @@ class Utilisation:
         return self.data_starved.action != "none" or self.gpu_idle.action != "none"
 
 
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """Decisions above these wait as `awaiting-approval` until `campaignctl approve` (0: no limit)."""
+
+    max_mem_mb: int = 0  # a new attempt or pending job asking for more memory than this
+    max_gpus: int = 0
+    max_cpus: int = 0
+    max_tasks: int = 0  # one rule acting on more tasks than this in one tick
+    always: tuple[str, ...] = ()  # rules whose every Slurm-changing decision needs approval
+    expire_after_s: int = 86400  # unanswered this long → expired (not carried out)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.max_mem_mb or self.max_gpus or self.max_cpus or self.max_tasks or self.always)
+
+
 def sections_from_dict(data: dict[str, Any]) -> dict[str, Any]:
     """Stored policy JSON → section values; a policy stored before these sections existed gets defaults."""
     prices = data.get("prices") or {}
@@ -89,7 +115,10 @@ def sections_from_dict(data: dict[str, Any]) -> dict[str, Any]:
     if util:
         util["data_starved"] = DataStarved(**util.get("data_starved", {}))
         util["gpu_idle"] = GpuIdle(**util.get("gpu_idle", {}))
-    return {"prices": Prices(**prices), "fallback": Fallback(**fallback), "utilisation": Utilisation(**util)}
+    approval = dict(data.get("approval") or {})
+    approval["always"] = tuple(approval.get("always", ()))
+    return {"prices": Prices(**prices), "fallback": Fallback(**fallback), "utilisation": Utilisation(**util),
+            "approval": Approval(**approval)}
 
 
 def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
@@ -117,7 +146,8 @@ def read_fallback(r: Reader, path: KeyPath, base: Fallback) -> Fallback:
         return base
     moves = r.integer((*path, "max_moves"), 1, 100, default=base.max_moves)
     return Fallback(after_s=r.duration((*path, "after"), base.after_s),
-                    max_moves=base.max_moves if moves is None else moves)
+                    max_moves=base.max_moves if moves is None else moves,
+                    mode=r.choice((*path, "mode"), MODES) or base.mode)
 
 
 def read_utilisation(r: Reader, path: KeyPath, base: Utilisation) -> Utilisation:
@@ -148,7 +178,8 @@ def _starved(r: Reader, path: KeyPath, base: DataStarved) -> DataStarved:
     return DataStarved(action=r.choice((*path, "action"), STARVED_ACTIONS) or base.action,
                        cpu_factor=base.cpu_factor if factor is None else factor,
                        max_cpus=base.max_cpus if max_cpus is None else max_cpus,
-                       resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending))
+                       resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending),
+                       mode=r.choice((*path, "mode"), MODES) or base.mode)
 
 
 def _idle(r: Reader, path: KeyPath, base: GpuIdle) -> GpuIdle:
@@ -157,4 +188,29 @@ def _idle(r: Reader, path: KeyPath, base: GpuIdle) -> GpuIdle:
     factor = r.bounded((*path, "gpu_factor"), 0.01, 0.99, "a fraction from 0.01 to 0.99 (0.5 halves the GPUs)")
     return GpuIdle(action=r.choice((*path, "action"), IDLE_ACTIONS) or base.action,
                    gpu_factor=base.gpu_factor if factor is None else factor,
-                   cancel_running=r.boolean((*path, "cancel_running"), base.cancel_running))
+                   cancel_running=r.boolean((*path, "cancel_running"), base.cancel_running),
+                   mode=r.choice((*path, "mode"), MODES) or base.mode)
+
+
+def read_approval(r: Reader, path: KeyPath, base: Approval, rule_names: tuple[str, ...]) -> Approval:
+    if r.mapping(path, APPROVAL_KEYS) is None:
+        return base
+    g = r.get
+    mem = r.memory((*path, "max_mem"), "1M") if _given(g((*path, "max_mem"))) else base.max_mem_mb
+    gpus = r.integer((*path, "max_gpus"), 0, 1024, default=base.max_gpus)
+    cpus = r.integer((*path, "max_cpus"), 0, 100_000, default=base.max_cpus)
+    tasks = r.integer((*path, "max_tasks"), 0, 10_000_000, default=base.max_tasks)
+    always = g((*path, "always"))
+    if not _given(always):
+        always = list(base.always)
+    elif not isinstance(always, list) or not all(isinstance(a, str) and a in rule_names for a in always):
+        r.problem((*path, "always"), f"must be a list of rule names from: {', '.join(rule_names)}")
+        always = list(base.always)
+    return Approval(max_mem_mb=mem, max_gpus=base.max_gpus if gpus is None else gpus,
+                    max_cpus=base.max_cpus if cpus is None else cpus,
+                    max_tasks=base.max_tasks if tasks is None else tasks, always=tuple(always),
+                    expire_after_s=r.duration((*path, "expire_after"), base.expire_after_s))
+
+
+def _given(value: object) -> bool:
+    return value is not None and value is not Reader.MISSING

@@ -29,6 +29,11 @@ class RevisionRecord:
     created_at: str
     policy_json: str = "{}"
     settings_json: str = "{}"  # what a tick needs without re-reading the spec: tasks, max_parallel
+    author: str = ""
+    reason: str = ""
+    kind: str = "spec"  # spec (initial or a changed spec at submit) | policy | promote | rollback
+    shadow_policy_json: str = ""  # a candidate policy proposing next to the enforced one ('' if none)
+    source_revision: int | None = None  # rollback: the revision whose content this one restores
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ decisions and submission intents in one transaction → act per group → outcom
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
 from campaignctl.adapters import proc, slurm
@@ -30,6 +30,8 @@ from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
+from campaignctl.services.approvals import carry_out
+from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -175,7 +177,7 @@ class _Tick:
         if not paused:
             why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
             decisions += plan_throttles(views, self.store.array_throttles(record.id), max_parallel, why)
-        decisions += budget.decisions
+        decisions = governed(ctx, decisions + budget.decisions) + known_good_mark(ctx)
         observed = len(rows)
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
@@ -188,6 +190,14 @@ class _Tick:
             retry_parallel = max(1, max_parallel - running_now(views)) if max_parallel else None
             outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
                                  retry_parallel)
+        expire_awaiting(ctx)
+        shadow_policy = candidate(ctx)
+        if shadow_policy is not None:  # a candidate proposes over the same views; it never acts
+            proposals = candidate_proposals(ctx, shadow_policy, views, summaries, requests.fired)
+            if proposals:
+                assert self.tick_id is not None
+                Actor(self.store, self.log, record, shadow_policy, self.tick_id, self.squeue.jobs).act(
+                    proposals, {}, lambda: "", None)
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = self.store.campaign_state(record.id)
         unresolved = self.log.unresolved_tokens(record.id)
@@ -208,7 +218,18 @@ class _Tick:
             return 0
         policy, _ = current_policy(self.store, record)
         actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
-        return actor.repair(open_entries)
+        # a decision waiting for approval is not open work; an approved one that a crash left
+        # undone is, carried out under the submission token its approval named
+        approvals = {int(e.params["decision_id"]): str(e.params["token"])  # type: ignore[call-overload]
+                     for e in self.log.entries(record.id, actions=("approve",))}
+        known = {s.token for s in self.store.submissions(record.id)}
+        todo = [e for e in open_entries if not e.gate]
+        for e in (e for e in open_entries if e.gate and e.id in approvals):
+            if e.action == "resubmit" and approvals[e.id] not in known:
+                carry_out(actor, e, approvals[e.id])
+            else:
+                todo.append(replace(e, group_token=approvals[e.id]))
+        return actor.repair(todo)
 
 
 def _local_clock(now: datetime | None) -> datetime:

@@ -8,14 +8,14 @@ from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
-from campaignctl.core.errors import ConflictError, SlurmTransientError
+from campaignctl.core.errors import ConflictError
 from campaignctl.core.observe import task_views
 from campaignctl.services.act import Actor
+from campaignctl.services.manual import manual_tick
 from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.status import find_campaign
 
@@ -39,9 +39,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     if record.state != "paused":
         raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
                             f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")
-    with exclusive("reconcile") as holder:
-        if holder is not None:
-            raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run resume again in a moment")
+    with manual_tick(store, f"resume {name}") as (log, tick_id):
         policy, settings = current_policy(store, record)
         budget = budget_of(settings)
         assessment = assess(budget, campaign_spend(store.usage_groups(record.id), policy.prices))
@@ -49,7 +47,6 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
             raise ConflictError(f"campaign {name!r} is still over its budget: {_binding(assessment)}",
                                 "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
                                 "then resume; or resume --force to release anyway")
-        log = DecisionLog(store.engine)
         held = _held_by_budget(log, record.id)
         views = task_views(store.history(record.id, done_tasks=False), log.decided_tokens(record.id))
         pending = pending_elements(views)
@@ -60,10 +57,8 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                             f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released.",
                             {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision},
                             {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
-        tick_id = log.begin_tick(f"resume {name}")
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
         outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]
-        log.finish_tick(tick_id, "ok", 0, 1)
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,
                             assessment.to_dict())

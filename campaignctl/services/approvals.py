@@ -1,0 +1,92 @@
+"""`approve` / `reject` a decision that waits for a human. The verdict is itself a decision in
+the log (who, why); an approved decision is then carried out exactly as it was decided, and
+a crash in between is finished by the next tick's repair (the verdict names the submission
+token a resubmit will use, so it is never submitted twice)."""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from dataclasses import asdict, dataclass
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.store import Store
+from campaignctl.core.decide import Decision
+from campaignctl.core.errors import ConflictError, NotFoundError
+from campaignctl.core.spec import Resources
+from campaignctl.services.act import Actor
+from campaignctl.services.manual import manual_tick
+from campaignctl.services.rules import current_policy
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictResult:
+    decision_id: int
+    campaign: str
+    verdict: str  # approve | reject
+    status: str  # the decision's outcome now: applied | failed | rejected
+    job_id: str | None
+    error: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def approve(decision_id: int, reason: str = "") -> VerdictResult:
+    return _verdict(decision_id, "approve", reason)
+
+
+def reject(decision_id: int, reason: str = "") -> VerdictResult:
+    return _verdict(decision_id, "reject", reason)
+
+
+def pending_approvals(campaign: str | None = None) -> list[LoggedDecision]:
+    store = Store.open()
+    record_id = None
+    if campaign is not None:
+        record = store.campaign(campaign)
+        if record is None:
+            raise NotFoundError(f"no campaign named {campaign!r}", "`campaignctl status` lists campaigns")
+        record_id = record.id
+    return DecisionLog(store.engine).awaiting(record_id)
+
+
+def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
+    store = Store.open()
+    log = DecisionLog(store.engine)
+    entry = log.entry(decision_id)
+    if entry is None:
+        raise NotFoundError(f"no decision #{decision_id}", "`campaignctl approvals` lists what waits for approval")
+    if entry.status != "awaiting-approval" or entry.id not in {e.id for e in log.awaiting()}:
+        raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
+                            "`campaignctl approvals` lists what waits for approval")
+    record = store.campaign(entry.campaign)
+    assert record is not None
+    who = getpass.getuser()
+    token = uuid.uuid4().hex[:12]
+    with manual_tick(store, f"{verdict} #{decision_id}") as (log, tick_id):
+        policy, _ = current_policy(store, record)
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        what = f"{entry.rule} → {entry.action} for task {entry.task_index}"
+        why = f"decision #{decision_id} ({what}) {verdict}d by {who}" + (f": {reason}" if reason else ".")
+        record_decision = Decision(entry.task_index, entry.attempt_token, "approval", verdict, why,
+                                   {"by": who, "gate": entry.gate},
+                                   {"decision_id": decision_id, "token": token})
+        actor.act([record_decision], {}, lambda: uuid.uuid4().hex[:12], None)
+        if verdict == "reject":
+            log.write_outcomes([decision_id], "rejected", {"by": who, "reason": reason})
+            return VerdictResult(decision_id, entry.campaign, verdict, "rejected", None, "")
+        status, job_id = carry_out(actor, entry, token)
+    done = log.entry(decision_id)
+    return VerdictResult(decision_id, entry.campaign, verdict, status, job_id, done.error if done else "")
+
+
+def carry_out(actor: Actor, entry: LoggedDecision, token: str) -> tuple[str, str | None]:
+    """Carry out a logged, approved decision as it was decided (resources from its params)."""
+    resources = entry.params.get("resources")
+    decision = Decision(entry.task_index, entry.attempt_token, entry.rule, entry.action, entry.reason,
+                        entry.inputs, entry.params,
+                        Resources(**resources) if isinstance(resources, dict) else None)
+    array = str(entry.params.get("array_job_id") or str(entry.inputs.get("job_id") or "").partition("_")[0])
+    return actor.carry_out_approved(decision, entry.id, lambda: token, {entry.attempt_token: array or None})

@@ -1,0 +1,25 @@
+"""A step a person takes by hand (resume, approve, reject, rollback, marking a revision good)
+is carried out like a tick's decisions: under the reconcile lock, so no tick races it, and in
+a tick row of its own in the decision log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.lock import exclusive
+from campaignctl.adapters.store import Store
+from campaignctl.core.errors import SlurmTransientError
+
+
+@contextmanager
+def manual_tick(store: Store, scope: str) -> Iterator[tuple[DecisionLog, int]]:
+    with exclusive("reconcile") as holder:
+        if holder is not None:
+            raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
+        log = DecisionLog(store.engine)
+        tick_id = log.begin_tick(scope, datetime.now().replace(microsecond=0).isoformat())
+        yield log, tick_id
+        log.finish_tick(tick_id, "ok", 0, 1)
