@@ -8,7 +8,9 @@ import sys
 import typer
 
 from campaignctl.cli import cron as cron_cmd
+from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
+from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
@@ -29,6 +31,12 @@ app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.command("log")(log_cmd.log)
 app.command("resume")(resume_cmd.resume)
+app.command("revisions")(governance_cmd.revisions)
+app.command("rollback")(governance_cmd.rollback)
+app.command("approvals")(governance_cmd.approvals)
+app.command("approve")(governance_cmd.approve)
+app.command("reject")(governance_cmd.reject)
+app.add_typer(policy_cmd.policy_app, name="policy")
 app.add_typer(cron_cmd.cron_app, name="cron")
 
 

@@ -14,13 +14,15 @@ from campaignctl.services.submit import submit as submit_service
 def submit(
     spec: Annotated[Path, typer.Argument(help="Campaign spec (YAML).", show_default=False)],
     dry_run: DryRunOption = False,
+    reason: Annotated[str, typer.Option("--reason", help="Why the spec changed (kept with the new revision).")] = "",
     json_out: JsonOption = False,
 ) -> None:
-    """Submit a campaign spec as Slurm job arrays (exactly once; re-running is safe).
+    """Submit a campaign spec as Slurm job arrays (exactly once; re-running is safe). Submitting
+    a changed spec of an existing campaign records a new revision (see `campaignctl revisions`).
 
     Example: campaignctl submit templates/sweep.yaml --dry-run
     """
-    result = submit_service(spec, dry_run=dry_run)
+    result = submit_service(spec, dry_run=dry_run, reason=reason)
     if json_out:
         print_json("submit", result.to_dict())
     else:

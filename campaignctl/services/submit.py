@@ -58,7 +58,7 @@ def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     return validate_spec(doc, spec_dir, load_policy(policy_reference(doc), spec_dir)), text
 
 
-def submit(spec_path: Path, dry_run: bool = False) -> SubmitResult:
+def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:
     spec, text = load_spec(spec_path)
     if dry_run:
         return _dry_run(spec)
@@ -73,7 +73,7 @@ def submit(spec_path: Path, dry_run: bool = False) -> SubmitResult:
         outcome = "unchanged"
     else:
         number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
-                                    getpass.getuser(), "spec changed at submit")
+                                    getpass.getuser(), reason or "spec changed at submit")
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.tasks), 0, notes=notes)

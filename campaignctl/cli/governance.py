@@ -1,0 +1,143 @@
+"""Governance commands: revisions, rollback, approvals."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.services.approvals import VerdictResult, pending_approvals
+from campaignctl.services.approvals import approve as approve_service
+from campaignctl.services.approvals import reject as reject_service
+from campaignctl.services.revisions import RevisionsResult, list_revisions, mark_good
+from campaignctl.services.rollback import RollbackResult
+from campaignctl.services.rollback import rollback as rollback_service
+
+ReasonOption = Annotated[str, typer.Option("--reason", help="Why, for the decision log.")]
+
+
+def revisions(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    diff: Annotated[int | None, typer.Option("--diff", help="Show this revision's diff to the one before it.")] = None,
+    mark_good_rev: Annotated[int | None, typer.Option("--mark-good", help="Mark this revision known-good.")] = None,
+    reason: ReasonOption = "",
+    json_out: JsonOption = False,
+) -> None:
+    """List a campaign's revisions: who changed what and why, which are known-good, and diffs.
+
+    Example: campaignctl revisions lr-sweep --diff 3
+    """
+    result = mark_good(campaign, mark_good_rev, reason) if mark_good_rev is not None else list_revisions(campaign)
+    if json_out:
+        print_json("revisions", result.to_dict())
+        return
+    render_revisions(result, diff)
+
+
+def render_revisions(result: RevisionsResult, diff: int | None) -> None:
+    table = Table("rev", "kind", "when (UTC)", "author", "reason", "policy", "shadow", "known-good", "hash")
+    for r in result.revisions:
+        shadow = ", ".join(filter(None, [r.shadow_policy and f"candidate {r.shadow_policy}", *r.shadow_rules]))
+        table.add_row(f"{r.number}{' *' if r.current else ''}",
+                      r.kind + (f" ← {r.source_revision}" if r.source_revision else ""),
+                      r.created_at.replace("T", " ")[:19], r.author, r.reason, r.policy, shadow or "-",
+                      "yes" if r.known_good else "-", r.content_hash[:12])
+    console.print(table)
+    console.print(f"* current revision of {result.campaign}: {result.current}")
+    if diff is not None:
+        found = [r for r in result.revisions if r.number == diff]
+        console.print(found[0].diff if found else f"no revision {diff}", markup=False, soft_wrap=True)
+
+
+def rollback(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    to: Annotated[int | None, typer.Option("--to", help="Target revision (default: the last known-good).")] = None,
+    dry_run: DryRunOption = False,
+    reason: ReasonOption = "",
+    json_out: JsonOption = False,
+) -> None:
+    """Return a campaign to an earlier revision: it becomes current again, and pending work gets
+    its resources back (scontrol update, or cancel-and-resubmit where Slurm cannot update).
+    Running and finished attempts are left alone. Every step is a logged decision.
+
+    Example: campaignctl rollback lr-sweep --dry-run
+    """
+    result = rollback_service(campaign, to, dry_run, reason)
+    if json_out:
+        print_json("rollback", result.to_dict())
+        return
+    render_rollback(result)
+
+
+def render_rollback(result: RollbackResult) -> None:
+    if result.dry_run:
+        console.print(f"dry run: {result.campaign} would roll back from revision {result.from_revision} "
+                      f"to the content of revision {result.target}; nothing changed")
+    else:
+        console.print(f"{result.campaign}: revision {result.new_revision} is current, with the content of "
+                      f"revision {result.target} (was {result.from_revision})")
+    for step in result.steps:
+        job = f", job {step.job_id}" if step.job_id else ""
+        console.print(f"  task {step.task}: {step.action} [{step.status}{job}] {step.reason}", soft_wrap=True)
+    if not result.steps:
+        console.print("  no pending work needs compensating")
+    for note in result.left_alone:
+        console.print(f"  left alone: {note}", soft_wrap=True)
+    if result.withdrawn:
+        console.print(f"  withdrawn (awaited approval): {', '.join(f'#{i}' for i in result.withdrawn)}")
+
+
+def approvals(
+    campaign: Annotated[str | None, typer.Argument(help="Campaign name; omit for all.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List decisions waiting for approval, with why they wait.
+
+    Example: campaignctl approvals lr-sweep
+    """
+    waiting = pending_approvals(campaign)
+    if json_out:
+        print_json("approvals", [e.to_dict() for e in waiting])
+        return
+    if not waiting:
+        console.print("nothing waits for approval")
+    for e in waiting:
+        console.print(f"[bold]#{e.id}[/] {e.campaign} task {e.task_index}: {e.rule} → {e.action} "
+                      f"({e.created_at.replace('T', ' ')[:19]} UTC)", soft_wrap=True)
+        console.print(f"    {e.reason}", markup=False, soft_wrap=True)
+        console.print(f"    waits because: {e.gate}", markup=False, soft_wrap=True)
+
+
+def approve(
+    decision_id: Annotated[int, typer.Argument(help="Decision id (see `campaignctl approvals`).", show_default=False)],
+    reason: ReasonOption = "",
+    json_out: JsonOption = False,
+) -> None:
+    """Approve a decision that waits for approval; it is carried out at once, as it was decided.
+
+    Example: campaignctl approve 42 --reason "memory checked with the data team"
+    """
+    _render_verdict(approve_service(decision_id, reason), json_out)
+
+
+def reject(
+    decision_id: Annotated[int, typer.Argument(help="Decision id (see `campaignctl approvals`).", show_default=False)],
+    reason: ReasonOption = "",
+    json_out: JsonOption = False,
+) -> None:
+    """Reject a decision that waits for approval; it is never carried out (the task stops there).
+
+    Example: campaignctl reject 42 --reason "too large for this allocation"
+    """
+    _render_verdict(reject_service(decision_id, reason), json_out)
+
+
+def _render_verdict(result: VerdictResult, json_out: bool) -> None:
+    if json_out:
+        print_json(result.verdict, result.to_dict())
+        return
+    job = f", job {result.job_id}" if result.job_id else ""
+    console.print(f"decision #{result.decision_id} ({result.campaign}) {result.verdict}d: {result.status}{job}"
+                  + (f": {result.error}" if result.error else ""))

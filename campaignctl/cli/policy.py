@@ -1,0 +1,59 @@
+"""`campaignctl policy …`: change a running campaign's policy (each change a revision)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.services.revisions import RevisionsResult, set_policy
+from campaignctl.services.revisions import promote as promote_service
+
+policy_app = typer.Typer(help="Change, shadow, promote and replay a campaign's policy.\n\n"
+                              "Example: campaignctl policy set lr-sweep policies/conservative.yaml --shadow",
+                         no_args_is_help=True)
+
+
+@policy_app.command("set")
+def set_(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    policy_file: Annotated[Path, typer.Argument(help="Policy YAML file.", show_default=False)],
+    shadow: Annotated[bool, typer.Option("--shadow", help="Run it next to the current policy as a candidate "
+                                                          "that only proposes.")] = False,
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept with the new revision).")] = "",
+    json_out: JsonOption = False,
+) -> None:
+    """Change a campaign's policy mid-flight: a new revision, applied from the next reconcile.
+    Work already queued keeps its resources; `campaignctl rollback` undoes the change.
+
+    Example: campaignctl policy set lr-sweep my-policy.yaml --reason "grow memory faster"
+    """
+    _render(set_policy(campaign, policy_file, reason, shadow), json_out, "policy set")
+
+
+@policy_app.command("promote")
+def promote(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    rule: Annotated[str | None, typer.Option("--rule", help="Promote only this shadow rule.")] = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept with the new revision).")] = "",
+    json_out: JsonOption = False,
+) -> None:
+    """Let shadow decisions act: the candidate policy becomes the enforced one, or the policy's
+    shadow rules (all, or --rule) start to act. A new revision.
+
+    Example: campaignctl policy promote lr-sweep --rule data_starved
+    """
+    _render(promote_service(campaign, reason, rule), json_out, "policy promote")
+
+
+def _render(result: RevisionsResult, json_out: bool, command: str) -> None:
+    if json_out:
+        print_json(command, result.to_dict())
+        return
+    rev = next(r for r in result.revisions if r.current)
+    shadow = ", ".join(filter(None, [rev.shadow_policy and f"candidate {rev.shadow_policy}", *rev.shadow_rules]))
+    console.print(f"{result.campaign}: revision {rev.number} is current ({rev.kind}: {rev.reason}); "
+                  f"policy {rev.policy}" + (f"; in shadow: {shadow}" if shadow else ""))
+    console.print(rev.diff, markup=False, soft_wrap=True)
