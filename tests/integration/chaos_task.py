@@ -1,8 +1,9 @@
 """A task that fails on purpose, by mode, so reconcile's policies can be watched on real Slurm.
 
 ok: exit 0 · bug: exit 3 every time · flaky: exit 75 (EX_TEMPFAIL) on attempt 1 · oom MB: allocate
-MB megabytes · late_oom MB: run 20 s on attempt 1, then allocate MB megabytes (a retry exits 0) · slow: on attempt 1 write a checkpoint and sleep (the test then provokes TIMEOUT,
-NODE_FAIL or preemption); a retry finds the checkpoint and exits 0.
+MB megabytes · late_oom MB: run 20 s on attempt 1, then allocate MB megabytes (a retry exits 0) ·
+slow: on attempt 1 write a checkpoint and sleep (the test then provokes TIMEOUT, NODE_FAIL or
+preemption); a retry finds the checkpoint and exits 0.
 """
 import os
 import pathlib
