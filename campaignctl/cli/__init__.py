@@ -9,6 +9,7 @@ import typer
 
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import log as log_cmd
+from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
@@ -30,6 +31,7 @@ app.command("reconcile")(reconcile_cmd.reconcile)
 app.command("log")(log_cmd.log)
 app.command("resume")(resume_cmd.resume)
 app.add_typer(cron_cmd.cron_app, name="cron")
+app.add_typer(policy_cmd.policy_app, name="policy")
 
 
 def main() -> None:
