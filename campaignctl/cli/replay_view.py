@@ -19,8 +19,8 @@ def render_replay(result: ReplayResult) -> None:
                   f"{result.policy_file}) over {result.ticks} recorded tick(s)", markup=True, soft_wrap=True)
     console.print(f"recorded decisions by: {recorded}; current policy {result.current_policy}",
                   markup=False, soft_wrap=True)
-    console.print(f"{result.actual_decisions} recorded decision(s) replayed, {result.replayed_decisions} "
-                  f"replayed decision(s), {result.reproduced} reproduced", soft_wrap=True)
+    console.print(f"{result.actual_decisions} recorded decision(s) of the replayed kinds, "
+                  f"{result.replayed_decisions} made by the replay, {result.reproduced} reproduced", soft_wrap=True)
     for caveat in result.caveats:
         console.print(f"  note: {caveat}", markup=False, soft_wrap=True)
     if result.not_replayed:
