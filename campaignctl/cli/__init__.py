@@ -36,8 +36,8 @@ app.command("rollback")(governance_cmd.rollback)
 app.command("approvals")(governance_cmd.approvals)
 app.command("approve")(governance_cmd.approve)
 app.command("reject")(governance_cmd.reject)
-app.add_typer(policy_cmd.policy_app, name="policy")
 app.add_typer(cron_cmd.cron_app, name="cron")
+app.add_typer(policy_cmd.policy_app, name="policy")
 
 
 def main() -> None:

@@ -8,11 +8,13 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.replay_view import render_replay
+from campaignctl.services.replay import replay_policy
 from campaignctl.services.revisions import RevisionsResult, set_policy
 from campaignctl.services.revisions import promote as promote_service
 
 policy_app = typer.Typer(help="Change, shadow, promote and replay a campaign's policy.\n\n"
-                              "Example: campaignctl policy set lr-sweep policies/conservative.yaml --shadow",
+                              "Example: campaignctl policy replay policies/default.yaml lr-sweep",
                          no_args_is_help=True)
 
 
@@ -46,6 +48,26 @@ def promote(
     Example: campaignctl policy promote lr-sweep --rule data_starved
     """
     _render(promote_service(campaign, reason, rule), json_out, "policy promote")
+
+
+@policy_app.command("replay")
+def replay(
+    policy_file: Annotated[str, typer.Argument(help="Policy YAML file (or a built-in policy name).",
+                                               show_default=False)],
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    json_out: JsonOption = False,
+) -> None:
+    """Re-run the policy's decisions over the campaign's recorded ticks and show where they differ
+    from what was actually decided, with the worst-case cost of each side's retries. Changes
+    nothing; exits 0 whether or not the decisions differ.
+
+    Example: campaignctl policy replay policies/cost-saver.yaml lr-sweep
+    """
+    result = replay_policy(policy_file, campaign)
+    if json_out:
+        print_json("policy replay", result.to_dict())
+    else:
+        render_replay(result)
 
 
 def _render(result: RevisionsResult, json_out: bool, command: str) -> None:

@@ -1,0 +1,105 @@
+"""Read one campaign's recorded history for replay: the ticks that saw it, its attempts with
+their submissions, every observation and every decision (with its outcome). Read-only."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store_schema import (
+    attempts,
+    decision_outcomes,
+    decisions,
+    observations,
+    submissions,
+    tasks,
+    ticks,
+)
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.replay import (
+    CampaignHistory,
+    RecordedAttempt,
+    RecordedDecision,
+    RecordedObservation,
+    RecordedTick,
+)
+
+# Ticks that decided nothing at all: sacct failed before anything was observed.
+_SILENT = ("observed-nothing",)
+
+
+class HistoryStore:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def campaign_history(self, record: CampaignRecord) -> CampaignHistory:
+        with self.engine.connect() as conn:
+            recorded = _attempts(conn, record.id)
+            seen = _observations(conn, record.id)
+            logged = _decisions(conn, record.id)
+            touched = {o.tick_id for o in seen} | {d.tick_id for d in logged}
+            ran = _ticks(conn, record, touched)
+        return CampaignHistory(tuple(ran), tuple(recorded), tuple(seen), tuple(logged))
+
+
+def _attempts(conn: sa.Connection, campaign_id: int) -> list[RecordedAttempt]:
+    a, s, t = attempts.c, submissions.c, tasks.c
+    query = (sa.select(a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, s.token.label("sub"),
+                       s.kind, s.resources_json.label("sub_res"), a.resources_json, a.created_at)
+             .join(tasks, t.id == a.task_id).join(submissions, s.id == a.submission_id)
+             .where(t.campaign_id == campaign_id).order_by(t.task_index, a.attempt_number))
+    return [RecordedAttempt(r.id, r.task_index, r.attempt_number, r.array_index, r.token, r.job_id, r.sub,
+                            r.kind, r.sub_res, r.resources_json is not None, _aware(r.created_at))
+            for r in conn.execute(query)]
+
+
+def _observations(conn: sa.Connection, campaign_id: int) -> list[RecordedObservation]:
+    o = observations.c
+    query = (sa.select(o.attempt_id, o.tick_id, o.state, o.slurm_state, o.exit_code, o.nodes, o.elapsed_s,
+                       o.max_rss, o.ended_at, o.missing_since)
+             .join(attempts, attempts.c.id == o.attempt_id).join(tasks, tasks.c.id == attempts.c.task_id)
+             .where(tasks.c.campaign_id == campaign_id).order_by(o.id))
+    return [RecordedObservation(r.attempt_id, r.tick_id, r.state, r.slurm_state, r.exit_code, r.nodes, r.elapsed_s,
+                                r.max_rss, r.ended_at, r.missing_since) for r in conn.execute(query)]
+
+
+def _decisions(conn: sa.Connection, campaign_id: int) -> list[RecordedDecision]:
+    d, out = decisions.c, decision_outcomes.c
+    query = (sa.select(d.id, d.tick_id, d.task_index, d.attempt_token, d.policy, d.policy_digest, d.rule,
+                       d.action, d.params_json, d.reason, d.mode, d.group_token, d.gate, out.status)
+             .outerjoin(decision_outcomes, out.decision_id == d.id)
+             .where(d.campaign_id == campaign_id).order_by(d.id))
+    return [RecordedDecision(r.id, r.tick_id, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
+                             r.action, json.loads(r.params_json), r.reason, r.mode, r.group_token,
+                             r.status or ("awaiting-approval" if r.gate else "pending"))
+            for r in conn.execute(query)]
+
+
+def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int]) -> list[RecordedTick]:
+    """Ticks that observed or decided something of the campaign, and the ticks aimed at it (its
+    name or --all) that saw nothing change: from its first tick to its last, and after that while
+    the campaign is still open (a finished campaign is left out of --all)."""
+    if not touched:
+        return []
+    first, last = min(touched), max(touched)
+    t = ticks.c
+    aimed = sa.and_(t.id > first, t.status.not_in(_SILENT), t.scope.in_((record.name, "--all")))
+    if record.state == "finished":  # --all skips it from then on; a tick naming it still decides on it
+        aimed = sa.and_(aimed, sa.or_(t.id < last, t.scope == record.name))
+    query = sa.select(t.id, t.clock, t.started_at).where(sa.or_(t.id.in_(touched), aimed)).order_by(t.id)
+    return [RecordedTick(r.id, _clock(r.clock, r.started_at), _aware(r.started_at)) for r in conn.execute(query)]
+
+
+def _aware(stored: str) -> datetime:
+    """The store keeps UTC with its offset (`utc_now`)."""
+    value = datetime.fromisoformat(stored)
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _clock(clock: str, started_at: str) -> datetime:
+    """The tick's local naive clock; ticks from before it was stored: their start, in local time."""
+    if clock:
+        return datetime.fromisoformat(clock)
+    return _aware(started_at).astimezone().replace(tzinfo=None, microsecond=0)

@@ -1,0 +1,110 @@
+"""`policy replay`: a policy file's decisions over a campaign's recorded history, against what
+was actually decided, with the worst-case cost of each side's retries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from campaignctl.adapters.history_store import HistoryStore
+from campaignctl.adapters.policy_source import load_policy
+from campaignctl.adapters.store import Store
+from campaignctl.core.cost import Amount
+from campaignctl.core.replay import (
+    CampaignHistory,
+    RecordedDecision,
+    Timeline,
+    actual_decisions,
+    not_replayed,
+    recorded_policies,
+    replay,
+)
+from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
+from campaignctl.core.spec import Resources
+from campaignctl.services.rules import current_policy
+from campaignctl.services.status import find_campaign
+
+CAVEATS = (
+    "history after a divergence is what actually happened: the replayed policy would have caused "
+    "other attempts, which no replay can observe; later decisions are over the recorded attempts",
+    "replayed: resubmit, give_up and resize_pending (decide); not replayed: utilisation, GPU fallback, "
+    "budget and throttle rules, whose inputs are not recorded per tick",
+    "a tick that a budget pause kept from resubmitting is replayed without the pause",
+    "cost: each side's resubmits, the new attempt at its time limit, priced with the replayed policy",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    campaign: str
+    policy: str  # label of the replayed policy
+    policy_digest: str
+    policy_file: str
+    recorded_policies: list[str]  # label (digest) of the policies that made the recorded decisions
+    current_policy: str
+    ticks: int
+    reproduced: int
+    actual_decisions: int
+    replayed_decisions: int
+    differences: list[Difference]
+    actual_cost: Amount
+    replay_cost: Amount
+    cost_delta: Amount
+    not_replayed: dict[str, int] = field(default_factory=dict)  # other recorded decisions, by action
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "identical": self.identical}
+
+
+def replay_policy(policy_file: str, name: str) -> ReplayResult:
+    policy = load_policy(policy_file, str(Path.cwd()))  # a bad file: SpecError naming file, line, key
+    store = Store.open()
+    record = find_campaign(store, name)
+    history = HistoryStore(store.engine).campaign_history(record)
+    current, _ = current_policy(store, record)
+    actual = actual_decisions(history)
+    comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
+                         {a.token: a.attempt_number for a in history.attempts})
+    return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
+
+
+def _resources_given(history: CampaignHistory) -> Callable[[RecordedDecision], Resources | None]:
+    """A recorded decision → the resources it gave: a resize's new ones; a resubmit's retry
+    submission's (or, were that missing, the attempt's then resources with the decision's changes)."""
+    timeline = Timeline(history)
+    retry = {a.submission_token: a.submission_resources_json for a in history.attempts}
+    attempt = {a.token: a for a in history.attempts}
+
+    def given(d: RecordedDecision) -> Resources | None:
+        if d.action == "resize_pending":
+            return Resources(**d.params["resources"])  # type: ignore[arg-type]
+        if d.action != "resubmit":
+            return None
+        if d.group_token in retry:
+            return Resources(**json.loads(retry[d.group_token]))
+        old = attempt.get(d.attempt_token)
+        if old is None:
+            return None
+        changes: Mapping[str, Any] = d.params.get("changes", {})  # type: ignore[assignment]
+        return resubmitted_resources(timeline.resources(old, d.tick_id), changes)
+
+    return given
+
+
+def _result(name: str, policy_file: str, label: str, digest: str, history: CampaignHistory, current: str,
+            c: Comparison) -> ReplayResult:
+    return ReplayResult(
+        campaign=name, policy=label, policy_digest=digest, policy_file=policy_file,
+        recorded_policies=[f"{p} ({d})" for p, d in recorded_policies(history.decisions)],
+        current_policy=current, ticks=len(history.ticks), reproduced=c.reproduced,
+        actual_decisions=c.actual, replayed_decisions=c.replayed, differences=list(c.differences),
+        actual_cost=c.actual_cost, replay_cost=c.replay_cost, cost_delta=c.cost_delta,
+        not_replayed=not_replayed(history), caveats=list(CAVEATS))
