@@ -83,7 +83,7 @@ class DecisionLog:
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
         with self.engine.begin() as conn:
-            head = _last_row(conn, "decisions")
+            head = chain_head(conn, "decisions")
             ids = list(range(head.id + 1, head.id + 1 + len(planned)))
             rows = [(i, tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
                      _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
@@ -155,15 +155,15 @@ def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: s
                      detail: dict[str, object], error: str) -> None:
     if decision_ids:
         now, detail_json = utc_now(), _dump(detail)
-        head = _last_row(conn, "decision_outcomes")
+        head = chain_head(conn, "decision_outcomes")
         _insert_chained(conn, "decision_outcomes", OUTCOME_FIELDS, head, [
             (head.id + n, i, status, detail_json, error, now) for n, i in enumerate(decision_ids, start=1)])
 
 
-def _last_row(conn: sa.Connection, table: str) -> Head:
-    """The chain's head, read in the writer's transaction. Writers hold the reconcile lock; if
-    two ever raced, both would insert the same next id and the second would fail on the primary
-    key: the chain cannot fork silently."""
+def chain_head(conn: sa.Connection, table: str) -> Head:
+    """The chain's last row (EMPTY when it has none), read in the caller's transaction. Writers
+    hold the reconcile lock; if two ever raced, both would insert the same next id and the second
+    would fail on the primary key: the chain cannot fork silently."""
     row = conn.exec_driver_sql(f"SELECT id, row_hash FROM {table} ORDER BY id DESC LIMIT 1").first()
     return Head(int(row[0]), row[1]) if row else EMPTY
 

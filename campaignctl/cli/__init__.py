@@ -27,7 +27,7 @@ app = typer.Typer(
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
-app.command("log")(log_cmd.log)
+app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)
 app.add_typer(cron_cmd.cron_app, name="cron")
 

@@ -16,7 +16,8 @@ from tests.fakeslurm import FakeSlurm
 
 
 def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD")}
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
     env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
