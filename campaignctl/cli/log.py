@@ -30,9 +30,9 @@ def show(
 ) -> None:
     """Show the decision log: every decision with its rule, reason, inputs and outcome.
 
-    `campaignctl log NAME` is short for `campaignctl log show NAME`.
+    `campaignctl log NAME …` is short for `campaignctl log show NAME …`.
 
-    Example: campaignctl log lr-sweep --task 3 --inputs
+    Example: campaignctl log show lr-sweep --task 3 --inputs
     """
     entries = decision_log(campaign, task, last)
     if json_out:

@@ -33,9 +33,10 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
         assert fragment in done.stderr
 
 
-@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume"])
+@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume",
+                                     "log show", "log verify", "log export"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
-    done = run_cli(command, "--help", state=tmp_path)
+    done = run_cli(*command.split(), "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
 
 
