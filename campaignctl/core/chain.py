@@ -128,7 +128,7 @@ class _Walk:
         if row.prev_hash != prev.row_hash:
             before = f"{name} #{prev.id}" if prev.id else "the start of the chain"
             return (f"{name} #{row.id}: prev_hash does not match {before} "
-                    f"(a row before it was deleted or changed)")
+                    "(a row before it was deleted or changed)")
         self.count += 1
         self.head = Head(row.id, row.row_hash)
         if row.id == self.watch:
