@@ -21,6 +21,7 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
     monkeypatch.delenv("CAMPAIGNCTL_DB_URL", raising=False)
     monkeypatch.delenv("CAMPAIGNCTL_FAULT", raising=False)
+    monkeypatch.delenv("CAMPAIGNCTL_CHAIN_HEAD", raising=False)
     return home
 
 

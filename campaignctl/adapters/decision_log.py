@@ -11,7 +11,9 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.store import driver_sql, insert_submission, utc_now
 from campaignctl.adapters.store_schema import campaigns, decision_outcomes, decisions, ticks
+from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
+from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decide import Decision
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
@@ -80,15 +82,13 @@ class DecisionLog:
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
-        rows = [(tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
-                 _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
-                for d, group in planned]
         with self.engine.begin() as conn:
-            if rows:
-                conn.exec_driver_sql(driver_sql(conn, _INSERT_DECISION), rows)
-            ids = list(conn.execute(sa.select(decisions.c.id).where(
-                decisions.c.tick_id == tick_id, decisions.c.campaign_id == campaign_id)
-                .order_by(decisions.c.id)).scalars())[-len(rows):] if rows else []
+            head = chain_head(conn, "decisions")
+            ids = list(range(head.id + 1, head.id + 1 + len(planned)))
+            rows = [(i, tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
+                     _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
+                    for i, (d, group) in zip(ids, planned, strict=True)]
+            _insert_chained(conn, "decisions", DECISION_FIELDS, head, rows)
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, "retry", intent.requeue)
@@ -172,19 +172,34 @@ class DecisionLog:
         return sorted(out, key=lambda e: e.id)
 
 
-_INSERT_DECISION = (
-    "INSERT INTO decisions (tick_id, campaign_id, task_index, attempt_token, policy, policy_digest, rule, "
-    "action, params_json, inputs_json, reason, mode, group_token, created_at, revision, gate) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-
-
 def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: str,
                      detail: dict[str, object], error: str) -> None:
     if decision_ids:
-        now = utc_now()
-        conn.execute(decision_outcomes.insert(), [
-            {"decision_id": i, "status": status, "detail_json": _dump(detail), "error": error,
-             "created_at": now} for i in decision_ids])
+        now, detail_json = utc_now(), _dump(detail)
+        head = chain_head(conn, "decision_outcomes")
+        _insert_chained(conn, "decision_outcomes", OUTCOME_FIELDS, head, [
+            (head.id + n, i, status, detail_json, error, now) for n, i in enumerate(decision_ids, start=1)])
+
+
+def chain_head(conn: sa.Connection, table: str) -> Head:
+    """The chain's last row (EMPTY when it has none), read in the caller's transaction. Writers
+    hold the reconcile lock; if two ever raced, both would insert the same next id and the second
+    would fail on the primary key: the chain cannot fork silently."""
+    row = conn.exec_driver_sql(f"SELECT id, row_hash FROM {table} ORDER BY id DESC LIMIT 1").first()
+    return Head(int(row[0]), row[1]) if row else EMPTY
+
+
+def _insert_chained(conn: sa.Connection, table: str, fields: Sequence[tuple[str, type]], head: Head,
+                    rows: Sequence[tuple[object, ...]]) -> None:
+    """Insert rows with explicit ids (head.id + 1, …: their hash covers the id) after `head`:
+    hashes computed in one pass, one executemany."""
+    if not rows:
+        return
+    links = chain.extend_chain(head.row_hash, fields, rows)
+    columns = ", ".join(name for name, _ in fields) + ", prev_hash, row_hash"
+    marks = ", ".join("?" * (len(fields) + 2))
+    conn.exec_driver_sql(driver_sql(conn, f"INSERT INTO {table} ({columns}) VALUES ({marks})"),
+                         [(*row, prev, digest) for row, (prev, digest) in zip(rows, links, strict=True)])
 
 
 def _dump(value: object) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from campaignctl.core.errors import StateError
 
@@ -65,13 +67,25 @@ def filesystem_type(path: Path) -> str:
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     """Write temp-then-rename, so a reader never sees half a file."""
+    with open_atomic(path, mode) as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def open_atomic(path: Path, mode: int = 0o644) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` only when the block ends without an error
+    (temp-then-rename); on an error the temp file is removed and `path` is left as it was."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def task_dir(run_dir: str, task_index: int) -> Path:

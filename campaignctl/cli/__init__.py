@@ -29,7 +29,7 @@ app = typer.Typer(
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
-app.command("log")(log_cmd.log)
+app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)
 app.command("revisions")(governance_cmd.revisions)
 app.command("rollback")(governance_cmd.rollback)

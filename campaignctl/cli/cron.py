@@ -26,7 +26,7 @@ def install(
 ) -> None:
     """Add (or replace) the campaignctl line in your crontab; other lines stay as they are.
 
-    The line carries SLURM_CONF, PATH, XDG_STATE_HOME and CAMPAIGNCTL_DB_URL from this shell.
+    The line carries SLURM_CONF, PATH, XDG_STATE_HOME, CAMPAIGNCTL_DB_URL and CAMPAIGNCTL_CHAIN_HEAD from this shell.
 
     Its output is appended to reconcile.log in the state directory.
 

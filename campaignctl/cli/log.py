@@ -5,13 +5,23 @@ from typing import Annotated
 
 import typer
 
+from campaignctl.cli import log_chain
 from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.default_group import DefaultGroup
 from campaignctl.services.log import decision_log
 
 STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow"}
 
+log_app = typer.Typer(
+    name="log",
+    cls=DefaultGroup,
+    help="The decision log: show it (the default: `log NAME` is `log show NAME`), verify its hash "
+         "chain, export it.\n\nExample: campaignctl log lr-sweep --last 20",
+)
 
-def log(
+
+@log_app.command("show")
+def show(
     campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
     task: Annotated[int | None, typer.Option("--task", help="Only this task index.")] = None,
     last: Annotated[int | None, typer.Option("--last", min=1, help="Only the last N decisions.")] = None,
@@ -20,7 +30,9 @@ def log(
 ) -> None:
     """Show the decision log: every decision with its rule, reason, inputs and outcome.
 
-    Example: campaignctl log lr-sweep --task 3 --inputs
+    `campaignctl log NAME …` is short for `campaignctl log show NAME …`.
+
+    Example: campaignctl log show lr-sweep --task 3 --inputs
     """
     entries = decision_log(campaign, task, last)
     if json_out:
@@ -39,3 +51,7 @@ def log(
         console.print(f"    {e.reason}", soft_wrap=True, markup=False)
         if inputs:
             console.print(f"    inputs: {json.dumps(e.inputs, sort_keys=True)}", soft_wrap=True, markup=False)
+
+
+log_app.command("verify")(log_chain.verify)
+log_app.command("export")(log_chain.export)

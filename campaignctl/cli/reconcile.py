@@ -19,6 +19,10 @@ def reconcile(
     """One tick of the control loop: observe (one sacct), decide per policy, act, log.
     Safe to run from cron: a second concurrent run exits 0 at once.
 
+    With CAMPAIGNCTL_CHAIN_HEAD=FILE set, each tick ends by writing the decision log's chain head to FILE.
+
+    Keep FILE (mode 0600) away from the database; `campaignctl log verify --head FILE` checks against it.
+
     Example: campaignctl reconcile --all
     """
     if (campaign is None) == (not all_campaigns):

@@ -56,3 +56,9 @@ class ConflictError(CampaignctlError):
     """The campaign is not in a state that allows this (e.g. resume while the budget is still spent)."""
 
     exit_code = 5
+
+
+class IntegrityError(CampaignctlError):
+    """The decision log's hash chain is broken, or does not match a recorded head (EX_DATAERR)."""
+
+    exit_code = 65

@@ -81,7 +81,8 @@ def campaignctl_program() -> tuple[str, ...]:
 
 def _environment() -> tuple[tuple[str, str], ...]:
     env = dict(os.environ)
-    for name in ("SLURM_CONF", "XDG_STATE_HOME"):  # cron starts in $HOME: relative paths would move
+    # cron starts in $HOME: relative paths would move
+    for name in ("SLURM_CONF", "XDG_STATE_HOME", "CAMPAIGNCTL_CHAIN_HEAD"):
         if env.get(name):
             env[name] = os.path.abspath(env[name])
     return cron_environment(env)

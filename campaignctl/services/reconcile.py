@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
 from campaignctl.adapters import proc, slurm
+from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
@@ -109,6 +110,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             raise
         log.finish_tick(tick_id, result.status, result.slurm_calls,
                         sum(len(c.decisions) for c in result.campaigns))
+        write_head_if_asked(store.engine)  # still under the lock: the head is the tick's last row
         return result
 
 

@@ -16,7 +16,8 @@ from tests.fakeslurm import FakeSlurm
 
 
 def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD")}
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
     env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
@@ -32,9 +33,10 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
         assert fragment in done.stderr
 
 
-@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume"])
+@pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume",
+                                     "log show", "log verify", "log export"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
-    done = run_cli(command, "--help", state=tmp_path)
+    done = run_cli(*command.split(), "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
 
 

@@ -136,6 +136,7 @@ def test_a_command_cron_would_truncate_is_refused() -> None:
     ({"XDG_STATE_HOME": "", "SLURM_CONF": ""}, ()),
     ({"CAMPAIGNCTL_DB_URL": "sqlite:////x.db", "XDG_STATE_HOME": "/s", "PATH": "/bin", "SLURM_CONF": "/c"},
      (("SLURM_CONF", "/c"), ("PATH", "/bin"), ("XDG_STATE_HOME", "/s"), ("CAMPAIGNCTL_DB_URL", "sqlite:////x.db"))),
+    ({"CAMPAIGNCTL_CHAIN_HEAD": "/safe/head.json"}, (("CAMPAIGNCTL_CHAIN_HEAD", "/safe/head.json"),)),
 ])
 def test_cron_environment_picks_what_a_cron_shell_lacks(environ: dict[str, str],
                                                         expected: tuple[tuple[str, str], ...]) -> None:
