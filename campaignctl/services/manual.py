@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
@@ -23,3 +24,4 @@ def manual_tick(store: Store, scope: str) -> Iterator[tuple[DecisionLog, int]]:
         tick_id = log.begin_tick(scope, datetime.now().replace(microsecond=0).isoformat())
         yield log, tick_id
         log.finish_tick(tick_id, "ok", 0, 1)
+        write_head_if_asked(store.engine)
