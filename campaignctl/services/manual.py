@@ -22,6 +22,10 @@ def manual_tick(store: Store, scope: str) -> Iterator[tuple[DecisionLog, int]]:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
         log = DecisionLog(store.engine)
         tick_id = log.begin_tick(scope, datetime.now().replace(microsecond=0).isoformat())
-        yield log, tick_id
+        try:
+            yield log, tick_id
+        except BaseException:
+            log.finish_tick(tick_id, "failed", 0, 0)
+            raise
         log.finish_tick(tick_id, "ok", 0, 1)
         write_head_if_asked(store.engine)
