@@ -10,7 +10,8 @@ from campaignctl.cli.common import JsonOption, console, print_json
 from campaignctl.cli.default_group import DefaultGroup
 from campaignctl.services.log import decision_log
 
-STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow"}
+STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow", "proposed": "magenta",
+                "awaiting-approval": "yellow", "rejected": "red", "expired": "red", "withdrawn": "red"}
 
 log_app = typer.Typer(
     name="log",
@@ -45,10 +46,14 @@ def show(
         status = e.status + (f": {e.error}" if e.error else "")
         job = e.detail.get("job_id") or e.detail.get("jobs")
         who = "campaign" if e.task_index < 0 else f"task {e.task_index} attempt {e.inputs.get('attempt', '-')}"
-        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  {who}  {e.rule} → [bold]{e.action}[/] "
+        shadow = "[magenta]SHADOW[/] " if e.mode == "shadow" else ""
+        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  {who}  {shadow}{e.rule} → "
+                      f"[bold]{e.action}[/] "
                       f"[{STATUS_STYLE.get(e.status, 'white')}]{status}[/]" + (f", job {job}" if job else "")
                       + f"  ({e.policy}, tick {e.tick_id})", soft_wrap=True)
         console.print(f"    {e.reason}", soft_wrap=True, markup=False)
+        if e.gate:
+            console.print(f"    needs approval: {e.gate}", soft_wrap=True, markup=False)
         if inputs:
             console.print(f"    inputs: {json.dumps(e.inputs, sort_keys=True)}", soft_wrap=True, markup=False)
 

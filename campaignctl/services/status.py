@@ -33,14 +33,19 @@ class CampaignSummary:
     tasks: int
     counts: dict[str, int]
     attempts: int = 0
-    decisions: dict[str, int] = field(default_factory=dict)  # action → how many
+    decisions: dict[str, int] = field(default_factory=dict)  # action → how many (enforced)
+    proposed: dict[str, int] = field(default_factory=dict)  # shadow proposals: action → how many
+    awaiting_approval: int = 0
 
     @property
     def summary(self) -> str:
         states = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         acted = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(self.decisions.items()))
+        shadow = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(self.proposed.items()))
         return (f"{self.tasks} tasks ({states}); {self.attempts} attempts; "
-                f"decisions: {acted or 'none'}; campaign {self.state}")
+                f"decisions: {acted or 'none'}" + (f"; shadow proposals: {shadow}" if shadow else "")
+                + (f"; {self.awaiting_approval} awaiting approval" if self.awaiting_approval else "")
+                + f"; campaign {self.state}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +91,16 @@ def status(name: str | None = None) -> StatusResult:
     summaries, detail = [], []
     for record in records:
         entries = log.entries(record.id)
-        last = {e.task_index: f"{e.action} ({e.rule}) {e.status}" for e in entries if e.task_index >= 0}
+        last = {e.task_index: f"{'shadow ' if e.mode == 'shadow' else ''}{e.action} ({e.rule}) {e.status}"
+                for e in entries if e.task_index >= 0}
+        enforced = [e for e in entries if e.mode == "enforce"]
         rows = [replace(r, last_decision=last.get(r.index, ""))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
-                                         dict(Counter(e.action for e in entries))))
+                                         dict(Counter(e.action for e in enforced)),
+                                         dict(Counter(e.action for e in entries if e.mode == "shadow")),
+                                         sum(e.status == "awaiting-approval" for e in enforced)))
         detail = rows
     if name is None:
         return StatusResult(summaries, [], calls)

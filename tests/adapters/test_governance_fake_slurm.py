@@ -17,6 +17,7 @@ from campaignctl.core.governance import known_good_verdict
 from campaignctl.services.approvals import approve, pending_approvals, reject
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import list_revisions, promote, set_policy
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
@@ -70,6 +71,8 @@ def test_a_shadow_rule_proposes_with_its_inputs_and_never_touches_slurm(
     retry = next(e for e in proposed if e.action == "resubmit")
     assert retry.inputs["slurm_state"] == "OUT_OF_MEMORY" and retry.params["changes"] == {"mem_mb": [1024, 1536]}
     assert all(e.mode == "enforce" for e in entries(name) if e not in proposed)
+    summary = status(name).campaigns[0].summary  # shown apart from what was done
+    assert "decisions: none; shadow proposals: 1 resize pending, 1 resubmit" in summary
 
 
 def test_promoting_the_shadow_rule_lets_its_decision_act(tmp_path: Path, fake_slurm: FakeSlurm) -> None:

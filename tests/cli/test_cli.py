@@ -34,7 +34,9 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
 
 
 @pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume",
-                                     "log show", "log verify", "log export"])
+                                     "log show", "log verify", "log export", "revisions", "rollback",
+                                     "approvals", "approve", "reject", "policy set", "policy promote",
+                                     "policy replay"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
     done = run_cli(*command.split(), "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout
@@ -121,3 +123,38 @@ def test_resume_refuses_an_unknown_campaign_and_one_that_is_not_paused(
     assert_user_error(run_cli("resume", "nope", state=state_home), 4, "no campaign named 'nope'")
     submit(write_spec(tmp_path, "name: running\ncommand: [python3, x.py]\ntasks: [{}]\n"))
     assert_user_error(run_cli("resume", "running", state=state_home), 5, "is active, not paused")
+
+
+def test_governance_commands_refuse_bad_input_with_a_hint(
+        tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
+    submit(write_spec(tmp_path, "name: gov\ncommand: [python3, x.py]\ntasks: [{}]\n"))
+    assert_user_error(run_cli("rollback", "gov", state=state_home), 5, "no known-good revision", "--to REV")
+    assert_user_error(run_cli("rollback", "gov", "--to", "9", state=state_home), 4, "has no revision 9")
+    assert_user_error(run_cli("rollback", "gov", "--to", "1", state=state_home), 5, "already current")
+    assert_user_error(run_cli("approve", "99", state=state_home), 4, "no decision #99")
+    assert_user_error(run_cli("policy", "promote", "gov", state=state_home), 5, "nothing runs in shadow")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nrules: {out_of_memory: {action: explode}}\n")
+    assert_user_error(run_cli("policy", "set", "gov", str(bad), state=state_home), 3,
+                      "rules.out_of_memory.action", "resubmit")
+    same = run_cli("policy", "set", "gov", str(REPO / "campaignctl" / "policies" / "default.yaml"),
+                   state=state_home)
+    assert_user_error(same, 5, "already has this content")
+
+
+def test_policy_set_then_rollback_to_it_by_hand(tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
+    submit(write_spec(tmp_path, "name: gov\ncommand: [python3, x.py]\ntasks: [{}]\n"))
+    other = REPO / "campaignctl" / "policies" / "conservative.yaml"
+    done = run_cli("policy", "set", "gov", str(other), "--reason", "be careful", state=state_home)
+    assert done.returncode == 0, done.stderr
+    assert "revision 2 is current (policy: be careful)" in done.stdout
+    marked = run_cli("revisions", "gov", "--mark-good", "1", "--json", state=state_home)
+    assert json.loads(marked.stdout)["data"]["revisions"][0]["known_good"].startswith("marked known-good by")
+    plan = run_cli("rollback", "gov", "--dry-run", state=state_home)
+    assert "would roll back from revision 2 to the content of revision 1" in plan.stdout
+    done = run_cli("rollback", "gov", state=state_home)
+    assert "revision 3 is current, with the content of revision 1" in done.stdout, done.stderr
+    listing = run_cli("revisions", "gov", "--diff", "2", state=state_home)
+    assert "be careful" in listing.stdout and '+  "name": "conservative"' in listing.stdout
+    log = run_cli("log", "gov", state=state_home)
+    assert "rollback → make_current applied" in log.stdout
