@@ -17,7 +17,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import REPO, write_spec
 from tests.integration.test_real_cluster import cli, own_jobs_named
 
 pytestmark = pytest.mark.slurm
@@ -124,6 +124,15 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     assert next(e for e in entries if e.rule == "preempted").inputs["failures"] == 0
     checkpoint = (tmp_path / "runs" / name / "tasks" / str(TIMEOUT))
     assert any("resumed from checkpoint: True" in p.read_text() for p in checkpoint.glob("*/output.log"))
+
+    # replay: the policy that ran, over the recorded ticks, makes the same decisions; a changed one does not
+    same = (REPO / "campaignctl" / "policies" / "default.yaml").read_text().replace("backoff: 1m", "backoff: 2s")
+    (tmp_path / "same.yaml").write_text(same)
+    (tmp_path / "changed.yaml").write_text(same.replace("    mem_factor: 1.5", "    mem_factor: 3"))
+    replayed = json.loads(cli("policy", "replay", str(tmp_path / "same.yaml"), name, "--json").stdout)["data"]
+    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 6
+    changed = json.loads(cli("policy", "replay", str(tmp_path / "changed.yaml"), name, "--json").stdout)["data"]
+    assert [(d["task_index"], d["kind"]) for d in changed["differences"]] == [(OOM, "changed")], changed["differences"]
 
 
 def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
