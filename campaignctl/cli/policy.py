@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,7 +20,8 @@ policy_app = typer.Typer(help="Change, shadow, promote and replay a campaign's p
 @policy_app.command("set")
 def set_(
     campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
-    policy_file: Annotated[Path, typer.Argument(help="Policy YAML file.", show_default=False)],
+    policy_file: Annotated[str, typer.Argument(help="Policy YAML file (or a built-in policy name).",
+                                               show_default=False)],
     shadow: Annotated[bool, typer.Option("--shadow", help="Run it next to the current policy as a candidate "
                                                           "that only proposes.")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Why (kept with the new revision).")] = "",

@@ -88,10 +88,10 @@ def mark_good(name: str, number: int, reason: str = "") -> RevisionsResult:
     return list_revisions(name)
 
 
-def set_policy(name: str, policy_file: Path, reason: str = "", shadow: bool = False) -> RevisionsResult:
+def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: bool = False) -> RevisionsResult:
     """A new revision whose enforced policy is `policy_file` — or, with `shadow`, whose enforced
     policy stays and `policy_file` runs next to it as a candidate that only proposes."""
-    policy = load_policy(str(policy_file.resolve()), ".")
+    policy = load_policy(str(policy_file), str(Path.cwd()))  # a path, or a built-in name
     store = Store.open()
     record = find_campaign(store, name)
     current = store.revision(record.id, record.current_revision)
