@@ -111,7 +111,13 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    entries = DecisionLog(store.engine).entries(record.id)
+    logged = DecisionLog(store.engine).entries(record.id)
+    # 7 two-CPU tasks on 4 two-CPU nodes: if a slow task still waits when the OOM is seen, the
+    # policy gives it the retry's memory in place (resize_pending) — right, but timing-dependent
+    resized = [e for e in logged if e.action == "resize_pending"]
+    assert {(e.rule, e.status, e.inputs["trigger_task"]) for e in resized} <= {("out_of_memory", "applied", OOM)}
+    assert {e.task_index for e in resized} <= {TIMEOUT, NODE_FAIL, PREEMPT}
+    entries = [e for e in logged if e.action != "resize_pending"]
     assert sorted((e.task_index, e.rule, e.action, e.status) for e in entries) == [
         (BUG, "failed", "give_up", "applied"), (FLAKY, "failed", "resubmit", "applied"),
         (OOM, "out_of_memory", "resubmit", "applied"), (TIMEOUT, "timeout", "resubmit", "applied"),
@@ -130,9 +136,10 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     (tmp_path / "same.yaml").write_text(same)
     (tmp_path / "changed.yaml").write_text(same.replace("    mem_factor: 1.5", "    mem_factor: 3"))
     replayed = json.loads(cli("policy", "replay", str(tmp_path / "same.yaml"), name, "--json").stdout)["data"]
-    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 6
+    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 6 + len(resized)
     changed = json.loads(cli("policy", "replay", str(tmp_path / "changed.yaml"), name, "--json").stdout)["data"]
-    assert [(d["task_index"], d["kind"]) for d in changed["differences"]] == [(OOM, "changed")], changed["differences"]
+    differences = {(d["task_index"], d["kind"]) for d in changed["differences"]}
+    assert differences == {(t, "changed") for t in [OOM, *(e.task_index for e in resized)]}, changed["differences"]
 
 
 def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
