@@ -161,7 +161,12 @@ def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
         record = store.campaign(name)
         assert record is not None
         resized = [e for e in DecisionLog(store.engine).entries(record.id) if e.action == "resize_pending"]
-        assert sorted(e.task_index for e in resized) == [2, 3] and {e.status for e in resized} == {"applied"}
+        assert {e.status for e in resized} == {"applied"}
+        # task 1 may still be PENDING in the store when the tick decides; Slurm then reports that it
+        # started meanwhile and leaves it alone, and the outcome records that
+        started = " ".join(str(line) for e in resized for line in e.detail["started_meanwhile"])  # type: ignore[attr-defined]
+        tasks = sorted(e.task_index for e in resized)
+        assert tasks == [2, 3] or (tasks == [1, 2, 3] and f"{array}_1" in started), (tasks, started)
     finally:
         for row in latest(name).values():
             if row.job_id:
