@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ class Store:
             campaign_id = conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
                 owner=owner, created_at=now)).inserted_primary_key[0]  # type: ignore[index]
-            self._insert_revision(conn, campaign_id, 1, spec, spec_text, spec_path, owner, "initial")
+            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial"), 1)
             conn.execute(tasks.insert(), [
                 {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
                  "argv_json": json.dumps(list(t.argv)), "env_json": json.dumps(dict(t.env))}
@@ -124,34 +125,18 @@ class Store:
                      author: str, reason: str) -> int:
         """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
         current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
-        return self.insert_revision(RevisionRecord(
-            campaign_id, 0, spec_text, spec.spec_hash, spec_path, "", json.dumps(policy_to_dict(spec.policy),
-                                                                                  sort_keys=True),
-            json.dumps(spec.settings()), author, reason, "spec", current.shadow_policy_json))
+        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason)
+        return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json))
 
     def insert_revision(self, draft: RevisionRecord) -> int:
         """Record `draft` as the campaign's next revision and make it current; returns its number."""
         with self.engine.begin() as conn:
             number = int(conn.execute(sa.select(sa.func.max(revisions.c.number))
                                       .where(revisions.c.campaign_id == draft.campaign_id)).scalar_one()) + 1
-            conn.execute(revisions.insert().values(
-                campaign_id=draft.campaign_id, number=number, spec_text=draft.spec_text,
-                spec_hash=draft.spec_hash, spec_path=draft.spec_path, author=draft.author, reason=draft.reason,
-                created_at=utc_now(), policy_json=draft.policy_json, settings_json=draft.settings_json,
-                kind=draft.kind, shadow_policy_json=draft.shadow_policy_json,
-                source_revision=draft.source_revision))
+            _insert_revision(conn, draft, number)
             conn.execute(campaigns.update().where(campaigns.c.id == draft.campaign_id)
                          .values(current_revision=number))
         return number
-
-    @staticmethod
-    def _insert_revision(conn: sa.Connection, campaign_id: int, number: int, spec: CampaignSpec,
-                         spec_text: str, spec_path: str, author: str, reason: str) -> None:
-        conn.execute(revisions.insert().values(
-            campaign_id=campaign_id, number=number, spec_text=spec_text, spec_hash=spec.spec_hash,
-            spec_path=spec_path, author=author, reason=reason, created_at=utc_now(),
-            policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-            settings_json=json.dumps(spec.settings()), kind="spec"))
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
         with self.engine.connect() as conn:
@@ -301,6 +286,22 @@ class Store:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
                                 .where(tasks.c.campaign_id == campaign_id)).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
+
+
+def _spec_revision(campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
+                   author: str, reason: str) -> RevisionRecord:
+    return RevisionRecord(campaign_id=campaign_id, number=0, spec_text=spec_text, spec_hash=spec.spec_hash,
+                          spec_path=spec_path, created_at="",
+                          policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
+                          settings_json=json.dumps(spec.settings()), author=author, reason=reason, kind="spec")
+
+
+def _insert_revision(conn: sa.Connection, draft: RevisionRecord, number: int) -> None:
+    conn.execute(revisions.insert().values(
+        campaign_id=draft.campaign_id, number=number, spec_text=draft.spec_text, spec_hash=draft.spec_hash,
+        spec_path=draft.spec_path, author=draft.author, reason=draft.reason, created_at=utc_now(),
+        policy_json=draft.policy_json, settings_json=draft.settings_json, kind=draft.kind,
+        shadow_policy_json=draft.shadow_policy_json, source_revision=draft.source_revision))
 
 
 def _revision_record(row: sa.Row[Any]) -> RevisionRecord:

@@ -58,11 +58,11 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     entry = log.entry(decision_id)
     if entry is None:
         raise NotFoundError(f"no decision #{decision_id}", "`campaignctl approvals` lists what waits for approval")
-    if entry.status != "awaiting-approval" or entry.id not in {e.id for e in log.awaiting()}:
-        raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
-                            "`campaignctl approvals` lists what waits for approval")
     record = store.campaign(entry.campaign)
     assert record is not None
+    if entry.id not in {e.id for e in log.awaiting(record.id)}:  # gated, unanswered and not yet approved
+        raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
+                            "`campaignctl approvals` lists what waits for approval")
     who = getpass.getuser()
     token = uuid.uuid4().hex[:12]
     with manual_tick(store, f"{verdict} #{decision_id}") as (log, tick_id):

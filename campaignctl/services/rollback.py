@@ -142,8 +142,11 @@ def _release_holds(entries: list[LoggedDecision], views: list[TaskView], target:
     for e in entries:
         if e.status == "applied" and e.revision > target and e.action in ("hold", "release"):
             for array, indices in dict(e.detail.get("held", {})).items():  # type: ignore[call-overload]
-                (held.setdefault(array, set()).update if e.action == "hold" else
-                 held.setdefault(array, set()).difference_update)(indices)
+                elements = held.setdefault(array, set())
+                if e.action == "hold":
+                    elements.update(indices)
+                else:
+                    elements.difference_update(indices)
     pending = pending_elements(views)
     arrays = {a: sorted(held[a] & set(i)) for a, i in pending.items() if held.get(a, set()) & set(i)}
     if not arrays:
