@@ -133,6 +133,18 @@ CREATE INDEX decisions_tick ON decisions (tick_id)
 """
 
 
+# Training metrics the tasks report: one row per (attempt, step, name), appended as ingested,
+# and the read position in each attempt's metrics.jsonl (like telemetry's).
+_007_METRICS = """
+CREATE TABLE metric_reads (
+  attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id), inode INTEGER NOT NULL,
+  file_offset INTEGER NOT NULL, bad_lines INTEGER NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE metrics (
+  id {pk}, attempt_id INTEGER NOT NULL REFERENCES attempts(id), step INTEGER NOT NULL,
+  name TEXT NOT NULL, value REAL NOT NULL, t REAL);
+CREATE INDEX metrics_attempt ON metrics (attempt_id, name)
+"""
+
 
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
@@ -168,6 +180,7 @@ MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
 MIGRATIONS.append(("004_alloc_tres", _ddl(_004_ALLOC_TRES)))
 MIGRATIONS.append(("005_governance", _ddl(_005_GOVERNANCE)))
 MIGRATIONS.append(("006_decision_chain", _006_decision_chain))
+MIGRATIONS.append(("007_metrics", _ddl(_007_METRICS)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -236,3 +249,12 @@ telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),
     sa.Column("file_offset", sa.Integer), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text))
+metric_reads = sa.Table(
+    "metric_reads", metadata,
+    sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),
+    sa.Column("file_offset", sa.Integer), sa.Column("bad_lines", sa.Integer), sa.Column("updated_at", sa.Text))
+metrics = sa.Table(
+    "metrics", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
+    sa.Column("step", sa.Integer), sa.Column("name", sa.Text), sa.Column("value", sa.Float),
+    sa.Column("t", sa.Float))

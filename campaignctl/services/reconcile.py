@@ -33,6 +33,7 @@ from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
+from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -147,6 +148,7 @@ class _Tick:
             if not dry_run and self.tick_id is not None:
                 self.store.record_observations(self.tick_id, changes)
                 summaries = ingest(self.store, record.run_dir, rows, changes)
+                ingest_metrics(self.store, record.run_dir, rows, changes)
             views = task_views(histories[record.id], decided[record.id], changes)
             ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))

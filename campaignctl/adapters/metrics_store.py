@@ -1,0 +1,62 @@
+"""Ingested training metrics: points appended per attempt, and each file's read position."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
+from campaignctl.adapters.telemetry_files import Position
+from campaignctl.core.metrics import MetricPoint
+
+_CHUNK = 900  # SQLite's default limit on bound parameters is 999
+
+
+class MetricsStore:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def positions(self, attempt_ids: Sequence[int]) -> dict[int, tuple[Position, int]]:
+        """Read position and bad-line count per attempt (missing: nothing read yet)."""
+        out: dict[int, tuple[Position, int]] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(attempt_ids), _CHUNK):
+                rows = conn.execute(sa.select(metric_reads).where(
+                    metric_reads.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
+                out.update({r.attempt_id: (Position(r.inode, r.file_offset), r.bad_lines) for r in rows})
+        return out
+
+    def append(self, updates: Iterable[tuple[int, Position, int, Sequence[MetricPoint]]]) -> None:
+        """New points and the position after them, in one transaction: a crash between the two
+        would read the same lines twice."""
+        updates = list(updates)
+        if not updates:
+            return
+        now = utc_now()
+        with self.engine.begin() as conn:
+            ids = [u[0] for u in updates]
+            for start in range(0, len(ids), _CHUNK):
+                conn.execute(metric_reads.delete().where(metric_reads.c.attempt_id.in_(ids[start:start + _CHUNK])))
+            conn.execute(metric_reads.insert(), [
+                {"attempt_id": i, "inode": p.inode, "file_offset": p.offset, "bad_lines": bad, "updated_at": now}
+                for i, p, bad, _ in updates])
+            rows = [{"attempt_id": i, "step": m.step, "name": m.name, "value": m.value, "t": m.t}
+                    for i, _, _, points in updates for m in points]
+            if rows:
+                conn.execute(metrics.insert(), rows)
+
+    def rows(self, campaign_id: int, name: str | None = None) -> list[tuple[int, int, int, str, float, float | None]]:
+        """(task index, attempt number, step, name, value, t) of the campaign, in report order
+        (task, attempt, then as ingested), optionally of one metric only."""
+        query = (sa.select(tasks.c.task_index, attempts.c.attempt_number, metrics.c.step, metrics.c.name,
+                           metrics.c.value, metrics.c.t)
+                 .join(attempts, attempts.c.id == metrics.c.attempt_id)
+                 .join(tasks, tasks.c.id == attempts.c.task_id)
+                 .where(tasks.c.campaign_id == campaign_id)
+                 .order_by(tasks.c.task_index, attempts.c.attempt_number, metrics.c.id))
+        if name is not None:
+            query = query.where(metrics.c.name == name)
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
