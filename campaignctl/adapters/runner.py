@@ -46,10 +46,17 @@ class TaskLaunch:
     task_dir: str
     attempt_number: int = 1
     telemetry_interval_s: float = DEFAULT_TELEMETRY_S  # seconds between telemetry.jsonl samples; 0 turns sampling off
+    checkpoint_dir: str = ""  # shared by every rung of one config; '' → <task_dir>/checkpoint
+    rung: int = 0  # a progressive campaign's rung: above 0 the task resumes the config's checkpoint
 
     @property
     def attempt_dir(self) -> Path:
         return Path(self.task_dir) / self.attempt_token
+
+    @property
+    def checkpoint(self) -> Path:
+        # a payload pickled by an older campaignctl has neither field
+        return Path(getattr(self, "checkpoint_dir", "") or Path(self.task_dir) / "checkpoint")
 
 
 def task_environment(launch: TaskLaunch) -> dict[str, str]:
@@ -60,11 +67,13 @@ def task_environment(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_TASK_INDEX": str(launch.task_index),
         "CAMPAIGNCTL_ATTEMPT_TOKEN": launch.attempt_token,
         "CAMPAIGNCTL_ATTEMPT_DIR": str(launch.attempt_dir),
-        "CAMPAIGNCTL_CHECKPOINT_DIR": str(Path(launch.task_dir) / "checkpoint"),
+        "CAMPAIGNCTL_CHECKPOINT_DIR": str(launch.checkpoint),
         "CAMPAIGNCTL_METRICS": str(launch.attempt_dir / "metrics.jsonl"),
         "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
+        "CAMPAIGNCTL_RUNG": str(getattr(launch, "rung", 0)),
     })
-    if launch.attempt_number > 1:  # a retry: resume from $CAMPAIGNCTL_CHECKPOINT_DIR if it has one
+    # a retry, or a config promoted into a later rung: resume from $CAMPAIGNCTL_CHECKPOINT_DIR
+    if launch.attempt_number > 1 or getattr(launch, "rung", 0) > 0:
         env["CAMPAIGNCTL_RESUME"] = "1"
     return env
 
@@ -84,7 +93,7 @@ def run_task(launch: TaskLaunch) -> None:
     """Entry point inside the job. Never returns normally unless the program exited 0."""
     attempt_dir = launch.attempt_dir
     attempt_dir.mkdir(parents=True, exist_ok=True)
-    (Path(launch.task_dir) / "checkpoint").mkdir(exist_ok=True)
+    launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
     write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
     code = _run_program(launch, attempt_dir / "output.log")

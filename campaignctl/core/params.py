@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.rawdoc import KeyPath
@@ -28,6 +28,8 @@ class TaskSpec:
     params: Mapping[str, Scalar]
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    rung: int = 0  # a progressive campaign's rung (0 without rungs)
+    config: int = 0  # the point of the matrix or tasks list this task runs (its index without rungs)
 
 
 def placeholders(template: str) -> list[str]:
@@ -138,8 +140,10 @@ def _task_list(r: Reader, tasks: object) -> list[dict[str, Scalar]]:
     return tasks if len(r.problems) == before else []
 
 
-def expand_tasks(r: Reader, top: dict) -> tuple[TaskSpec, ...]:
-    """TaskSpecs for every point of the grid, in a stable order (index = position)."""
+def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar]] = ()) -> tuple[TaskSpec, ...]:
+    """TaskSpecs for every point of the grid, in a stable order (index = position). With rungs,
+    every point once per rung with that rung's params added: config c of rung k is task
+    k × points + c."""
     if "matrix" in top and "tasks" in top:
         r.problem(("tasks",), "give either matrix (a grid) or tasks (a list), not both")
         return ()
@@ -151,14 +155,30 @@ def expand_tasks(r: Reader, top: dict) -> tuple[TaskSpec, ...]:
         points = _task_list(r, top["tasks"])
     else:
         points = [{}]
-    _check_placeholders(r, command + env, points)
+    _check_rung_params(r, points, rung_params)
+    rungs = list(rung_params) or [{}]
+    if len(points) * len(rungs) > MAX_TASKS:
+        r.problem(("rungs",), f"{len(points):,} configs × {len(rungs)} rungs is more than {MAX_TASKS:,} tasks")
+        return ()
+    _check_placeholders(r, command + env, [{**p, **extra} for extra in rungs for p in points])
     if r.problems:
         return ()
     return tuple(
-        TaskSpec(index=i, params=p, argv=tuple(fill(t, p) for _, t in command),
-                 env={str(path[1]): fill(t, p) for path, t in env})
-        for i, p in enumerate(points)
+        TaskSpec(index=k * len(points) + c, params=(p := {**point, **extra}),
+                 argv=tuple(fill(t, p) for _, t in command), env={str(path[1]): fill(t, p) for path, t in env},
+                 rung=k, config=c)
+        for k, extra in enumerate(rungs) for c, point in enumerate(points)
     )
+
+
+def _check_rung_params(r: Reader, points: list[dict[str, Scalar]],
+                       rung_params: Sequence[Mapping[str, Scalar]]) -> None:
+    """A rung may add params (steps, data_fraction …) but not change what tells configs apart."""
+    varied = set().union(*points) if points else set()
+    for k, extra in enumerate(rung_params):
+        for name in sorted(varied & set(extra)):
+            r.problem(("rungs", k, "params", name), f"{name} is a parameter of the configs (matrix or "
+                                                   "tasks); a rung may only set other parameters")
 
 
 def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],

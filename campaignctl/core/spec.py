@@ -11,6 +11,8 @@ from campaignctl.core.params import TaskSpec, expand_tasks
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
+from campaignctl.core.resources import Resources
+from campaignctl.core.rungs import Rung, read_rungs
 from campaignctl.core.safety import (
     CAMPAIGN_NAME,
     CONSTRAINT,
@@ -21,7 +23,7 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description", "telemetry")
+            "workdir", "run_dir", "description", "telemetry", "rungs")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -31,29 +33,6 @@ BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money")
 BUDGET_WARN_AT = 0.8
 DEFAULT_TIME = "01:00:00"
 DEFAULT_MEM = "1G"
-
-
-@dataclass(frozen=True, slots=True)
-class Resources:
-    partition: str | None = None
-    gpus: int = 0
-    gpu_type: str | None = None
-    cpus_per_task: int = 1
-    mem_mb: int = 1024
-    time_min: int = 60
-    cpu_bind: str | None = None
-    gpu_bind: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    exclude: str | None = None
-
-    @property
-    def gres(self) -> str | None:
-        """sbatch --gres value: gpu:<type>:<n> or gpu:<n>."""
-        if not self.gpus:
-            return None
-        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +63,30 @@ class CampaignSpec:
     telemetry_interval_s: int = DEFAULT_TELEMETRY_S  # 0: no sampler in the job
     gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
     min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
+    rungs: tuple[Rung, ...] = ()  # a progressive campaign: tasks are configs × rungs (params.expand_tasks)
+
+    @property
+    def configs(self) -> int:
+        return len(self.tasks) // max(1, len(self.rungs))
+
+    def resources_of(self, task_index: int) -> Resources:
+        """What a task's first attempt asks for: its rung's resources, or the campaign's."""
+        return self.rungs[self.tasks[task_index].rung].resources if self.rungs else self.resources
+
+    def first_tasks(self) -> list[int]:
+        """What `submit` starts: every task, or with rungs the first rung's (the rest are promoted)."""
+        return [t.index for t in self.tasks if t.rung == 0]
 
     def settings(self) -> dict[str, object]:
         """What a reconcile tick needs without re-reading the spec (stored with the revision)."""
         b = self.budget
-        return {"tasks": len(self.tasks), "max_parallel": self.max_parallel, "gpu_types": list(self.gpu_types),
-                "min_gpus": self.min_gpus,
-                "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money,
-                           "warn_at": b.warn_at}}
+        settings: dict[str, object] = {
+            "tasks": len(self.tasks), "max_parallel": self.max_parallel, "gpu_types": list(self.gpu_types),
+            "min_gpus": self.min_gpus,
+            "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money, "warn_at": b.warn_at}}
+        if self.rungs:
+            settings.update(configs=self.configs, rungs=[rung.to_settings() for rung in self.rungs])
+        return settings
 
 
 def spec_hash(data: object) -> str:
@@ -123,14 +118,16 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     workdir = _join(spec_dir, r.string(("workdir",), default=".", path_like=True) or ".")
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
-    tasks = expand_tasks(r, top)
+    rungs = read_rungs(r, resources)
+    tasks = expand_tasks(r, top, [rung.params for rung in rungs])
     telemetry_s = _telemetry_interval(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
-                        telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus)
+                        telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
+                        rungs=rungs)
 
 
 def _join(base: str, path: str) -> str:

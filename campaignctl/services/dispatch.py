@@ -58,7 +58,10 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
                        task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
-                       telemetry_interval_s=spec.telemetry_interval_s)
+                       telemetry_interval_s=spec.telemetry_interval_s,
+                       # every rung of a config shares its first task's checkpoint directory
+                       checkpoint_dir=str(paths.task_dir(spec.run_dir, spec.tasks[t].config) / "checkpoint"),
+                       rung=spec.tasks[t].rung)
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 

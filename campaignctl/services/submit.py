@@ -62,9 +62,9 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     spec, text = load_spec(spec_path)
     if dry_run:
         return _dry_run(spec)
+    notes = _rung_notes(spec)
     store = Store.open()
     record = store.campaign(spec.name)
-    notes: list[str] = []
     if record is None:
         store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser())
         outcome, record = "created", store.campaign(spec.name)
@@ -76,48 +76,58 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
                                     getpass.getuser(), reason or "spec changed at submit")
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
-        return SubmitResult(spec.name, number, "revised", len(spec.tasks), 0, notes=notes)
+        return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
     recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
                              r.chunk.task_indices[-1], r.job_id, "recovered")
                  for r in recover(store, record)]
     fresh = _submit_unsubmitted(store, record, spec)
-    return SubmitResult(spec.name, record.current_revision, outcome, len(spec.tasks),
+    return SubmitResult(spec.name, record.current_revision, outcome, len(spec.first_tasks()),
                         fresh[1], recovered + fresh[0], notes=notes)
 
 
+def _rung_notes(spec: CampaignSpec) -> list[str]:
+    if not spec.rungs:
+        return []
+    ladder = " → ".join(f"{r.name} ({r.promote.describe()})" if r.promote else r.name for r in spec.rungs)
+    return [f"progressive: {spec.configs} configs, rungs {ladder}; the first rung is submitted now, "
+            "reconcile promotes the survivors into the next"]
+
+
 def _dry_run(spec: CampaignSpec) -> SubmitResult:
-    notes = []
+    notes = _rung_notes(spec)
     try:
         max_array = slurm.max_array_size()
     except SlurmUnavailableError as exc:
         max_array = slurm.DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
-    chunks = plan_chunks([t.index for t in spec.tasks], max_array, spec.max_parallel)
+    chunks = plan_chunks(spec.first_tasks(), max_array, spec.max_parallel)
     script = ""
     if chunks:
         folder = Path(spec.run_dir) / "slurm"
-        params = parameters(spec.name, spec.resources, "DRYRUN", chunks[0], 0, spec.policy.slurm_requeue)
+        params = parameters(spec.name, spec.resources_of(chunks[0].task_indices[0]), "DRYRUN", chunks[0], 0,
+                            spec.policy.slurm_requeue)
         script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for c in chunks]
-    return SubmitResult(spec.name, 0, "dry-run", len(spec.tasks), max_array, results, script, notes)
+    return SubmitResult(spec.name, 0, "dry-run", len(spec.first_tasks()), max_array, results, script, notes)
 
 
 def _submit_unsubmitted(store: Store, record: CampaignRecord,
                         spec: CampaignSpec) -> tuple[list[ChunkResult], int]:
     submitted = {a.task_index for a in store.attempts(record.id) if a.submission_state != "abandoned"}
-    todo = [t.index for t in spec.tasks if t.index not in submitted]
+    todo = [i for i in spec.first_tasks() if i not in submitted]
     if not todo:
         return [], 0
     max_array = slurm.max_array_size()
+    resources = spec.resources_of(todo[0])  # the first rung's (all first tasks share them)
     results = []
     for chunk in plan_chunks(todo, max_array, spec.max_parallel):
         token = uuid.uuid4().hex[:12]
         store.record_intent(record.id, record.current_revision, token, chunk,
-                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(spec.resources)),
+                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(resources)),
                             requeue=spec.policy.slurm_requeue)
         faults.crash_point("after_intent")
-        params = parameters(spec.name, spec.resources, token, chunk, record.current_revision,
+        params = parameters(spec.name, resources, token, chunk, record.current_revision,
                             spec.policy.slurm_requeue)
         job_id = dispatch(store, spec, token, chunk, params, job_id=None)
         results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
