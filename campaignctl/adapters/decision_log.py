@@ -29,6 +29,7 @@ class SubmissionIntent:
     folder: str
     resources_json: str
     requeue: bool
+    kind: str = "retry"  # retry | promotion
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class DecisionLog:
             _insert_chained(conn, "decisions", DECISION_FIELDS, head, rows)
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
-                                  intent.folder, intent.resources_json, "retry", intent.requeue)
+                                  intent.folder, intent.resources_json, intent.kind, intent.requeue)
             done = [i for i, (d, _) in zip(ids, planned, strict=True)
                     if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")

@@ -24,8 +24,12 @@ class ResubmitGroup:
     decisions: tuple[Decision, ...]  # in array-index order
 
 
-# governance records: a revision marked known-good or made current, a verdict on a gated decision
-RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject")
+# governance records: a revision marked known-good or made current, a verdict on a gated decision;
+# retire: a config a progressive campaign does not promote
+RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject", "retire")
+# carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
+# in the next rung, its first attempt)
+SUBMITTING = ("resubmit", "promote")
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
@@ -95,7 +99,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
     for d in decisions:
-        if d.action == "resubmit" and d.resources is not None:
+        if d.action in SUBMITTING and d.resources is not None:
             by_resources.setdefault(d.resources, []).append(d)
         elif d.action == "resize_pending" and d.resources is not None:
             array = array_job_of(d.attempt_token)

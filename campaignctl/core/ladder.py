@@ -7,8 +7,17 @@ r × configs + c, so rung 0 is exactly the configs of the matrix, in their order
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
+from campaignctl.core.cost import DIMENSIONS, Amount, hourly
+from campaignctl.core.decide import Decision
+from campaignctl.core.metrics import Curve, better, final_value
+from campaignctl.core.policy_sections import Prices
+from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
 
 
 def configs_of(settings: Mapping[str, Any]) -> int:
@@ -30,3 +39,167 @@ def rung_names(settings: Mapping[str, Any]) -> list[str]:
     """Rung names in order; a campaign without rungs has one unnamed rung."""
     rungs = settings.get("rungs") or []
     return [str(r.get("name") or f"rung{i}") for i, r in enumerate(rungs)] or [""]
+
+
+# --- promotion ------------------------------------------------------------------------------
+
+SETTLED_ANSWERS = ("give_up", "stop")  # decisions that end a task for good (stop: early stopping)
+_FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+                    "PREEMPTED", "CANCELLED", "DEADLINE", "UNKNOWN"})
+RULE = "promotion"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnd:
+    """A task's latest attempt, as far as the ladder cares."""
+
+    task_index: int
+    token: str
+    state: str  # domain state of the latest attempt
+    answer: str = ""  # the logged decision that answered it for good: give_up | stop | ''
+
+    @property
+    def settled(self) -> bool:
+        return self.state == "COMPLETED" or (self.state in _FINAL and self.answer in SETTLED_ANSWERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One config at the end of a rung: its final metric, and why it cannot be promoted ('' if it can)."""
+
+    config: int
+    task_index: int
+    token: str
+    value: float | None
+    why_not: str = ""
+    rank: int | None = None  # 1 = best, among the configs that can be promoted
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionPlan:
+    from_rung: int
+    to_rung: int
+    rule: Promotion
+    standings: tuple[Standing, ...]  # by config
+    survivors: tuple[int, ...]  # configs, best first
+    keep: int | None  # eta: how many the rule keeps
+
+
+@dataclass(frozen=True, slots=True)
+class LadderState:
+    rung: int  # the highest rung that has started
+    complete: bool  # every rung that will ever run has run: the campaign may finish
+    plan: PromotionPlan | None = None  # promote now (all of `rung` settled, not yet decided)
+    waiting: int = 0  # tasks of `rung` still to settle
+
+
+def rungs_of(settings: Mapping[str, Any]) -> tuple[Rung, ...]:
+    return tuple(rung_from_settings(i, r) for i, r in enumerate(settings.get("rungs") or []))
+
+
+def ladder_state(settings: Mapping[str, Any], ends: Mapping[int, TaskEnd], curves: Mapping[int, Curve],
+                 decided_rungs: Collection[int]) -> LadderState:
+    """Where a progressive campaign stands. `ends`: every started task's latest attempt;
+    `curves`: the promoting metric per task; `decided_rungs`: rungs whose promotion is logged."""
+    rungs = rungs_of(settings)
+    current = max((rung_of(i, settings) for i in ends), default=0)
+    unsettled = sum(1 for i, end in ends.items() if rung_of(i, settings) == current and not end.settled)
+    if unsettled or not ends:
+        return LadderState(current, False, waiting=unsettled)
+    if current == len(rungs) - 1 or current in decided_rungs:
+        return LadderState(current, True)
+    promote = rungs[current].promote
+    assert promote is not None  # every rung but the last has one (spec validation)
+    standings = _standings(settings, current, ends, curves, promote)
+    survivors, keep = _select(standings, promote)
+    return LadderState(current, False, PromotionPlan(current, current + 1, promote, standings, survivors, keep))
+
+
+def _standings(settings: Mapping[str, Any], rung: int, ends: Mapping[int, TaskEnd],
+               curves: Mapping[int, Curve], promote: Promotion) -> tuple[Standing, ...]:
+    out = []
+    for i in sorted(i for i in ends if rung_of(i, settings) == rung):
+        end, value = ends[i], final_value(curves.get(i, ()))
+        if end.state != "COMPLETED":
+            why = "stopped early" if end.answer == "stop" else f"ended {end.state}"
+        else:
+            why = "" if value is not None else f"reported no {promote.metric}"
+        out.append(Standing(config_of(i, settings), i, end.token, value, why))
+    ranked = sorted((s for s in out if not s.why_not), key=lambda s: (_key(s.value, promote.goal), s.config))
+    rank = {s.config: n for n, s in enumerate(ranked, 1)}
+    return tuple(replace(s, rank=rank.get(s.config)) for s in out)
+
+
+def _key(value: float | None, goal: str) -> float:
+    assert value is not None
+    return value if goal == "min" else -value
+
+
+def _select(standings: Sequence[Standing], promote: Promotion) -> tuple[tuple[int, ...], int | None]:
+    """Ties at the cut go to the lower config index (a stable, documented order)."""
+    ranked = sorted((s for s in standings if s.rank is not None), key=lambda s: s.rank or 0)
+    if promote.eta is not None:
+        keep = max(1, math.floor(len(standings) / promote.eta + 1e-9))
+        return tuple(s.config for s in ranked[:keep]), keep
+    threshold = promote.threshold
+    assert threshold is not None
+    return tuple(s.config for s in ranked if s.value is not None and not better(threshold, s.value, promote.goal)), None
+
+
+def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> list[Decision]:
+    """One `promote` per survivor (its task in the next rung, to be submitted as a new array
+    with that rung's resources) and one `retire` per config left behind, each with the ranking."""
+    rungs = rungs_of(settings)
+    configs = configs_of(settings)
+    source, target = rungs[plan.from_rung], rungs[plan.to_rung]
+    ranking = {str(s.config): s.value for s in plan.standings}
+    shared = {"rung": plan.from_rung, "to_rung": plan.to_rung, "metric": plan.rule.metric, "goal": plan.rule.goal,
+              "eta": plan.rule.eta, "threshold": plan.rule.threshold, "keep": plan.keep,
+              "configs": len(plan.standings), "eligible": sum(1 for s in plan.standings if s.rank), "ranking": ranking}
+    survivors = set(plan.survivors)
+    out = []
+    for s in plan.standings:
+        inputs = {**shared, "config": s.config, "value": s.value, "rank": s.rank, "attempt": 0}
+        standing = _describe(s, plan, source.name)
+        if s.config in survivors:
+            out.append(Decision(plan.to_rung * configs + s.config, s.token, RULE, "promote",
+                                f"{standing}; kept by {plan.rule.describe()}: promoted to rung {target.name}.",
+                                inputs, {"config": s.config, "from_rung": plan.from_rung, "to_rung": plan.to_rung},
+                                target.resources))
+        else:
+            out.append(Decision(s.task_index, s.token, RULE, "retire",
+                                f"{standing}; not kept by {plan.rule.describe()}: not promoted.", inputs,
+                                {"config": s.config, "from_rung": plan.from_rung}))
+    return out
+
+
+def _describe(s: Standing, plan: PromotionPlan, rung_name: str) -> str:
+    if s.why_not:
+        return f"config {s.config} {s.why_not} in rung {rung_name}"
+    return (f"config {s.config}: {plan.rule.metric} {s.value:.6g} ranks {s.rank} of "
+            f"{sum(1 for x in plan.standings if x.rank)} in rung {rung_name}")
+
+
+def promotion_cost(plan: PromotionPlan, settings: Mapping[str, Any], prices: Prices) -> Amount:
+    """What the next rung costs at its time limit: survivors × its resources × its hours."""
+    resources = rungs_of(settings)[plan.to_rung].resources
+    return hourly(resources, "", prices).times(resources.time_min / 60 * len(plan.survivors))
+
+
+def promotion_block(plan: PromotionPlan, cost: Amount, assessment: Assessment) -> Decision | None:
+    """The budget gates promotion: the next rung's projected cost must fit what remains after
+    spent, committed and already projected work. If it does not, hold: pause the campaign (no
+    element to hold; `campaignctl resume` after raising the budget tries again)."""
+    short = [line for line in assessment.lines if line.remaining - line.projected < cost.get(line.dimension) - 1e-12]
+    if not short:
+        return None
+    first = short[0]
+    unit = UNITS[first.dimension]
+    reason = (f"promotion of {len(plan.survivors)} config(s) into rung {plan.to_rung} would cost up to "
+              f"{cost.get(first.dimension):.4g}{' ' + unit if unit else ''} but only "
+              f"{first.remaining - first.projected:.4g} of {first.limit:g} remains; the campaign is paused "
+              "until the budget is raised and `campaignctl resume` is run.")
+    return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
+                    {"rung": plan.from_rung, "to_rung": plan.to_rung, "survivors": list(plan.survivors),
+                     "cost": {d: round(cost.get(d), 6) for d in DIMENSIONS}, "budget": assessment.to_dict()},
+                    {"arrays": {}})

@@ -79,7 +79,10 @@ class Policy:
         return self.rules.get(cause, Rule())
 
     def mode_of(self, rule: str) -> str:
-        """The mode a decision of `rule` runs in: the policy's own shadow wins over the rule's."""
+        """The mode a decision of `rule` runs in: the policy's own shadow wins over the rule's.
+        Promotion follows the spec's rungs, not the policy: a policy in shadow does not stop it."""
+        if rule == "promotion":
+            return "enforce"
         if self.mode == "shadow":
             return "shadow"
         if rule in CAUSES:

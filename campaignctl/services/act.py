@@ -15,7 +15,14 @@ from pathlib import Path
 from campaignctl.adapters import faults, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
-from campaignctl.core.actions import ActionPlan, ResizeGroup, ResubmitGroup, ThrottleGroup, plan_actions
+from campaignctl.core.actions import (
+    SUBMITTING,
+    ActionPlan,
+    ResizeGroup,
+    ResubmitGroup,
+    ThrottleGroup,
+    plan_actions,
+)
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
@@ -54,7 +61,7 @@ class Actor:
         """Write every decision (intent) first, then act group by group. Shadow decisions and
         those waiting for approval are only written. Returns outcome by id(decision)."""
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
-        resubmitting = any(d.action == "resubmit" for d in acting)
+        resubmitting = any(d.action in SUBMITTING for d in acting)
         max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
@@ -70,7 +77,7 @@ class Actor:
                            array_job_of: Mapping[str, str | None]) -> Outcome:
         """An approved decision, written ticks ago: its submission intent (a resubmit) is written
         now, then it is carried out like any other and its outcome written."""
-        max_array = slurm.max_array_size() if decision.action == "resubmit" else slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.max_array_size() if decision.action in SUBMITTING else slurm.DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
@@ -80,7 +87,8 @@ class Actor:
 
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
-                                 json.dumps(asdict(g.resources)), self.policy.slurm_requeue)
+                                 json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
+                                 "promotion" if all(d.action == "promote" for d in g.decisions) else "retry")
                 for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, id_of: Mapping[int, int]) -> dict[int, Outcome]:
@@ -104,6 +112,7 @@ class Actor:
         return str(Path(self.spec.run_dir) / "slurm")
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
+        # a promotion's inputs say attempt 0: its task in the next rung starts at attempt 1
         numbers = [int(d.inputs["attempt"]) + 1 for d in group.decisions]  # type: ignore[call-overload]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue)
@@ -213,7 +222,7 @@ class Actor:
             token_of_job_name(q.name): q.array_job_id for q in queued()}, abandon_on_error=True)}
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         repaired = 0
-        for group_token in {e.group_token for e in open_entries if e.action == "resubmit"}:
+        for group_token in {e.group_token for e in open_entries if e.action in SUBMITTING}:
             ids = [e.id for e in open_entries if e.group_token == group_token]
             sub = states.get(group_token)
             if sub is not None and sub.state == "released":

@@ -33,6 +33,7 @@ from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
+from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.rules import (
     CampaignContext,
@@ -177,6 +178,8 @@ class _Tick:
             decisions = [d for d in decisions if d.action == "give_up"]
         else:
             decisions += utilisation_and_fallback(ctx, views, rows, summaries, requests)
+        ladder = ladder_step(ctx, paused)
+        decisions += ladder.decisions
         max_parallel = _tighter(settings.get("max_parallel"), budget.cap)
         if not paused:
             why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
@@ -205,7 +208,7 @@ class _Tick:
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = self.store.campaign_state(record.id)
         unresolved = self.log.unresolved_tokens(record.id)
-        if self.store.tasks_started(record.id) == settings["tasks"] and all(
+        if ladder.complete(self.store.tasks_started(record.id), settings["tasks"]) and all(
                 (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
                 for v in views):
             state = "finished"

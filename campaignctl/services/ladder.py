@@ -1,0 +1,61 @@
+"""A progressive campaign's tick: once every task of the current rung has settled, rank the
+configs by the rung's metric and promote the survivors into the next rung (a new array), if the
+budget can pay for it. Campaigns without rungs skip all of this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.core.budget import assess
+from campaignctl.core.cost import campaign_spend
+from campaignctl.core.decide import Decision
+from campaignctl.core.ladder import (
+    LadderState,
+    TaskEnd,
+    ladder_state,
+    promotion_block,
+    promotion_cost,
+    promotion_decisions,
+)
+from campaignctl.core.metrics import curves_by_task
+from campaignctl.services.rules import CampaignContext, budget_of
+
+
+@dataclass(frozen=True, slots=True)
+class LadderStep:
+    state: LadderState | None  # None: the campaign has no rungs
+    decisions: list[Decision] = field(default_factory=list)
+
+    def complete(self, started: int, tasks: int) -> bool:
+        """Every task that will ever run has started (and, with rungs, settled and been ranked)."""
+        return self.state.complete if self.state is not None else started == tasks
+
+
+def ladder_step(ctx: CampaignContext, paused: bool) -> LadderStep:
+    if not ctx.settings.get("rungs"):
+        return LadderStep(None)
+    ends = _task_ends(ctx)
+    decided = {int(e.inputs["rung"]) for e in ctx.log.entries(ctx.record.id, actions=("promote", "retire"))  # type: ignore[call-overload]
+               if e.mode == "enforce"}
+    state = ladder_state(ctx.settings, ends, {}, decided)
+    if state.plan is None or paused:  # a paused campaign promotes nothing until it is resumed
+        return LadderStep(state)
+    rows = MetricsStore(ctx.store.engine).rows(ctx.record.id, state.plan.rule.metric)
+    state = ladder_state(ctx.settings, ends, curves_by_task(((r[0], r[2], r[3], r[4]) for r in rows),
+                                                           state.plan.rule.metric), decided)
+    assert state.plan is not None
+    budget = budget_of(ctx.settings)
+    if state.plan.survivors and budget.limits():
+        assessment = assess(budget, campaign_spend(ctx.store.usage_groups(ctx.record.id), ctx.policy.prices))
+        block = promotion_block(state.plan, promotion_cost(state.plan, ctx.settings, ctx.policy.prices), assessment)
+        if block is not None:
+            return LadderStep(state, [block])
+    return LadderStep(state, promotion_decisions(state.plan, ctx.settings))
+
+
+def _task_ends(ctx: CampaignContext) -> dict[int, TaskEnd]:
+    answers = {e.attempt_token: e.action for e in ctx.log.entries(ctx.record.id, actions=("give_up", "stop"))
+               if e.mode == "enforce"}
+    latest = {a.task_index: a for a in ctx.store.attempts(ctx.record.id) if a.submission_state != "abandoned"}
+    return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, "")) for i, a in latest.items()}

@@ -1,0 +1,106 @@
+"""A progressive campaign against the fake Slurm: rung 0 is submitted, reconcile promotes the
+survivors as new arrays with the next rung's resources and the config's checkpoint, the budget
+gates promotion. (The real-cluster run is tests/integration/test_ladder_real.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from submitit.core.utils import DelayedSubmission, JobPaths
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.runner import task_environment
+from campaignctl.adapters.store import Store
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.resume import resume
+from campaignctl.services.submit import submit
+from tests.conftest import write_spec
+from tests.fakeslurm import FakeSlurm
+
+LOSS = {0: 0.6, 1: 0.2, 2: 0.9, 3: 0.4, 4: 0.3, 5: 0.8}  # by config; rung 0 keeps 1, 4, 3
+
+
+def ladder_spec(tmp_path: Path, budget: float = 10.0) -> Path:
+    return write_spec(tmp_path, f"""\
+name: lad
+command: [python3, train.py, "{{lr}}", "{{steps}}"]
+matrix: {{lr: [0, 1, 2, 3, 4, 5]}}
+resources: {{gpus: 1, time: "00:10:00", mem: 500M}}
+budget: {{gpu_hours: {budget}}}
+rungs:
+  - {{name: screen, params: {{steps: 5}}, promote: {{metric: loss, eta: 2}}}}
+  - {{name: grow, params: {{steps: 15}}, resources: {{time: "00:20:00"}}, promote: {{metric: loss, eta: 3}}}}
+  - {{name: full, params: {{steps: 45}}, resources: {{gpus: 2}}}}
+""")
+
+
+def finish_rung(tmp_path: Path, fake: FakeSlurm, job_id: str, loss: dict[int, float]) -> None:
+    """Every element of `job_id` COMPLETED, having reported its config's loss."""
+    store = Store.open()
+    record = store.campaign("lad")
+    assert record is not None
+    mine = [a for a in store.attempts(record.id) if a.job_id and a.job_id.startswith(job_id + "_")]
+    for a in mine:
+        path = tmp_path / "runs" / "lad" / "tasks" / str(a.task_index) / a.token / "metrics.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"step": 1, "loss": 5.0}) + "\n"
+                        + json.dumps({"step": 2, "loss": loss[a.task_index % 6]}) + "\n")
+        fake.set_state(job_id, a.array_index, "COMPLETED")
+
+
+def newest_array(fake: FakeSlurm) -> str:
+    return max(fake.jobs, key=int)
+
+
+def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(ladder_spec(tmp_path))
+    assert len(fake_slurm.jobs) == 1 and fake_slurm.jobs[newest_array(fake_slurm)].size == 6
+    finish_rung(tmp_path, fake_slurm, newest_array(fake_slurm), LOSS)
+    tick = reconcile("lad").campaigns[0]
+    promoted = sorted(d.task for d in tick.decisions if d.action == "promote")
+    assert promoted == [6 + 1, 6 + 3, 6 + 4] and all(d.status == "applied" for d in tick.decisions)
+    assert sorted(d.task for d in tick.decisions if d.action == "retire") == [0, 2, 5]
+    rung1 = newest_array(fake_slurm)
+    assert len(fake_slurm.jobs) == 2 and fake_slurm.jobs[rung1].size == 3
+
+    store = Store.open()
+    record = store.campaign("lad")
+    assert record is not None
+    sub = next(s for s in store.submissions(record.id) if s.job_id == rung1)
+    assert sub.kind == "promotion" and json.loads(sub.resources_json)["time_min"] == 20
+    launch = DelayedSubmission.load(JobPaths(Path(sub.folder), job_id=f"{rung1}_0").submitted_pickle).args[0]
+    env = task_environment(launch)
+    assert launch.task_index == 7 and launch.argv[-2:] == ("1", "15")  # config 1, grow's 15 steps
+    assert env["CAMPAIGNCTL_CHECKPOINT_DIR"] == str(tmp_path / "runs" / "lad" / "tasks" / "1" / "checkpoint")
+    assert env["CAMPAIGNCTL_RESUME"] == "1" and env["CAMPAIGNCTL_RUNG"] == "1"
+    for index in range(3):
+        fake_slurm.set_state(rung1, index, "RUNNING")
+    assert reconcile("lad").campaigns[0].decisions == []  # nothing twice while rung 1 runs
+
+    finish_rung(tmp_path, fake_slurm, rung1, {1: 0.1, 3: 0.05, 4: 0.3})
+    tick = reconcile("lad").campaigns[0]
+    assert [d.task for d in tick.decisions if d.action == "promote"] == [12 + 3]  # floor(3/3) = 1: config 3
+    rung2 = newest_array(fake_slurm)
+    assert json.loads(next(s for s in store.submissions(record.id) if s.job_id == rung2).resources_json)["gpus"] == 2
+    fake_slurm.set_state(rung2, 0, "COMPLETED")
+    assert reconcile("lad").campaigns[0].state == "finished"
+    entries = DecisionLog(store.engine).entries(record.id, actions=("promote",))
+    assert [e.inputs["rank"] for e in entries] == [1, 3, 2, 1]  # configs 1, 3, 4 then 3: the evidence is logged
+    assert entries[-1].inputs["ranking"] == {"1": 0.1, "3": 0.05, "4": 0.3}
+
+
+def test_a_promotion_the_budget_cannot_pay_pauses_until_the_budget_is_raised(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(ladder_spec(tmp_path, budget=1.0))  # rung 1 would need 3 × 1 GPU × 20 min = 1 GPU-h more
+    finish_rung(tmp_path, fake_slurm, newest_array(fake_slurm), LOSS)
+    tick = reconcile("lad").campaigns[0]
+    assert [(d.rule, d.action, d.status) for d in tick.decisions] == [("promotion", "hold", "applied")]
+    assert "would cost up to 1 GPU-h but only" in tick.decisions[0].reason
+    assert tick.state == "paused" and len(fake_slurm.jobs) == 1
+    assert reconcile("lad").campaigns[0].decisions == []  # paused: not asked again each tick
+    submit(ladder_spec(tmp_path, budget=2.0))  # a new revision with more budget, then resume
+    resume("lad", reason="budget raised for rung 1")
+    tick = reconcile("lad").campaigns[0]
+    assert sorted(d.task for d in tick.decisions if d.action == "promote") == [7, 9, 10]
+    assert len(fake_slurm.jobs) == 2
