@@ -203,3 +203,44 @@ def promotion_block(plan: PromotionPlan, cost: Amount, assessment: Assessment) -
                     {"rung": plan.from_rung, "to_rung": plan.to_rung, "survivors": list(plan.survivors),
                      "cost": {d: round(cost.get(d), 6) for d in DIMENSIONS}, "budget": assessment.to_dict()},
                     {"arrays": {}})
+
+
+# --- progress, for status -------------------------------------------------------------------
+
+NOT_PROMOTED = "NOT_PROMOTED"  # a later-rung task of a config its rung did not keep
+
+
+@dataclass(frozen=True, slots=True)
+class RungProgress:
+    number: int
+    name: str
+    started: int  # configs that have run (or are running) in this rung
+    states: dict[str, int]  # latest-attempt states of those
+    promoted: int | None  # configs promoted out of this rung; None until decided (or the last rung)
+    rule: str  # how it promotes ('' for the last rung)
+
+    def describe(self) -> str:
+        states = ", ".join(f"{k} {v}" for k, v in sorted(self.states.items())) or "not started"
+        kept = f" → {self.promoted} promoted" if self.promoted is not None else ""
+        return f"{self.name} [{states}]{kept}"
+
+
+def ladder_progress(settings: Mapping[str, Any], states: Mapping[int, str],
+                    promoted_from: Mapping[int, int]) -> list[RungProgress]:
+    """Per rung: what ran and how it ended, and how many it promoted. `states`: latest state of
+    every started task; `promoted_from`: rung → configs promoted out of it (decided rungs only)."""
+    out = []
+    for rung in rungs_of(settings):
+        mine = [s for i, s in states.items() if rung_of(i, settings) == rung.number]
+        counts: dict[str, int] = {}
+        for s in mine:
+            counts[s] = counts.get(s, 0) + 1
+        out.append(RungProgress(rung.number, rung.name, len(mine), counts, promoted_from.get(rung.number),
+                                rung.promote.describe() if rung.promote else ""))
+    return out
+
+
+def unstarted_label(task_index: int, settings: Mapping[str, Any], decided_rungs: Collection[int]) -> str | None:
+    """NOT_PROMOTED for a task whose config its previous rung did not keep; None otherwise."""
+    rung = rung_of(task_index, settings)
+    return NOT_PROMOTED if rung > 0 and rung - 1 in decided_rungs else None

@@ -8,18 +8,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import NotFoundError
+from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress, unstarted_label
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
-from campaignctl.core.status import TaskRow, count_states, sparkline, task_rows
+from campaignctl.core.status import NOT_SUBMITTED, TaskRow, count_states, sparkline, task_rows
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
 from campaignctl.services.rules import budget_of, current_policy
@@ -36,6 +37,7 @@ class CampaignSummary:
     decisions: dict[str, int] = field(default_factory=dict)  # action → how many (enforced)
     proposed: dict[str, int] = field(default_factory=dict)  # shadow proposals: action → how many
     awaiting_approval: int = 0
+    rungs: list[RungProgress] = field(default_factory=list)  # a progressive campaign's ladder
 
     @property
     def summary(self) -> str:
@@ -45,6 +47,7 @@ class CampaignSummary:
         return (f"{self.tasks} tasks ({states}); {self.attempts} attempts; "
                 f"decisions: {acted or 'none'}" + (f"; shadow proposals: {shadow}" if shadow else "")
                 + (f"; {self.awaiting_approval} awaiting approval" if self.awaiting_approval else "")
+                + (f"; rungs: {' · '.join(r.describe() for r in self.rungs)}" if self.rungs else "")
                 + f"; campaign {self.state}")
 
 
@@ -96,17 +99,35 @@ def status(name: str | None = None) -> StatusResult:
         enforced = [e for e in entries if e.mode == "enforce"]
         rows = [replace(r, last_decision=last.get(r.index, ""))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
+        rows, rungs = _ladder(store, record, rows, enforced)
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
-                                         sum(e.status == "awaiting-approval" for e in enforced)))
+                                         sum(e.status == "awaiting-approval" for e in enforced), rungs))
         detail = rows
     if name is None:
         return StatusResult(summaries, [], calls)
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
                         _spend(store, records[0], policy, settings))
+
+
+def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow],
+            enforced: list[LoggedDecision]) -> tuple[list[TaskRow], list[RungProgress]]:
+    """A progressive campaign: rung progress, and tasks its rungs did not keep marked as such."""
+    _, settings = current_policy(store, record)
+    if not settings.get("rungs"):
+        return rows, []
+    promoted: dict[int, int] = {}
+    for e in enforced:
+        if e.action in ("promote", "retire"):
+            rung = int(e.inputs["rung"])  # type: ignore[call-overload]
+            promoted[rung] = promoted.get(rung, 0) + (e.action == "promote")
+    rows = [replace(r, state=unstarted_label(r.index, settings, promoted) or r.state)
+            if r.state == NOT_SUBMITTED else r for r in rows]
+    started = {r.index: r.state for r in rows if r.state not in (NOT_SUBMITTED, NOT_PROMOTED)}
+    return rows, ladder_progress(settings, started, promoted)
 
 
 def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: dict[str, Any]) -> SpendView:

@@ -14,6 +14,7 @@ from campaignctl.adapters.runner import task_environment
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
@@ -88,6 +89,11 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
     entries = DecisionLog(store.engine).entries(record.id, actions=("promote",))
     assert [e.inputs["rank"] for e in entries] == [1, 3, 2, 1]  # configs 1, 3, 4 then 3: the evidence is logged
     assert entries[-1].inputs["ranking"] == {"1": 0.1, "3": 0.05, "4": 0.3}
+    shown = status("lad").campaigns[0]
+    assert shown.counts == {"NOT_PROMOTED": 8, "COMPLETED": 10}
+    assert [(r.name, r.started, r.promoted) for r in shown.rungs] == [("screen", 6, 3), ("grow", 3, 1), ("full", 1, None)]
+    assert "rungs: screen [COMPLETED 6] → 3 promoted · grow [COMPLETED 3] → 1 promoted · full [COMPLETED 1]" \
+        in shown.summary
 
 
 def test_a_promotion_the_budget_cannot_pay_pauses_until_the_budget_is_raised(
