@@ -2,7 +2,7 @@
 """Benchmark: GPU-hours of a progressive campaign (rungs) vs every config at full size.
 
 Runs on the local real cluster (`scripts/slurmlab up`, SLURM_CONF set), side by side, --repeat
-times, alternating: the same 16 configs of examples/progressive/toy_train.py
+times, alternating: the same 16 configs of templates/progressive_train.py
   - with rungs: screen 4 steps on 1 GPU → best 1/4 to 12 steps on 1 GPU → best 1/2 to 36 steps
     on 2 GPUs, each promoted config resuming from its checkpoint;
   - at full size: all 16 configs, 36 steps on 2 GPUs.
@@ -34,7 +34,7 @@ from campaignctl.services.reconcile import reconcile  # noqa: E402
 from campaignctl.services.status import status  # noqa: E402
 from campaignctl.services.submit import submit  # noqa: E402
 
-TOY = ROOT / "examples" / "progressive" / "toy_train.py"
+TOY = ROOT / "templates" / "progressive_train.py"
 CONFIGS = 16
 SEEDS = ", ".join(map(str, range(CONFIGS)))
 COMMAND = (f'command: [{sys.executable}, {TOY}, --config, "{{seed}}", --steps, "{{steps}}", '

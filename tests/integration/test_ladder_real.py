@@ -22,7 +22,7 @@ from tests.integration.test_reconcile_real import sacct_field, ticking_until_fin
 
 pytestmark = pytest.mark.slurm
 
-TOY = REPO / "examples" / "progressive" / "toy_train.py"
+TOY = REPO / "templates" / "progressive_train.py"
 STEPS = (4, 12, 36)  # per rung; each step takes 0.25 s
 CONFIGS = 16
 BUDGET_GPU_H = 0.7  # rung limits: 16×1 GPU×1 min + 4×1×2 min + 2×2×3 min = 0.6 GPU-h at worst
