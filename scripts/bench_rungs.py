@@ -75,6 +75,9 @@ def run(name: str, rungs: bool, step_time: float, workdir: Path) -> dict[str, ob
     shown = status(name)
     assert shown.spend is not None
     store = Store.open()
+    failed = [a.task_index for a in store.attempts(record.id) if a.state != "COMPLETED"]
+    if failed:
+        raise SystemExit(f"{name}: tasks {failed} did not complete; see `campaignctl log {name}`")
     rows = MetricsStore(store.engine).rows(record.id, "loss")
     gpus = {a.task_index: (2 if (not rungs or a.task_index >= 2 * CONFIGS) else 1) for a in store.attempts(record.id)}
     gpu_steps = sum(gpus[r[0]] for r in rows)
