@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def run(name: str, rungs: bool, step_time: float, workdir: Path) -> dict[str, ob
     store = Store.open()
     failed = [a.task_index for a in store.attempts(record.id) if a.state != "COMPLETED"]
     if failed:
-        raise SystemExit(f"{name}: tasks {failed} did not complete; see `campaignctl log {name}`")
+        raise SystemExit(f"{name}: tasks {failed} did not complete; their logs are under {workdir}")
     rows = MetricsStore(store.engine).rows(record.id, "loss")
     gpus = {a.task_index: (2 if (not rungs or a.task_index >= 2 * CONFIGS) else 1) for a in store.attempts(record.id)}
     gpu_steps = sum(gpus[r[0]] for r in rows)
@@ -96,12 +97,13 @@ def main() -> None:
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("needs the lab cluster: eval \"$(scripts/slurmlab up)\"")
     results: dict[str, list[dict[str, object]]] = {"rungs": [], "full": []}
-    with tempfile.TemporaryDirectory(prefix="bench-rungs-") as tmp:
-        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
-        for i in range(args.repeat):
-            for kind in ("rungs", "full"):
-                results[kind].append(run(f"bench-{kind}-{i}", kind == "rungs", args.step_time, Path(tmp)))
-                print(f"repeat {i + 1}/{args.repeat} {kind}: {results[kind][-1]}", file=sys.stderr, flush=True)
+    tmp = tempfile.mkdtemp(prefix="bench-rungs-")  # kept when a run fails, for its logs
+    os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
+    for i in range(args.repeat):
+        for kind in ("rungs", "full"):
+            results[kind].append(run(f"bench-{kind}-{i}", kind == "rungs", args.step_time, Path(tmp)))
+            print(f"repeat {i + 1}/{args.repeat} {kind}: {results[kind][-1]}", file=sys.stderr, flush=True)
+    shutil.rmtree(tmp)
     summary = {kind: {key: statistics.median(float(r[key]) for r in runs)  # type: ignore[arg-type]
                       for key in ("gpu_hours", "wall_s", "gpu_steps")} for kind, runs in results.items()}
     summary["ratio"] = {key: round(summary["rungs"][key] / summary["full"][key], 3)

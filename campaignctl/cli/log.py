@@ -45,7 +45,8 @@ def show(
     for e in entries:
         status = e.status + (f": {e.error}" if e.error else "")
         job = e.detail.get("job_id") or e.detail.get("jobs")
-        who = "campaign" if e.task_index < 0 else f"task {e.task_index} attempt {e.inputs.get('attempt', '-')}"
+        who = "campaign" if e.task_index < 0 else f"task {e.task_index}" + (
+            f" attempt {e.inputs['attempt']}" if "attempt" in e.inputs else "")
         shadow = "[magenta]SHADOW[/] " if e.mode == "shadow" else ""
         console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  {who}  {shadow}{e.rule} → "
                       f"[bold]{e.action}[/] "

@@ -159,7 +159,7 @@ def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> lis
     survivors = set(plan.survivors)
     out = []
     for s in plan.standings:
-        inputs = {**shared, "config": s.config, "value": s.value, "rank": s.rank, "attempt": 0}
+        inputs = {**shared, "config": s.config, "value": s.value, "rank": s.rank}
         standing = _describe(s, plan, source.name)
         if s.config in survivors:
             out.append(Decision(plan.to_rung * configs + s.config, s.token, RULE, "promote",

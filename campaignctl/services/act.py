@@ -112,8 +112,9 @@ class Actor:
         return str(Path(self.spec.run_dir) / "slurm")
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
-        # a promotion's inputs say attempt 0: its task in the next rung starts at attempt 1
-        numbers = [int(d.inputs["attempt"]) + 1 for d in group.decisions]  # type: ignore[call-overload]
+        # a promotion starts its config's task in the next rung: attempt 1
+        numbers = [1 if d.action == "promote" else int(d.inputs["attempt"]) + 1  # type: ignore[call-overload]
+                   for d in group.decisions]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue)
         try:

@@ -16,6 +16,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
+from tests.cli.test_cli import run_cli
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
@@ -54,7 +55,8 @@ def newest_array(fake: FakeSlurm) -> str:
     return max(fake.jobs, key=int)
 
 
-def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                              state_home: Path) -> None:
     submit(ladder_spec(tmp_path))
     assert len(fake_slurm.jobs) == 1 and fake_slurm.jobs[newest_array(fake_slurm)].size == 6
     finish_rung(tmp_path, fake_slurm, newest_array(fake_slurm), LOSS)
@@ -94,6 +96,11 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
     assert [(r.name, r.started, r.promoted) for r in shown.rungs] == [("screen", 6, 3), ("grow", 3, 1), ("full", 1, None)]
     assert "rungs: screen [COMPLETED 6] → 3 promoted · grow [COMPLETED 3] → 1 promoted · full [COMPLETED 1]" \
         in shown.summary
+    shown_log = run_cli("log", "lad", state=state_home)
+    assert shown_log.returncode == 0, shown_log.stderr
+    assert "task 15" in shown_log.stdout and "promotion → promote applied" in shown_log.stdout
+    assert "config 3: loss 0.05 ranks 1 of 3 in rung grow; kept by best 1/3 by loss (min): promoted to rung full." \
+        in shown_log.stdout
 
 
 def test_a_promotion_the_budget_cannot_pay_pauses_until_the_budget_is_raised(
