@@ -93,7 +93,8 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
     assert entries[-1].inputs["ranking"] == {"1": 0.1, "3": 0.05, "4": 0.3}
     shown = status("lad").campaigns[0]
     assert shown.counts == {"NOT_PROMOTED": 8, "COMPLETED": 10}
-    assert [(r.name, r.started, r.promoted) for r in shown.rungs] == [("screen", 6, 3), ("grow", 3, 1), ("full", 1, None)]
+    assert [(r.name, r.started, r.promoted) for r in shown.rungs] == [
+        ("screen", 6, 3), ("grow", 3, 1), ("full", 1, None)]
     assert "rungs: screen [COMPLETED 6] → 3 promoted · grow [COMPLETED 3] → 1 promoted · full [COMPLETED 1]" \
         in shown.summary
     shown_log = run_cli("log", "lad", state=state_home)
