@@ -42,7 +42,7 @@ COMMAND = (f'command: [{sys.executable}, {TOY}, --config, "{{seed}}", --steps, "
            '--step-time, "{step_time}"]\ntelemetry: {interval: 0}\n')
 RUNGS = """\
 matrix: {{seed: [{seeds}]}}
-resources: {{gpus: 1, mem: 150M, time: "00:02:00"}}
+resources: {{gpus: 1, mem: 150M, time: "00:05:00"}}
 rungs:
   - {{name: screen, params: {{steps: 4, step_time: {t}}}, promote: {{metric: loss, eta: 4}}}}
   - {{name: grow, params: {{steps: 12}}, promote: {{metric: loss, eta: 2}}}}
@@ -50,7 +50,7 @@ rungs:
 """
 FULL = """\
 matrix: {{seed: [{seeds}], steps: [36], step_time: [{t}]}}
-resources: {{gpus: 2, mem: 150M, time: "00:02:00"}}
+resources: {{gpus: 2, mem: 150M, time: "00:05:00"}}
 """
 
 

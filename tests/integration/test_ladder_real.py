@@ -25,20 +25,22 @@ pytestmark = pytest.mark.slurm
 TOY = REPO / "templates" / "progressive_train.py"
 STEPS = (4, 12, 36)  # per rung; each step takes 0.25 s
 CONFIGS = 16
-BUDGET_GPU_H = 0.7  # rung limits: 16×1 GPU×1 min + 4×1×2 min + 2×2×3 min = 0.6 GPU-h at worst
+# Time limits stay well above 90 s: submitit asks for --signal=USR2@90, and a limit under that
+# has Slurm send USR2 at once, which kills a task still starting (before its handlers are set).
+BUDGET_GPU_H = 1.5  # rung limits: 16×1 GPU×3 min + 4×1×4 min + 2×2×5 min = 1.4 GPU-h at worst
 
 SPEC = f"""\
 name: ladder
 command: [{sys.executable}, {TOY}, --config, "{{seed}}", --steps, "{{steps}}"]
 matrix: {{seed: [{", ".join(map(str, range(CONFIGS)))}]}}
-resources: {{gpus: 1, mem: 150M, time: "00:01:00"}}
+resources: {{gpus: 1, mem: 150M, time: "00:03:00"}}
 budget: {{gpu_hours: {BUDGET_GPU_H}}}
 telemetry: {{interval: 0}}
 rungs:
   - {{name: screen, params: {{steps: {STEPS[0]}}}, promote: {{metric: loss, goal: min, eta: 4}}}}
-  - {{name: grow, params: {{steps: {STEPS[1]}}}, resources: {{time: "00:02:00"}},
+  - {{name: grow, params: {{steps: {STEPS[1]}}}, resources: {{time: "00:04:00"}},
      promote: {{metric: loss, goal: min, eta: 2}}}}
-  - {{name: full, params: {{steps: {STEPS[2]}}}, resources: {{gpus: 2, time: "00:03:00"}}}}
+  - {{name: full, params: {{steps: {STEPS[2]}}}, resources: {{gpus: 2, time: "00:05:00"}}}}
 """
 
 
