@@ -96,6 +96,11 @@ class FakeSlurm:
         self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end)
 
     def _scancel(self, args: list[str]) -> str:
+        if args[0].startswith("--state="):  # `scancel --state=RUNNING 12_3`: that element, only in that state
+            job_id, _, index = args[1].partition("_")
+            if self.element(job_id, int(index)).state == args[0].split("=", 1)[1]:
+                self.set_state(job_id, int(index), "CANCELLED by 1000", "0:15")
+            return ""
         self.jobs[args[0]].cancelled = True
         return ""
 

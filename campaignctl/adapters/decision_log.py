@@ -18,7 +18,10 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
 
-ACTING = ("resubmit", "give_up")  # decisions that answer an attempt for good
+# Decisions that answer an attempt for good. A stop (early stopping) answers it once carried out,
+# or about to be (no outcome yet, no approval awaited): one that failed, waits for approval, was
+# rejected or expired leaves the attempt to the other rules.
+ACTING = ("resubmit", "give_up", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +109,11 @@ class DecisionLog:
             _insert_outcomes(conn, decision_ids, status, detail, error)
 
     def decided_tokens(self, campaign_id: int) -> set[str]:
-        query = sa.select(decisions.c.attempt_token).where(  # a shadow proposal answers nothing
-            decisions.c.campaign_id == campaign_id, decisions.c.action.in_(ACTING),
-            decisions.c.mode == "enforce")
+        d, o = decisions.c, decision_outcomes.c
+        stopped = sa.and_(d.action == "stop", sa.or_(o.status == "applied", sa.and_(o.id.is_(None), d.gate == "")))
+        query = (sa.select(d.attempt_token).outerjoin(decision_outcomes, o.decision_id == d.id)
+                 .where(d.campaign_id == campaign_id, d.mode == "enforce",  # a shadow proposal answers nothing
+                        d.action.in_(ACTING), sa.or_(d.action != "stop", stopped)))
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
 

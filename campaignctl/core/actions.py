@@ -2,7 +2,7 @@
 new array (chunked by MaxArraySize); in-place resizes of one array are one `scontrol update`
 of exactly the decided pending elements; a throttle change is one `scontrol update` of an
 array's ArrayTaskThrottle; a budget hold is one `scontrol hold` per array; a cancel (to move an
-attempt to other resources) is one `scancel --state=…` of one element. Decisions that need no
+attempt to other resources) or a stop (early stopping) is one `scancel --state=…` of one element. Decisions that need no
 Slurm call (give up, alert, resize_next: a note for the task's next attempt) are only recorded.
 Pure."""
 
@@ -30,6 +30,7 @@ RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_curre
 # carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
 # in the next rung, its first attempt)
 SUBMITTING = ("resubmit", "promote")
+CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to move it, or to stop it for good
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
@@ -68,7 +69,8 @@ class ThrottleGroup:
 
 @dataclass(frozen=True, slots=True)
 class SingleGroup:
-    """One decision carried out on its own: a budget hold or release (`arrays` in its params), or a cancel."""
+    """One decision carried out on its own: a budget hold or release (`arrays` in its params), or a
+    cancel or stop of one element."""
 
     token: str
     decision: Decision
@@ -110,7 +112,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                                            int(d.params["throttle"]), d))  # type: ignore[call-overload]
         elif d.action in ("hold", "release"):
             holds.append(SingleGroup(new_token(), d))
-        elif d.action == "cancel":
+        elif d.action in CANCELS:
             cancels.append(SingleGroup(new_token(), d))
         else:
             recorded.append(d)

@@ -12,10 +12,12 @@ from campaignctl.core.policy_sections import (
     MODES,
     SECTION_RULES,
     Approval,
+    EarlyStopping,
     Fallback,
     Prices,
     Utilisation,
     read_approval,
+    read_early_stopping,
     read_fallback,
     read_prices,
     read_utilisation,
@@ -35,7 +37,7 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
              "resize_pending", "counts_as_failure", "mode")
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
-               "mode", "known_good_after", "approval")
+               "mode", "known_good_after", "approval", "early_stopping")
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
 RULE_NAMES = (*CAUSES, *SECTION_RULES)
 OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
@@ -74,6 +76,7 @@ class Policy:
     mode: str = "enforce"  # shadow: every rule's decisions are proposals only
     known_good_after_s: int = 3600  # a revision whose work ran this long without policy-made failures is known-good
     approval: Approval = field(default_factory=Approval)
+    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
 
     def rule(self, cause: str) -> Rule:
         return self.rules.get(cause, Rule())
@@ -88,7 +91,8 @@ class Policy:
         if rule in CAUSES:
             return self.rule(rule).mode
         sections = {"data_starved": self.utilisation.data_starved.mode,
-                    "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode}
+                    "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode,
+                    "early_stopping": self.early_stopping.mode}
         return sections.get(rule, "enforce")
 
     @property
@@ -150,7 +154,8 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         approval=read_approval(r, (*path, "approval"), base.approval, RULE_NAMES),
         prices=read_prices(r, (*path, "prices"), base.prices),
         fallback=read_fallback(r, (*path, "fallback"), base.fallback),
-        utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation))
+        utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation),
+        early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping))
 
 
 def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:

@@ -7,6 +7,7 @@ fallback, and utilisation rules. Pure values and their readers; `decide` and fri
                   data_starved: {action: more_cpus, cpu_factor: 2, max_cpus: 16, resize_pending: true},
                   gpu_idle: {action: fewer_gpus, gpu_factor: 0.5, cancel_running: false}}
     approval:    {max_mem: 64G, max_gpus: 4, max_cpus: 32, max_tasks: 50, always: [gpu_idle], expire_after: 24h}
+    early_stopping: {rule: median, metric: val_loss, goal: min, grace_steps: 5, min_peers: 3, mode: enforce}
 
 A rule's `mode: shadow` logs its decisions as proposals and never carries them out.
 """
@@ -17,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaignctl.core.metrics import METRIC_NAME, RESERVED
+from campaignctl.core.metrics import MODES as GOALS
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
@@ -27,9 +30,11 @@ UTILISATION_KEYS = ("window", "gpu_low_pct", "cpu_busy_pct", "cpu_idle_pct", "da
 STARVED_KEYS = ("action", "cpu_factor", "max_cpus", "resize_pending", "mode")
 IDLE_KEYS = ("action", "gpu_factor", "cancel_running", "mode")
 APPROVAL_KEYS = ("max_mem", "max_gpus", "max_cpus", "max_tasks", "always", "expire_after")
+EARLY_STOPPING_KEYS = ("rule", "metric", "goal", "grace_steps", "min_peers", "mode")
 MODES = ("enforce", "shadow")
 # Rules beyond the per-cause ones that have a mode and can be named in approval.always.
-SECTION_RULES = ("data_starved", "gpu_idle", "gpu_fallback")
+SECTION_RULES = ("data_starved", "gpu_idle", "gpu_fallback", "early_stopping")
+STOPPING_RULES = ("none", "median")
 STARVED_ACTIONS = ("none", "more_cpus")
 IDLE_ACTIONS = ("none", "fewer_gpus")
 DEFAULT_GPU = "default"  # the price of a GPU type the table does not list
@@ -107,6 +112,23 @@ class Approval:
         return bool(self.max_mem_mb or self.max_gpus or self.max_cpus or self.max_tasks or self.always)
 
 
+@dataclass(frozen=True, slots=True)
+class EarlyStopping:
+    """Stop a running task whose `metric` trails its peers' (core/early_stop.py); off until a
+    metric is named."""
+
+    rule: str = "median"  # none: off
+    metric: str = ""  # a name tasks report with campaignctl.report(); '': off
+    goal: str = "min"  # min: lower is better (a loss); max: higher is better (an accuracy)
+    grace_steps: int = 0  # no task is stopped before it reports this step
+    min_peers: int = 3  # peers that reached the step, needed for a median worth acting on
+    mode: str = "enforce"
+
+    @property
+    def enabled(self) -> bool:
+        return self.rule != "none" and bool(self.metric)
+
+
 def sections_from_dict(data: dict[str, Any]) -> dict[str, Any]:
     """Stored policy JSON → section values; a policy stored before these sections existed gets defaults."""
     prices = data.get("prices") or {}
@@ -118,7 +140,7 @@ def sections_from_dict(data: dict[str, Any]) -> dict[str, Any]:
     approval = dict(data.get("approval") or {})
     approval["always"] = tuple(approval.get("always", ()))
     return {"prices": Prices(**prices), "fallback": Fallback(**fallback), "utilisation": Utilisation(**util),
-            "approval": Approval(**approval)}
+            "approval": Approval(**approval), "early_stopping": EarlyStopping(**data.get("early_stopping") or {})}
 
 
 def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
@@ -190,6 +212,27 @@ def _idle(r: Reader, path: KeyPath, base: GpuIdle) -> GpuIdle:
                    gpu_factor=base.gpu_factor if factor is None else factor,
                    cancel_running=r.boolean((*path, "cancel_running"), base.cancel_running),
                    mode=r.choice((*path, "mode"), MODES) or base.mode)
+
+
+def read_early_stopping(r: Reader, path: KeyPath, base: EarlyStopping) -> EarlyStopping:
+    if r.mapping(path, EARLY_STOPPING_KEYS) is None:
+        return base
+    metric = r.pattern((*path, "metric"), METRIC_NAME, "a metric name tasks report, e.g. val_loss")
+    if metric in RESERVED:
+        r.problem((*path, "metric"), f"{metric!r} is not a metric (reserved in a report line); name one, e.g. val_loss")
+        metric = None
+    grace = r.integer((*path, "grace_steps"), 0, 1_000_000_000, default=base.grace_steps)
+    peers = r.integer((*path, "min_peers"), 1, 100_000, default=base.min_peers)
+    section = EarlyStopping(rule=r.choice((*path, "rule"), STOPPING_RULES) or base.rule,
+                            metric=base.metric if metric is None else metric,
+                            goal=r.choice((*path, "goal"), GOALS) or base.goal,
+                            grace_steps=base.grace_steps if grace is None else grace,
+                            min_peers=base.min_peers if peers is None else peers,
+                            mode=r.choice((*path, "mode"), MODES) or base.mode)
+    if section.rule != "none" and not section.metric and not _given(r.get((*path, "metric"))):
+        r.problem(path, f"names no metric, so rule {section.rule} cannot run; add e.g. `metric: val_loss` "
+                        "(a name tasks report), or `rule: none`")
+    return section
 
 
 def read_approval(r: Reader, path: KeyPath, base: Approval, rule_names: tuple[str, ...]) -> Approval:

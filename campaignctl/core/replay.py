@@ -6,7 +6,8 @@ What a tick saw is rebuilt from the store's append-only history, never from toda
 - its facts are its latest observation written at or before t (reconcile records the tick's
   observations before deciding), else it is SUBMITTED with no facts yet;
 - its resources are its submission's, or those of an applied `resize_pending` of an earlier tick;
-- `decided` holds what the REPLAYED policy answered (resubmit/give up) in earlier ticks.
+- `decided` holds what the REPLAYED policy answered (resubmit/give up) in earlier ticks, and the
+  attempts a recorded early-stopping `stop` ended (that rule is not replayed: its stop is history).
 
 History after a divergence is what actually happened: a replayed give-up does not remove the
 retry the recorded policy made, so later ticks still show it. Replay answers "what would this
@@ -117,6 +118,7 @@ class Timeline:
                 self._resizes.setdefault(d.attempt_token, []).append(
                     (d.tick_id, json.dumps(d.params["resources"], sort_keys=True)))
         self._requests = [d for d in history.decisions if d.action in STANDING_ACTIONS]
+        self._stops = [(d.tick_id, d.attempt_token) for d in enforced if d.action == "stop" and d.status == "applied"]
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
@@ -152,6 +154,10 @@ class Timeline:
         return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, *facts,
                           self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat())
 
+    def stopped(self, tick_id: int) -> set[str]:
+        """Attempts an applied early-stopping decision of an earlier tick answered."""
+        return {token for t, token in self._stops if t < tick_id}
+
     def requests(self, tick_id: int) -> Requests:
         """Standing utilisation/fallback requests as earlier ticks left them (as reconcile reads
         them: the log's outcome as it stands now, which for these is written in the same tick)."""
@@ -166,7 +172,8 @@ def replay(history: CampaignHistory, policy: Policy) -> list[ReplayedDecision]:
     decided: set[str] = set()
     out: list[ReplayedDecision] = []
     for tick in history.ticks:
-        views = with_requests(task_views(timeline.rows(tick), decided), timeline.requests(tick.id))
+        views = with_requests(task_views(timeline.rows(tick), decided | timeline.stopped(tick.id)),
+                              timeline.requests(tick.id))
         for d in decide(views, policy, tick.clock):
             out.append(ReplayedDecision(tick.id, d))
             if d.action in ANSWERS:

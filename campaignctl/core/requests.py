@@ -6,6 +6,8 @@ task, rebuilt from the decision log each tick (level-triggered, nothing kept els
   resources (TaskView.replacements); a state-filtered cancel of an element that had started
   meanwhile did nothing, so a PENDING-only replacement needs an attempt that never ran;
 - (token, rule) pairs already decided, so a rule fires once per attempt; fallback moves per task.
+  An early-stopping `stop` counts only when enforced: its shadow proposal is logged once per
+  policy digest by governance, so promoting the rule lets it act on the same attempt.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from campaignctl.core.decide import Replacement, TaskView
 from campaignctl.core.spec import Resources
 
-STANDING_ACTIONS = ("resize_next", "cancel")
+STANDING_ACTIONS = ("resize_next", "cancel", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,8 @@ class Requests:
 def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
     out = Requests()
     for r in rows:  # oldest first: a later request overrides an earlier one
+        if r.action == "stop" and r.status == "proposed":
+            continue
         out.fired.add((r.token, r.rule))
         changes: Mapping[str, Sequence[object]] = r.params.get("changes", {})  # type: ignore[assignment]
         if r.action == "resize_next" and r.status == "applied":  # not a shadow proposal, nor one awaiting approval

@@ -16,6 +16,7 @@ from campaignctl.adapters import faults, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
 from campaignctl.core.actions import (
+    CANCELS,
     SUBMITTING,
     ActionPlan,
     ResizeGroup,
@@ -166,7 +167,8 @@ class Actor:
 
     def _cancel(self, decision: Decision, decision_id: int) -> Outcome:
         """Cancel one element only if it is still in the state the decision saw (`only_if`); the
-        replacement is resubmitted by a later tick, once sacct shows the element CANCELLED."""
+        replacement of a moved attempt is resubmitted by a later tick, once sacct shows the element
+        CANCELLED; a stopped one is not (the stop answers it)."""
         job_id, state = str(decision.inputs["job_id"]), str(decision.params["only_if"])
         detail: dict[str, object] = {"job_id": job_id, "only_if": state}
         array = job_id.partition("_")[0]
@@ -237,13 +239,13 @@ class Actor:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)
             self._resize(_resize_group(entries), [e.id for e in entries])
-        for e in (e for e in open_entries if e.action in ("throttle", "cancel", "hold", "release")):
+        for e in (e for e in open_entries if e.action in ("throttle", *CANCELS, "hold", "release")):
             repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
             decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
             if e.action == "throttle":
                 self._throttle(ThrottleGroup(e.group_token, str(e.params["array_job_id"]),
                                              int(e.params["throttle"]), decision), e.id)  # type: ignore[call-overload]
-            elif e.action == "cancel":
+            elif e.action in CANCELS:
                 self._cancel(decision, e.id)
             else:
                 self._hold_or_release(decision, e.id)

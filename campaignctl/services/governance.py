@@ -16,7 +16,7 @@ from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import decide_utilisation
 from campaignctl.services.revisions import KNOWN_GOOD, known_good_revisions
-from campaignctl.services.rules import CampaignContext
+from campaignctl.services.rules import CampaignContext, early_stops
 
 
 def governed(ctx: CampaignContext, decisions: Sequence[Decision]) -> list[Decision]:
@@ -32,9 +32,10 @@ def candidate(ctx: CampaignContext) -> Policy | None:
 def candidate_proposals(ctx: CampaignContext, policy: Policy, views: Sequence[TaskView],
                         summaries: Mapping[str, Summary], fired: set[tuple[str, str]]) -> list[Decision]:
     """What the candidate policy would decide over the same views: per-cause rules, pending
-    resizes and utilisation rules (fallback and budget are the enforced policy's alone)."""
+    resizes, utilisation rules and early stopping (fallback and budget are the enforced policy's alone)."""
     decisions = decide(views, policy, ctx.now)
     decisions += decide_utilisation(views, summaries, policy, int(ctx.settings.get("min_gpus") or 0), fired)
+    decisions += early_stops(ctx, views, fired, policy)
     return as_candidate(decisions, policy, ctx.log.proposal_keys(ctx.record.id))
 
 

@@ -39,6 +39,7 @@ from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
     current_policy,
+    early_stops,
     requests_of,
     utilisation_and_fallback,
 )
@@ -178,6 +179,7 @@ class _Tick:
             decisions = [d for d in decisions if d.action == "give_up"]
         else:
             decisions += utilisation_and_fallback(ctx, views, rows, summaries, requests)
+        decisions += early_stops(ctx, views, requests.fired)  # a paused campaign too: a stop spends nothing
         ladder = ladder_step(ctx, paused)
         decisions += ladder.decisions
         max_parallel = _tighter(settings.get("max_parallel"), budget.cap)

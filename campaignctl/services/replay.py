@@ -31,7 +31,8 @@ CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "
     "other attempts, which no replay can observe; later decisions are over the recorded attempts",
     "replayed: resubmit, give_up and resize_pending (decide); not replayed: utilisation, GPU fallback, "
-    "budget and throttle rules, whose inputs are not recorded per tick",
+    "budget and throttle rules, whose inputs are not recorded per tick, nor early stopping (an attempt "
+    "it stopped counts as answered)",
     "a tick that a budget pause kept from resubmitting is replayed without the pause",
     "cost: each side's resubmits, the new attempt at its time limit, priced with the replayed policy",
 )

@@ -1,6 +1,7 @@
 """The tick's rules beyond per-cause retries, for one campaign: utilisation (from ingested
 telemetry), GPU-type fallback (one squeue and one sinfo, only when a task has waited long
-enough), and the budget guard (one GROUP BY over the campaign's attempts)."""
+enough), early stopping (one query of the metric's points, only when a task runs that it could
+stop), and the budget guard (one GROUP BY over the campaign's attempts)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ from typing import Any
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
 from campaignctl.core.budget import BudgetPlan, assess, guard
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.early_stop import decide_early_stops, stoppable
+from campaignctl.core.ladder import rung_of
+from campaignctl.core.metrics import curves_by_task
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
@@ -65,6 +70,19 @@ def utilisation_and_fallback(ctx: CampaignContext, views: Sequence[TaskView], ro
         free = fallback.free_gpus_by_type(slurm.gpu_nodes())
         decisions += fallback.plan_fallbacks(waiting, gpu_types, ctx.policy, reasons, free)
     return decisions
+
+
+def early_stops(ctx: CampaignContext, views: Sequence[TaskView], fired: set[tuple[str, str]],
+                policy: Policy | None = None) -> list[Decision]:
+    """Median-rule stops of `policy` (the enforced one unless given, e.g. a candidate)."""
+    section = (policy or ctx.policy).early_stopping
+    running = stoppable(views, fired) if section.enabled else []
+    if not running:
+        return []
+    rows = MetricsStore(ctx.store.engine).rows(ctx.record.id, section.metric)
+    curves = curves_by_task(((task, step, name, value) for task, _, step, name, value, _ in rows), section.metric)
+    rungs = {task: rung_of(task, ctx.settings) for task in curves}
+    return decide_early_stops(running, curves, rungs, section, fired)
 
 
 def budget_plan(ctx: CampaignContext, views: Sequence[TaskView]) -> BudgetPlan:

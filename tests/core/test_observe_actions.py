@@ -284,6 +284,14 @@ def test_give_ups_are_recorded_only_and_planned_pairs_every_decision_with_its_gr
     assert sorted(id(d) for d, _ in result.planned()) == sorted(id(d) for d in decisions)
 
 
+def test_a_stop_is_a_single_state_filtered_cancel_like_a_move() -> None:
+    stop = Decision(3, "sub12.3", "early_stopping", "stop", "trails", {"job_id": "12_3"}, {"only_if": "RUNNING"})
+    move = replace(stop, rule="gpu_fallback", action="cancel", params={"only_if": "PENDING"})
+    result = plan([stop, move])
+    assert [(g.token, g.decision.action) for g in result.cancels] == [("g1", "stop"), ("g2", "cancel")]
+    assert result.recorded == () and result.resubmits == ()
+
+
 def test_nothing_to_do_is_an_empty_plan() -> None:
     result = plan([])
     assert result == ActionPlan((), (), ()) and result.planned() == []

@@ -22,6 +22,7 @@ from campaignctl.core.policy import (
     policy_to_dict,
     read_policy,
 )
+from campaignctl.core.policy_sections import EarlyStopping
 from campaignctl.core.reader import Reader
 from campaignctl.core.spec import CampaignSpec, validate_spec
 
@@ -334,6 +335,23 @@ def test_round_trip_keeps_overrides_and_empty_rules() -> None:
      "policy.utilisation.gpu_idle.gpu_factor: must be a fraction from 0.01 to 0.99 (0.5 halves the GPUs), got 1.5"),
     ("utilisation: {gpu_idle: {cancel_running: yes}}", "policy.utilisation.gpu_idle.cancel_running"),
     ("utilisation: {windw: 5m}", "policy.utilisation.windw: unknown key; allowed: window, gpu_low_pct"),
+    ("early_stopping: {metric: val loss}",
+     "policy.early_stopping.metric: 'val loss' is not allowed; use a metric name tasks report, e.g. val_loss"),
+    ("early_stopping: {metric: step}", "policy.early_stopping.metric: 'step' is not a metric (reserved"),
+    ("early_stopping: {metric: acc, goal: maximize}",
+     "policy.early_stopping.goal: 'maximize' is not allowed; use one of: min, max"),
+    ("early_stopping: {metric: acc, rule: asha}",
+     "policy.early_stopping.rule: 'asha' is not allowed; use one of: none, median"),
+    ("early_stopping: {metric: acc, grace_steps: -1}",
+     "policy.early_stopping.grace_steps: must be a whole number from 0 to 1000000000, got -1"),
+    ("early_stopping: {metric: acc, min_peers: 0}",
+     "policy.early_stopping.min_peers: must be a whole number from 1 to 100000, got 0"),
+    ("early_stopping: {metric: acc, mode: dry}",
+     "policy.early_stopping.mode: 'dry' is not allowed; use one of: enforce, shadow"),
+    ("early_stopping: {metric: acc, direction: max}",
+     "policy.early_stopping.direction: unknown key; allowed: rule, metric, goal, grace_steps, min_peers, mode"),
+    ("early_stopping: {grace_steps: 5}",
+     "policy.early_stopping: names no metric, so rule median cannot run; add e.g. `metric: val_loss`"),
 ])
 def test_new_sections_refuse_bad_values_with_file_line_and_key(line: str, fragment: str) -> None:
     assert fragment in spec_problems(line)
@@ -369,3 +387,25 @@ def test_a_preference_list_asks_for_the_first_type_and_keeps_the_rest() -> None:
                                     "budget: {money: 50, warn_at: 0.9}\n", "s.yaml"), "/p")
     assert (spec.resources.gres, spec.gpu_types, spec.min_gpus) == ("gpu:a100:2", ("a100", "v100"), 1)
     assert spec.settings()["budget"] == {"gpu_hours": None, "cpu_hours": None, "money": 50.0, "warn_at": 0.9}
+
+
+def test_early_stopping_is_off_until_a_metric_is_named_and_overrides_key_by_key() -> None:
+    assert not DEFAULT.early_stopping.enabled and spec_with().policy.early_stopping == EarlyStopping()
+    policy = spec_with("early_stopping: {metric: val_loss, grace_steps: 5, min_peers: 4}").policy
+    assert policy.name == "default+spec" and policy.digest != DEFAULT.digest
+    assert policy.early_stopping == EarlyStopping(rule="median", metric="val_loss", goal="min", grace_steps=5,
+                                                  min_peers=4, mode="enforce")
+    assert policy.early_stopping.enabled and policy.mode_of("early_stopping") == "enforce"
+    assert policy_from_dict(json.loads(json.dumps(policy_to_dict(policy)))) == policy
+    off = spec_with("early_stopping: {metric: val_loss, rule: none}").policy.early_stopping
+    assert off.metric == "val_loss" and not off.enabled
+
+
+def test_early_stopping_in_a_policy_file_in_shadow_and_a_stored_policy_without_it() -> None:
+    policy = policy_file(GOOD_FILE + "early_stopping: {metric: acc, goal: max, mode: shadow}\n")
+    assert (policy.early_stopping.metric, policy.early_stopping.goal) == ("acc", "max")
+    assert policy.mode_of("early_stopping") == "shadow" and "early_stopping" in policy.shadow_rules
+    assert policy.mode_of("gpu_fallback") == "enforce"
+    stored = policy_to_dict(policy)
+    del stored["early_stopping"]  # written by a campaignctl before the section existed
+    assert policy_from_dict(stored).early_stopping == EarlyStopping()

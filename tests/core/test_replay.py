@@ -116,6 +116,17 @@ def test_the_replayed_policys_answers_count_not_the_recorded_ones() -> None:
     assert made(replay(h, POLICY)) == [(2, 0, "out_of_memory", "resubmit")]
 
 
+def test_an_attempt_a_recorded_stop_ended_is_answered_not_given_up_as_cancelled() -> None:
+    """Early stopping is not replayed: its applied stop is history, and the CANCELLED it caused
+    is no failure for the `cancelled` rule to answer."""
+    h = history([tick(1), tick(2), tick(3)], [attempt(1, 0)], [obs(1, 1, "RUNNING"), obs(1, 2, "CANCELLED")],
+                [logged(1, 1, "s1.0", "early_stopping", "stop", only_if="RUNNING")])
+    assert made(replay(h, with_rule("cancelled", action="give_up"))) == []
+    failed_stop = replace(h, decisions=(replace(h.decisions[0], status="failed"),))
+    assert made(replay(failed_stop, with_rule("cancelled", action="give_up"))) == [(2, 0, "cancelled", "give_up")]
+    assert not_replayed(h) == {"stop": 1}
+
+
 def test_pending_siblings_are_resized_once_then_seen_with_their_new_resources() -> None:
     attempts = [attempt(1, 0), attempt(2, 1, resized=True), attempt(3, 2, resized=True)]
     seen = [obs(1, 1, "OUT_OF_MEMORY"), obs(2, 1, "PENDING"), obs(3, 1, "PENDING")]
