@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from campaignctl.cli.common import JsonOption, console, print_json
 from campaignctl.services.report import ReportResult
@@ -32,9 +33,9 @@ def report(
 
 
 def render(result: ReportResult) -> None:
-    console.print(f"report of [bold]{result.campaign}[/]: {result.page}")
+    console.print(f"report of [bold]{escape(result.campaign)}[/]: {escape(result.page)}", soft_wrap=True)
     for path in result.files[1:]:
-        console.print(f"  {path}", markup=False)
+        console.print(f"  {path}", markup=False, soft_wrap=True)
     for chart, note in result.charts.items():
         if note:
-            console.print(f"  {chart}: {note}", markup=False)
+            console.print(f"  {chart}: {note}", markup=False, soft_wrap=True)
