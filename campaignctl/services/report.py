@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.store import Store
@@ -102,12 +103,15 @@ def spend_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     return rows or [("spend", "nothing spent yet")]
 
 
+def _rung_label(task: int, settings: dict[str, Any]) -> str:
+    names, rung = rung_names(settings), rung_of(task, settings)
+    return (names[rung] or "-") if rung < len(names) else str(rung)
+
+
 def task_table(inputs: ReportInputs) -> Table:
     states = latest_states(inputs)
-    names = rung_names(inputs.settings)
-    rows = [[str(task), names[rung] if (rung := rung_of(task, inputs.settings)) < len(names) else str(rung),
-             " ".join(f"{k}={v}" for k, v in params.items()), states[task][0], str(states[task][1])]
-            for task, params in sorted(inputs.params.items())]
+    rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
+             states[task][0], str(states[task][1])] for task, params in sorted(inputs.params.items())]
     return Table("tasks", "Tasks", ("task", "rung", "params", "state", "attempts"), rows[:TABLE_ROWS],
                  max(0, len(rows) - TABLE_ROWS))
 
