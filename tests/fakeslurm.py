@@ -27,6 +27,7 @@ class ElementState:
     exit_code: str = "0:0"
     nodes: str = "node1"
     end: str = ""
+    elapsed: str = "00:00:03"
 
 
 @dataclass
@@ -92,8 +93,8 @@ class FakeSlurm:
         return self.states.get((job_id, index), ElementState())
 
     def set_state(self, job_id: str, index: int, state: str, exit_code: str = "0:0",
-                  nodes: str = "node1", end: str = "") -> None:
-        self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end)
+                  nodes: str = "node1", end: str = "", elapsed: str = "00:00:03") -> None:
+        self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end, elapsed)
 
     def _scancel(self, args: list[str]) -> str:
         if args[0].startswith("--state="):  # `scancel --state=RUNNING 12_3`: that element, only in that state
@@ -118,7 +119,7 @@ class FakeSlurm:
                 state = "CANCELLED by 0" if job.cancelled else ("PENDING" if job.held else element.state)
                 values = {f: "" for f in SACCT_FIELDS}
                 values.update(JobID=f"{job_id}_{i}", JobIDRaw=job_id, JobName=job.name, State=state,
-                              ExitCode=element.exit_code, Elapsed="00:00:03", NodeList=element.nodes,
+                              ExitCode=element.exit_code, Elapsed=element.elapsed, NodeList=element.nodes,
                               End=element.end)
                 lines.append("|".join(values[f] for f in SACCT_FIELDS))
         return "\n".join(lines) + "\n"

@@ -88,6 +88,25 @@ def open_atomic(path: Path, mode: int = 0o644) -> Iterator[TextIO]:
         raise
 
 
+def write_public(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write temp-then-rename with exactly `mode`, whatever the umask: files other programs read
+    (node_exporter's textfile collector runs as its own user; reports are shared). The temp file
+    is in the same directory, so the rename is atomic, and its name does not end in `.prom`, so
+    the collector never reads it half-written."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def task_dir(run_dir: str, task_index: int) -> Path:
     """Where a task's attempts write: `<run_dir>/tasks/<index>/<attempt token>/…`, and its
     checkpoint directory `<run_dir>/tasks/<index>/checkpoint`, shared by its attempts."""

@@ -32,3 +32,18 @@ def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
     end = data.rfind(b"\n") + 1
     lines = data[:end].decode("utf-8", errors="replace").splitlines()
     return lines, Position(st.st_ino, offset + end)
+
+
+def read_tail_lines(path: str, max_bytes: int = 32 * 2**20) -> list[str]:
+    """The complete lines of a whole file, or of its last `max_bytes` (the first, partial line
+    of that tail dropped): what the report draws. A missing file has none."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return []
+    if size > max_bytes:
+        data = data[data.find(b"\n") + 1:]
+    return data[:data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()

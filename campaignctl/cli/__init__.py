@@ -10,8 +10,10 @@ import typer
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
+from campaignctl.cli import metrics as metrics_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
+from campaignctl.cli import report as report_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
@@ -38,6 +40,8 @@ app.command("approve")(governance_cmd.approve)
 app.command("reject")(governance_cmd.reject)
 app.add_typer(cron_cmd.cron_app, name="cron")
 app.add_typer(policy_cmd.policy_app, name="policy")
+app.command("report")(report_cmd.report)
+app.command("metrics")(metrics_cmd.metrics)
 
 
 def main() -> None:

@@ -3,8 +3,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import Group, RenderableType
 from rich.table import Table
 
+from campaignctl.cli import live
 from campaignctl.cli.common import JsonOption, console, print_json
 from campaignctl.core.status import TaskRow
 from campaignctl.services.status import SpendView, StatusResult
@@ -16,34 +18,42 @@ STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FA
 
 def status(
     campaign: Annotated[str | None, typer.Argument(help="Campaign name; omit for all campaigns.")] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.5, help="Seconds between redraws.")] = 5.0,
     json_out: JsonOption = False,
 ) -> None:
-    """Show campaigns, or one campaign's tasks, from one sacct call.
+    """Show campaigns, or one campaign's tasks, from one sacct call (one per redraw with --watch).
 
-    Example: campaignctl status lr-sweep --json
+    Example: campaignctl status lr-sweep --watch --interval 10
     """
+    if watch and json_out:
+        raise typer.BadParameter("--watch redraws a table for people; for scripts, run --json in a loop")
+    if watch:
+        live.watch(lambda: view(status_service(campaign), campaign), interval)
+        return
     result = status_service(campaign)
     if json_out:
         print_json("status", result.to_dict())
-    elif campaign is None:
-        render_campaigns(result)
     else:
-        render_tasks(result)
+        console.print(view(result, campaign))
+
+
+def view(result: StatusResult, campaign: str | None) -> RenderableType:
+    return campaigns_view(result) if campaign is None else tasks_view(result)
 
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"[{STATE_STYLE.get(k, 'white')}]{k}[/] {v}" for k, v in counts.items())
 
 
-def render_campaigns(result: StatusResult) -> None:
+def campaigns_view(result: StatusResult) -> RenderableType:
     if not result.campaigns:
-        console.print("no campaigns yet: campaignctl submit SPEC")
-        return
+        return "no campaigns yet: campaignctl submit SPEC"
     table = Table("campaign", "state", "revision", "tasks", "attempts", "task states", "decisions")
     for c in result.campaigns:
         table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
                       ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
-    console.print(table)
+    return table
 
 
 def _usage(row: TaskRow) -> str:
@@ -57,7 +67,7 @@ def _usage(row: TaskRow) -> str:
 FLAG_TEXT = {"data_starved": "[yellow]data-starved[/]", "gpu_idle": "[red]GPU idle[/]"}
 
 
-def render_tasks(result: StatusResult) -> None:
+def tasks_view(result: StatusResult) -> RenderableType:
     summary = result.campaigns[0]
     table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit", "cpu / rss / gpu",
                   "recent use", "last decision",
@@ -70,10 +80,10 @@ def render_tasks(result: StatusResult) -> None:
                       "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
                       "-" if row.exit_code is None else str(row.exit_code), _usage(row), use,
                       row.last_decision or "-")
-    console.print(table)
-    console.print(summary.summary)
+    parts: list[RenderableType] = [table, summary.summary]
     if result.spend is not None:
-        console.print(spend_text(result.spend))
+        parts.append(spend_text(result.spend))
+    return Group(*parts)
 
 
 def spend_text(spend: SpendView) -> str:

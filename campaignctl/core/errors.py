@@ -62,3 +62,9 @@ class IntegrityError(CampaignctlError):
     """The decision log's hash chain is broken, or does not match a recorded head (EX_DATAERR)."""
 
     exit_code = 65
+
+
+class OutputError(CampaignctlError):
+    """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
+
+    exit_code = 73

@@ -62,6 +62,7 @@ _TABLE: dict[str, StateInfo] = {
     "REQUEUED": StateInfo(State.REQUEUED, True, "an earlier run of a requeued job (sacct -D)"),
 }
 _UNKNOWN = StateInfo(State.UNKNOWN, False, "not understood; never acted on")
+TERMINAL = frozenset(info.state.value for info in _TABLE.values() if info.terminal)  # domain states that end a run
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,12 @@ def _observation(attempt: AttemptRecord,
     return observed.get((attempt.array_job_id, attempt.array_index))
 
 
+def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord]) -> dict[str, int]:
+    """Tasks by the state of their latest attempt as the store has it: the last tick's view, no sacct."""
+    latest = _latest(attempts)
+    return dict(Counter(latest[t][0].state if t in latest else NOT_SUBMITTED for t in tasks).most_common())
+
+
 def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:
     return dict(Counter(row.state for row in rows).most_common())
 

@@ -87,6 +87,13 @@ def to_sample(record: dict[str, object]) -> Sample | None:
                   sum(utils) / len(utils) if utils else None, sum(mems) if mems else None)
 
 
+def samples_of(lines: Iterable[str]) -> tuple[Sample, ...]:
+    """Every sample in complete lines: what the report draws (events and bad lines left out)."""
+    records = (parse_line(line) for line in lines)
+    found = (to_sample(r) for r in records if r is not None and r.get("event") is None)
+    return tuple(s for s in found if s is not None)
+
+
 def fold(summary: Summary, lines: Iterable[str]) -> Summary:
     """Add complete lines to a summary. A line that is not a telemetry record counts as bad."""
     acc = {f: getattr(summary, f) for f in Summary.__slots__}  # type: ignore[attr-defined]

@@ -36,7 +36,7 @@ def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragme
 @pytest.mark.parametrize("command", ["submit", "status", "reconcile", "log", "resume",
                                      "log show", "log verify", "log export", "revisions", "rollback",
                                      "approvals", "approve", "reject", "policy set", "policy promote",
-                                     "policy replay"])
+                                     "policy replay", "report", "metrics"])
 def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
     done = run_cli(*command.split(), "--help", state=tmp_path)
     assert done.returncode == 0 and "Example: campaignctl " + command in done.stdout

@@ -1,0 +1,125 @@
+"""`report`: a campaign as one self-contained HTML page and its charts as PNGs, from the store and
+the run directory (no Slurm call)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from campaignctl.adapters.paths import write_public
+from campaignctl.adapters.store import Store
+from campaignctl.core.budget import UNITS
+from campaignctl.core.cost import DIMENSIONS
+from campaignctl.core.errors import OutputError
+from campaignctl.core.ladder import rung_names, rung_of
+from campaignctl.core.report_page import Chart, Page, Table, render_page
+from campaignctl.core.status import NOT_SUBMITTED
+from campaignctl.services.report_charts import build_charts
+from campaignctl.services.report_inputs import ReportInputs, epoch, gather
+from campaignctl.services.rules import budget_of
+from campaignctl.services.status import find_campaign
+
+PAGE = "index.html"
+TABLE_ROWS = 500  # rows per table on the page: the most recent decisions, the first tasks
+
+
+@dataclass(frozen=True, slots=True)
+class ReportResult:
+    campaign: str
+    out_dir: str
+    page: str
+    files: list[str]  # every file written, the page first
+    charts: dict[str, str]  # chart id → why it has nothing to draw ("" when it has)
+    metric: str | None  # the metric the metrics chart draws
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def report(name: str, out_dir: Path, metric: str | None = None, now: float | None = None) -> ReportResult:
+    store = Store.open()
+    record = find_campaign(store, name)
+    inputs = gather(store, record, time.time() if now is None else now)
+    charts, drawn = build_charts(inputs, metric)
+    page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
+                summary_rows(inputs), charts, [task_table(inputs), decision_table(inputs)])
+    files = write_report(out_dir, render_page(page), charts)
+    return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
+                        {c.id: c.note for c in charts}, drawn)
+
+
+def write_report(out_dir: Path, page: str, charts: list[Chart]) -> list[str]:
+    """The PNGs, then the page (each temp-then-rename, mode 0644): a reader never sees half a file."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for chart in charts:
+            write_public(out_dir / chart.file, chart.png)
+        write_public(out_dir / PAGE, page.encode())
+    except OSError as exc:
+        raise OutputError(f"cannot write the report to {out_dir}: {exc.strerror or exc}",
+                          "choose a directory you can write to with --out") from None
+    return [str(out_dir / PAGE), *(str(out_dir / c.file) for c in charts)]
+
+
+def _local(t: float) -> str:
+    return datetime.fromtimestamp(t).astimezone().isoformat(sep=" ", timespec="seconds")
+
+
+def latest_states(inputs: ReportInputs) -> dict[int, tuple[str, int]]:
+    """Task → (state of its latest attempt as last observed, attempts); NOT_SUBMITTED without one."""
+    out = {task: (NOT_SUBMITTED, 0) for task in inputs.params}
+    for span in inputs.spans:  # ordered by task, then attempt: the last one wins
+        out[span.task_index] = (span.state, span.attempt_number)
+    return out
+
+
+def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
+    r = inputs.record
+    states = Counter(state for state, _ in latest_states(inputs).values())
+    enforced = Counter(e.action for e in inputs.decisions if e.mode == "enforce")
+    rows = [("campaign", f"{r.name} ({r.state}), revision {r.current_revision}, owner {r.owner}"),
+            ("created", _local(epoch(r.created_at))),
+            ("tasks", f"{len(inputs.params)}: " + ", ".join(f"{k} {v}" for k, v in states.most_common())),
+            ("attempts", str(len(inputs.spans))),
+            ("decisions", ", ".join(f"{k} {v}" for k, v in sorted(enforced.items())) or "none"),
+            ("states as of", "the last reconcile tick (the report asks Slurm nothing)")]
+    return rows + spend_rows(inputs)
+
+
+def spend_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
+    limits = budget_of(inputs.settings).limits()
+    s = inputs.spend
+    rows = []
+    for dim in DIMENSIONS:
+        spent, committed, projected = s.spent.get(dim), s.committed.get(dim), s.projected.get(dim)
+        if spent or committed or projected or dim in limits:
+            text = f"{spent:.3g} spent + {committed:.3g} committed + {projected:.3g} projected"
+            limit = f" of {limits[dim]:g} {UNITS[dim]}".rstrip() if dim in limits else ""
+            rows.append((dim, text + limit))
+    return rows or [("spend", "nothing spent yet")]
+
+
+def _rung_label(task: int, settings: dict[str, Any]) -> str:
+    names, rung = rung_names(settings), rung_of(task, settings)
+    return (names[rung] or "-") if rung < len(names) else str(rung)
+
+
+def task_table(inputs: ReportInputs) -> Table:
+    states = latest_states(inputs)
+    rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
+             states[task][0], str(states[task][1])] for task, params in sorted(inputs.params.items())]
+    return Table("tasks", "Tasks", ("task", "rung", "params", "state", "attempts"), rows[:TABLE_ROWS],
+                 max(0, len(rows) - TABLE_ROWS))
+
+
+def decision_table(inputs: ReportInputs) -> Table:
+    shown = inputs.decisions[-TABLE_ROWS:]
+    rows = [[_local(epoch(e.created_at)), "campaign" if e.task_index < 0 else str(e.task_index), e.rule,
+             e.action, ("shadow " if e.mode == "shadow" else "") + e.status + (f": {e.error}" if e.error else ""),
+             e.reason] for e in shown]
+    return Table("decisions", "Decisions", ("time", "task", "rule", "action", "outcome", "reason"), rows,
+                 len(inputs.decisions) - len(shown))

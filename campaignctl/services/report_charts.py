@@ -1,0 +1,108 @@
+"""The report's five charts from the gathered inputs: what each shows, drawn by adapters/charts.py,
+or a chart that says why there is nothing to draw."""
+
+from __future__ import annotations
+
+from campaignctl.adapters import charts
+from campaignctl.core.budget import UNITS
+from campaignctl.core.report_page import Chart
+from campaignctl.core.report_series import (
+    curves_by_rung,
+    default_metric,
+    metric_names,
+    spend_curve,
+    spend_dimensions,
+    utilisation,
+)
+from campaignctl.core.timeline import gantt_bars, time_window
+from campaignctl.services.report_inputs import ReportInputs
+from campaignctl.services.rules import budget_of
+
+GANTT_ROWS = 300  # tasks drawn; beyond that a Gantt chart is a texture, not a picture
+
+
+def build_charts(inputs: ReportInputs, metric: str | None = None) -> tuple[list[Chart], str | None]:
+    """The charts in page order, and the metric drawn (the one asked for, else the default)."""
+    window = time_window(inputs.spans, [p.t for p in inputs.points], inputs.now)
+    name = metric or default_metric(inputs.settings, metric_names(inputs.metric_rows))
+    return [gantt_chart(inputs, window), utilisation_chart(inputs, window), spend_chart(inputs, window),
+            metrics_chart(inputs, name), decisions_chart(inputs, window)], name
+
+
+def _empty(chart_id: str, title: str, caption: str, file: str, note: str) -> Chart:
+    return Chart(chart_id, title, caption, file, charts.note_png(title, note), note)
+
+
+def gantt_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
+    title = "Tasks over time"
+    tasks = sorted(inputs.params)
+    caption = ("One row per task: grey while an attempt waits in the queue, then its run, blue while it "
+               "runs and coloured by how it ended; a retry follows on the same row."
+               + (f" The first {GANTT_ROWS} of {len(tasks)} tasks." if len(tasks) > GANTT_ROWS else ""))
+    bars = gantt_bars(inputs.spans, inputs.now)
+    if not bars:
+        return _empty("chart-gantt", title, caption, "gantt.png", "no attempt has reached Slurm yet")
+    return Chart("chart-gantt", title, caption, "gantt.png", charts.gantt_png(bars, tasks[:GANTT_ROWS], window))
+
+
+def utilisation_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
+    title = "GPU and CPU utilisation over time"
+    src = inputs.sampled_from
+    caption = ("Telemetry samples in time buckets: each task's mean (thin lines, up to 30 tasks) and the mean "
+               "over every task (black). CPU is % of the cores Slurm gave the attempt. Samples of "
+               f"{src['files']} attempt(s) from their telemetry.jsonl, of {src['summaries']} from the last "
+               "samples reconcile kept in the store.")
+    util = utilisation(inputs.samples, window)
+    if not util.samples:
+        return _empty("chart-utilisation", title, caption, "utilisation.png",
+                      "no telemetry samples: none in the attempts' telemetry.jsonl files or in the store "
+                      "(telemetry off, or no attempt has run yet)")
+    return Chart("chart-utilisation", title, caption, "utilisation.png", charts.utilisation_png(util, window))
+
+
+def spend_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
+    title = "Spend vs budget"
+    budget = budget_of(inputs.settings)
+    limits = budget.limits()
+    dims = spend_dimensions(limits, inputs.spend.spent)
+    caption = ("Cumulative spend: each run costs what Slurm allocated to it per hour from its start to its "
+               "end, or to now while it runs (a running attempt's start is known to a tick's resolution). "
+               "Dashed: the budget; dotted: its warning level; circle: spent + committed now, as "
+               "campaignctl status counts them."
+               + ("" if limits else " No budget set (spec key budget)."))
+    curve = spend_curve(inputs.runs, inputs.now)
+    if not curve and not limits:
+        return _empty("chart-spend", title, caption, "spend.png", "no attempt has run yet: nothing spent, no budget")
+    curves = {d: [(window[0], 0.0), *((t, a.get(d)) for t, a in curve)] for d in dims}
+    now_total = {d: (inputs.spend.spent.get(d), inputs.spend.committed.get(d)) for d in dims}
+    units = {d: f"{d} ({UNITS[d]})" if UNITS[d] else d for d in dims}
+    png = charts.spend_png({units[d]: v for d, v in curves.items()}, {units[d]: v for d, v in limits.items()},
+                           budget.warn_at, {units[d]: v for d, v in now_total.items()}, window)
+    return Chart("chart-spend", title, caption, "spend.png", png, "" if curve else "no attempt has run: nothing spent")
+
+
+def metrics_chart(inputs: ReportInputs, name: str | None) -> Chart:
+    title = "Training metrics per rung"
+    names = metric_names(inputs.metric_rows)
+    others = [n for n in names if n != name]
+    caption = (f"{name or 'A metric'} against the training step: one panel per rung, one line per task (a "
+               "retry continues its task's line)." + (f" Also reported: {', '.join(others)} "
+                                                      "(choose with --metric)." if others else ""))
+    if name is None:
+        return _empty("chart-metrics", title, caption, "metrics.png",
+                      "no training metrics reported yet (tasks call campaignctl.report(step=…, name=value))")
+    rungs = curves_by_rung(inputs.metric_rows, name, inputs.settings)
+    if not any(r.curves for r in rungs):
+        return _empty("chart-metrics", title, caption, "metrics.png", f"no task reported {name!r}"
+                      + (f"; reported: {', '.join(names)}" if names else ""))
+    return Chart("chart-metrics", title, caption, "metrics.png", charts.metrics_png(rungs, name))
+
+
+def decisions_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
+    title = "Decisions on a timeline"
+    caption = ("Every decision in the log when it was made, one row per rule, marked by its outcome "
+               "(shadow proposals apart); the table below has each reason.")
+    points = inputs.points
+    if not points:
+        return _empty("chart-decisions", title, caption, "decisions.png", "no decisions logged yet")
+    return Chart("chart-decisions", title, caption, "decisions.png", charts.decisions_png(points, window))

@@ -1,0 +1,101 @@
+"""Everything the report draws, read from the store and the run directory (no Slurm call):
+attempt times, full telemetry files, metrics, decisions, spend."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.paths import task_dir
+from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
+from campaignctl.adapters.store import Store
+from campaignctl.adapters.telemetry_files import read_tail_lines
+from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
+from campaignctl.core.observe import resources_parser
+from campaignctl.core.params import Scalar
+from campaignctl.core.policy import Policy
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.report_series import AttemptSamples, MetricRow, RunCost
+from campaignctl.core.telemetry import Sample, samples_of
+from campaignctl.core.timeline import AttemptFacts, DecisionPoint, Span, span_of
+from campaignctl.services.rules import current_policy
+from campaignctl.services.telemetry import TELEMETRY_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInputs:
+    record: CampaignRecord
+    settings: dict[str, Any]
+    policy: Policy
+    now: float
+    params: dict[int, dict[str, Scalar]]
+    spans: list[Span]
+    runs: list[RunCost]
+    samples: list[AttemptSamples]
+    sampled_from: dict[str, int]  # files | summaries → how many attempts' samples came from each
+    metric_rows: list[MetricRow]
+    decisions: list[LoggedDecision]
+    spend: Spend
+
+    @property
+    def points(self) -> list[DecisionPoint]:
+        return [DecisionPoint(epoch(e.created_at), e.task_index, e.rule, e.action, e.status, e.mode == "shadow")
+                for e in self.decisions]
+
+
+def epoch(text: str) -> float:
+    """A stored time → epoch seconds: the store's carry their UTC offset; sacct's have none and
+    are local wall-clock time, which is what `timestamp()` takes a naive time to be."""
+    return datetime.fromisoformat(text).timestamp()
+
+
+def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
+    policy, settings = current_policy(store, record)
+    queries = ReportQueries(store.engine)
+    attempts = queries.attempts(record.id)
+    samples, sources = _samples(store, record.run_dir, attempts)
+    first_seen = queries.first_seen(record.id)
+    spans = [span_of(_facts(a, first_seen.get(a.id, {}), samples.get(a.id, ()))) for a in attempts]
+    rates = _rates(attempts, policy)
+    return ReportInputs(
+        record, settings, policy, now, store.task_params(record.id), spans,
+        [RunCost(s.started, s.ended, rates[a.id]) for a, s in zip(attempts, spans, strict=True)
+         if s.started is not None],
+        [AttemptSamples(a.task_index, max(1, int(rates[a.id].cpu_hours)), samples[a.id])
+         for a in attempts if samples.get(a.id)],
+        sources, MetricsStore(store.engine).rows(record.id), DecisionLog(store.engine).entries(record.id),
+        campaign_spend(store.usage_groups(record.id), policy.prices))
+
+
+def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:
+    return AttemptFacts(a.task_index, a.attempt_number, a.state, epoch(a.created_at),
+                        epoch(a.ended_at) if a.ended_at else None, a.elapsed_s,
+                        {state: epoch(at) for state, at in seen.items()}, samples[0].t if samples else None)
+
+
+def _rates(attempts: list[AttemptTimes], policy: Policy) -> dict[int, Amount]:
+    """What one hour of each attempt costs (allocated TRES once Slurm reported them)."""
+    parse = resources_parser()
+    return {a.id: hourly(parse(a.resources_json), a.alloc_tres, policy.prices) for a in attempts}
+
+
+def _samples(store: Store, run_dir: str, attempts: list[AttemptTimes]
+             ) -> tuple[dict[int, tuple[Sample, ...]], dict[str, int]]:
+    """Each attempt's samples from its whole telemetry.jsonl; where the file cannot be read from
+    here (another machine's scratch, cleaned up), the last samples reconcile kept in the store."""
+    tasks = task_dir(run_dir, 0).parent
+    out: dict[int, tuple[Sample, ...]] = {}
+    for a in attempts:
+        path = os.path.join(tasks, str(a.task_index), a.token, TELEMETRY_FILE)
+        if os.path.exists(path):
+            out[a.id] = samples_of(read_tail_lines(path))
+    missing = [a.id for a in attempts if a.id not in out]
+    kept = TelemetryStore(store.engine).load(missing) if missing else {}
+    out.update({i: summary.recent for i, (_, summary) in kept.items() if summary.recent})
+    return out, {"files": len(attempts) - len(missing), "summaries": sum(1 for i in missing if i in out)}

@@ -1,0 +1,97 @@
+"""`report` over a campaign reconcile drove against the fake Slurm: files, charts with data, honest
+notes where there is none, the store's strings escaped, no Slurm call, matplotlib only when drawing."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaignctl.core.errors import NotFoundError, OutputError
+from campaignctl.services.report import report
+from campaignctl.services.submit import submit
+from tests.conftest import REPO, write_spec
+from tests.fakeslurm import FakeSlurm
+from tests.report_campaign import NAME, drive, png_size
+
+CHARTS = ("chart-gantt", "chart-utilisation", "chart-spend", "chart-metrics", "chart-decisions")
+
+
+def test_a_driven_campaign_has_every_chart_with_data(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    drive(tmp_path, fake_slurm, monkeypatch)
+    calls = sum(fake_slurm.calls.values())
+    result = report(NAME, tmp_path / "out")
+    assert sum(fake_slurm.calls.values()) == calls  # the store and the run directory only
+    assert result.charts == {chart: "" for chart in CHARTS} and result.metric == "loss"
+    page = (tmp_path / "out" / "index.html").read_text()
+    for chart in CHARTS:
+        file = re.search(rf'<figure id="{chart}" class="chart" data-file="([^"]+)">', page)
+        assert file, chart
+        png = (tmp_path / "out" / file[1]).read_bytes()
+        width, height = png_size(png)
+        assert width >= 800 and height >= 200 and len(png) > 10_000
+        assert f"data:image/png;base64,{base64.b64encode(png).decode()}" in page  # the same image, inline
+        assert stat.S_IMODE((tmp_path / "out" / file[1]).stat().st_mode) == 0o644
+    assert "tasks</td><td>4: COMPLETED 3, FAILED 1" in page
+    assert "out_of_memory" in page and "lr=0.003" in page
+    assert result.files == [str(tmp_path / "out" / f) for f in ("index.html", "gantt.png", "utilisation.png",
+                                                                "spend.png", "metrics.png", "decisions.png")]
+
+
+def test_a_campaign_with_nothing_but_queued_jobs_renders_with_notes(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(write_spec(tmp_path, "name: bare\ncommand: [python3, t.py, '{x}']\nmatrix: {x: ['<b>x</b>', \"a&b\"]}\n"))
+    result = report("bare", tmp_path / "new" / "dir")  # the directory is created
+    assert result.charts["chart-gantt"] == ""  # two queued attempts: waiting bars up to now
+    assert "no telemetry samples" in result.charts["chart-utilisation"]
+    assert "nothing spent, no budget" in result.charts["chart-spend"]
+    assert "no training metrics" in result.charts["chart-metrics"]
+    assert result.charts["chart-decisions"] == "no decisions logged yet"
+    page = Path(result.page).read_text()
+    assert page.count('class="no-data"') == 4
+    assert "x=&lt;b&gt;x&lt;/b&gt;" in page and "x=a&amp;b" in page and "<b>x</b>" not in page
+    for file in result.files[1:]:
+        assert png_size(Path(file).read_bytes())[0] > 0
+
+
+def test_a_metric_nobody_reported_is_named_with_the_ones_that_were(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    drive(tmp_path, fake_slurm, monkeypatch)
+    result = report(NAME, tmp_path / "out", metric="val_acc")
+    assert result.charts["chart-metrics"] == "no task reported 'val_acc'; reported: loss"
+
+
+def test_telemetry_files_gone_falls_back_to_what_reconcile_kept(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = drive(tmp_path, fake_slurm, monkeypatch)
+    for path in run_dir.rglob("telemetry.jsonl"):
+        path.unlink()
+    result = report(NAME, tmp_path / "out")
+    assert result.charts["chart-utilisation"] == ""
+    assert "Samples of 0 attempt(s) from their telemetry.jsonl, of 5 from the last samples" in \
+        Path(result.page).read_text()
+
+
+def test_unknown_campaign_and_unwritable_output(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    with pytest.raises(NotFoundError, match="no campaign named 'nope'"):
+        report("nope", tmp_path / "out")
+    submit(write_spec(tmp_path, "name: one\ncommand: [python3, t.py]\n"))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="cannot write the report to"):
+        report("one", tmp_path / "file")
+    assert not list(tmp_path.glob(".*.tmp*"))
+
+
+def test_matplotlib_is_loaded_only_to_draw() -> None:
+    code = ("import sys, campaignctl.cli, campaignctl.services.reconcile, campaignctl.services.report; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'numpy')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
