@@ -14,6 +14,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
+from campaignctl.services.report import report
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
@@ -101,3 +102,9 @@ def test_three_rungs_promote_exactly_the_expected_configs_within_budget(
     spent = shown.spend.spent["gpu_hours"]
     assert 0 < spent < BUDGET_GPU_H and shown.spend.limits == {"gpu_hours": BUDGET_GPU_H}
     print(json.dumps({"gpu_hours_spent": spent, "survivors": [survivors0, survivors1]}))
+
+    shown_report = report("ladder", tmp_path / "report")  # metric curves per rung, from this run
+    assert shown_report.metric == "loss" and shown_report.charts["chart-metrics"] == ""
+    page = Path(shown_report.page).read_text()
+    assert all(f">{name}<" in page for name in ("screen", "grow", "full"))  # the rung of each task
+    assert all(Path(f).stat().st_size > 1000 for f in shown_report.files)
