@@ -16,6 +16,7 @@ from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assess
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
 from campaignctl.core.metrics import Curve, better, final_value
+from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
 
@@ -44,8 +45,6 @@ def rung_names(settings: Mapping[str, Any]) -> list[str]:
 # --- promotion ------------------------------------------------------------------------------
 
 SETTLED_ANSWERS = ("give_up", "stop")  # decisions that end a task for good (stop: early stopping)
-_FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
-                    "PREEMPTED", "CANCELLED", "DEADLINE", "UNKNOWN"})
 RULE = "promotion"
 
 
@@ -60,7 +59,7 @@ class TaskEnd:
 
     @property
     def settled(self) -> bool:
-        return self.state == "COMPLETED" or (self.state in _FINAL and self.answer in SETTLED_ANSWERS)
+        return self.state == "COMPLETED" or (self.state in FINAL | {UNKNOWN} and self.answer in SETTLED_ANSWERS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
 
 UNKNOWN = "UNKNOWN"
-_FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
 _FIELDS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
 
@@ -23,7 +23,7 @@ def needs_observing(row: HistoryRow, decided: Collection[str]) -> bool:
     """A job id we have not seen settle: not COMPLETED, and not a failure already answered."""
     if row.job_id is None:
         return False
-    return not (row.state == "COMPLETED" or (row.state in _FINAL and row.token in decided))
+    return not (row.state == "COMPLETED" or (row.state in FINAL and row.token in decided))
 
 
 def key_of(row: HistoryRow) -> Key:
@@ -93,4 +93,4 @@ def is_settled(view: TaskView) -> bool:
     """Finished for good: completed, or its last failure answered by giving up. A lost attempt
     stays UNKNOWN in the store; once answered (given up as `lost`) it is settled too."""
     latest = view.latest
-    return latest.state == "COMPLETED" or (latest.state in _FINAL | {UNKNOWN} and latest.decided)
+    return latest.state == "COMPLETED" or (latest.state in FINAL | {UNKNOWN} and latest.decided)
