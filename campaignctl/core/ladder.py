@@ -8,7 +8,7 @@ r × configs + c, so rung 0 is exactly the configs of the matrix, in their order
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -243,3 +243,15 @@ def unstarted_label(task_index: int, settings: Mapping[str, Any], decided_rungs:
     """NOT_PROMOTED for a task whose config its previous rung did not keep; None otherwise."""
     rung = rung_of(task_index, settings)
     return NOT_PROMOTED if rung > 0 and rung - 1 in decided_rungs else None
+
+
+def promoted_by_rung(decisions: Iterable[tuple[str, str, Mapping[str, object]]]) -> dict[int, int]:
+    """(action, mode, inputs) of logged decisions → rung → how many configs it promoted, for every
+    rung whose promotion has been decided (enforced `promote`/`retire` decisions)."""
+    out: dict[int, int] = {}
+    for action, mode, inputs in decisions:
+        if action in ("promote", "retire") and mode == "enforce":
+            rung = int(inputs["rung"])  # type: ignore[call-overload]
+            out[rung] = out.get(rung, 0) + (action == "promote")
+    return out
+

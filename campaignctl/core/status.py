@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from campaignctl.core.params import Scalar
@@ -68,10 +68,13 @@ def _observation(attempt: AttemptRecord,
     return observed.get((attempt.array_job_id, attempt.array_index))
 
 
-def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord]) -> dict[str, int]:
-    """Tasks by the state of their latest attempt as the store has it: the last tick's view, no sacct."""
+def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord],
+                  unstarted: Callable[[int], str | None] = lambda _task: None) -> dict[str, int]:
+    """Tasks by the state of their latest attempt as the store has it: the last tick's view, no sacct.
+    A task without one is NOT_SUBMITTED, or what `unstarted` calls it (NOT_PROMOTED)."""
     latest = _latest(attempts)
-    return dict(Counter(latest[t][0].state if t in latest else NOT_SUBMITTED for t in tasks).most_common())
+    return dict(Counter(latest[t][0].state if t in latest else unstarted(t) or NOT_SUBMITTED
+                        for t in tasks).most_common())
 
 
 def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:

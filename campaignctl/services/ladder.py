@@ -4,8 +4,11 @@ budget can pay for it. Campaigns without rungs skip all of this."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import campaign_spend
@@ -14,9 +17,11 @@ from campaignctl.core.ladder import (
     LadderState,
     TaskEnd,
     ladder_state,
+    promoted_by_rung,
     promotion_block,
     promotion_cost,
     promotion_decisions,
+    unstarted_label,
 )
 from campaignctl.core.metrics import curves_by_task
 from campaignctl.services.rules import CampaignContext, budget_of
@@ -36,8 +41,7 @@ def ladder_step(ctx: CampaignContext, paused: bool) -> LadderStep:
     if not ctx.settings.get("rungs"):
         return LadderStep(None)
     ends = _task_ends(ctx)
-    decided = {int(e.inputs["rung"]) for e in ctx.log.entries(ctx.record.id, actions=("promote", "retire"))  # type: ignore[call-overload]
-               if e.mode == "enforce"}
+    decided = set(promotions(ctx.log, ctx.record.id))
     state = ladder_state(ctx.settings, ends, {}, decided)
     if state.plan is None or paused:  # a paused campaign promotes nothing until it is resumed
         return LadderStep(state)
@@ -59,3 +63,18 @@ def _task_ends(ctx: CampaignContext) -> dict[int, TaskEnd]:
                if e.mode == "enforce"}
     latest = {a.task_index: a for a in ctx.store.attempts(ctx.record.id) if a.submission_state != "abandoned"}
     return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, "")) for i, a in latest.items()}
+
+
+def promotions(log: DecisionLog, campaign_id: int) -> dict[int, int]:
+    """Rung → how many configs it promoted, for every rung whose promotion has been decided."""
+    entries = log.entries(campaign_id, actions=("promote", "retire"))
+    return promoted_by_rung((e.action, e.mode, e.inputs) for e in entries)
+
+
+def unstarted_labels(log: DecisionLog, campaign_id: int, settings: Mapping[str, Any]) -> Callable[[int], str | None]:
+    """What to call a task that never started: NOT_PROMOTED when its config was not kept."""
+    if not settings.get("rungs"):
+        return lambda _task: None
+    decided = set(promotions(log, campaign_id))
+    return lambda task: unstarted_label(task, settings, decided)
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
@@ -16,6 +17,7 @@ from campaignctl.core.errors import OutputError
 from campaignctl.core.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.status import stored_states
+from campaignctl.services.ladder import unstarted_labels
 from campaignctl.services.report_inputs import epoch
 from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.status import find_campaign
@@ -55,7 +57,9 @@ def snapshot(store: Store, queries: ReportQueries, record: CampaignRecord) -> Ca
     usage = {t: recent_use(s.window(policy.utilisation.window_s))
              for t, s in TelemetryStore(store.engine).by_task(record.id).items() if t in running and s.recent}
     return CampaignSnapshot(
-        record.name, record.state, stored_states(store.task_params(record.id), attempts), len(attempts),
+        record.name, record.state,
+        stored_states(store.task_params(record.id), attempts,
+                      unstarted_labels(DecisionLog(store.engine), record.id, settings)), len(attempts),
         {"spent": asdict(spend.spent), "committed": asdict(spend.committed), "projected": asdict(spend.projected)},
         budget.limits(), bool(budget.limits()) and assess(budget, spend).exhausted,
         queries.decision_counts(record.id),

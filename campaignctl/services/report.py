@@ -15,7 +15,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import UNITS
 from campaignctl.core.cost import DIMENSIONS
 from campaignctl.core.errors import OutputError
-from campaignctl.core.ladder import rung_names, rung_of
+from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.status import NOT_SUBMITTED
 from campaignctl.services.report_charts import build_charts
@@ -70,8 +70,10 @@ def _local(t: float) -> str:
 
 
 def latest_states(inputs: ReportInputs) -> dict[int, tuple[str, int]]:
-    """Task → (state of its latest attempt as last observed, attempts); NOT_SUBMITTED without one."""
-    out = {task: (NOT_SUBMITTED, 0) for task in inputs.params}
+    """Task → (state of its latest attempt as last observed, attempts); without one NOT_SUBMITTED,
+    or NOT_PROMOTED for a config its rung did not keep."""
+    decided = promoted_by_rung((e.action, e.mode, e.inputs) for e in inputs.decisions)
+    out = {task: (unstarted_label(task, inputs.settings, decided) or NOT_SUBMITTED, 0) for task in inputs.params}
     for span in inputs.spans:  # ordered by task, then attempt: the last one wins
         out[span.task_index] = (span.state, span.attempt_number)
     return out

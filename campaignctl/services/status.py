@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import NotFoundError
-from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress, unstarted_label
+from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
@@ -23,6 +23,7 @@ from campaignctl.core.spec import Resources
 from campaignctl.core.status import NOT_SUBMITTED, TaskRow, count_states, sparkline, task_rows
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
+from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
 
 
@@ -99,7 +100,7 @@ def status(name: str | None = None) -> StatusResult:
         enforced = [e for e in entries if e.mode == "enforce"]
         rows = [replace(r, last_decision=last.get(r.index, ""))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
-        rows, rungs = _ladder(store, record, rows, enforced)
+        rows, rungs = _ladder(store, record, rows)
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in enforced)),
@@ -113,19 +114,15 @@ def status(name: str | None = None) -> StatusResult:
                         _spend(store, records[0], policy, settings))
 
 
-def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow],
-            enforced: list[LoggedDecision]) -> tuple[list[TaskRow], list[RungProgress]]:
+def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:
     """A progressive campaign: rung progress, and tasks its rungs did not keep marked as such."""
     _, settings = current_policy(store, record)
     if not settings.get("rungs"):
         return rows, []
-    promoted: dict[int, int] = {}
-    for e in enforced:
-        if e.action in ("promote", "retire"):
-            rung = int(e.inputs["rung"])  # type: ignore[call-overload]
-            promoted[rung] = promoted.get(rung, 0) + (e.action == "promote")
-    rows = [replace(r, state=unstarted_label(r.index, settings, promoted) or r.state)
-            if r.state == NOT_SUBMITTED else r for r in rows]
+    log = DecisionLog(store.engine)
+    label = unstarted_labels(log, record.id, settings)
+    rows = [replace(r, state=label(r.index) or r.state) if r.state == NOT_SUBMITTED else r for r in rows]
+    promoted = promotions(log, record.id)
     started = {r.index: r.state for r in rows if r.state not in (NOT_SUBMITTED, NOT_PROMOTED)}
     return rows, ladder_progress(settings, started, promoted)
 

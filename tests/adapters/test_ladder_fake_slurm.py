@@ -97,6 +97,8 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
         ("screen", 6, 3), ("grow", 3, 1), ("full", 1, None)]
     assert "rungs: screen [COMPLETED 6] → 3 promoted · grow [COMPLETED 3] → 1 promoted · full [COMPLETED 1]" \
         in shown.summary
+    exported = run_cli("metrics", "lad", state=state_home).stdout
+    assert 'campaignctl_tasks{campaign="lad",state="NOT_PROMOTED"} 8' in exported
     shown_log = run_cli("log", "lad", state=state_home)
     assert shown_log.returncode == 0, shown_log.stderr
     assert "task 15" in shown_log.stdout and "promotion → promote applied" in shown_log.stdout
