@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from campaignctl.adapters.store import utc_now
 from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
 from campaignctl.adapters.telemetry_files import Position
-from campaignctl.core.metrics import MetricPoint
+from campaignctl.core.metrics import Curve, MetricPoint, curves_by_task
 
 _CHUNK = 900  # SQLite's default limit on bound parameters is 999
 
@@ -60,3 +60,9 @@ class MetricsStore:
             query = query.where(metrics.c.name == name)
         with self.engine.connect() as conn:
             return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
+
+    def curves(self, campaign_id: int, name: str) -> dict[int, Curve]:
+        """The `name` curve of every task of the campaign (what promotion and early stopping read)."""
+        return curves_by_task(((task, step, metric, value) for task, _, step, metric, value, _
+                               in self.rows(campaign_id, name)), name)
+

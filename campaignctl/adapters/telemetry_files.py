@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+
+from campaignctl.core.records import HistoryRow
 
 MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
 
@@ -47,3 +50,13 @@ def read_tail_lines(path: str, max_bytes: int = 32 * 2**20) -> list[str]:
     if size > max_bytes:
         data = data[data.find(b"\n") + 1:]
     return data[:data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
+
+
+def files_to_read(tasks_dir: str, rows: Sequence[HistoryRow], changed: Collection[int], name: str) -> dict[int, str]:
+    """Attempt id → `<tasks_dir>/<task>/<token>/<name>` for every attempt that is RUNNING or changed
+    state this tick (so the last lines of one that just ended are read too) and has that file.
+    Strings, not Path objects: a tick may look at 100,000 attempts."""
+    paths = {r.id: f"{tasks_dir}/{r.task_index}/{r.token}/{name}"
+             for r in rows if r.id in changed or r.state == "RUNNING"}
+    return {i: path for i, path in paths.items() if os.path.exists(path)}
+

@@ -15,7 +15,7 @@ from typing import Any
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
-from campaignctl.core.metrics import Curve, better, final_value
+from campaignctl.core.metrics import Curve, better, describe, final_value
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
@@ -151,7 +151,7 @@ def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> lis
     rungs = rungs_of(settings)
     configs = configs_of(settings)
     source, target = rungs[plan.from_rung], rungs[plan.to_rung]
-    ranking = {str(s.config): s.value for s in plan.standings}
+    ranking = describe({s.config: s.value for s in plan.standings})
     shared = {"rung": plan.from_rung, "to_rung": plan.to_rung, "metric": plan.rule.metric, "goal": plan.rule.goal,
               "eta": plan.rule.eta, "threshold": plan.rule.threshold, "keep": plan.keep,
               "configs": len(plan.standings), "eligible": sum(1 for s in plan.standings if s.rank), "ranking": ranking}

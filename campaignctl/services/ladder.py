@@ -23,7 +23,6 @@ from campaignctl.core.ladder import (
     promotion_decisions,
     unstarted_label,
 )
-from campaignctl.core.metrics import curves_by_task
 from campaignctl.services.rules import CampaignContext, budget_of
 
 
@@ -42,12 +41,11 @@ def ladder_step(ctx: CampaignContext, paused: bool) -> LadderStep:
         return LadderStep(None)
     ends = _task_ends(ctx)
     decided = set(promotions(ctx.log, ctx.record.id))
-    state = ladder_state(ctx.settings, ends, {}, decided)
+    state = ladder_state(ctx.settings, ends, {}, decided)  # metrics are read only once a rung is due
     if state.plan is None or paused:  # a paused campaign promotes nothing until it is resumed
         return LadderStep(state)
-    rows = MetricsStore(ctx.store.engine).rows(ctx.record.id, state.plan.rule.metric)
-    state = ladder_state(ctx.settings, ends, curves_by_task(((r[0], r[2], r[3], r[4]) for r in rows),
-                                                           state.plan.rule.metric), decided)
+    curves = MetricsStore(ctx.store.engine).curves(ctx.record.id, state.plan.rule.metric)
+    state = ladder_state(ctx.settings, ends, curves, decided)
     assert state.plan is not None
     budget = budget_of(ctx.settings)
     if state.plan.survivors and budget.limits():

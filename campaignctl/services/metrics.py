@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_files import Position, read_new_lines
+from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
 from campaignctl.core.metrics import parse_metric_lines
 from campaignctl.core.records import HistoryRow, ObservedChange
 
@@ -19,11 +18,8 @@ def ingest_metrics(store: Store, run_dir: str, rows: Sequence[HistoryRow],
                    changes: Sequence[ObservedChange]) -> int:
     """Read new lines of every attempt that is RUNNING or changed state this tick (the final
     lines of one that just ended too); returns how many points were added."""
-    changed = {c.attempt_id for c in changes}
-    tasks = str(task_dir(run_dir, 0).parent)
-    paths = {r.id: f"{tasks}/{r.task_index}/{r.token}/{METRICS_FILE}"
-             for r in rows if r.id in changed or r.state == "RUNNING"}
-    present = [i for i, path in paths.items() if os.path.exists(path)]
+    paths = files_to_read(str(task_dir(run_dir, 0).parent), rows, {c.attempt_id for c in changes}, METRICS_FILE)
+    present = list(paths)
     if not present:
         return 0
     metrics = MetricsStore(store.engine)

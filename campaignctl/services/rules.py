@@ -21,7 +21,6 @@ from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.early_stop import decide_early_stops, stoppable
 from campaignctl.core.ladder import rung_of
-from campaignctl.core.metrics import curves_by_task
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
@@ -79,8 +78,7 @@ def early_stops(ctx: CampaignContext, views: Sequence[TaskView], fired: set[tupl
     running = stoppable(views, fired) if section.enabled else []
     if not running:
         return []
-    rows = MetricsStore(ctx.store.engine).rows(ctx.record.id, section.metric)
-    curves = curves_by_task(((task, step, name, value) for task, _, step, name, value, _ in rows), section.metric)
+    curves = MetricsStore(ctx.store.engine).curves(ctx.record.id, section.metric)
     rungs = {task: rung_of(task, ctx.settings) for task in curves}
     return decide_early_stops(running, curves, rungs, section, fired)
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_files import Position, read_new_lines
+from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.telemetry import Summary, fold
@@ -20,11 +19,9 @@ def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow],
     """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
     summaries of those attempts by token (what utilisation rules read). One stat+read per such
     attempt, nothing for settled ones."""
-    changed = {c.attempt_id: c for c in changes}
-    tasks = str(task_dir(run_dir, 0).parent)  # strings, not Path objects: 100,000 per tick
-    paths = {r.id: f"{tasks}/{r.task_index}/{r.token}/{TELEMETRY_FILE}"
-             for r in rows if r.id in changed or r.state == "RUNNING"}
-    present = [i for i, path in paths.items() if os.path.exists(path)]  # no sampler, no file
+    paths = files_to_read(str(task_dir(run_dir, 0).parent), rows, {c.attempt_id for c in changes},
+                          TELEMETRY_FILE)  # no sampler, no file
+    present = list(paths)
     if not present:
         return {}
     telemetry = TelemetryStore(store.engine)
