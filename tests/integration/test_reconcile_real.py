@@ -147,12 +147,21 @@ def test_pending_siblings_of_an_oom_task_are_resized_in_place_before_they_start(
     # max_parallel 1: task 0 OOMs, task 1 then runs (slow), tasks 2-3 wait in the array.
     name = chaos_campaign(tmp_path, "siblings", ["oom", "slow", "oom", "oom"], "array: {max_parallel: 1}")
     try:
+        array = (latest(name)[0].job_id or "").split("_")[0]
+
+        def state_of(element: str) -> str:
+            out = proc.run(["squeue", "-r", "-h", f"-j{array}", "-o", "%i %T"]).stdout.split("\n")
+            return dict(line.split() for line in out if line.strip()).get(f"{array}_{element}", "")
+
+        # No tick until task 1 runs: Slurm starts it only once task 0 has ended (max_parallel 1).
+        # A tick just after the OOM but before the scheduler starts task 1 would rightly resize
+        # task 1 too, as a pending sibling; waiting makes "running: left alone" the case under test.
+        wait_for("task 1 to start after task 0", lambda: state_of("1") == "RUNNING")
+
         def oom_seen() -> bool:
             result = reconcile(name)
             return any(d.action == "resize_pending" for c in result.campaigns for d in c.decisions)
         wait_for("the OOM and the resize decision", oom_seen)
-        rows = latest(name)
-        array = (rows[2].job_id or "").split("_")[0]
         queued = proc.run(["squeue", "-r", "-h", f"-j{array}", "-o", "%i %T %m"]).stdout.split("\n")
         memory = {line.split()[0]: line.split()[2] for line in queued if line.strip()}
         assert memory[f"{array}_2"] == memory[f"{array}_3"] == "375M"
