@@ -91,6 +91,10 @@ def _context() -> dict[str, object]:
 
 def run_task(launch: TaskLaunch) -> None:
     """Entry point inside the job. Never returns normally unless the program exited 0."""
+    for sig in IGNORED_UNLESS_HANDLED:
+        # first thing: from here an early warning signal can neither kill this process nor reach
+        # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
+        signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
     attempt_dir = launch.attempt_dir
     attempt_dir.mkdir(parents=True, exist_ok=True)
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
@@ -105,8 +109,6 @@ def run_task(launch: TaskLaunch) -> None:
 
 def _run_program(launch: TaskLaunch, log_path: Path) -> int:
     env = task_environment(launch)
-    for sig in IGNORED_UNLESS_HANDLED:
-        signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
     with open(log_path, "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=env,

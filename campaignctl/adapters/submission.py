@@ -23,6 +23,9 @@ from campaignctl.adapters.runner import TaskLaunch, run_task
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
 
+WARNING_SIGNAL = "warning_signal"  # ours, not submitit's: False drops the `--signal` line
+OURS = ("map_count", WARNING_SIGNAL)
+
 
 def executor_parameters(resources: Resources, job_name: str, comment: str,
                         chunk: ArrayChunk, requeue: bool = False) -> dict[str, Any]:
@@ -54,6 +57,9 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     if resources.gpu_bind and resources.gpus:
         srun_args.append(f"--gpu-bind={resources.gpu_bind}")
     params["srun_args"] = srun_args
+    delay = resources.warning_signal_delay_s
+    params["signal_delay_s"] = delay or 0
+    params[WARNING_SIGNAL] = delay is not None
     return params
 
 
@@ -64,8 +70,9 @@ class ArraySubmission:
         self.folder = folder
         self.token = token
         self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-        self.executor.update_parameters(**{k: v for k, v in parameters.items() if k != "map_count"})
+        self.executor.update_parameters(**{k: v for k, v in parameters.items() if k not in OURS})
         self.executor.parameters["map_count"] = parameters["map_count"]
+        self.warning_signal = parameters.get(WARNING_SIGNAL, True)
 
     @property
     def script_path(self) -> Path:
@@ -76,7 +83,11 @@ class ArraySubmission:
         return self.folder / "staging" / self.token
 
     def render(self) -> str:
-        return self.executor._make_submission_file_text(self.executor._submitit_command_str, self.token)
+        text = self.executor._make_submission_file_text(self.executor._submitit_command_str, self.token)
+        if not self.warning_signal:  # submitit always writes one; see Resources.warning_signal_delay_s
+            text = "".join(line for line in text.splitlines(keepends=True)
+                           if not line.startswith("#SBATCH --signal="))
+        return text
 
     def stage(self, launches: Sequence[TaskLaunch]) -> None:
         """Write the script and one pickled `run_task(launch)` per array index (idempotent)."""

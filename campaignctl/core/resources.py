@@ -26,3 +26,21 @@ class Resources:
         if not self.gpus:
             return None
         return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
+
+    @property
+    def warning_signal_delay_s(self) -> int | None:
+        """Seconds before the time limit for `--signal=USR2@N`, or None for no warning signal.
+
+        sbatch(1): "the signal may be sent up to 60 seconds earlier than specified". A USR2 that
+        lands while the task is still starting (Python and submitit loading, before the runner
+        ignores it) kills it with FAILED 12:0 (seen on the lab cluster with 1–2 minute limits).
+        So the signal is never due in the first minute: 90 s before the limit when the limit
+        leaves room, less for a 3-minute limit, none at all under that."""
+        delay = min(WARNING_SIGNAL_S, self.time_min * 60 - SLURM_SIGNAL_SLACK_S - STARTUP_GRACE_S)
+        return delay if delay >= MIN_WARNING_SIGNAL_S else None
+
+
+WARNING_SIGNAL_S = 90  # submitit's default, ample for a checkpoint
+SLURM_SIGNAL_SLACK_S = 60  # how early Slurm may send it (sbatch(1), --signal)
+STARTUP_GRACE_S = 60  # never due in the task's first minute
+MIN_WARNING_SIGNAL_S = 30  # below this a warning is too short to checkpoint: leave it to SIGTERM

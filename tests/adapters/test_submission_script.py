@@ -38,3 +38,19 @@ def test_script_carries_binding_gres_token_and_no_requeue() -> None:
     srun = next(line for line in text.splitlines() if line.startswith("srun "))
     assert "--cpu-bind=cores" in srun and "--gpu-bind=closest" in srun  # sbatch has no --cpu-bind
     assert "--wckey" not in text
+
+
+def script_for(time_min: int) -> list[str]:
+    resources = Resources(time_min=time_min)
+    chunk = ArrayChunk(task_indices=(0, 1), throttle=None)
+    params = executor_parameters(resources, "cc.t.n", "campaignctl campaign=n", chunk)
+    return ArraySubmission(Path("/runs/n/slurm"), "tok", params).render().splitlines()
+
+
+def test_the_warning_signal_never_falls_due_while_a_short_task_is_starting() -> None:
+    # Slurm may send --signal up to 60 s early: USR2@90 on a 2-minute job could arrive at once
+    signals = {t: [line for line in script_for(t) if line.startswith("#SBATCH --signal")] for t in (1, 2, 3, 4, 600)}
+    assert signals[1] == signals[2] == []
+    assert signals[3] == ["#SBATCH --signal=USR2@60"]
+    assert signals[4] == signals[600] == ["#SBATCH --signal=USR2@90"]
+    assert any(line.startswith("#SBATCH --time=1") for line in script_for(1))  # nothing else dropped
