@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slurm
 TOY = REPO / "templates" / "progressive_train.py"
 STEPS = (4, 12, 36)  # per rung; each step takes 0.25 s
 CONFIGS = 16
-# Time limits stay well above 90 s: submitit asks for --signal=USR2@90, and a limit under that
-# has Slurm send USR2 at once, which kills a task still starting (before its handlers are set).
+# Limits of 3 minutes and more, as a real rung would have: they get the USR2 warning signal
+# (Resources.warning_signal_delay_s), which the toy ignores.
 BUDGET_GPU_H = 1.5  # rung limits: 16×1 GPU×3 min + 4×1×4 min + 2×2×5 min = 1.4 GPU-h at worst
 
 SPEC = f"""\
