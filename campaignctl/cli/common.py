@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,18 @@ JSON_SCHEMA = "campaignctl/v1"
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show what would happen; change nothing.")]
+
+
+
+def _prom_file(path: Path | None) -> Path | None:
+    if path is not None and path.suffix != ".prom":
+        raise typer.BadParameter("node_exporter's textfile collector reads only files named *.prom")
+    return path.absolute() if path is not None else None  # cron runs in $HOME
+
+
+TextfileOption = Annotated[Path | None, typer.Option(
+    "--textfile", callback=_prom_file, show_default=False,
+    help="Prometheus textfile (*.prom) for node_exporter: written as a temp file, mode 0644, then renamed.")]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)

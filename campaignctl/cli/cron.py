@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json
 from campaignctl.services import cron as cron_service
 from campaignctl.services.cron import CronResult
 
@@ -21,6 +21,7 @@ def install(
     every: Annotated[int, typer.Option("--every", help="Minutes between runs (1-59).")] = 5,
     campaign: Annotated[str | None, typer.Option("--campaign", help="Reconcile only this campaign; "
                                                  "default: all.", show_default=False)] = None,
+    textfile: TextfileOption = None,
     dry_run: DryRunOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -28,11 +29,12 @@ def install(
 
     The line carries SLURM_CONF, PATH, XDG_STATE_HOME, CAMPAIGNCTL_DB_URL and CAMPAIGNCTL_CHAIN_HEAD from this shell.
 
-    Its output is appended to reconcile.log in the state directory.
+    Its output is appended to reconcile.log in the state directory. With --textfile, every tick also
+    rewrites the Prometheus export there (see `campaignctl metrics`).
 
-    Example: campaignctl cron install --every 5
+    Example: campaignctl cron install --every 5 --textfile /var/lib/node_exporter/textfile/campaignctl.prom
     """
-    render(cron_service.install(every, campaign, dry_run=dry_run), json_out)
+    render(cron_service.install(every, campaign, dry_run=dry_run, textfile=textfile), json_out)
 
 
 @cron_app.command("remove")

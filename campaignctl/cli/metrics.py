@@ -1,19 +1,16 @@
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.common import JsonOption, TextfileOption, console, print_json
 from campaignctl.services.prometheus import export_metrics
 
 
 def metrics(
     campaign: Annotated[str | None, typer.Argument(help="Campaign name; omit for all campaigns.")] = None,
-    textfile: Annotated[Path | None, typer.Option(
-        "--textfile", help="Write to this .prom file (temp file, mode 0644, rename) instead of stdout.",
-        show_default=False)] = None,
+    textfile: TextfileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Campaign metrics in the Prometheus text format (0.0.4) for node_exporter's textfile collector:
@@ -22,9 +19,6 @@ def metrics(
 
     Example: campaignctl metrics --textfile /var/lib/node_exporter/textfile/campaignctl.prom
     """
-    if textfile is not None and textfile.suffix != ".prom":
-        raise typer.BadParameter("node_exporter's textfile collector reads only files named *.prom",
-                                 param_hint="--textfile")
     export = export_metrics(campaign, textfile)
     if json_out:
         print_json("metrics", export.to_dict())

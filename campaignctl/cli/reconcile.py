@@ -5,7 +5,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json
+from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import ReconcileResult
 from campaignctl.services.reconcile import reconcile as reconcile_service
 
@@ -13,6 +14,7 @@ from campaignctl.services.reconcile import reconcile as reconcile_service
 def reconcile(
     campaign: Annotated[str | None, typer.Argument(help="Campaign name.", show_default=False)] = None,
     all_campaigns: Annotated[bool, typer.Option("--all", help="Every active campaign.")] = False,
+    textfile: TextfileOption = None,
     dry_run: DryRunOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -23,11 +25,15 @@ def reconcile(
 
     Keep FILE (mode 0600) away from the database; `campaignctl log verify --head FILE` checks against it.
 
-    Example: campaignctl reconcile --all
+    With --textfile, each tick that ran ends by writing `campaignctl metrics` for the same campaigns there.
+
+    Example: campaignctl reconcile --all --textfile /var/lib/node_exporter/textfile/campaignctl.prom
     """
     if (campaign is None) == (not all_campaigns):
         raise typer.BadParameter("give a campaign name or --all (not both)")
     result = reconcile_service(campaign, dry_run=dry_run)
+    if textfile is not None and not dry_run and result.status != "locked":
+        export_metrics(campaign, textfile)
     if json_out:
         print_json("reconcile", result.to_dict())
     else:

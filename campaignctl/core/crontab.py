@@ -26,7 +26,7 @@ ENV_NAMES = ("SLURM_CONF", "PATH", "XDG_STATE_HOME", "CAMPAIGNCTL_DB_URL", "CAMP
 # Vixie-derived crons (Debian/Ubuntu `cron`, FreeBSD) read the command with
 # get_string(cmd, MAX_COMMAND, …) and MAX_COMMAND is 1000: longer commands are cut silently.
 MAX_COMMAND_BYTES = 999
-_JOB_SHAPE = re.compile(r"^\*/\d{1,2} \* \* \* \* .* reconcile (--all|\S+) >> .+ 2>&1$")
+_JOB_SHAPE = re.compile(r"^\*/\d{1,2} \* \* \* \* .* reconcile (--all|\S+)( --textfile .+)? >> .+ 2>&1$")
 
 
 class CronError(CampaignctlError):
@@ -37,13 +37,14 @@ class CronError(CampaignctlError):
 
 @dataclass(frozen=True, slots=True)
 class CronJob:
-    """What the managed entry runs: `program reconcile --all|NAME`, every N minutes."""
+    """What the managed entry runs: `program reconcile --all|NAME [--textfile PATH]`, every N minutes."""
 
     every_minutes: int
     program: tuple[str, ...]
     log_path: str
     campaign: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    textfile: str | None = None  # the Prometheus textfile each tick rewrites
 
 
 def cron_environment(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -62,6 +63,8 @@ def render_job_line(job: CronJob) -> str:
     """The crontab line: `*/N * * * * NAME=value … program reconcile --all >> log 2>&1`."""
     _check_job(job)
     target = ["--all"] if job.campaign is None else [job.campaign]
+    if job.textfile:
+        target += ["--textfile", job.textfile]
     words = [f"{name}={cron_word(value)}" for name, value in job.env]
     words += [cron_word(w) for w in (*job.program, "reconcile", *target)]
     command = " ".join([*words, ">>", cron_word(job.log_path), "2>&1"])
@@ -89,7 +92,8 @@ def _check_job(job: CronJob) -> None:
     if job.campaign is not None and not CAMPAIGN_NAME.match(job.campaign):
         raise CronError(f"--campaign {job.campaign!r} is not a campaign name",
                         "use the name from the spec: see `campaignctl status`")
-    named = [*job.env, *(("program", p) for p in job.program), ("log path", job.log_path)]
+    named = [*job.env, *(("program", p) for p in job.program), ("log path", job.log_path),
+             ("--textfile", job.textfile or "")]
     for name, value in named:
         if has_control_chars(value):
             raise CronError(f"{name} contains a newline, carriage return or NUL: {value!r}",

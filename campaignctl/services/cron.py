@@ -34,9 +34,11 @@ class CronResult:
         return asdict(self)
 
 
-def install(every_minutes: int, campaign: str | None = None, dry_run: bool = False) -> CronResult:
+def install(every_minutes: int, campaign: str | None = None, dry_run: bool = False,
+            textfile: Path | None = None) -> CronResult:
     log = reconcile_log_path()
-    job = CronJob(every_minutes, campaignctl_program(), str(log), campaign, _environment())
+    job = CronJob(every_minutes, campaignctl_program(), str(log), campaign, _environment(),
+                  os.path.abspath(textfile) if textfile else None)
     line = render_job_line(job)  # validates before anything is read or created
     before = crontab.read_crontab()
     after = install_entry(before, line)

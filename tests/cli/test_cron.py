@@ -172,8 +172,28 @@ def test_the_line_runs_under_sh_with_crons_percent_rewrite(tmp_path: Path) -> No
     conf = "/etc/it's 100%\\%/slurm.conf"
     log = tmp_path / "state 50%" / "reconcile.log"
     log.parent.mkdir()
-    job = CronJob(5, (str(program),), str(log), None, (("SLURM_CONF", conf), ("PATH", "/usr/bin:/bin")))
+    prom = "/var/lib/node exporter/it's 100%.prom"
+    job = CronJob(5, (str(program),), str(log), None, (("SLURM_CONF", conf), ("PATH", "/usr/bin:/bin")), prom)
     command = render_job_line(job).split(" ", 5)[5]
     assert cron_rewrite(command).endswith(" 2>&1")  # no unescaped % for cron to cut at
     subprocess.run(["/bin/sh", "-c", cron_rewrite(command)], check=True, env={}, timeout=30)
-    assert json.loads(log.read_text()) == [["reconcile", "--all"], conf, "/usr/bin:/bin"]
+    assert json.loads(log.read_text()) == [["reconcile", "--all", "--textfile", prom], conf, "/usr/bin:/bin"]
+
+
+def test_install_with_a_textfile_has_every_tick_rewrite_the_prometheus_export(cron: Cron, tmp_path: Path) -> None:
+    prom_dir = tmp_path / "node exporter 100%"  # a space and a % in the path: quoted, escaped, still found
+    prom_dir.mkdir()
+    done = cron.run("install", "--textfile", str(prom_dir / "campaignctl.prom"))
+    [line] = job_lines(cron.crontab())
+    assert " reconcile --all --textfile " in line and line.endswith(" 2>&1"), ok(done)
+    assert "already installed, unchanged" in ok(cron.run("install", "--textfile", str(prom_dir / "campaignctl.prom")))
+    ok(cron.run("install", "--every", "10"))  # without it: the same one entry, replaced
+    [line] = job_lines(cron.crontab())
+    assert "--textfile" not in line and cron.crontab().count(MARKER) == 1
+    assert cron.run("install", "--textfile", "out.txt").returncode == 2  # not *.prom: usage error
+
+
+def test_a_relative_textfile_is_made_absolute_for_cron_which_starts_in_home(cron: Cron) -> None:
+    ok(cron.run("install", "--textfile", "campaignctl.prom"))
+    [line] = job_lines(cron.crontab())
+    assert f" --textfile {REPO / 'campaignctl.prom'} >> " in line  # cron.run works in REPO

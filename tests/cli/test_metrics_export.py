@@ -14,9 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
+from campaignctl.cli import app
 from campaignctl.core.cost import campaign_spend
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.rules import current_policy
@@ -110,3 +112,27 @@ def test_usage_errors(tmp_path: Path) -> None:
                       "cannot write", "collector.textfile.directory")
     empty = run_cli("metrics", state=tmp_path)  # no campaign, no tick: nothing to say, and that is valid
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+def test_reconcile_with_a_textfile_ends_each_tick_by_rewriting_the_export(
+        tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    submit(write_spec(tmp_path, "name: tick\ncommand: [python3, t.py, '{i}']\nmatrix: {i: [0, 1]}\n"))
+    [array] = [j.job_id for j in fake_slurm.live_jobs()]
+    fake_slurm.set_state(array, 0, "RUNNING", nodes="node1")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    dry = runner.invoke(app, ["reconcile", "--all", "--dry-run", "--textfile", "out/c.prom"])
+    (tmp_path / "out").mkdir()
+    assert dry.exit_code == 0 and not (tmp_path / "out" / "c.prom").exists()  # a dry run writes nothing
+    done = runner.invoke(app, ["reconcile", "--all", "--textfile", "out/c.prom"])
+    assert done.exit_code == 0, done.output
+    _, samples = parse_exposition((tmp_path / "out" / "c.prom").read_text())
+    assert samples[("campaignctl_tasks", (("campaign", "tick"), ("state", "RUNNING")))] == 1
+    fake_slurm.set_state(array, 0, "COMPLETED")
+    fake_slurm.set_state(array, 1, "COMPLETED")
+    assert runner.invoke(app, ["reconcile", "--all", "--textfile", "out/c.prom"]).exit_code == 0
+    _, samples = parse_exposition((tmp_path / "out" / "c.prom").read_text())
+    assert samples[("campaignctl_tasks", (("campaign", "tick"), ("state", "COMPLETED")))] == 2
+    assert samples[("campaignctl_campaign_state", (("campaign", "tick"), ("state", "finished")))] == 1
+    refused = runner.invoke(app, ["reconcile", "--all", "--textfile", "out/c.txt"])
+    assert refused.exit_code == 2 and "*.prom" in refused.output
