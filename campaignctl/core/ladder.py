@@ -15,7 +15,7 @@ from typing import Any
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
-from campaignctl.core.metrics import Curve, better, describe, final_value
+from campaignctl.core.metrics import Curve, best_until, better, describe, final_value, last_step
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
@@ -118,7 +118,7 @@ def _standings(settings: Mapping[str, Any], rung: int, ends: Mapping[int, TaskEn
                curves: Mapping[int, Curve], promote: Promotion) -> tuple[Standing, ...]:
     out = []
     for i in sorted(i for i in ends if rung_of(i, settings) == rung):
-        end, value = ends[i], final_value(curves.get(i, ()))
+        end, value = ends[i], rung_value(curves.get(i, ()), promote)
         if end.state != "COMPLETED":
             why = "stopped early" if end.answer == "stop" else f"ended {end.state}"
         else:
@@ -127,6 +127,14 @@ def _standings(settings: Mapping[str, Any], rung: int, ends: Mapping[int, TaskEn
     ranked = sorted((s for s in out if not s.why_not), key=lambda s: (_key(s.value, promote.goal), s.config))
     rank = {s.config: n for n, s in enumerate(ranked, 1)}
     return tuple(replace(s, rank=rank.get(s.config)) for s in out)
+
+
+def rung_value(curve: Curve, promote: Promotion) -> float | None:
+    """What a config is ranked by: the last value it reported in the rung, or its best one."""
+    if promote.by == "best":
+        step = last_step(curve)
+        return None if step is None else best_until(curve, step, promote.goal)
+    return final_value(curve)
 
 
 def _key(value: float | None, goal: str) -> float:
@@ -153,7 +161,7 @@ def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> lis
     source, target = rungs[plan.from_rung], rungs[plan.to_rung]
     ranking = describe({s.config: s.value for s in plan.standings})
     shared = {"rung": plan.from_rung, "to_rung": plan.to_rung, "metric": plan.rule.metric, "goal": plan.rule.goal,
-              "eta": plan.rule.eta, "threshold": plan.rule.threshold, "keep": plan.keep,
+              "by": plan.rule.by, "eta": plan.rule.eta, "threshold": plan.rule.threshold, "keep": plan.keep,
               "configs": len(plan.standings), "eligible": sum(1 for s in plan.standings if s.rank), "ranking": ranking}
     survivors = set(plan.survivors)
     out = []
@@ -175,7 +183,8 @@ def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> lis
 def _describe(s: Standing, plan: PromotionPlan, rung_name: str) -> str:
     if s.why_not:
         return f"config {s.config} {s.why_not} in rung {rung_name}"
-    return (f"config {s.config}: {plan.rule.metric} {s.value:.6g} ranks {s.rank} of "
+    metric = plan.rule.metric if plan.rule.by == "last" else f"best {plan.rule.metric}"
+    return (f"config {s.config}: {metric} {s.value:.6g} ranks {s.rank} of "
             f"{sum(1 for x in plan.standings if x.rank)} in rung {rung_name}")
 
 

@@ -29,7 +29,8 @@ from campaignctl.core.safety import CONSTRAINT, IDENTIFIER, SLURM_WORD, has_cont
 
 RUNG_KEYS = ("name", "params", "resources", "promote")
 RUNG_RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "cpus_per_task", "mem", "time", "constraint", "qos")
-PROMOTE_KEYS = ("metric", "goal", "eta", "threshold")
+PROMOTE_KEYS = ("metric", "goal", "eta", "threshold", "by")
+RANK_BY = ("last", "best")  # the value a config is ranked by: its last report, or its best one
 MAX_RUNGS = 8
 
 
@@ -39,12 +40,14 @@ class Promotion:
     goal: str = "min"  # min: lower is better; max: higher is better
     eta: float | None = None  # keep the best floor(n / eta) configs (at least one)
     threshold: float | None = None  # keep every config at least this good
+    by: str = "last"  # last: the value it ended the rung on; best: its best value in the rung
 
     def describe(self) -> str:
+        metric = self.metric if self.by == "last" else f"best {self.metric}"
         if self.eta is not None:
-            return f"best 1/{self.eta:g} by {self.metric} ({self.goal})"
+            return f"best 1/{self.eta:g} by {metric} ({self.goal})"
         op = "<=" if self.goal == "min" else ">="
-        return f"{self.metric} {op} {self.threshold:g}"
+        return f"{metric} {op} {self.threshold:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +160,5 @@ def _promotion(r: Reader, path: KeyPath, last: bool) -> Promotion | None:
     threshold = r.bounded((*path, "threshold"), -math.inf, math.inf, "a finite number")
     if (eta is None) == (threshold is None):
         r.problem(path, "set exactly one of eta (keep the best 1/eta) or threshold")
-    return Promotion(metric or "invalid", goal, eta, threshold)
+    by = r.choice((*path, "by"), RANK_BY) or "last"
+    return Promotion(metric or "invalid", goal, eta, threshold, by)

@@ -128,6 +128,25 @@ def test_a_threshold_keeps_everyone_good_enough_and_max_goal_ranks_high_first() 
     assert state.plan is not None and state.plan.survivors == (8, 0, 2, 4)  # floor(9/2) = 4, highest first
 
 
+def test_by_best_ranks_a_config_by_its_best_value_in_the_rung_not_where_it_ended() -> None:
+    # config 0 dipped to 0.05 then diverged to 0.9; config 1 ended on its best, 0.2
+    diverged = {0: ((1, 0.5), (5, 0.05), (10, 0.9)), 1: ((1, 0.6), (10, 0.2)), 2: ((1, 0.7), (10, 0.4))}
+    rung0 = {**SPEC["rungs"][0], "promote": {"metric": "loss", "eta": 3}}
+    by_last = spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[rung0, SPEC["rungs"][2]]).settings()
+    done = dict.fromkeys(range(3), "COMPLETED")
+    state = ladder_state(by_last, ends(by_last, done), diverged, set())
+    assert state.plan is not None and state.plan.survivors == (1,)
+    best = {**rung0, "promote": {"metric": "loss", "eta": 3, "by": "best"}}
+    by_best = spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[best, SPEC["rungs"][2]]).settings()
+    state = ladder_state(by_best, ends(by_best, done), diverged, set())
+    assert state.plan is not None and state.plan.survivors == (0,)
+    [kept] = [d for d in promotion_decisions(state.plan, by_best) if d.action == "promote"]
+    assert kept.inputs["by"] == "best" and kept.inputs["value"] == 0.05
+    assert "config 0: best loss 0.05 ranks 1 of 3 in rung screen; kept by best 1/3 by best loss (min)" in kept.reason
+    assert "rungs[0].promote.by: 'mean' is not allowed; use one of: last, best" in problems(
+        rungs=[{**rung0, "promote": {"metric": "loss", "eta": 3, "by": "mean"}}, SPEC["rungs"][2]])
+
+
 def test_the_last_rung_or_nobody_promoted_completes_the_ladder() -> None:
     settings = spec().settings()
     all_done = dict.fromkeys([*range(9), 12, 16], "COMPLETED")
