@@ -67,6 +67,8 @@ class FakeSlurm:
         raise AssertionError(f"unexpected scontrol {args}")
 
     def _sbatch(self, args: list[str]) -> str:
+        if args[0] == "--test-only":  # Slurm would take it (make it refuse with fail_next)
+            return ""
         assert "--hold" in args and "--parsable" in args
         script = Path(args[-1]).read_text()
         array = re.search(r"^#SBATCH --array=0-(\d+)", script, re.MULTILINE)

@@ -13,6 +13,7 @@ from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, observe_jobs
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
+TEST_ONLY_REFUSAL = "allocation failure:"  # sbatch --test-only when slurm_job_will_run says no
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,21 @@ def sbatch_held(script_path: str) -> str:
     if not job_id.isdigit():
         raise SlurmUnavailableError(f"sbatch printed {out!r}, expected a job id", "check the sbatch version")
     return job_id
+
+
+def refusal(script_path: str) -> str | None:
+    """`sbatch --test-only`: would Slurm take this script? Nothing is submitted. Returns its
+    refusal, or None when Slurm would queue it. sbatch reports a refusal with slurm_perror as
+    `allocation failure: Requested node configuration is not available` (too many GPUs, an
+    unknown GPU type, more memory than a node has) or `… Invalid partition name specified`;
+    any other failure (no slurm.conf, controller down) raises, like every call."""
+    result = proc.run(["sbatch", "--test-only", script_path], timeout=60, check=False)
+    if result.returncode == 0:
+        return None
+    refusals = [line for line in result.stderr.splitlines() if line.startswith(TEST_ONLY_REFUSAL)]
+    if not refusals:
+        raise proc.command_error(result, transient=proc.is_transient(result))
+    return refusals[-1].removeprefix(TEST_ONLY_REFUSAL).strip()
 
 
 def release(job_id: str) -> None:

@@ -19,12 +19,10 @@ class SpecError(CampaignctlError):
 
     exit_code = 3
 
-    def __init__(self, problems: list[str], source: str) -> None:
+    def __init__(self, problems: list[str], source: str,
+                 hint: str = "fix the keys above; the spec reference is in README.md#spec-reference") -> None:
         lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(
-            f"{source}: {len(problems)} problem(s):\n{lines}",
-            "fix the keys above; the spec reference is in README.md#spec-reference",
-        )
+        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}", hint)
         self.problems = problems
 
 

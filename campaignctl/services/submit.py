@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,8 +15,8 @@ from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.errors import SlurmUnavailableError
-from campaignctl.core.plan import plan_chunks
+from campaignctl.core.errors import SlurmUnavailableError, SpecError
+from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, policy_reference, validate_spec
 from campaignctl.services.dispatch import dispatch, parameters, recover
@@ -65,6 +66,10 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     notes = _rung_notes(spec)
     store = Store.open()
     record = store.campaign(spec.name)
+    if record is None or store.revision(record.id, record.current_revision).spec_hash != spec.spec_hash:
+        refusals = later_rung_refusals(spec)
+        if refusals:
+            raise SpecError(refusals, str(spec_path), REFUSED_HINT)
     if record is None:
         store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser())
         outcome, record = "created", store.campaign(spec.name)
@@ -85,6 +90,28 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
                         fresh[1], recovered + fresh[0], notes=notes)
 
 
+REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has "
+                "(sinfo -o '%P %G %m %l' lists partitions, GPUs, memory and time limits)")
+
+
+def later_rung_refusals(spec: CampaignSpec) -> list[str]:
+    """Promotions reach Slurm much later, from cron, after the screening spend. So ask now, with
+    one `sbatch --test-only` per later rung, whether Slurm would take that rung's resources: a
+    rung asking for more GPUs than any node has, an unknown partition or a time limit above the
+    partition's is refused here instead of stranding the promoted configs."""
+    refusals = []
+    with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
+        for rung in spec.rungs[1:]:
+            chunk = ArrayChunk(task_indices=(rung.number * spec.configs,), throttle=None)
+            params = parameters(spec.name, rung.resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
+            script = Path(tmp) / f"rung{rung.number}.sbatch"
+            script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
+            refused = slurm.refusal(str(script))
+            if refused:
+                refusals.append(f"rungs[{rung.number}] ({rung.name}): Slurm would refuse its tasks: {refused}")
+    return refusals
+
+
 def _rung_notes(spec: CampaignSpec) -> list[str]:
     if not spec.rungs:
         return []
@@ -100,6 +127,10 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     except SlurmUnavailableError as exc:
         max_array = slurm.DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
+    try:
+        notes += later_rung_refusals(spec)
+    except SlurmUnavailableError as exc:
+        notes.append(f"could not ask Slurm about the later rungs ({exc.message})")
     chunks = plan_chunks(spec.first_tasks(), max_array, spec.max_parallel)
     script = ""
     if chunks:

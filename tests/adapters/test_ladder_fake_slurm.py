@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.runner import task_environment
 from campaignctl.adapters.store import Store
+from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
 from campaignctl.services.status import status
@@ -120,3 +122,29 @@ def test_a_promotion_the_budget_cannot_pay_pauses_until_the_budget_is_raised(
     tick = reconcile("lad").campaigns[0]
     assert sorted(d.task for d in tick.decisions if d.action == "promote") == [7, 9, 10]
     assert len(fake_slurm.jobs) == 2
+
+
+def test_a_later_rung_slurm_would_refuse_is_refused_at_submit_before_anything_runs(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    # `sbatch --test-only` per later rung; the first (grow) is refused as a rung asking for more
+    # GPUs than a node has would be
+    fake_slurm.fail_next["sbatch"] = "allocation failure: Requested node configuration is not available"
+    with pytest.raises(SpecError) as refused:
+        submit(ladder_spec(tmp_path))
+    assert refused.value.problems == [
+        "rungs[1] (grow): Slurm would refuse its tasks: Requested node configuration is not available"]
+    assert "nothing was submitted" in refused.value.hint
+    assert Store.open().campaign("lad") is None and not fake_slurm.jobs
+    assert [a[:2] for a in fake_slurm.argvs] == [("sbatch", "--test-only")] * 2  # every later rung is asked
+
+    submit(ladder_spec(tmp_path))  # both later rungs asked, then rung 0 submitted
+    assert [a[1] for a in fake_slurm.argvs if a[0] == "sbatch"][2:] == ["--test-only", "--test-only", "--parsable"]
+    fake_slurm.fail_next["sbatch"] = "allocation failure: Invalid partition name specified"
+    with pytest.raises(SpecError):  # a changed spec is asked again, and no revision is recorded
+        submit(ladder_spec(tmp_path, budget=20.0))
+    record = Store.open().campaign("lad")
+    assert record is not None and record.current_revision == 1
+
+    fake_slurm.fail_next["sbatch"] = "sbatch: fatal: Could not establish a configuration source"
+    with pytest.raises(SlurmUnavailableError):  # not a refusal: Slurm could not be asked
+        submit(ladder_spec(tmp_path, budget=30.0))

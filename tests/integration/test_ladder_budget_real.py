@@ -17,7 +17,7 @@ from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_ladder_real import TOY, toy_loss
-from tests.integration.test_real_cluster import own_jobs_named
+from tests.integration.test_real_cluster import cli, own_jobs_named
 from tests.integration.test_reconcile_real import sacct_field, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -75,3 +75,28 @@ def test_a_promotion_the_budget_cannot_pay_is_held_until_the_budget_is_raised(
     assert "gres/gpu=2" in sacct_field(str(full.job_id), "AllocTRES")
     shown = status("gate")
     assert shown.spend is not None and 0 < shown.spend.spent["gpu_hours"] < 1.0
+
+
+def test_a_rung_the_cluster_cannot_run_is_refused_at_submit_with_slurms_reason(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    # the lab's nodes have 2 GPUs each (a100 on node1-2, v100 on node3-4): no node can run a
+    # 4-GPU task, and there is no h100 at all. sbatch would take rung 0 and refuse the
+    # promotions only hours later, from cron; `sbatch --test-only` at submit says so now.
+    spec = (SPEC.replace("{budget}", "5")
+            .replace('resources: {gpus: 2, time: "00:10:00"}', 'resources: {gpus: 4, time: "00:10:00"}'))
+    assert "gpus: 4" in spec
+    path = write_spec(tmp_path, spec, "gate.yaml")
+    done = cli("submit", str(path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "rungs[1] (full): Slurm would refuse its tasks: Requested node configuration is not available" \
+        in done.stderr
+    assert "nothing was submitted" in done.stderr and "Traceback" not in done.stderr
+    assert Store.open().campaign("gate") is None and not own_jobs_named("gate")
+    dry = cli("submit", str(path), "--dry-run")  # a dry run shows the refusal as a note
+    assert dry.returncode == 0 and "Requested node configuration is not available" in dry.stdout
+
+    fits = write_spec(tmp_path, SPEC.replace("{budget}", "5").replace("gpus: 2,", "gpus: 2, gpu_type: v100,"),
+                      "fits.yaml")
+    assert "gpu_type: v100" in fits.read_text()
+    assert cli("submit", str(fits), "--dry-run").returncode == 0
+    assert "would refuse" not in cli("submit", str(fits), "--dry-run").stdout
