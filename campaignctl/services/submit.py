@@ -97,8 +97,9 @@ REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has 
 def later_rung_refusals(spec: CampaignSpec) -> list[str]:
     """Promotions reach Slurm much later, from cron, after the screening spend. So ask now, with
     one `sbatch --test-only` per later rung, whether Slurm would take that rung's resources: a
-    rung asking for more GPUs than any node has, an unknown partition or a time limit above the
-    partition's is refused here instead of stranding the promoted configs."""
+    rung asking for more GPUs or memory than any node has, or an unknown GPU type or partition,
+    is refused here instead of stranding the promoted configs. (A time limit above the
+    partition's is not refused unless the cluster sets EnforcePartLimits: the job would pend.)"""
     refusals = []
     with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
         for rung in spec.rungs[1:]:
