@@ -23,9 +23,9 @@ from campaignctl.adapters.runner import TaskLaunch, run_task
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
 
-WARNING_SIGNAL = "warning_signal"  # ours, not submitit's: False drops the `--signal` line
-OURS = ("map_count", WARNING_SIGNAL)
-
+# signal_delay_s 0 (USR2 at the limit itself, useless next to SIGTERM) stands for "no --signal
+# line": see Resources.warning_signal_delay_s
+NO_WARNING_SIGNAL = 0
 
 def executor_parameters(resources: Resources, job_name: str, comment: str,
                         chunk: ArrayChunk, requeue: bool = False) -> dict[str, Any]:
@@ -57,9 +57,7 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     if resources.gpu_bind and resources.gpus:
         srun_args.append(f"--gpu-bind={resources.gpu_bind}")
     params["srun_args"] = srun_args
-    delay = resources.warning_signal_delay_s
-    params["signal_delay_s"] = delay or 0
-    params[WARNING_SIGNAL] = delay is not None
+    params["signal_delay_s"] = resources.warning_signal_delay_s or NO_WARNING_SIGNAL
     return params
 
 
@@ -70,9 +68,8 @@ class ArraySubmission:
         self.folder = folder
         self.token = token
         self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-        self.executor.update_parameters(**{k: v for k, v in parameters.items() if k not in OURS})
+        self.executor.update_parameters(**{k: v for k, v in parameters.items() if k != "map_count"})
         self.executor.parameters["map_count"] = parameters["map_count"]
-        self.warning_signal = parameters.get(WARNING_SIGNAL, True)
 
     @property
     def script_path(self) -> Path:
@@ -84,7 +81,7 @@ class ArraySubmission:
 
     def render(self) -> str:
         text = self.executor._make_submission_file_text(self.executor._submitit_command_str, self.token)
-        if not self.warning_signal:  # submitit always writes one; see Resources.warning_signal_delay_s
+        if self.executor.parameters.get("signal_delay_s") == NO_WARNING_SIGNAL:  # submitit always writes one
             text = "".join(line for line in text.splitlines(keepends=True)
                            if not line.startswith("#SBATCH --signal="))
         return text

@@ -15,11 +15,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print a versioned JSON
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show what would happen; change nothing.")]
 
 
-
 def _prom_file(path: Path | None) -> Path | None:
     if path is not None and path.suffix != ".prom":
         raise typer.BadParameter("node_exporter's textfile collector reads only files named *.prom")
-    return path.absolute() if path is not None else None  # cron runs in $HOME
+    return path
 
 
 TextfileOption = Annotated[Path | None, typer.Option(

@@ -66,7 +66,8 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     notes = _rung_notes(spec)
     store = Store.open()
     record = store.campaign(spec.name)
-    if record is None or store.revision(record.id, record.current_revision).spec_hash != spec.spec_hash:
+    unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash
+    if not unchanged:  # a new campaign or revision: would Slurm take its later rungs?
         refusals = later_rung_refusals(spec)
         if refusals:
             raise SpecError(refusals, str(spec_path), REFUSED_HINT)
@@ -74,7 +75,7 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
         store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser())
         outcome, record = "created", store.campaign(spec.name)
         assert record is not None
-    elif store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash:
+    elif unchanged:
         outcome = "unchanged"
     else:
         number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
