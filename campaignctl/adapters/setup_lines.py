@@ -28,6 +28,7 @@ SETUP_FAILED = "setup_failed"
 MARKER = "campaignctl setup [{i}/{n}]: "
 EVIDENCE_LINES = 20
 EVIDENCE_CHARS = 3000  # exit.json's evidence stays under 4 KiB with the headline
+SHOWN_LINE_CHARS = 500
 # bash's own bookkeeping, not something a setup line chose: taken from the environment before setup
 SHELL_OWNED = ("_", "SHLVL", "PWD", "OLDPWD")
 DUMP = ("import os,sys;sys.stdout.buffer.write(b''.join(k+b'='+v+b'\\0' "
@@ -95,14 +96,21 @@ def _failure(lines: Sequence[str], status: str, code: int, log_path: Path, start
     fields = status.split()
     if len(fields) == 3 and fields[0] == "failed":
         number, code = int(fields[1]), int(fields[2])
-        headline = f"setup line {number} `{lines[number - 1]}` exited {code}"
+        headline = f"setup line {number} `{_shown(lines[number - 1])}` exited {code}"
+    elif status == "ok":  # every line passed, but their environment could not be handed back
+        number, code = len(lines), code or 1
+        headline = f"the environment after the setup lines could not be read (exit status {code})"
     else:  # `exit` or `set -e` in a setup line ended the shell: name the last line announced
         number = _last_announced(output, len(lines))
-        shown = f" `{lines[number - 1]}`" if number else ""
+        shown = f" `{_shown(lines[number - 1])}`" if number else ""
         headline = (f"setup line {number}{shown} ended the setup shell (exit status {code}) "
                     "before the program started")
         code = code or 1
     return SetupOutcome({}, code, f"{headline}:\n{_output_of(output, number, len(lines))}")
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS] + "…"
 
 
 def _tail_since(log_path: Path, start: int) -> str:

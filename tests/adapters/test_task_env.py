@@ -143,3 +143,13 @@ def test_output_lines_become_metric_points_while_the_program_runs(
     assert points == [{"step": 0, "train_loss": 4.2874, "val_loss": 4.2823},
                       {"step": 250, "train_loss": 1.9705, "val_loss": 2.0664},
                       {"step": 500, "train_loss": 1.5435, "val_loss": 1.7256}]  # setup output not read
+
+
+def test_the_evidence_stays_under_4_kib_and_keeps_the_last_output_lines(
+        tmp_path: Path, captured: str, keep_signal_handlers: None) -> None:
+    noisy = "for i in $(seq 1 100); do printf 'line %03d %0200d\\n' $i 0; done; false # " + "x" * 2000
+    _, info, _ = run(launch_in(tmp_path, captured, (noisy,)))
+    evidence = str(info["evidence"])
+    assert info["cause"] == "setup_failed" and len(evidence.encode()) <= 4096
+    assert evidence.startswith("setup line 1 `for i in") and "…` exited 1:\n" in evidence
+    assert evidence.rstrip().endswith("line 100 " + "0" * 200)
