@@ -22,6 +22,7 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.crontab import ENV_NAMES
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.report import report
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli, own_jobs_named
@@ -111,6 +112,7 @@ telemetry: {{interval: 0}}
         shown = cli(*args)
         assert shown.returncode == 0, shown.stderr
         assert SECRET not in shown.stdout + shown.stderr
+    report("envretry", tmp_path / "report")  # the HTML report lands under tmp_path, scanned below
     holders = [p for base in (tmp_path, state_home) for p in base.rglob("*")
                if p.is_file() and SECRET.encode() in p.read_bytes()]
     private = tmp_path / "runs" / "envretry" / ".campaignctl-private"
