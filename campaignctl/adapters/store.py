@@ -37,6 +37,9 @@ from campaignctl.core.records import (
 )
 from campaignctl.core.spec import CampaignSpec
 
+# the key in a revision's settings_json naming the file of the environment captured for it
+# (adapters/env_capture.py): a reference only, never the values
+CAPTURED_ENV = "captured_env"
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -108,13 +111,15 @@ class Store:
             rows = conn.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
         return [CampaignRecord(**r._mapping) for r in rows]
 
-    def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str) -> int:
+    def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str,
+                        captured_env: str = "") -> int:
         now = utc_now()
         with self.engine.begin() as conn:
             campaign_id = conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
                 owner=owner, created_at=now)).inserted_primary_key[0]  # type: ignore[index]
-            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial"), 1)
+            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
+                                                  captured_env), 1)
             conn.execute(tasks.insert(), [
                 {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
                  "argv_json": json.dumps(list(t.argv)), "env_json": json.dumps(dict(t.env))}
@@ -122,10 +127,10 @@ class Store:
         return int(campaign_id)
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
-                     author: str, reason: str) -> int:
+                     author: str, reason: str, captured_env: str = "") -> int:
         """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
         current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
-        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason)
+        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason, captured_env)
         return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json))
 
     def insert_revision(self, draft: RevisionRecord) -> int:
@@ -289,11 +294,12 @@ class Store:
 
 
 def _spec_revision(campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
-                   author: str, reason: str) -> RevisionRecord:
+                   author: str, reason: str, captured_env: str = "") -> RevisionRecord:
+    settings = {**spec.settings(), **({CAPTURED_ENV: captured_env} if captured_env else {})}
     return RevisionRecord(campaign_id=campaign_id, number=0, spec_text=spec_text, spec_hash=spec.spec_hash,
                           spec_path=spec_path, created_at="",
                           policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-                          settings_json=json.dumps(spec.settings()), author=author, reason=reason, kind="spec")
+                          settings_json=json.dumps(settings), author=author, reason=reason, kind="spec")
 
 
 def _insert_revision(conn: sa.Connection, draft: RevisionRecord, number: int) -> None:

@@ -7,6 +7,8 @@ import json
 import posixpath
 from dataclasses import dataclass
 
+from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
+from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.params import TaskSpec, expand_tasks
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
@@ -23,7 +25,7 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description", "telemetry", "rungs")
+            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -64,6 +66,10 @@ class CampaignSpec:
     gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
     min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
     rungs: tuple[Rung, ...] = ()  # a progressive campaign: tasks are configs × rungs (params.expand_tasks)
+    env_capture: EnvCapture = CAPTURE_EVERYTHING  # which submitting-shell variables every attempt gets
+    setup: tuple[str, ...] = ()  # shell lines run in the job before the program, every attempt
+    output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (core/output_metrics.py)
+    captured_env: str = ""  # the revision's captured environment file: set from the store, not the YAML
 
     @property
     def configs(self) -> int:
@@ -121,13 +127,14 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     rungs = read_rungs(r, resources)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs])
     telemetry_s = _telemetry_interval(r)
+    env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
-                        rungs=rungs)
+                        rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics)
 
 
 def _join(base: str, path: str) -> str:
