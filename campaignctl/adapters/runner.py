@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.sampler import TelemetrySampler
 
@@ -48,6 +49,7 @@ class TaskLaunch:
     telemetry_interval_s: float = DEFAULT_TELEMETRY_S  # seconds between telemetry.jsonl samples; 0 turns sampling off
     checkpoint_dir: str = ""  # shared by every rung of one config; '' → <task_dir>/checkpoint
     rung: int = 0  # a progressive campaign's rung: above 0 the task resumes the config's checkpoint
+    causes: tuple[tuple[str, str], ...] = ()  # the policy's own `causes:` (name, pattern), matched at exit
 
     @property
     def attempt_dir(self) -> Path:
@@ -101,8 +103,10 @@ def run_task(launch: TaskLaunch) -> None:
     started = time.time()
     write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
     code = _run_program(launch, attempt_dir / "output.log")
+    # a payload pickled by an older campaignctl has no `causes`: built-in signatures only
+    cause = output_cause(attempt_dir / "output.log", code, getattr(launch, "causes", ()))
     write_atomic(attempt_dir / "exit.json", json.dumps({
-        **_context(), "returncode": code, "started_at": started, "ended_at": time.time()}))
+        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
 
