@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.params import TaskSpec, expand_tasks
@@ -120,6 +121,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     description = r.string(("description",), default="") or ""
     rungs = read_rungs(r, resources)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs])
+    _check_rule_params(r, policy, tasks)
     telemetry_s = _telemetry_interval(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
@@ -128,6 +130,18 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
                         rungs=rungs)
+
+
+def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec]) -> None:
+    """A rule's `params` must name parameters the tasks have: a typo would otherwise surface
+    only when the first GPU runs out of memory, hours into the campaign, as a give-up."""
+    known = sorted(set().union(*(t.params for t in tasks))) if tasks else []
+    for cause, rule in policy.rules.items():
+        for name in rule.params:
+            if name not in known:
+                r.problem(("policy", "rules", cause, "params", name),
+                          f"rules.{cause}.params names {name!r}, which no task has; task parameters: "
+                          f"{', '.join(known) or 'none (add a matrix or tasks list)'}")
 
 
 def _join(base: str, path: str) -> str:
