@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from campaignctl.core.params import TaskSpec, expand_tasks
 from campaignctl.core.policy import Policy, read_overrides
@@ -65,6 +65,8 @@ class CampaignSpec:
     gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
     min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
     rungs: tuple[Rung, ...] = ()  # a progressive campaign: tasks are configs × rungs (params.expand_tasks)
+    command: tuple[str, ...] = ()  # the argv template ({param} placeholders), to render a retry's new params
+    env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
 
     @property
     def configs(self) -> int:
@@ -129,7 +131,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
-                        rungs=rungs)
+                        rungs=rungs, command=tuple(str(a) for a in top.get("command") or ()),
+                        env={str(k): str(v) for k, v in (top.get("env") or {}).items()})
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec]) -> None:
