@@ -12,10 +12,11 @@ from campaignctl.core.records import HistoryRow, ObservedChange
 EXIT_FILE = "exit.json"
 
 
-def ingest_causes(store: Store, run_dir: str, rows: Sequence[HistoryRow],
+def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
                   changes: Sequence[ObservedChange]) -> dict[int, tuple[str, str]]:
-    """(cause, evidence) by attempt id, stored with the attempt. One small read per attempt
-    that turned FAILED this tick; nothing for any other (a cause only refines FAILED)."""
+    """(cause, evidence) by attempt id, stored with the attempt (not with `store` None: a dry
+    run). One small read per attempt that turned FAILED this tick; nothing for any other (a
+    cause only refines FAILED)."""
     by_id = {r.id: r for r in rows}
     causes = {}
     for change in changes:
@@ -25,5 +26,6 @@ def ingest_causes(store: Store, run_dir: str, rows: Sequence[HistoryRow],
         found = read_cause(task_dir(run_dir, row.task_index) / row.token / EXIT_FILE)
         if found is not None:
             causes[row.id] = found
-    store.set_attempt_causes(causes)
+    if store is not None:
+        store.set_attempt_causes(causes)
     return causes

@@ -148,10 +148,11 @@ class _Tick:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
             changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
             summaries: dict[str, Summary] = {}
-            causes: dict[int, tuple[str, str]] = {}
-            if not dry_run and self.tick_id is not None:
+            acting = not dry_run and self.tick_id is not None
+            causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
+            if acting:
+                assert self.tick_id is not None
                 self.store.record_observations(self.tick_id, changes)
-                causes = ingest_causes(self.store, record.run_dir, rows, changes)
                 summaries = ingest(self.store, record.run_dir, rows, changes)
                 ingest_metrics(self.store, record.run_dir, rows, changes)
             views = task_views(histories[record.id], decided[record.id], changes, causes)

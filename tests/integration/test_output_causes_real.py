@@ -73,6 +73,18 @@ def test_a_real_gpu_oom_traceback_is_retried_with_a_smaller_batch_until_it_fits(
     assert "batch 32 → 16, grad_accum 2 → 4" in log.stdout
     status = cli("status", name, "--json")
     assert status.returncode == 0 and '"batch": 16' in status.stdout
+    # policy replay knows the causes and params: the same rule reproduces both retries, the
+    # default policy (no params, no gpu_memory) would have given up at the first OOM
+    same = tmp_path / "halving.yaml"
+    same.write_text(f"name: halving\nmax_failures: 6\nrules: {{gpu_out_of_memory: {{params: {HALVING}}}}}\n")
+    replayed = cli("policy", "replay", str(same), name, "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["data"]["reproduced"] == 2
+    quarter = tmp_path / "quarter.yaml"
+    quarter.write_text(same.read_text().replace("factor: 0.5", "factor: 0.25"))
+    assert json.loads(cli("policy", "replay", str(quarter), name, "--json").stdout)["data"]["reproduced"] == 0
+    default = json.loads(cli("policy", "replay", "default", name, "--json").stdout)["data"]
+    assert not default["identical"] and "gpu_out_of_memory" in json.dumps(default["differences"])
 
 
 def test_without_params_or_roomier_gpu_a_gpu_oom_is_given_up_and_a_site_cause_gets_its_own_rule(
