@@ -64,6 +64,15 @@ def _scaled(old: int | float, step: ParamStep) -> int | float:
     return max(rounded, 1) if old >= 1 else rounded
 
 
+def unknown_rule_params(policy: Policy, task_params: Sequence[Mapping[str, Scalar]]) -> list[tuple[str, str, str]]:
+    """(cause, parameter, problem) for every rule `params` key that no task has: a typo would
+    otherwise surface only when the first GPU runs out of memory, hours in, as a give-up."""
+    known = sorted(set().union(*task_params)) if task_params else []
+    listed = ", ".join(known) or "none (add a matrix or tasks list)"
+    return [(cause, name, f"rules.{cause}.params names {name!r}, which no task has; task parameters: {listed}")
+            for cause, rule in sorted(policy.rules.items()) for name in rule.params if name not in known]
+
+
 def roomier_gpu_type(current: str | None, acceptable: Sequence[str], policy: Policy) -> str | None:
     """The listed type with the least memory above the current one's (cheapest first on a tie,
     then the spec's order); None when the current type's memory is unknown or none is larger."""

@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.params import TaskSpec, expand_tasks
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
@@ -136,15 +137,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec]) -> None:
-    """A rule's `params` must name parameters the tasks have: a typo would otherwise surface
-    only when the first GPU runs out of memory, hours into the campaign, as a give-up."""
-    known = sorted(set().union(*(t.params for t in tasks))) if tasks else []
-    for cause, rule in policy.rules.items():
-        for name in rule.params:
-            if name not in known:
-                r.problem(("policy", "rules", cause, "params", name),
-                          f"rules.{cause}.params names {name!r}, which no task has; task parameters: "
-                          f"{', '.join(known) or 'none (add a matrix or tasks list)'}")
+    for cause, name, problem in unknown_rule_params(policy, [t.params for t in tasks]):
+        r.problem(("policy", "rules", cause, "params", name), problem)
 
 
 def _join(base: str, path: str) -> str:
