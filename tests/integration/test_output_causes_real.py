@@ -29,13 +29,14 @@ def program(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "nccl_watchdog_timeout.txt", tmp_path / "nccl.txt")
 
 
-def campaign(tmp_path: Path, name: str, tasks: str, policy: str) -> str:
+def campaign(tmp_path: Path, name: str, tasks: str, policy: str,
+             resources: str = "{cpus_per_task: 1, mem: 200M, time: \"00:05:00\"}", extra_args: str = "") -> str:
     program(tmp_path)
     submit(write_spec(tmp_path, f"""\
 name: {name}
-command: [python3, prog.py, --batch, "{{batch}}", --grad-accum, "{{grad_accum}}", --fail, "{{fail}}"]
+command: [python3, prog.py, --batch, "{{batch}}", --grad-accum, "{{grad_accum}}", --fail, "{{fail}}"{extra_args}]
 {tasks}
-resources: {{cpus_per_task: 1, mem: 200M, time: "00:05:00"}}
+resources: {resources}
 policy: {policy}
 """, name=f"{name}.yaml"))
     return name
@@ -64,8 +65,9 @@ def test_a_real_gpu_oom_traceback_is_retried_with_a_smaller_batch_until_it_fits(
     run_dir = tmp_path / "runs" / name / "tasks" / "0"
     outputs = [next(line for line in (run_dir / r.token / "output.log").read_text().splitlines()
                     if line.startswith("batch=")) for r in rows]
-    assert outputs == ["batch=64 grad_accum=1 effective=64", "batch=32 grad_accum=2 effective=64",
-                       "batch=16 grad_accum=4 effective=64"]
+    assert [o.split(" node=")[0] for o in outputs] == ["batch=64 grad_accum=1 effective=64",
+                                                       "batch=32 grad_accum=2 effective=64",
+                                                       "batch=16 grad_accum=4 effective=64"]
     decided = [(e.rule, e.action) for e in entries(name)]
     assert decided == [("gpu_out_of_memory", "resubmit")] * 2
     log = cli("log", name)
@@ -106,3 +108,20 @@ def test_without_params_or_roomier_gpu_a_gpu_oom_is_given_up_and_a_site_cause_ge
     assert "CUDA out of memory" in give_up.reason
     retry = next(e for e in entries(name) if e.rule == "nccl_timeout" and e.action == "resubmit")
     assert "Watchdog caught collective operation timeout" in str(retry.inputs["evidence"])
+
+
+def test_a_gpu_oom_without_params_moves_to_a_listed_type_with_more_memory(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    # the lab's a100s are on node1-2, its v100s on node3-4 (NOTES.md); the program fits only on an a100
+    name = campaign(tmp_path, "oommove", "matrix: {batch: [64], grad_accum: [1], fail: [oom]}",
+                    "{use: default, prices: {gpu_memory: {v100: 16G, a100: 80G}}}",
+                    '{gpus: 1, gpu_type: [v100, a100], cpus_per_task: 1, mem: 200M, time: "00:05:00"}',
+                    ', --fits-on, "node1,node2"')
+    ticking_until_finished(name)
+
+    rows = history(name)
+    assert [(r.state, r.cause) for r in rows] == [("FAILED", "gpu_out_of_memory"), ("COMPLETED", None)]
+    assert rows[0].nodes in ("node3", "node4") and rows[1].nodes in ("node1", "node2")
+    assert [json.loads(r.resources_json)["gpu_type"] for r in rows] == ["v100", "a100"]
+    [move] = entries(name)
+    assert (move.rule, move.action) == ("gpu_out_of_memory", "resubmit") and "gpu_type v100 → a100" in move.reason
