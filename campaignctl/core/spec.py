@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from campaignctl.core.cause_rules import unknown_rule_params
-from campaignctl.core.params import TaskSpec, expand_tasks
+from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
@@ -124,7 +124,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     description = r.string(("description",), default="") or ""
     rungs = read_rungs(r, resources)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs])
-    _check_rule_params(r, policy, tasks)
+    _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
@@ -136,9 +136,19 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()})
 
 
-def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec]) -> None:
-    for cause, name, problem in unknown_rule_params(policy, [t.params for t in tasks]):
+def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:
+    unknown = unknown_rule_params(policy, [t.params for t in tasks])
+    for cause, name, problem in unknown:
         r.problem(("policy", "rules", cause, "params", name), problem)
+    if unknown or r.problems:
+        return
+    templates = [str(a) for a in top.get("command") or ()] + [str(v) for v in (top.get("env") or {}).values()]
+    used = {name for t in templates for name in placeholders(t)}
+    for cause, rule in sorted(policy.rules.items()):
+        for name in sorted(set(rule.params) - used):
+            r.problem(("policy", "rules", cause, "params", name),
+                      f"rules.{cause}.params changes {name!r}, which neither command nor env uses "
+                      f"(as {{{name}}}): the retry would run exactly like the failed attempt")
 
 
 def _join(base: str, path: str) -> str:

@@ -7,12 +7,13 @@ from dataclasses import replace
 
 import pytest
 
+from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.decide import AttemptView, Decision, TaskView, decide
 from campaignctl.core.errors import SpecError
 from campaignctl.core.policy import ParamStep, Policy, Rule, policy_from_dict, policy_to_dict
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.spec import Resources
+from campaignctl.core.spec import Resources, validate_spec
 from tests.core.test_decide import NOW, POLICY, at
 from tests.core.test_policy import policy_file, spec_problems, spec_with
 
@@ -177,6 +178,15 @@ def test_bad_cause_settings_name_the_key(text: str, fragment: str) -> None:
     with pytest.raises(SpecError) as info:
         policy_file("name: mine\n" + text)
     assert fragment in info.value.message
+
+
+def test_spec_refuses_rule_params_the_command_does_not_use() -> None:
+    text = ("name: t\ncommand: [python3, train.py]\nenv: {BATCH: '{batch}'}\nmatrix: {batch: [64], accum: [1]}\n"
+            "policy: {rules: {gpu_out_of_memory: {params: {batch: {factor: 0.5}, accum: {factor: 2}}}}}\n")
+    with pytest.raises(SpecError) as info:
+        validate_spec(parse_yaml(text, "spec.yaml"), "/home/u")
+    assert len(info.value.problems) == 1
+    assert "changes 'accum', which neither command nor env uses (as {accum})" in info.value.message
 
 
 def test_spec_refuses_rule_params_no_task_has() -> None:
