@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.output_metrics import metrics_from_output
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.sampler import TelemetrySampler
@@ -55,6 +56,7 @@ class TaskLaunch:
     from_node: tuple[str, ...] = ()  # env_capture.from_node: site variables read live in the job
     setup: tuple[str, ...] = ()  # shell lines run before the program (adapters/setup_lines.py)
     output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (adapters/output_metrics.py)
+    causes: tuple[tuple[str, str], ...] = ()  # the policy's own `causes:` (name, pattern), matched at exit
 
     @property
     def attempt_dir(self) -> Path:
@@ -98,9 +100,12 @@ def run_task(launch: TaskLaunch) -> None:
     prepared = prepare_environment(launch, log_path)
     with metrics_from_output(launch, log_path):
         code = prepared.code or _run_program(launch, log_path, prepared.env)
+    # a failed setup line is the cause; otherwise the output's own (a payload pickled by an older
+    # campaignctl has no `causes`: built-in signatures only)
+    cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
+             else output_cause(log_path, code, getattr(launch, "causes", ())))
     write_atomic(attempt_dir / "exit.json", json.dumps({
-        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(),
-        "cause": prepared.cause, "evidence": prepared.evidence}))
+        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -162,11 +162,12 @@ class Store:
 
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False) -> int:
+                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False,
+                      task_params: Mapping[int, str] | None = None) -> int:
         """Write the submission and one attempt per array element before sbatch runs."""
         with self.engine.begin() as conn:
             return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
-                                     kind, requeue)
+                                     kind, requeue, task_params)
 
     def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -198,7 +199,8 @@ class Store:
         return [SubmissionRecord(**{k: r._mapping[k] for k in SubmissionRecord.__slots__}) for r in rows]
 
     def attempts(self, campaign_id: int) -> list[AttemptRecord]:
-        query = (sa.select(tasks.c.task_index, tasks.c.params_json, attempts.c.attempt_number,
+        params = sa.func.coalesce(attempts.c.params_json, tasks.c.params_json).label("params_json")
+        query = (sa.select(tasks.c.task_index, params, attempts.c.attempt_number,
                            attempts.c.array_index, attempts.c.token, attempts.c.job_id,
                            attempts.c.state, submissions.c.state.label("submission_state"),
                            attempts.c.created_at)
@@ -228,7 +230,8 @@ class Store:
             return shared.setdefault(value, value)
 
         return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6]), share(r[7]), r[8], share(r[9]),
-                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]))
+                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]),
+                           share(r[18]), bool(r[19]), r[20], r[21] or "")
                 for r in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
@@ -286,6 +289,24 @@ class Store:
             conn.execute(attempts.update().where(attempts.c.token.in_(tokens))
                          .values(resources_json=resources_json))
 
+    def set_attempt_causes(self, causes: Mapping[int, tuple[str, str]]) -> None:
+        """(cause, evidence) by attempt id, as the runner wrote them into exit.json."""
+        if not causes:
+            return
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(driver_sql(conn, "UPDATE attempts SET cause=?, evidence=? WHERE id=?"),
+                                 [(c, e, i) for i, (c, e) in causes.items()])
+
+    def attempt_params(self, submission_token: str) -> dict[int, dict[str, Scalar]]:
+        """Task parameters a rule set for elements of one submission, by array index (an
+        element absent here runs with its task's own)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(attempts.c.array_index, attempts.c.params_json)
+                                .join(submissions, submissions.c.id == attempts.c.submission_id)
+                                .where(submissions.c.token == submission_token,
+                                       attempts.c.params_json.is_not(None))).all()
+        return {r.array_index: json.loads(r.params_json) for r in rows}
+
     def task_params(self, campaign_id: int) -> dict[int, dict[str, Scalar]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
@@ -328,7 +349,9 @@ def driver_sql(conn: sa.Connection, sql: str) -> str:
 
 
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str, requeue: bool) -> int:
+                      folder: str, resources_json: str, kind: str, requeue: bool,
+                      task_params: Mapping[int, str] | None = None) -> int:
+    """`task_params`: parameters JSON by task index, for tasks a rule gave other parameters."""
     now = utc_now()
     task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
         tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
@@ -342,7 +365,8 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
-         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
+         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
+         "params_json": (task_params or {}).get(t)}
         for i, t in enumerate(chunk.task_indices)])
     return int(submission_id)
 
@@ -350,7 +374,8 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
 _HISTORY_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a.state, a.slurm_state,
        a.exit_code, a.nodes, a.elapsed_s, a.max_rss, a.ended_at, a.missing_since,
-       COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at
+       COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at,
+       COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ?{filter} ORDER BY t.task_index, a.attempt_number"""
 _UNDONE_FILTER = """ AND EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id

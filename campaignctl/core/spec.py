@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
 from campaignctl.core.output_metrics import read_output_patterns
-from campaignctl.core.params import TaskSpec, expand_tasks
+from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
@@ -70,6 +72,8 @@ class CampaignSpec:
     setup: tuple[str, ...] = ()  # shell lines run in the job before the program, every attempt
     output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (core/output_metrics.py)
     captured_env: str = ""  # the revision's captured environment file: set from the store, not the YAML
+    command: tuple[str, ...] = ()  # the argv template ({param} placeholders), to render a retry's new params
+    env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
 
     @property
     def configs(self) -> int:
@@ -126,6 +130,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     description = r.string(("description",), default="") or ""
     rungs = read_rungs(r, resources)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs])
+    _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     r.raise_if_problems()
@@ -134,7 +139,24 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
-                        rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics)
+                        rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
+                        command=tuple(str(a) for a in top.get("command") or ()),
+                        env={str(k): str(v) for k, v in (top.get("env") or {}).items()})
+
+
+def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:
+    unknown = unknown_rule_params(policy, [t.params for t in tasks])
+    for cause, name, problem in unknown:
+        r.problem(("policy", "rules", cause, "params", name), problem)
+    if unknown or r.problems:
+        return
+    templates = [str(a) for a in top.get("command") or ()] + [str(v) for v in (top.get("env") or {}).values()]
+    used = {name for t in templates for name in placeholders(t)}
+    for cause, rule in sorted(policy.rules.items()):
+        for name in sorted(set(rule.params) - used):
+            r.problem(("policy", "rules", cause, "params", name),
+                      f"rules.{cause}.params changes {name!r}, which neither command nor env uses "
+                      f"(as {{{name}}}): the retry would run exactly like the failed attempt")
 
 
 def _join(base: str, path: str) -> str:

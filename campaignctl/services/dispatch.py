@@ -22,6 +22,7 @@ from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
@@ -53,17 +54,23 @@ def parameters(campaign: str, resources: Resources, token: str, chunk: ArrayChun
 
 
 def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
-             attempt_numbers: Sequence[int] | None = None) -> list[TaskLaunch]:
+             attempt_numbers: Sequence[int] | None = None,
+             params: Mapping[int, Mapping[str, Scalar]] | None = None) -> list[TaskLaunch]:
+    """`params`: by array index, the task parameters a rule set for that element; its argv and
+    env are rendered from the spec's templates with them."""
     numbers = attempt_numbers or [1] * chunk.size
+    tasks = [render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i))
+             for i, t in enumerate(chunk.task_indices)]
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
-                       argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
+                       argv=tasks[i].argv, env=tasks[i].env, workdir=spec.workdir,
                        task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
                        # every rung of a config shares its first task's checkpoint directory
                        checkpoint_dir=str(paths.task_dir(spec.run_dir, spec.tasks[t].config) / "checkpoint"),
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,
                        from_node=spec.env_capture.from_node, setup=spec.setup,
-                       output_metrics=spec.output_metrics)
+                       output_metrics=spec.output_metrics,
+                       causes=tuple(spec.policy.causes.items()))
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 
@@ -73,7 +80,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     """Steps 2-5 of the protocol, from wherever the last run stopped."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params)
     if job_id is None:
-        submission.stage(launches(spec, token, chunk, attempt_numbers))
+        submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
         store.set_submission_state(token, "submitted", job_id)

@@ -32,6 +32,7 @@ from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
+from campaignctl.services.causes import ingest_causes
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
@@ -147,11 +148,14 @@ class _Tick:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
             changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
             summaries: dict[str, Summary] = {}
-            if not dry_run and self.tick_id is not None:
+            acting = not dry_run and self.tick_id is not None
+            causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
+            if acting:
+                assert self.tick_id is not None
                 self.store.record_observations(self.tick_id, changes)
                 summaries = ingest(self.store, record.run_dir, rows, changes)
                 ingest_metrics(self.store, record.run_dir, rows, changes)
-            views = task_views(histories[record.id], decided[record.id], changes)
+            views = task_views(histories[record.id], decided[record.id], changes, causes)
             ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
@@ -172,7 +176,7 @@ class _Tick:
         ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
         requests = requests_of(self.log, record.id)
         views = with_requests(views, requests)
-        decisions = decide(views, policy, self.now)
+        decisions = decide(views, policy, self.now, tuple(settings.get("gpu_types") or ()))
         budget = budget_plan(ctx, views)
         paused = record.state == "paused" or budget.pause
         if paused:  # retries, moves and throttles would spend what the budget no longer has
