@@ -227,7 +227,7 @@ def test_requeue_count(fixture: str, key: Key, requeues: int) -> None:
 
 BASE = {
     "JobID": "7", "JobIDRaw": "7", "JobName": "t", "Partition": "batch", "State": "COMPLETED",
-    "ExitCode": "0:0", "Elapsed": "00:00:05", "Timelimit": "00:05:00", "NodeList": "node1",
+    "ExitCode": "0:0", "DerivedExitCode": "0:0", "Elapsed": "00:00:05", "Timelimit": "00:05:00", "NodeList": "node1",
     "AllocTRES": "billing=1,cpu=1,mem=100M,node=1", "ReqMem": "100M", "MaxRSS": "",
     "Submit": "2026-11-21T12:00:00", "Start": "2026-11-21T12:00:01", "End": "2026-11-21T12:00:06",
     "Comment": "",
