@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from campaignctl.core.slurm_states import SlurmState, State, classify_state
+from campaignctl.core.slurm_states import TERMINAL, SlurmState, State, classify_state
 from campaignctl.core.units import parse_duration_seconds
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
@@ -270,6 +270,8 @@ class _Fold:
             # `scancel 34.0` kills the task's step (`34.0|CANCELLED by 0|0:9`) and the job line
             # says FAILED 9:0 (tests/fixtures/sacct/step_cancelled_by_uid.txt): a person's cancel
             state, by = State.CANCELLED, self.cancelled_by
+        if state.value not in TERMINAL:
+            code = sig = None  # a running job's `0:0` is no exit code yet
         return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
                               name, self.requeues, tuple(self.steps), tres)
 

@@ -45,6 +45,8 @@ from campaignctl.services.rules import (
 )
 from campaignctl.services.telemetry import ingest
 
+SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
+
 
 @dataclass(frozen=True, slots=True)
 class DecisionSummary:
@@ -73,6 +75,8 @@ class ReconcileResult:
     campaigns: list[CampaignTick]
     slurm_calls: int
     message: str = ""
+    skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
+    skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -135,6 +139,7 @@ class _Tick:
         self.now = _local_clock(now)
         self.squeue = _SqueueOnce()
         self.calls_at_start = proc.call_count()
+        self.skips_at_start = slurm.skipped_mark()
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
         repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
@@ -156,7 +161,9 @@ class _Tick:
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
-        return ReconcileResult(status, self.tick_id, ticks, calls)
+        skipped = slurm.skipped_since(self.skips_at_start)
+        return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
+                               skipped=skipped[:SHOWN_SKIPS])
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})
