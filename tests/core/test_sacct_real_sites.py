@@ -51,6 +51,11 @@ SIGNALS = [
     # --mem=100M, python allocating in the batch script: OUT_OF_MEMORY 0:125, and 125 is no signal
     ("oom_batch.txt", ("25", None), State.OUT_OF_MEMORY, 0, 125),
     ("failed.txt", ("22", None), State.FAILED, 3, 0),  # --wrap 'exit 3'
+    # a campaignctl array (submitit, srun step .0, the job-side runner), attempt 1 of
+    # test_sigterm_is_exit_143_and_retry_exit_codes_retries_it: element 0's program killed itself
+    # with TERM, element 1 got `scancel --signal=TERM 118_1`; both FAILED 15:0, derived 143:0
+    ("campaign_task_sigterm.txt", ("118", 0), State.FAILED, 143, 0),
+    ("campaign_task_sigterm.txt", ("118", 1), State.FAILED, 143, 0),
 ]
 
 
