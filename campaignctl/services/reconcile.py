@@ -7,7 +7,9 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
+import getpass
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -150,7 +152,7 @@ class _Tick:
         ticks = []
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
-            changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
+            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), self.now.isoformat())
             summaries: dict[str, Summary] = {}
             if not dry_run and self.tick_id is not None:
                 self.store.record_observations(self.tick_id, changes)
@@ -164,6 +166,15 @@ class _Tick:
         skipped = slurm.skipped_since(self.skips_at_start)
         return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
                                skipped=skipped[:SHOWN_SKIPS])
+
+    def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
+        """What counts as still queued when sacct misses an attempt. Another user's campaign (a
+        shared CAMPAIGNCTL_DB_URL): with `PrivateData=jobs` in slurm.conf sacct prints nothing
+        for jobs of other users, and `squeue --me` never lists them, so their absence says
+        nothing; they count as queued and are never declared lost from here."""
+        if record.owner == getpass.getuser():
+            return self.squeue.arrays
+        return lambda: {key_of(r)[0] for r in rows}
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})

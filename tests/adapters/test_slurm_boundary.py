@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -148,3 +148,22 @@ def test_the_tick_and_status_count_and_show_skipped_lines(tmp_path: Path, fake_s
     assert "99_[0-4,6-11,...,69-...%1]" in shown.output  # Slurm's text, not rich markup
     rows = status("rc").tasks
     assert [(r.state, r.exit_code) for r in rows] == [("RUNNING", None)] * 3  # no exit code while running
+
+
+def test_another_users_campaign_absent_from_sacct_is_never_declared_lost(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `PrivateData=jobs` sacct prints nothing for another user's jobs and `squeue --me` never
+    lists them: for a campaign submitted by alice (a shared store), bob's tick must not take their
+    absence for a lost job. The campaign's own user still sees a vanished job go lost."""
+    monkeypatch.setattr("getpass.getuser", lambda: "alice")
+    campaign(tmp_path, fake_slurm, 3, name="alices")
+    campaign(tmp_path, fake_slurm, 3, name="mine")
+    fake_slurm.vanished.update(fake_slurm.jobs)  # what bob's sacct and squeue show: nothing
+    monkeypatch.setattr("getpass.getuser", lambda: "bob")
+    later = datetime.now() + timedelta(hours=1)
+    assert reconcile("alices", now=later).campaigns[0].decisions == []
+    assert reconcile("alices", now=later + timedelta(hours=1)).campaigns[0].decisions == []
+    monkeypatch.setattr("getpass.getuser", lambda: "alice")
+    reconcile("mine", now=later)
+    lost = reconcile("mine", now=later + timedelta(hours=1)).campaigns[0].decisions
+    assert [(d.rule, d.action) for d in lost] == [("lost", "resubmit")] * 3
