@@ -7,7 +7,9 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
+import getpass
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -46,6 +48,8 @@ from campaignctl.services.rules import (
 )
 from campaignctl.services.telemetry import ingest
 
+SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
+
 
 @dataclass(frozen=True, slots=True)
 class DecisionSummary:
@@ -74,6 +78,8 @@ class ReconcileResult:
     campaigns: list[CampaignTick]
     slurm_calls: int
     message: str = ""
+    skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
+    skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -136,6 +142,7 @@ class _Tick:
         self.now = _local_clock(now)
         self.squeue = _SqueueOnce()
         self.calls_at_start = proc.call_count()
+        self.skips_at_start = slurm.skipped_mark()
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
         repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
@@ -146,7 +153,7 @@ class _Tick:
         ticks = []
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
-            changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
+            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), self.now.isoformat())
             summaries: dict[str, Summary] = {}
             acting = not dry_run and self.tick_id is not None
             causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
@@ -160,7 +167,18 @@ class _Tick:
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
-        return ReconcileResult(status, self.tick_id, ticks, calls)
+        skipped = slurm.skipped_since(self.skips_at_start)
+        return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
+                               skipped=skipped[:SHOWN_SKIPS])
+
+    def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
+        """What counts as still queued when sacct misses an attempt. Another user's campaign (a
+        shared CAMPAIGNCTL_DB_URL): with `PrivateData=jobs` in slurm.conf sacct prints nothing
+        for jobs of other users, and `squeue --me` never lists them, so their absence says
+        nothing; they count as queued and are never declared lost from here."""
+        if record.owner == getpass.getuser():
+            return self.squeue.arrays
+        return lambda: {key_of(r)[0] for r in rows}
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})
