@@ -56,6 +56,7 @@ class Replacement:
     resources: Resources
     reason: str
     only_if: str = ""  # PENDING: the cancel was meant for an element that had not started
+    task_params: Mapping[str, Scalar] | None = None  # the retry's parameters (a rollback); None: the attempt's
 
     def applies_to(self, attempt: AttemptView) -> bool:
         """CANCELLED by our request, not by someone after it started despite a PENDING-only cancel."""
@@ -247,8 +248,15 @@ def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decis
     inputs = {"job_id": latest.job_id, "attempt": latest.number, "slurm_state": latest.slurm_state,
               "state": latest.state, "nodes": latest.nodes, "elapsed_s": latest.elapsed_s,
               "cancel_reason": replacement.reason}
+    params = replacement.task_params
+    param_changes = None if params is None else {
+        k: [latest.params.get(k), v] for k, v in params.items() if latest.params.get(k) != v}
+    if param_changes:
+        reason = reason[:-1] + "; " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in param_changes.items()) + "."
+    carried = _task_params(latest, None) if params is None else {"task_params": dict(params)}
     return Decision(index, latest.token, replacement.rule, "resubmit", reason, inputs,
-                    {"changes": changes, "replacement": True, **_task_params(latest, None)}, new)
+                    {"changes": changes, "replacement": True, **carried,
+                     **({"param_changes": param_changes} if param_changes else {})}, new)
 
 
 def _grow(value: int, factor: float, cap: int | None) -> int:

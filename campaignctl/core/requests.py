@@ -59,7 +59,8 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
             if r.status == "applied":
                 out.replacements[r.token] = Replacement(
                     r.rule, Resources(**r.params["replacement"]), r.reason,  # type: ignore[arg-type]
-                    str(r.params.get("only_if", "")))
+                    str(r.params.get("only_if", "")),
+                    r.params.get("replacement_params"))  # type: ignore[arg-type]
     return out
 
 

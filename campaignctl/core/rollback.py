@@ -5,11 +5,13 @@ the resources it would have under T. Pure; every step is a Decision the Actor ca
   per field, the value it had before the first such change: undoing every change since T in
   reverse order leaves exactly that, so rolling back a rollback works the same way.
 - A retry submitted after T gets what T's policy answers to the same failure (the pure
-  `decide_task`, as replay uses it); when T's policy would have given up, it is left alone and
-  the plan says so.
+  `decide_task`, as replay uses it): its resources and its task parameters (a rule's `params:`
+  may have halved a batch); when T's policy would have given up, it is left alone and the plan
+  says so.
 - Memory, time and CPUs change in place (`scontrol update`); anything else (GPU type or count,
-  partition, excluded nodes) cannot, so the element is cancelled while still pending and a
-  later tick resubmits it with the restored resources.
+  partition, excluded nodes, task parameters: they are in the element's argv) cannot, so the
+  element is cancelled while still pending and a later tick resubmits it with the restored
+  resources and parameters.
 - Running and finished attempts are never touched; Slurm itself refuses to update a job that
   started in between, and the cancel is `--state=PENDING`.
 """
@@ -21,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from campaignctl.core.decide import AttemptView, Decision, TaskView, decide_task
+from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.spec import Resources
 
@@ -64,20 +67,22 @@ def plan_rollback(target: int, target_policy: Policy, views: Sequence[TaskView],
         own = by_token[latest.token]
         retry = next((c for c in own if c.action == "resubmit"), None)
         wanted: Resources | None
+        params: Mapping[str, Scalar] = latest.params
         if retry is not None and retry.replacement:  # a move to other resources: move it back
             wanted = _undo(latest.resources, [c for c in own if c.action in ("resubmit", "resize_pending")])
             undone = [c.decision_id for c in own]
         elif retry is not None:
-            wanted = _target_policy_answer(view, target_policy, far_future)
-            if wanted is None:
+            answer = _target_policy_answer(view, target_policy, far_future)
+            if answer is None:
                 plan.left_alone.append(f"task {view.index}: revision {target}'s policy would have given up "
                                        f"instead of retrying; the pending retry {latest.job_id} is left alone")
                 continue
+            wanted, params = answer
             undone = [retry.decision_id, *(c.decision_id for c in own if c is not retry)]
         else:
             wanted = _undo(latest.resources, [c for c in own if c.action == "resize_pending"])
             undone = [c.decision_id for c in own if c.action == "resize_pending"]
-        step = _restore(view, latest, wanted, target, undone)
+        step = _restore(view, latest, wanted, params, target, undone)
         if step is not None:
             plan.steps.append(step)
     plan.steps.extend(_undo_next_attempt_notes(later, {v.index: v for v in views}, target))
@@ -94,8 +99,10 @@ def _undo(current: Resources, changes: Sequence[LoggedChange]) -> Resources:
     return replace(current, **known)  # type: ignore[arg-type]
 
 
-def _target_policy_answer(view: TaskView, policy: Policy, far_future: datetime) -> Resources | None:
-    """The resources revision T's policy gives the retry of the same failure (None: it gives up)."""
+def _target_policy_answer(view: TaskView, policy: Policy,
+                          far_future: datetime) -> tuple[Resources, Mapping[str, Scalar]] | None:
+    """The resources and task parameters revision T's policy gives the retry of the same failure
+    (None: it gives up). No `task_params` in its decision: the failed attempt's own, unchanged."""
     failed_index = len(view.attempts) - 2  # the attempt whose failure the pending retry answers
     if failed_index < 0:
         return None
@@ -104,19 +111,21 @@ def _target_policy_answer(view: TaskView, policy: Policy, far_future: datetime) 
     decision = decide_task(cut, policy, far_future)  # far future: a backoff is not what is asked here
     if decision is None or decision.action != "resubmit" or decision.resources is None:
         return None
-    return decision.resources
+    params: Mapping[str, Scalar] = decision.params.get("task_params", failed.params)  # type: ignore[assignment]
+    return decision.resources, params
 
 
-def _restore(view: TaskView, latest: AttemptView, wanted: Resources, target: int,
-             undone: list[int]) -> Decision | None:
+def _restore(view: TaskView, latest: AttemptView, wanted: Resources, params: Mapping[str, Scalar],
+             target: int, undone: list[int]) -> Decision | None:
     current = latest.resources
     changes = {k: [v, getattr(wanted, k)] for k, v in asdict(current).items() if getattr(wanted, k) != v}
-    if not changes:
+    param_changes = {k: [latest.params.get(k), v] for k, v in params.items() if latest.params.get(k) != v}
+    if not changes and not param_changes:
         return None
-    what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
+    what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in (changes | param_changes).items())
     inputs = {"job_id": latest.job_id, "state": latest.state, "attempt": latest.number,
               "target_revision": target, "undoes": undone}
-    if set(changes) <= set(IN_PLACE):
+    if set(changes) <= set(IN_PLACE) and not param_changes:
         return Decision(view.index, latest.token, RULE, "resize_pending",
                         f"rollback to revision {target}: pending {latest.job_id} gets {what} back (scontrol update).",
                         inputs, {"changes": changes, "array_job_id": latest.array_job_id,
@@ -124,7 +133,9 @@ def _restore(view: TaskView, latest: AttemptView, wanted: Resources, target: int
     return Decision(view.index, latest.token, RULE, "cancel",
                     f"rollback to revision {target}: {what} cannot change on a queued job, so pending "
                     f"{latest.job_id} is cancelled and resubmitted with them.",
-                    inputs, {"only_if": "PENDING", "replacement": asdict(wanted), "changes": changes})
+                    inputs, {"only_if": "PENDING", "replacement": asdict(wanted), "changes": changes,
+                             **({"replacement_params": dict(params), "param_changes": param_changes}
+                                if param_changes else {})})
 
 
 def _undo_next_attempt_notes(later: Sequence[LoggedChange], views: Mapping[int, TaskView],

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, Decision, TaskView
+from campaignctl.core.decide import AttemptView, Decision, TaskView, decide_task
 from campaignctl.core.governance import (
     Awaiting,
     RevisionRun,
@@ -19,9 +19,10 @@ from campaignctl.core.governance import (
     known_good_verdict,
     proposal_key,
 )
-from campaignctl.core.policy import Policy, Rule, policy_to_dict
+from campaignctl.core.policy import ParamStep, Policy, Rule, policy_to_dict
 from campaignctl.core.policy_sections import Approval
 from campaignctl.core.records import RevisionRecord
+from campaignctl.core.requests import LoggedRequest, standing_requests, with_requests
 from campaignctl.core.revisions import content_hash, revision_diff
 from campaignctl.core.rollback import LoggedChange, plan_rollback
 from campaignctl.core.spec import Resources
@@ -166,3 +167,37 @@ def test_running_and_finished_attempts_are_left_alone() -> None:
     running = AttemptView("s.1", 1, "RUNNING", "12_1", Resources(mem_mb=8000))
     views = [TaskView(1, (running,))]
     assert plan_rollback(1, POLICY, views, [change(7, 2, "s.1", 1000, 8000)], FAR).steps == []
+
+
+def oom_retry_views(batch_now: int) -> list[TaskView]:
+    """Attempt 1 ran out of GPU memory at batch 64; a later policy's retry waits at `batch_now`."""
+    failed = AttemptView("s.0", 1, "FAILED", "12_0", Resources(), exit_code=1, decided=True,
+                         cause="gpu_out_of_memory", params={"batch": 64, "lr": 0.1})
+    retry = replace(pending("r.0", 1024, number=2), params={"batch": batch_now, "lr": 0.1}, params_changed=True)
+    return [TaskView(0, (failed, retry))]
+
+
+def halving(factor: float) -> Policy:
+    rule = Rule("resubmit", max_retries=3, params={"batch": ParamStep(factor, min=1)})
+    return replace(POLICY, rules={**POLICY.rules, "gpu_out_of_memory": rule})
+
+
+def test_a_retry_whose_parameters_a_later_policy_chose_is_replaced_with_the_targets_parameters() -> None:
+    logged = LoggedChange(5, 2, "r.0", "resubmit", {}, 0)
+    [step] = plan_rollback(1, halving(0.75), oom_retry_views(16), [logged], FAR).steps
+    # the batch is in the element's argv: no scontrol update can change it, so cancel and resubmit
+    assert step.action == "cancel" and step.params["only_if"] == "PENDING"
+    assert step.params["replacement_params"] == {"batch": 48, "lr": 0.1}
+    assert "batch 16 → 48" in step.reason
+    requests = standing_requests([LoggedRequest(0, "r.0", "rollback", "cancel", step.params, step.reason, "applied")])
+    cancelled = replace(oom_retry_views(16)[0].attempts[1], state="CANCELLED")
+    view = with_requests([TaskView(0, (oom_retry_views(16)[0].attempts[0], cancelled))], requests)[0]
+    resubmit = decide_task(view, POLICY, FAR)
+    assert resubmit is not None and resubmit.action == "resubmit"
+    assert resubmit.params["task_params"] == {"batch": 48, "lr": 0.1}
+    assert "batch 16 → 48" in resubmit.reason
+
+
+def test_a_retry_already_running_the_targets_parameters_is_not_touched() -> None:
+    logged = LoggedChange(5, 2, "r.0", "resubmit", {}, 0)
+    assert plan_rollback(1, halving(0.5), oom_retry_views(32), [logged], FAR).steps == []
