@@ -47,6 +47,7 @@ from campaignctl.services.rules import (
     utilisation_and_fallback,
 )
 from campaignctl.services.telemetry import ingest
+from campaignctl.services.ticks import tick_health
 
 SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
 
@@ -80,6 +81,7 @@ class ReconcileResult:
     message: str = ""
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
+    stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -107,8 +109,10 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
         return _Tick(store, None, now).run(records, dry_run=True)
     with exclusive("reconcile") as holder:
         if holder is not None:
+            health = tick_health(store)
             return ReconcileResult("locked", None, [], 0,
-                                   f"another reconcile (pid {holder}) is running; nothing done")
+                                   f"another reconcile (pid {holder}) is running; nothing done",
+                                   stall=health.message if health.holder_pid else "")
         log = DecisionLog(store.engine)
         clock = _local_clock(now)
         tick_id = log.begin_tick(name or "--all", clock.isoformat())

@@ -20,11 +20,13 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
+from campaignctl.core.stall import TickHealth
 from campaignctl.core.status import NOT_SUBMITTED, TaskRow, count_states, sparkline, task_rows
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
 from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
+from campaignctl.services.ticks import tick_health
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class StatusResult:
     spend: SpendView | None = None
     skipped_lines: int = 0  # lines of sacct output that could not be read and were skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "sacct: why: line"
+    ticks: TickHealth | None = None  # is reconcile running as cron expects (core/stall.py)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -114,11 +117,12 @@ def status(name: str | None = None) -> StatusResult:
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs))
         detail = rows
+    health = tick_health(store)
     if name is None:
-        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS])
+        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS], health)
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
-                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS])
+                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS], health)
 
 
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:
