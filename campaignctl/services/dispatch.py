@@ -166,6 +166,22 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
     return results
 
 
+def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJob], campaign: str) -> list[str]:
+    """Queued jobs of ours under a token of `subs` that are not the job recorded for it: a
+    duplicate whose sbatch reached slurmctld after its token was looked up (a reply lost under
+    load), or a job of an abandoned submission. None of them was ever released: cancel them."""
+    by_token = {s.token: s for s in subs}
+    found = set()
+    for q in queued:
+        token = token_of_job_name(q.name)
+        sub = by_token.get(token or "")
+        if sub is None or q.name != job_name(campaign, sub.token):
+            continue
+        if sub.state == "abandoned" or (sub.state == "released" and q.array_job_id != sub.job_id):
+            found.add(q.array_job_id)
+    return sorted(found, key=int)
+
+
 def revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:
     """The spec as accepted at revision `number`, with the policy resolved then (not re-read)
     and the environment captured for it."""

@@ -35,6 +35,7 @@ from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.causes import ingest_causes
+from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
@@ -100,6 +101,10 @@ class _SqueueOnce:
 
     def arrays(self) -> set[str]:
         return {j.array_job_id for j in self.jobs()}
+
+    def seen(self) -> list[slurm.QueuedJob] | None:
+        """What squeue said this tick, if it was asked (never asks)."""
+        return self._jobs
 
 
 def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None) -> ReconcileResult:
@@ -169,6 +174,10 @@ class _Tick:
             views = task_views(histories[record.id], decided[record.id], changes, causes)
             ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))
+        if not dry_run and (queued := self.squeue.seen()) is not None:
+            for record in records:
+                for job_id in stray_jobs(self.store.submissions(record.id), queued, record.name):
+                    slurm.cancel(job_id)
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)

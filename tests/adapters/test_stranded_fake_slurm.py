@@ -217,3 +217,17 @@ policy: {use: default, submit_tries: 2, submit_backoff: "0"}
     assert [e[:3] for e in entries("big")] == [("submit_refused", "give_up", "applied")] * 2
     assert fake_slurm.submitted == 0
 
+
+
+def test_a_duplicate_that_appears_after_release_is_cancelled_when_squeue_is_next_read(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    campaign(tmp_path)
+    [first] = fake_slurm.jobs.values()
+    # an sbatch whose reply was lost and whose job reached slurmctld only after the lookup
+    fake_slurm.jobs["150"] = FakeJob("150", first.name, 2)
+    fake_slurm.jobs["151"] = FakeJob("151", "cc.unrelated.st", 1)  # not a token of this campaign
+    fake_slurm.vanished.add(first.job_id)  # missing from sacct: the tick reads squeue
+    reconcile("st")
+    assert fake_slurm.jobs["150"].cancelled and not fake_slurm.jobs["151"].cancelled
+    assert not first.cancelled
+    assert [a for a in fake_slurm.argvs if a[0] == "scancel"] == [("scancel", "150")]
