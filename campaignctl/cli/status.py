@@ -58,10 +58,13 @@ def campaigns_view(result: StatusResult) -> RenderableType:
 
 
 def stall_view(result: StatusResult) -> list[RenderableType]:
-    """A stalled control loop, in red, as plain text."""
+    """A stalled control loop in red, submissions Slurm refused in yellow, as plain text (they
+    quote Slurm)."""
+    refused: list[RenderableType] = [Text(f"{c.name}: {note}", style="yellow")
+                                     for c in result.campaigns for note in c.refused]
     if result.ticks is None or not result.ticks.stalled:
-        return []
-    return [Text(result.ticks.message, style="bold red")]
+        return refused
+    return [*refused, Text(result.ticks.message, style="bold red")]
 
 
 def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:

@@ -15,6 +15,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import submissions
 from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeJob, FakeSlurm
@@ -130,6 +131,8 @@ def test_a_refused_retry_is_retried_with_backoff_then_given_up_with_slurms_messa
     store = Store.open()
     token = retry_token()
     assert store.submission(token).tries == 1 and REFUSED in store.submission(token).last_error
+    [note] = status("st").campaigns[0].refused  # what a person sees meanwhile
+    assert f"submission {token} (1 task(s)) refused 1 of 3 times, next try 20" in note and REFUSED in note
     asked = len(fake_slurm.argvs)
     assert reconcile("st").campaigns[0].state == "active"  # not due yet: Slurm is not asked again
     assert not [a for a in fake_slurm.argvs[asked:] if a[0] == "sbatch"]
