@@ -141,12 +141,20 @@ class Actor:
         self._give_up_submission(token, ids, error, tries)
         return "failed", None
 
+    def settle_abandoned(self, stranded: Mapping[str, tuple[str, int]]) -> int:
+        """Give up the tasks of submissions abandoned without an answer (`unanswered_abandoned`)."""
+        for token, (error, tries) in stranded.items():
+            self._give_up_submission(token, [], error or "Slurm refused the submission", tries)
+        return len(stranded)
+
     def _give_up_submission(self, token: str, ids: Sequence[int], error: str, tries: int) -> None:
         """The decisions that asked for an abandoned submission failed; each of its attempts is
         answered by a give-up (its task settles, the campaign can finish)."""
         if ids:
             self.log.write_outcomes(ids, "failed", {"token": token, "tries": tries}, error)
-        attempts = [a for a in self.store.attempts(self.record.id) if a.token.startswith(token + ".")]
+        answered = self.log.decided_tokens(self.record.id)
+        attempts = [a for a in self.store.attempts(self.record.id)
+                    if a.token.startswith(token + ".") and a.token not in answered]
         give_ups = [(Decision(a.task_index, a.token, SUBMIT_REFUSED, "give_up",
                               f"Slurm refused attempt {a.attempt_number}'s submission {tries} time(s); "
                               f"given up: {error}", {"token": token, "tries": tries, "error": error}), "")

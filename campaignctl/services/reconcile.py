@@ -258,7 +258,8 @@ class _Tick:
         """Finish decisions a crashed tick wrote but did not carry out (found by group token)."""
         open_entries = self.log.entries(record.id, open_only=True)
         pending_subs = self.store.submissions(record.id, states=("intent", "submitted"))
-        if not open_entries and not pending_subs:
+        stranded = self.log.unanswered_abandoned(record.id)
+        if not open_entries and not pending_subs and not stranded:
             return 0
         policy, _ = current_policy(self.store, record)
         actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
@@ -273,7 +274,7 @@ class _Tick:
                 carry_out(actor, e, approvals[e.id])
             else:
                 todo.append(replace(e, group_token=approvals[e.id]))
-        return actor.repair(todo)
+        return actor.repair(todo) + actor.settle_abandoned(stranded)
 
 
 def _local_clock(now: datetime | None) -> datetime:

@@ -234,3 +234,24 @@ def test_a_duplicate_that_appears_after_release_is_cancelled_when_squeue_is_next
     assert fake_slurm.jobs["150"].cancelled and not fake_slurm.jobs["151"].cancelled
     assert not first.cancelled
     assert [a for a in fake_slurm.argvs if a[0] == "scancel"] == [("scancel", "150")]
+
+
+def test_a_retry_an_older_version_abandoned_unanswered_is_given_up_by_the_next_tick(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    campaign(tmp_path)
+    oom_first_task(fake_slurm)
+    fake_slurm.fail_next["sbatch --test-only"] = f"allocation failure: {REFUSED}"
+    assert reconcile("st").campaigns[0].decisions[0].status == "retrying"
+    store = Store.open()
+    record = store.campaign("st")
+    assert record is not None
+    log = DecisionLog(store.engine)
+    [resubmit] = log.entries(record.id)
+    # what the older version left: the submission abandoned, the decision failed, no give-up
+    store.set_submission_state(retry_token(), "abandoned")
+    log.write_outcomes([resubmit.id], "failed", {}, f"Slurm refuses the job: {REFUSED}")
+    tick = reconcile("st").campaigns[0]
+    assert tick.state == "finished" and tick.repaired == 1
+    assert [e[:3] for e in entries()] == [("out_of_memory", "resubmit", "failed"),
+                                          ("submit_refused", "give_up", "applied")]
+    assert reconcile("st").campaigns[0].repaired == 0  # answered once
