@@ -255,3 +255,14 @@ def test_a_retry_an_older_version_abandoned_unanswered_is_given_up_by_the_next_t
     assert [e[:3] for e in entries()] == [("out_of_memory", "resubmit", "failed"),
                                           ("submit_refused", "give_up", "applied")]
     assert reconcile("st").campaigns[0].repaired == 0  # answered once
+
+
+def test_releasing_a_job_that_already_ended_is_no_refusal(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    # scontrol release on a job cancelled while held (or run and ended), Slurm 22.05 on the lab
+    # cluster, exit 1: what became of the job is sacct's to say, not a reason to try again
+    campaign(tmp_path)
+    oom_first_task(fake_slurm)
+    fake_slurm.fail_next["scontrol release"] = ("Job has already finished for job 101\n"
+                                                "slurm_suspend error: Job has already finished")
+    [decision] = reconcile("st").campaigns[0].decisions
+    assert decision.status == "applied" and Store.open().submission(retry_token()).tries == 0
