@@ -17,7 +17,7 @@ from campaignctl.cli import report as report_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
-from campaignctl.cli.common import err_console
+from campaignctl.cli.common import err_console, styled
 from campaignctl.core.errors import CampaignctlError
 
 app = typer.Typer(
@@ -50,13 +50,14 @@ def main() -> None:
     try:
         app()
     except CampaignctlError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
+        err_console.print(styled(("error:", "bold red"), f" {exc.message}"), soft_wrap=True)
         if exc.hint:
-            err_console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+            err_console.print(styled(("hint:", "bold"), f" {exc.hint}"), soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # the boundary: no traceback unless asked for
         if os.environ.get("CAMPAIGNCTL_DEBUG"):
             raise
-        err_console.print(f"[bold red]error:[/] internal error: {type(exc).__name__}: {exc}", soft_wrap=True)
-        err_console.print("[bold]hint:[/] rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it")
+        err_console.print(styled(("error:", "bold red"), f" internal error: {type(exc).__name__}: {exc}"),
+                          soft_wrap=True)
+        err_console.print(styled(("hint:", "bold"), " rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it"))
         sys.exit(1)
