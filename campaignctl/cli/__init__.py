@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -47,6 +48,7 @@ app.command("metrics")(metrics_cmd.metrics)
 def main() -> None:
     """Entry point. typer's standalone mode handles usage errors (exit 2) and Ctrl-C; every
     CampaignctlError becomes `error:`/`hint:` on stderr and its exit code; anything else is a bug."""
+    _escape_unencodable_output()
     try:
         app()
     except CampaignctlError as exc:
@@ -61,3 +63,11 @@ def main() -> None:
                           soft_wrap=True)
         err_console.print(styled(("hint:", "bold"), " rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it"))
         sys.exit(1)
+
+
+def _escape_unencodable_output() -> None:
+    """A terminal or pipe whose encoding cannot show a character (PYTHONIOENCODING=ascii, a C
+    locale) gets `\\u2192` instead of a UnicodeEncodeError out of a half-printed table."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
