@@ -127,6 +127,9 @@ def parse_yaml(text: str, source: str) -> RawDoc:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise SpecError([f"not valid YAML: {exc}"], source) from None
+    except ValueError:  # the scanner's chr() on a "\U00111111" escape past the last code point
+        raise SpecError(["not valid YAML: a \\U escape names no Unicode character (the last is \\U0010FFFF)"],
+                        source) from None
     except RecursionError:
         raise SpecError([f"nested more than {MAX_DEPTH} levels deep; a spec needs a few"], source) from None
     if root is None:

@@ -25,6 +25,7 @@ HOSTILE = {
     "deep nesting": (HEAD + "tasks: " + "[" * 490 + "]" * 490 + "\n", "nested more than"),
     "moderate nesting": (HEAD + "tasks: " + "[" * 120 + "]" * 120 + "\n", "nested more than"),
     "huge integer": (HEAD + "matrix: {a: [" + "1" * 5000 + "]}\n", "line 3: matrix.a[0]: an integer of 5000 digits"),
+    "escape past unicode": (HEAD + 'env: {A: "\\U00111111"}\n', "a \\U escape names no Unicode character"),
     "nested gpu type": (HEAD + "resources: {gpus: 1, gpu_type: [[a100]]}\n",
                         "resources.gpu_type[0]: must be a string"),
     "nan budget": (HEAD + "budget: {gpu_hours: .nan}\n", "budget.gpu_hours: must be a finite number"),
