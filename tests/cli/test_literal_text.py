@@ -3,34 +3,18 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from campaignctl import cli
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import REPO, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 # Slurm 22.05's refusal of an impossible request, as sbatch prints it, with a hostlist in it.
 SBATCH_REFUSAL = ("sbatch: error: Batch job submission failed: Requested node configuration is not "
                   "available [/] node[1-2]")
-
-
-def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """The installed entry point in this process (so the fake Slurm answers), error boundary included."""
-    monkeypatch.setattr(sys, "argv", ["campaignctl", *args])
-    monkeypatch.setenv("COLUMNS", "250")
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def test_a_spec_value_with_markup_is_shown_literally_in_the_error(
