@@ -20,6 +20,7 @@ _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _FULL = ("SQLITE_FULL",)
 _DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 _READONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+_CODE_SIGNALS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.NotSupportedError)
 MEMORY_HINT = "set CAMPAIGNCTL_DB_URL to sqlite:///PATH (a file) or postgresql+psycopg://…, or unset it"
 
 
@@ -66,11 +67,14 @@ def _create(database: Path) -> None:
 
 
 def translate_errors(engine: sa.Engine) -> None:
-    """Every DBAPI error of `engine` (on connect, execute or commit) is raised as the family's."""
+    """Every DBAPI error of `engine` about the database itself (on connect, execute or commit:
+    locked, full, damaged, unreachable) is raised as the family's."""
     where = engine.url.database or engine.url.render_as_string(hide_password=True)
 
     @sa.event.listens_for(engine, "handle_error")
     def _translate(context: sa.engine.ExceptionContext) -> None:
+        if isinstance(context.sqlalchemy_exception, _CODE_SIGNALS):
+            return  # a constraint or SQL error says something about the code or a race: left to it
         raise database_error(context.original_exception, where) from None
 
 
