@@ -60,9 +60,9 @@ def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: object, _record: object) -> None:
         cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: changing journal_mode may wait too
         cursor.execute(f"PRAGMA journal_mode={journal}")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.close()
 
 

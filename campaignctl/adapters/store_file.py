@@ -57,13 +57,23 @@ def _create(database: Path) -> None:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                          "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             conn.commit()
-        with contextlib.suppress(FileExistsError):  # another process created it meanwhile: use theirs
-            os.link(tmp, database)
+        _publish(tmp, database)
     except OSError as exc:
         raise StateError(f"cannot create the database {database}: {exc.strerror or exc}",
                          "check that the directory exists and is writable") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _publish(tmp: Path, database: Path) -> None:
+    """Give `tmp` the name `database` unless another process created it meanwhile (then use theirs)."""
+    try:
+        os.link(tmp, database)
+    except FileExistsError:
+        pass
+    except OSError:  # a filesystem without hard links: rename, after one more look
+        if not database.exists():
+            os.rename(tmp, database)
 
 
 def translate_errors(engine: sa.Engine) -> None:
