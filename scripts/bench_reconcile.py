@@ -76,9 +76,10 @@ TRES = "cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=16G,node=1"  # shape of tests/fixtu
 
 # ---------------------------------------------------------------------------------------------
 # sacct text, line shapes as recorded in tests/fixtures/sacct (array_completed, cancelled, failed,
-# oom_srun_step, preempted_requeued): JobID|JobIDRaw|JobName|Partition|State|ExitCode|Elapsed|
-# Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment. The recordings have no
-# `.extern` step (the lab cluster runs without PrologFlags=Contain); sites with it print one per
+# oom_srun_step, preempted_requeued): JobID|JobIDRaw|JobName|Partition|State|ExitCode|
+# DerivedExitCode|Elapsed|Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment
+# (DerivedExitCode, the highest step exit, only on the allocation line; campaign_task_sigterm.txt).
+# The recordings have no `.extern` step (the lab cluster runs without PrologFlags=Contain); sites with it print one per
 # element, modelled here on the `.batch` line with the allocation's TRES.
 
 
@@ -115,14 +116,15 @@ def element_lines(chunk: Chunk, index: int, state: str, elapsed_s: int, node: st
             alloc, code, batch, step = f"CANCELLED by {UID}", "0:0", "CANCELLED", "CANCELLED"
     step_code = {"FAILED": "1:0", "CANCELLED": "0:15"}.get(batch, "0:0")
     comment = f"campaignctl campaign={CAMPAIGN} revision=1 token={chunk.token}"
+    derived = "1:0" if step == "FAILED" else "0:0"
     return (
-        f"{job}|{raw}|cc.{chunk.token}.{CAMPAIGN}|batch|{alloc}|{code}|{el}|04:00:00|{node}|billing=8,{TRES}"
-        f"|16G||{sub_s}|{start_s}|{end}|{comment}\n"
-        f"{job}.batch|{raw}.batch|batch||{batch}|{step_code}|{el}||{node}|{TRES}||{rss_b}|{start_s}|{start_s}"
+        f"{job}|{raw}|cc.{chunk.token}.{CAMPAIGN}|batch|{alloc}|{code}|{derived}|{el}|04:00:00|{node}"
+        f"|billing=8,{TRES}|16G||{sub_s}|{start_s}|{end}|{comment}\n"
+        f"{job}.batch|{raw}.batch|batch||{batch}|{step_code}||{el}||{node}|{TRES}||{rss_b}|{start_s}|{start_s}"
         f"|{end}|\n"
-        f"{job}.extern|{raw}.extern|extern||{extern}|0:0|{el}||{node}|billing=8,{TRES}||{'0' if rss_b else ''}"
+        f"{job}.extern|{raw}.extern|extern||{extern}|0:0||{el}||{node}|billing=8,{TRES}||{'0' if rss_b else ''}"
         f"|{start_s}|{start_s}|{end}|\n"
-        f"{job}.0|{raw}.0|python3||{step}|{step_code}|{el}||{node}|{TRES}||{rss_0}|{start_s}|{start_s}|{end}|\n"
+        f"{job}.0|{raw}.0|python3||{step}|{step_code}||{el}||{node}|{TRES}||{rss_0}|{start_s}|{start_s}|{end}|\n"
     )
 
 

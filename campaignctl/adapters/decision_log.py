@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
 
@@ -33,6 +33,7 @@ class SubmissionIntent:
     resources_json: str
     requeue: bool
     kind: str = "retry"  # retry | promotion
+    task_params: Mapping[int, str] = field(default_factory=dict)  # params JSON by task, where a rule changed them
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,8 @@ class DecisionLog:
             _insert_chained(conn, "decisions", DECISION_FIELDS, head, rows)
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
-                                  intent.folder, intent.resources_json, intent.kind, intent.requeue)
+                                  intent.folder, intent.resources_json, intent.kind, intent.requeue,
+                                  intent.task_params)
             done = [i for i, (d, _) in zip(ids, planned, strict=True)
                     if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")

@@ -22,8 +22,11 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from campaignctl.adapters.output_causes import output_cause
+from campaignctl.adapters.output_metrics import metrics_from_output
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.sampler import TelemetrySampler
+from campaignctl.adapters.task_env import base_environment, prepare_environment
 
 DEFAULT_TELEMETRY_S = 10.0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
@@ -48,6 +51,12 @@ class TaskLaunch:
     telemetry_interval_s: float = DEFAULT_TELEMETRY_S  # seconds between telemetry.jsonl samples; 0 turns sampling off
     checkpoint_dir: str = ""  # shared by every rung of one config; '' → <task_dir>/checkpoint
     rung: int = 0  # a progressive campaign's rung: above 0 the task resumes the config's checkpoint
+    # the revision's environment captured at submit ('' → the job's live environment, as before)
+    env_file: str = ""
+    from_node: tuple[str, ...] = ()  # env_capture.from_node: site variables read live in the job
+    setup: tuple[str, ...] = ()  # shell lines run before the program (adapters/setup_lines.py)
+    output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (adapters/output_metrics.py)
+    causes: tuple[tuple[str, str], ...] = ()  # the policy's own `causes:` (name, pattern), matched at exit
 
     @property
     def attempt_dir(self) -> Path:
@@ -60,22 +69,8 @@ class TaskLaunch:
 
 
 def task_environment(launch: TaskLaunch) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(launch.env)
-    env.update({
-        "CAMPAIGNCTL_CAMPAIGN": launch.campaign,
-        "CAMPAIGNCTL_TASK_INDEX": str(launch.task_index),
-        "CAMPAIGNCTL_ATTEMPT_TOKEN": launch.attempt_token,
-        "CAMPAIGNCTL_ATTEMPT_DIR": str(launch.attempt_dir),
-        "CAMPAIGNCTL_CHECKPOINT_DIR": str(launch.checkpoint),
-        "CAMPAIGNCTL_METRICS": str(launch.attempt_dir / "metrics.jsonl"),
-        "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
-        "CAMPAIGNCTL_RUNG": str(getattr(launch, "rung", 0)),
-    })
-    # a retry, or a config promoted into a later rung: resume from $CAMPAIGNCTL_CHECKPOINT_DIR
-    if launch.attempt_number > 1 or getattr(launch, "rung", 0) > 0:
-        env["CAMPAIGNCTL_RESUME"] = "1"
-    return env
+    """The program's environment before any setup line (adapters/task_env.py)."""
+    return base_environment(launch, os.environ)
 
 
 def _context() -> dict[str, object]:
@@ -100,15 +95,22 @@ def run_task(launch: TaskLaunch) -> None:
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
     write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
-    code = _run_program(launch, attempt_dir / "output.log")
+    log_path = attempt_dir / "output.log"
+    log_path.touch()
+    prepared = prepare_environment(launch, log_path)
+    with metrics_from_output(launch, log_path):
+        code = prepared.code or _run_program(launch, log_path, prepared.env)
+    # a failed setup line is the cause; otherwise the output's own (a payload pickled by an older
+    # campaignctl has no `causes`: built-in signatures only)
+    cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
+             else output_cause(log_path, code, getattr(launch, "causes", ())))
     write_atomic(attempt_dir / "exit.json", json.dumps({
-        **_context(), "returncode": code, "started_at": started, "ended_at": time.time()}))
+        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
 
 
-def _run_program(launch: TaskLaunch, log_path: Path) -> int:
-    env = task_environment(launch)
+def _run_program(launch: TaskLaunch, log_path: Path, env: Mapping[str, str]) -> int:
     with open(log_path, "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=env,

@@ -10,9 +10,19 @@ from datetime import datetime
 from campaignctl.adapters import proc
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
-from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, observe_jobs
+from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
+_SKIPPED: list[str] = []  # every output line a parser skipped in this process, "command: why: line"
+
+
+def skipped_mark() -> int:
+    """Where the skipped-lines record stands now: a tick or status reports what it added since."""
+    return len(_SKIPPED)
+
+
+def skipped_since(mark: int) -> list[str]:
+    return _SKIPPED[mark:]
 TEST_ONLY_REFUSAL = "allocation failure:"  # sbatch --test-only when slurm_job_will_run says no
 
 
@@ -111,13 +121,25 @@ def cancel_if(job_id: str, state: str) -> bool:
 
 def own_queued_jobs() -> list[QueuedJob]:
     """This user's queued jobs, one line per array element (`-r`): a pending array otherwise
-    folds into one line whose reasons are comma-joined (`JobArrayTaskLimit,JobHeldAdmin`)."""
+    folds into one line whose reasons are comma-joined (`JobArrayTaskLimit,JobHeldAdmin`).
+    squeue lists every job of the user, campaignctl's or not: a line it cannot read (one job
+    named in Latin-1, `sbatch -J $'\\xe9t\\xe9'`) is skipped and counted, never fatal."""
     out = proc.run(["squeue", "--me", "-r", "--noheader", "--format=%F|%T|%j|%i|%r"], timeout=60).stdout
+    return parse_queued(out, _SKIPPED)
+
+
+def parse_queued(text: str, skipped: list[str]) -> list[QueuedJob]:
     jobs = []
-    for line in out.splitlines():
-        array_job_id, state, name, job_id, reason = [*line.strip().split("|", 4), "", "", "", ""][:5]
-        if array_job_id:
-            jobs.append(QueuedJob(array_job_id, name, state, job_id, reason))
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.strip().split("|", 4)
+        if len(fields) < 3 or not fields[0].isdigit() or "\ufffd" in line:
+            why = "non-UTF-8 bytes" if "\ufffd" in line else "not `array id|state|name|job id|reason`"
+            skipped.append(f"squeue: {why}: {line.strip()[:120]}")
+            continue
+        array_job_id, state, name, job_id, reason = [*fields, "", ""][:5]
+        jobs.append(QueuedJob(array_job_id, name, state, job_id, reason))
     return jobs
 
 
@@ -131,15 +153,21 @@ def gpu_nodes() -> list[NodeGpus]:
 
 def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
     """ONE sacct call for all `job_ids` (array ids expand to their elements), steps and `-D`
-    duplicates included. `-S` is explicit: without it sacct starts at midnight today."""
-    return ["sacct", "--parsable2", "--noheader", "--duplicates", f"--format={','.join(SACCT_FIELDS)}",
+    duplicates included. `-S` is explicit: without it sacct starts at midnight today.
+    `--federation`: in a federation a job that started on a sibling cluster is only a REVOKED copy
+    here; the run's own record comes with the federation's view (a no-op elsewhere, checked on 22.05)."""
+    return ["sacct", "--parsable2", "--noheader", "--duplicates", "--federation",
+            f"--format={','.join(SACCT_FIELDS)}",
             f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}", "--endtime=now",
             f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
 
 
 def observe(job_ids: Sequence[str], since: datetime,
-            wanted: Collection[tuple[str, int | None]] | None = None) -> dict[tuple[str, int | None], JobObservation]:
-    """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements)."""
+            wanted: Collection[tuple[str, int | None]] | None = None) -> Observed:
+    """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements);
+    the lines it skipped are added to the record `skipped_since` reads."""
     if not job_ids:
-        return {}
-    return proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted), timeout=120)
+        return Observed()
+    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted), timeout=120)
+    _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)
+    return observed

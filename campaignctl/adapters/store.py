@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +38,9 @@ from campaignctl.core.records import (
 )
 from campaignctl.core.spec import CampaignSpec
 
+# the key in a revision's settings_json naming the file of the environment captured for it
+# (adapters/env_capture.py): a reference only, never the values
+CAPTURED_ENV = "captured_env"
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -117,13 +120,15 @@ class Store:
             rows = conn.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
         return [CampaignRecord(**r._mapping) for r in rows]
 
-    def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str) -> int:
+    def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str,
+                        captured_env: str = "") -> int:
         now = utc_now()
         with self.engine.begin() as conn:
             campaign_id = conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
                 owner=owner, created_at=now)).inserted_primary_key[0]  # type: ignore[index]
-            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial"), 1)
+            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
+                                                  captured_env), 1)
             conn.execute(tasks.insert(), [
                 {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
                  "argv_json": json.dumps(list(t.argv)), "env_json": json.dumps(dict(t.env))}
@@ -131,10 +136,10 @@ class Store:
         return int(campaign_id)
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
-                     author: str, reason: str) -> int:
+                     author: str, reason: str, captured_env: str = "") -> int:
         """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
         current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
-        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason)
+        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason, captured_env)
         return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json))
 
     def insert_revision(self, draft: RevisionRecord) -> int:
@@ -166,11 +171,12 @@ class Store:
 
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False) -> int:
+                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False,
+                      task_params: Mapping[int, str] | None = None) -> int:
         """Write the submission and one attempt per array element before sbatch runs."""
         with self.engine.begin() as conn:
             return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
-                                     kind, requeue)
+                                     kind, requeue, task_params)
 
     def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -202,7 +208,8 @@ class Store:
         return [SubmissionRecord(**{k: r._mapping[k] for k in SubmissionRecord.__slots__}) for r in rows]
 
     def attempts(self, campaign_id: int) -> list[AttemptRecord]:
-        query = (sa.select(tasks.c.task_index, tasks.c.params_json, attempts.c.attempt_number,
+        params = sa.func.coalesce(attempts.c.params_json, tasks.c.params_json).label("params_json")
+        query = (sa.select(tasks.c.task_index, params, attempts.c.attempt_number,
                            attempts.c.array_index, attempts.c.token, attempts.c.job_id,
                            attempts.c.state, submissions.c.state.label("submission_state"),
                            attempts.c.created_at)
@@ -232,7 +239,8 @@ class Store:
             return shared.setdefault(value, value)
 
         return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6]), share(r[7]), r[8], share(r[9]),
-                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]))
+                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]),
+                           share(r[18]), bool(r[19]), r[20], r[21] or "")
                 for r in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
@@ -290,6 +298,24 @@ class Store:
             conn.execute(attempts.update().where(attempts.c.token.in_(tokens))
                          .values(resources_json=resources_json))
 
+    def set_attempt_causes(self, causes: Mapping[int, tuple[str, str]]) -> None:
+        """(cause, evidence) by attempt id, as the runner wrote them into exit.json."""
+        if not causes:
+            return
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(driver_sql(conn, "UPDATE attempts SET cause=?, evidence=? WHERE id=?"),
+                                 [(c, e, i) for i, (c, e) in causes.items()])
+
+    def attempt_params(self, submission_token: str) -> dict[int, dict[str, Scalar]]:
+        """Task parameters a rule set for elements of one submission, by array index (an
+        element absent here runs with its task's own)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(attempts.c.array_index, attempts.c.params_json)
+                                .join(submissions, submissions.c.id == attempts.c.submission_id)
+                                .where(submissions.c.token == submission_token,
+                                       attempts.c.params_json.is_not(None))).all()
+        return {r.array_index: json.loads(r.params_json) for r in rows}
+
     def task_params(self, campaign_id: int) -> dict[int, dict[str, Scalar]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
@@ -298,11 +324,12 @@ class Store:
 
 
 def _spec_revision(campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
-                   author: str, reason: str) -> RevisionRecord:
+                   author: str, reason: str, captured_env: str = "") -> RevisionRecord:
+    settings = {**spec.settings(), **({CAPTURED_ENV: captured_env} if captured_env else {})}
     return RevisionRecord(campaign_id=campaign_id, number=0, spec_text=spec_text, spec_hash=spec.spec_hash,
                           spec_path=spec_path, created_at="",
                           policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-                          settings_json=json.dumps(spec.settings()), author=author, reason=reason, kind="spec")
+                          settings_json=json.dumps(settings), author=author, reason=reason, kind="spec")
 
 
 def _insert_revision(conn: sa.Connection, draft: RevisionRecord, number: int) -> None:
@@ -331,7 +358,9 @@ def driver_sql(conn: sa.Connection, sql: str) -> str:
 
 
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str, requeue: bool) -> int:
+                      folder: str, resources_json: str, kind: str, requeue: bool,
+                      task_params: Mapping[int, str] | None = None) -> int:
+    """`task_params`: parameters JSON by task index, for tasks a rule gave other parameters."""
     now = utc_now()
     task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
         tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
@@ -345,7 +374,8 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
-         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now}
+         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
+         "params_json": (task_params or {}).get(t)}
         for i, t in enumerate(chunk.task_indices)])
     return int(submission_id)
 
@@ -353,7 +383,8 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
 _HISTORY_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a.state, a.slurm_state,
        a.exit_code, a.nodes, a.elapsed_s, a.max_rss, a.ended_at, a.missing_since,
-       COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at
+       COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at,
+       COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ?{filter} ORDER BY t.task_index, a.attempt_number"""
 _UNDONE_FILTER = """ AND EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id

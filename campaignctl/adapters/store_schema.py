@@ -146,6 +146,16 @@ CREATE INDEX metrics_attempt ON metrics (attempt_id, name)
 """
 
 
+# Causes named from the program's output (exit.json, read once when sacct shows the attempt
+# FAILED) and the task parameters an attempt ran with when a rule changed them (NULL: the
+# task's own, from `tasks.params_json`).
+_008_OUTPUT_CAUSES = """
+ALTER TABLE attempts ADD COLUMN cause TEXT;
+ALTER TABLE attempts ADD COLUMN evidence TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN params_json TEXT
+"""
+
+
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
     are lifted for the backfill (the only UPDATE this log ever gets) and put back as they were.
@@ -181,6 +191,7 @@ MIGRATIONS.append(("004_alloc_tres", _ddl(_004_ALLOC_TRES)))
 MIGRATIONS.append(("005_governance", _ddl(_005_GOVERNANCE)))
 MIGRATIONS.append(("006_decision_chain", _006_decision_chain))
 MIGRATIONS.append(("007_metrics", _ddl(_007_METRICS)))
+MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -217,7 +228,8 @@ attempts = sa.Table(
     sa.Column("state", sa.Text), sa.Column("created_at", sa.Text), sa.Column("slurm_state", sa.Text),
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
     sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text), sa.Column("missing_since", sa.Text),
-    sa.Column("resources_json", sa.Text), sa.Column("alloc_tres", sa.Text))
+    sa.Column("resources_json", sa.Text), sa.Column("alloc_tres", sa.Text), sa.Column("cause", sa.Text),
+    sa.Column("evidence", sa.Text), sa.Column("params_json", sa.Text))
 ticks = sa.Table(
     "ticks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),

@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json, styled
+from campaignctl.cli.status import skipped_view
 from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import ReconcileResult
 from campaignctl.services.reconcile import reconcile as reconcile_service
@@ -52,6 +53,9 @@ def render(result: ReconcileResult) -> None:
             for d in tick.decisions:
                 table.add_row(str(d.task), d.rule, d.action, d.status, d.job_id or "-", d.reason)
             console.print(table)
+    for part in skipped_view(result.skipped_lines, result.skipped):
+        console.print(part)
     if result.status != "locked":
         console.print(f"{result.status}; {result.slurm_calls} Slurm call(s)"
-                      + (f"; tick {result.tick_id}" if result.tick_id else ""))
+                      + (f"; tick {result.tick_id}" if result.tick_id else "")
+                      + (f"; {result.skipped_lines} line(s) skipped" if result.skipped_lines else ""))

@@ -54,7 +54,16 @@ def campaigns_view(result: StatusResult) -> RenderableType:
     for c in result.campaigns:
         table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
                       ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
-    return table
+    return Group(table, *skipped_view(result.skipped_lines, result.skipped))
+
+
+def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:
+    """`N line(s) of Slurm output skipped` and the first few, as plain text (no markup: they are
+    Slurm's bytes)."""
+    if not count:
+        return []
+    head = Text(f"{count} line(s) of Slurm output could not be read and were skipped:", style="yellow")
+    return [head, *(Text(f"  {note}") for note in notes)]
 
 
 def _usage(row: TaskRow) -> str:
@@ -85,7 +94,7 @@ def tasks_view(result: StatusResult) -> RenderableType:
     parts: list[RenderableType] = [table, summary.summary]
     if result.spend is not None:
         parts.append(spend_text(result.spend))
-    return Group(*parts)
+    return Group(*parts, *skipped_view(result.skipped_lines, result.skipped))
 
 
 def spend_text(spend: SpendView) -> Text:

@@ -47,6 +47,10 @@ def render(result: SubmitResult) -> None:
         console.print("nothing to submit: every task already has a job")
     for note in result.notes:
         console.print(f"note: {note}")
+    if result.setup:
+        console.print("setup lines (bash, run in the job before the program on every attempt):")
+        for number, line in enumerate(result.setup, 1):
+            console.print(f"  {number}  {line}", markup=False, highlight=False, soft_wrap=True)
     if result.script:
         console.print("generated submission script (first array):")
         console.print(result.script, soft_wrap=True)

@@ -9,6 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
+from campaignctl.core.cause_rules import roomier_gpu_type, step_params
+from campaignctl.core.output_causes import GPU_OOM
+from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.spec import Resources
 
@@ -35,6 +38,10 @@ class AttemptView:
     ended_at: str | None = None  # sacct End, local time
     missing_since: str | None = None  # first tick it was in neither sacct nor squeue
     decided: bool = False  # a resubmit/give-up decision already answers this attempt
+    cause: str | None = None  # named from the program's output at exit (exit.json), e.g. gpu_out_of_memory
+    evidence: str = ""  # the output line(s) that named it
+    params: Mapping[str, Scalar] = field(default_factory=dict)  # the task parameters this attempt ran with
+    params_changed: bool = False  # a rule changed them from the spec's: later attempts keep them
 
     @property
     def array_job_id(self) -> str | None:
@@ -81,13 +88,15 @@ class Decision:
     gate: str = ""  # why it waits for `campaignctl approve` ('' when it needs no approval)
 
 
-def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime) -> list[Decision]:
+def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
+           gpu_types: Sequence[str] = ()) -> list[Decision]:
     """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
-    plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT."""
+    plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
+    spec's acceptable GPU types, where a GPU OOM may move."""
     excluded = campaign_excluded_nodes(tasks, policy)
     decisions = []
     for task in tasks:
-        decision = decide_task(task, policy, now, excluded)
+        decision = decide_task(task, policy, now, excluded, gpu_types)
         if decision is not None:
             decisions.append(decision)
     return decisions + resize_pending_siblings(tasks, decisions, policy)
@@ -97,11 +106,13 @@ def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
     if attempt.state in ("UNKNOWN",) and attempt.missing_since:
         lost_for = now - datetime.fromisoformat(attempt.missing_since)
         return "lost" if lost_for >= timedelta(seconds=policy.unknown_grace_s) else None
+    if attempt.state == "FAILED" and attempt.cause and policy.is_cause(attempt.cause):
+        return attempt.cause  # sacct says FAILED 1:0; the program's output says why
     return CAUSE_OF_STATE.get(attempt.state)
 
 
 def decide_task(task: TaskView, policy: Policy, now: datetime,
-                excluded: frozenset[str] = frozenset()) -> Decision | None:
+                excluded: frozenset[str] = frozenset(), gpu_types: Sequence[str] = ()) -> Decision | None:
     latest = task.latest
     replacement = task.replacements.get(latest.token)
     if not latest.decided and replacement is not None and replacement.applies_to(latest):
@@ -118,12 +129,37 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     failures = sum(n for c, n in counts.items() if policy.rule(c).counts_as_failure)
     inputs = _inputs(latest, counts, failures)
     give_up = _give_up_reason(cause, rule, policy, latest, counts[cause] or 1, failures)
+    adjust, params = dict(task.adjust), None
+    if not give_up and cause not in CAUSE_OF_STATE.values():
+        give_up, adjust, params = _output_cause_step(cause, rule, policy, latest, gpu_types, adjust)
     if give_up:
         return Decision(task.index, latest.token, cause, "give_up", give_up, inputs)
     wait = _backoff(rule, counts[cause] or 1)
     if latest.ended_at and datetime.fromisoformat(latest.ended_at) + wait > now:
         return None  # backoff not over: decide on a later tick
-    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs, task.adjust)
+    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs, adjust, params)
+
+
+def _output_cause_step(cause: str, rule: Rule, policy: Policy, latest: AttemptView, gpu_types: Sequence[str],
+                       adjust: dict[str, object]) -> tuple[str, dict[str, object], dict[str, list[Scalar]] | None]:
+    """(give-up reason, resources adjust, param changes) for a cause named by the output: the
+    rule's `params` first; a GPU OOM without them moves to a listed type with more memory."""
+    what = f"{_described(latest, cause)} (attempt {latest.number})"
+    if rule.params:
+        step = step_params(latest.params, rule.params)
+        if step.stuck:
+            stuck = f"{what}: {step.stuck}, so the {cause} rule's params cannot change it further; the task stops here."
+            return stuck, adjust, None
+        return "", adjust, step.changes
+    if cause != GPU_OOM:
+        return "", adjust, None  # a site cause retried as it is
+    target = roomier_gpu_type(latest.resources.gpu_type, gpu_types, policy)
+    if target is not None:
+        return "", {**adjust, "gpu_type": target}, None
+    return (f"{what}, and the policy can neither shrink the task nor move it to a GPU with more memory: "
+            f"add rules.{GPU_OOM}.params (e.g. {{batch: {{factor: 0.5, min: 1}}, grad_accum: {{factor: 2}}}}), "
+            f"or list a type with more memory in resources.gpu_type and every type's memory in "
+            f"prices.gpu_memory (e.g. {{v100: 16G, a100: 80G}}). Output: {_first_line(latest.evidence)}"), adjust, None
 
 
 def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
@@ -131,7 +167,8 @@ def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
     what = f"{_described(latest, cause)} (attempt {latest.number})"
     if rule.action == "give_up":
         by = f" by uid {latest.slurm_state.split(' by ')[1]}" if " by " in latest.slurm_state else ""
-        return f"{what}{by}: the policy's {cause} rule says give up, so the task stops here."
+        said = f" The output: {_quoted(latest.evidence)}" if latest.evidence and latest.cause == cause else ""
+        return f"{what}{by}: the policy's {cause} rule says give up, so the task stops here.{said}"
     if cause == "failed" and latest.exit_code not in rule.retry_exit_codes:
         return (f"exit code {latest.exit_code} is not in retry_exit_codes "
                 f"{list(rule.retry_exit_codes)}: treated as a bug in the program, not retried.")
@@ -149,7 +186,19 @@ def _give_up_reason(cause: str, rule: Rule, policy: Policy, latest: AttemptView,
 def _described(attempt: AttemptView, cause: str) -> str:
     if cause == "lost":
         return f"lost: in neither sacct nor squeue since {attempt.missing_since}"
+    if cause not in CAUSE_OF_STATE.values():
+        return f"failed with exit {attempt.exit_code}, {cause.replace('_', ' ')} by its output"
     return attempt.state.lower().replace("_", " ")
+
+
+def _first_line(evidence: str) -> str:
+    line = evidence.strip().splitlines()[0] if evidence.strip() else "(none recorded)"
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _quoted(evidence: str) -> str:
+    text = " | ".join(line.strip() for line in evidence.strip().splitlines() if line.strip())
+    return text if len(text) <= 600 else text[:597] + "..."
 
 
 def _backoff(rule: Rule, seen: int) -> timedelta:
@@ -157,7 +206,8 @@ def _backoff(rule: Rule, seen: int) -> timedelta:
 
 
 def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded: frozenset[str],
-              seen: int, inputs: Mapping[str, object], adjust: Mapping[str, object]) -> Decision:
+              seen: int, inputs: Mapping[str, object], adjust: Mapping[str, object],
+              param_changes: Mapping[str, list[Scalar]] | None = None) -> Decision:
     old = latest.resources
     new = replace(old, **adjust)  # type: ignore[arg-type]
     new = replace(new, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
@@ -167,12 +217,25 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     new = replace(new, exclude=",".join(exclude) or None)
     changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
+    if param_changes:
+        what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in param_changes.items()) + (
+            f"; {what}" if changes else "")
     reason = (f"{_described(latest, cause)} (attempt {latest.number}); retry {seen} of "
               f"{rule.max_retries} with {what}")
     if cause == "timeout":
         reason += ", resuming from the task's checkpoint directory"
-    return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs,
-                    {"changes": changes, "retry": seen, "max_retries": rule.max_retries}, new)
+    params: dict[str, object] = {"changes": changes, "retry": seen, "max_retries": rule.max_retries}
+    params.update(_task_params(latest, param_changes))
+    return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs, params, new)
+
+
+def _task_params(latest: AttemptView, param_changes: Mapping[str, list[Scalar]] | None) -> dict[str, object]:
+    """The next attempt's task parameters, when they differ from the spec's: changed now, or
+    carried over from an earlier change (a retry for any cause keeps the batch that fit)."""
+    if not param_changes and not latest.params_changed:
+        return {}
+    new = {**latest.params, **{k: b for k, (_, b) in (param_changes or {}).items()}}
+    return {"task_params": new, **({"param_changes": dict(param_changes)} if param_changes else {})}
 
 
 def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decision:
@@ -185,7 +248,7 @@ def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decis
               "state": latest.state, "nodes": latest.nodes, "elapsed_s": latest.elapsed_s,
               "cancel_reason": replacement.reason}
     return Decision(index, latest.token, replacement.rule, "resubmit", reason, inputs,
-                    {"changes": changes, "replacement": True}, new)
+                    {"changes": changes, "replacement": True, **_task_params(latest, None)}, new)
 
 
 def _grow(value: int, factor: float, cap: int | None) -> int:
@@ -199,6 +262,8 @@ def _inputs(latest: AttemptView, counts: Mapping[str, int], failures: int) -> di
             "state": latest.state, "exit_code": latest.exit_code, "nodes": latest.nodes,
             "elapsed_s": latest.elapsed_s, "max_rss": latest.max_rss, "ended_at": latest.ended_at,
             "missing_since": latest.missing_since, "counts": dict(counts), "failures": failures,
+            **({"cause": latest.cause, "evidence": latest.evidence} if latest.cause else {}),
+            **({"task_params": dict(latest.params)} if latest.params_changed else {}),
             "resources": {"mem_mb": r.mem_mb, "time_min": r.time_min, "cpus_per_task": r.cpus_per_task,
                           "gpus": r.gpus, "gpu_type": r.gpu_type, "exclude": r.exclude}}
 

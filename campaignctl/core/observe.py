@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.params import Scalar
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
@@ -59,22 +60,38 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
 
 
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
-               changes: Iterable[ObservedChange] = ()) -> list[TaskView]:
-    """Rows (ordered by task, attempt), with this tick's `changes` laid over them, → one
-    TaskView per task that can still matter to a decision: a task whose only attempt COMPLETED
-    cannot (no failure to answer, no node to blame, nothing pending or running), so it has none."""
+               changes: Iterable[ObservedChange] = (),
+               causes: Mapping[int, tuple[str, str]] | None = None) -> list[TaskView]:
+    """Rows (ordered by task, attempt), with this tick's `changes` and output `causes` (by
+    attempt id) laid over them, → one TaskView per task that can still matter to a decision: a
+    task whose only attempt COMPLETED cannot (no failure to answer, no node to blame, nothing
+    pending or running), so it has none."""
     parse = resources_parser()
+    parse_params = _params_parser()
+    causes = causes or {}
     changed = {c.attempt_id: c for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
     for r in rows:
         f = changed.get(r.id, r)  # a change carries the same fact fields as a row
         if r.attempt_number == 1 and f.state == "COMPLETED":
             continue  # a completed first attempt is its task's only one
+        cause, evidence = causes.get(r.id, (r.cause, r.evidence))
         grouped.setdefault(r.task_index, []).append(AttemptView(
             r.token, r.attempt_number, f.state, r.job_id, parse(r.resources_json), f.exit_code,
             f.slurm_state, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
-            r.token in decided))
+            r.token in decided, cause, evidence, parse_params(r.params_json), r.params_changed))
     return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
+
+
+def _params_parser() -> Callable[[str], Mapping[str, Scalar]]:
+    cache: dict[str, Mapping[str, Scalar]] = {}
+
+    def parse(text: str) -> Mapping[str, Scalar]:
+        if text not in cache:
+            cache[text] = json.loads(text or "{}")
+        return cache[text]
+
+    return parse
 
 
 def resources_parser() -> Callable[[str], Resources]:

@@ -10,7 +10,7 @@ import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
@@ -51,6 +51,17 @@ def fill(template: str, params: Mapping[str, Scalar]) -> str:
         return str(params[match.group(1)])
 
     return _PLACEHOLDER.sub(replace, template)
+
+
+def render(task: TaskSpec, command: Sequence[str], env: Mapping[str, str],
+           params: Mapping[str, Scalar] | None) -> TaskSpec:
+    """`task` with other parameter values (a rule's retry): argv and env filled again from the
+    spec's templates. Unchanged when `params` is None or the same."""
+    if params is None or dict(params) == dict(task.params) or not command:
+        return task
+    merged = {**task.params, **params}
+    return replace(task, params=merged, argv=tuple(fill(t, merged) for t in command),
+                   env={k: fill(v, merged) for k, v in env.items()})
 
 
 def _scalar_text(r: Reader, path: KeyPath, value: object) -> str | None:

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.output_causes import BUILTIN_CAUSES, GPU_OOM, SETUP_FAILED, check_pattern
 from campaignctl.core.policy_sections import (
     MODES,
     SECTION_RULES,
@@ -25,7 +26,7 @@ from campaignctl.core.policy_sections import (
 )
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
-from campaignctl.core.safety import SLURM_WORD
+from campaignctl.core.safety import IDENTIFIER, SLURM_WORD
 
 # Rule names are the causes a policy answers, in the words sacct uses (lower case), plus `lost`:
 # a job that is in neither sacct nor squeue for longer than `unknown_grace`.
@@ -34,13 +35,25 @@ CAUSES = ("out_of_memory", "timeout", "node_fail", "boot_fail", "preempted", "fa
 ACTIONS = ("resubmit", "give_up")
 RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor", "mem_cap",
              "time_factor", "time_cap", "exclude_failed_node", "retry_exit_codes",
-             "resize_pending", "counts_as_failure", "mode")
+             "resize_pending", "counts_as_failure", "mode", "params")
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
-               "mode", "known_good_after", "approval", "early_stopping")
+               "mode", "known_good_after", "approval", "early_stopping", "causes")
+PARAM_STEP_KEYS = ("factor", "min", "max")
+CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
-RULE_NAMES = (*CAUSES, *SECTION_RULES)
+RULE_NAMES = (*CAUSES, *BUILTIN_CAUSES, *SECTION_RULES)
 OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
+
+
+@dataclass(frozen=True, slots=True)
+class ParamStep:
+    """How a rule changes one task parameter for the next attempt: value × factor, kept within
+    [min, max]; an integer stays an integer (rounded away from the old value, never to 0)."""
+
+    factor: float
+    min: float | None = None
+    max: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +71,15 @@ class Rule:
     resize_pending: bool = False  # also apply the new memory/time to pending siblings in place
     counts_as_failure: bool = True  # preemption does not consume the task's failure budget
     mode: str = "enforce"  # shadow: decisions are logged as proposals, never carried out
+    params: dict[str, ParamStep] = field(default_factory=dict)  # task parameters the next attempt changes
+
+
+# Causes named from the program's output (core/output_causes.py), answered when a policy has no
+# rule of its own: a GPU OOM is retried (decide picks smaller params or a GPU type with more
+# memory, or gives up saying how to configure either); a failed setup line is a broken
+# environment, which a retry would only repeat.
+OUTPUT_CAUSE_DEFAULTS = {GPU_OOM: Rule(action="resubmit", max_retries=6),
+                         SETUP_FAILED: Rule(action="give_up")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +99,14 @@ class Policy:
     known_good_after_s: int = 3600  # a revision whose work ran this long without policy-made failures is known-good
     approval: Approval = field(default_factory=Approval)
     early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
+    causes: dict[str, str] = field(default_factory=dict)  # a site's own output causes: name → regex
 
     def rule(self, cause: str) -> Rule:
-        return self.rules.get(cause, Rule())
+        return self.rules.get(cause) or OUTPUT_CAUSE_DEFAULTS.get(cause, Rule())
+
+    def is_cause(self, name: str) -> bool:
+        """A rule name that answers an ended attempt: a Slurm state, a built-in or a site cause."""
+        return name in CAUSES or name in BUILTIN_CAUSES or name in self.causes
 
     def mode_of(self, rule: str) -> str:
         """The mode a decision of `rule` runs in: the policy's own shadow wins over the rule's.
@@ -88,7 +115,7 @@ class Policy:
             return "enforce"
         if self.mode == "shadow":
             return "shadow"
-        if rule in CAUSES:
+        if self.is_cause(rule):
             return self.rule(rule).mode
         sections = {"data_starved": self.utilisation.data_starved.mode,
                     "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode,
@@ -97,7 +124,7 @@ class Policy:
 
     @property
     def shadow_rules(self) -> list[str]:
-        return [r for r in RULE_NAMES if self.mode_of(r) == "shadow"]
+        return [r for r in (*RULE_NAMES, *self.causes) if self.mode_of(r) == "shadow"]
 
     @property
     def digest(self) -> str:
@@ -114,9 +141,11 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
 
 
 def policy_from_dict(data: dict[str, Any]) -> Policy:
-    rules = {k: Rule(**{**v, "retry_exit_codes": tuple(v["retry_exit_codes"])})
+    """Stored policy JSON → Policy; JSON stored before `params`/`causes` existed gets none."""
+    rules = {k: Rule(**{**v, "retry_exit_codes": tuple(v["retry_exit_codes"]),
+                        "params": {n: ParamStep(**p) for n, p in (v.get("params") or {}).items()}})
              for k, v in data["rules"].items()}
-    return Policy(**{**data, "rules": rules, **sections_from_dict(data)})
+    return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data)})
 
 
 def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
@@ -137,13 +166,20 @@ def read_overrides(r: Reader, path: KeyPath, base: Policy) -> Policy:
 
 def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
     rules_path = (*path, "rules")
-    rules_doc = r.mapping(rules_path, CAUSES) or {}
+    causes = _read_causes(r, (*path, "causes"), base.causes)
+    names = (*CAUSES, *BUILTIN_CAUSES, *causes)
+    rules_doc = r.mapping(rules_path, names) or {}
     rules = dict(base.rules)
-    for cause in CAUSES:
+    for cause in names:
         if cause in rules_doc:
-            rules[cause] = _read_rule(r, (*rules_path, cause), rules.get(cause, Rule()))
+            base_rule = rules.get(cause) or OUTPUT_CAUSE_DEFAULTS.get(cause, Rule())
+            rules[cause] = _read_rule(r, (*rules_path, cause), base_rule)
+    for name in causes:
+        if name not in rules:
+            r.problem((*path, "causes", name), f"has no rule: add rules.{name}, e.g. "
+                                               f"{{action: resubmit, max_retries: 2}} or {{action: give_up}}")
     return replace(
-        base, rules=rules,
+        base, rules=rules, causes=causes,
         max_failures=_int(r, (*path, "max_failures"), 0, 1000, base.max_failures),
         unknown_grace_s=r.duration((*path, "unknown_grace"), base.unknown_grace_s),
         campaign_exclude_after=_int(r, (*path, "campaign_exclude_after"), 1, 1000,
@@ -151,7 +187,7 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         slurm_requeue=r.boolean((*path, "slurm_requeue"), base.slurm_requeue),
         mode=r.choice((*path, "mode"), MODES) or base.mode,
         known_good_after_s=r.duration((*path, "known_good_after"), base.known_good_after_s),
-        approval=read_approval(r, (*path, "approval"), base.approval, RULE_NAMES),
+        approval=read_approval(r, (*path, "approval"), base.approval, (*RULE_NAMES, *causes)),
         prices=read_prices(r, (*path, "prices"), base.prices),
         fallback=read_fallback(r, (*path, "fallback"), base.fallback),
         utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation),
@@ -177,7 +213,60 @@ def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
         resize_pending=r.boolean((*path, "resize_pending"), base.resize_pending),
         counts_as_failure=r.boolean((*path, "counts_as_failure"), base.counts_as_failure),
         mode=r.choice((*path, "mode"), MODES) or base.mode,
+        params=_read_params(r, (*path, "params"), base.params),
     )
+
+
+def _read_causes(r: Reader, path: KeyPath, base: dict[str, str]) -> dict[str, str]:
+    """`causes: {nccl_timeout: {pattern: "Watchdog caught collective operation timeout"}}`."""
+    doc = r.get(path)
+    if not _given(doc):
+        return dict(base)
+    if not isinstance(doc, dict):
+        r.problem(path, "must be a mapping of cause name: {pattern: REGEX}")
+        return dict(base)
+    causes = dict(base)
+    for name in doc:
+        where = (*path, name)
+        if not (isinstance(name, str) and IDENTIFIER.match(name)) or name in CAUSES or name in BUILTIN_CAUSES:
+            r.problem(where, "a new cause name (letters, digits, _), not one of: "
+                             + ", ".join((*CAUSES, *BUILTIN_CAUSES)))
+            continue
+        r.mapping(where, CAUSE_KEYS, required=True)
+        pattern = r.string((*where, "pattern"), required=True)
+        problem = check_pattern(pattern) if pattern else "is required"
+        if problem:
+            r.problem((*where, "pattern"), problem)
+            continue
+        causes[name] = pattern  # type: ignore[assignment]
+    return causes
+
+
+def _read_params(r: Reader, path: KeyPath, base: dict[str, ParamStep]) -> dict[str, ParamStep]:
+    """`params: {batch: {factor: 0.5, min: 1}, grad_accum: {factor: 2}}`."""
+    doc = r.get(path)
+    if not _given(doc):
+        return dict(base)
+    if not isinstance(doc, dict):
+        r.problem(path, "must be a mapping of task parameter: {factor: F, min: N, max: N}")
+        return dict(base)
+    steps = {}
+    for name in doc:
+        where = (*path, name)
+        if not (isinstance(name, str) and IDENTIFIER.match(name)):
+            r.problem(where, "a task parameter name (letters, digits, _)")
+            continue
+        r.mapping(where, PARAM_STEP_KEYS, required=True)
+        factor = r.number((*where, "factor"), minimum=0.0)
+        if factor is None or factor in (0.0, 1.0):
+            r.problem((*where, "factor"), "is required: a multiplier other than 0 and 1, e.g. 0.5 halves, 2 doubles")
+            continue
+        low, high = r.number((*where, "min"), minimum=0.0), r.number((*where, "max"), minimum=0.0)
+        if low is not None and high is not None and low > high:
+            r.problem(where, f"min {low:g} is above max {high:g}")
+            continue
+        steps[name] = ParamStep(factor, low, high)
+    return steps
 
 
 def _given(value: object) -> bool:

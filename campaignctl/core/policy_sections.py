@@ -1,7 +1,8 @@
 """The policy sections beyond per-cause rules: prices (cost of a GPU/CPU hour), GPU-type
 fallback, and utilisation rules. Pure values and their readers; `decide` and friends apply them.
 
-    prices:      {gpu_hour: {a100: 3.0, v100: 1.2, default: 2.0}, cpu_hour: 0.02}
+    prices:      {gpu_hour: {a100: 3.0, v100: 1.2, default: 2.0}, cpu_hour: 0.02,
+                  gpu_memory: {a100: 80G, v100: 16G}}   # per GPU: where a GPU OOM may move
     fallback:    {after: 10m, max_moves: 2, mode: enforce}
     utilisation: {window: 10m, gpu_low_pct: 20, cpu_busy_pct: 80, cpu_idle_pct: 30,
                   data_starved: {action: more_cpus, cpu_factor: 2, max_cpus: 16, resize_pending: true},
@@ -24,7 +25,7 @@ from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
 
-PRICE_KEYS = ("gpu_hour", "cpu_hour")
+PRICE_KEYS = ("gpu_hour", "cpu_hour", "gpu_memory")
 FALLBACK_KEYS = ("after", "max_moves", "mode")
 UTILISATION_KEYS = ("window", "gpu_low_pct", "cpu_busy_pct", "cpu_idle_pct", "data_starved", "gpu_idle")
 STARVED_KEYS = ("action", "cpu_factor", "max_cpus", "resize_pending", "mode")
@@ -48,6 +49,7 @@ class Prices:
 
     gpu_hour: dict[str, float] = field(default_factory=dict)
     cpu_hour: float = 0.0
+    gpu_memory_mb: dict[str, int] = field(default_factory=dict)  # memory of one GPU, by type
 
     def gpu(self, gpu_type: str | None) -> float:
         table = self.gpu_hour
@@ -160,7 +162,24 @@ def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
         if price is not None:
             table[gpu_type] = price
     cpu = r.bounded((*path, "cpu_hour"), 0, math.inf, _PRICE)
-    return Prices(gpu_hour=table, cpu_hour=base.cpu_hour if cpu is None else cpu)
+    return Prices(gpu_hour=table, cpu_hour=base.cpu_hour if cpu is None else cpu,
+                  gpu_memory_mb=_gpu_memory(r, (*path, "gpu_memory"), base.gpu_memory_mb))
+
+
+def _gpu_memory(r: Reader, path: KeyPath, base: dict[str, int]) -> dict[str, int]:
+    doc = r.get(path)
+    if not _given(doc):
+        return dict(base)
+    if not isinstance(doc, dict):
+        r.problem(path, "must be a mapping of GPU type: memory of one GPU, e.g. {a100: 80G, v100: 16G}")
+        return dict(base)
+    table = dict(base)
+    for gpu_type in doc:
+        if not (isinstance(gpu_type, str) and SLURM_WORD.match(gpu_type)):
+            r.problem((*path, gpu_type), "a GPU type name such as a100")
+            continue
+        table[gpu_type] = r.memory((*path, gpu_type), "1M")
+    return table
 
 
 def read_fallback(r: Reader, path: KeyPath, base: Fallback) -> Fallback:

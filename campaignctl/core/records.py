@@ -92,6 +92,10 @@ class HistoryRow:
     submission_token: str
     submission_state: str
     created_at: str
+    params_json: str = "{}"  # the task parameters it ran with: its own after a rule changed them, else the task's
+    params_changed: bool = False
+    cause: str | None = None  # named from the program's output (exit.json) once it FAILED
+    evidence: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,10 @@ class RecordedAttempt:
     submission_resources_json: str
     resized: bool  # the attempt has resources of its own: an in-place resize took effect
     created_at: datetime  # aware
+    params_json: str = "{}"  # the task parameters it ran with (a rule's, else the task's)
+    params_changed: bool = False
+    cause: str | None = None  # named by its output once it FAILED
+    evidence: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +155,10 @@ class Timeline:
         o = self.observation(a, tick_id)
         facts = ((o.state, o.slurm_state, o.exit_code, o.nodes, o.elapsed_s, o.max_rss, o.ended_at, o.missing_since)
                  if o else ("SUBMITTED", "", None, "", None, "", None, None))
+        failed = o is not None and o.state == "FAILED"  # the cause is read when sacct first shows FAILED
         return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, *facts,
-                          self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat())
+                          self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat(),
+                          a.params_json, a.params_changed, a.cause if failed else None, a.evidence if failed else "")
 
     def stopped(self, tick_id: int) -> set[str]:
         """Attempts an applied early-stopping decision of an earlier tick answered."""
@@ -166,15 +172,15 @@ class Timeline:
                                  for d in self._requests if d.tick_id < tick_id)
 
 
-def replay(history: CampaignHistory, policy: Policy) -> list[ReplayedDecision]:
-    """`policy`'s decisions, tick by tick, over the recorded observations."""
+def replay(history: CampaignHistory, policy: Policy, gpu_types: Sequence[str] = ()) -> list[ReplayedDecision]:
+    """`policy`'s decisions, tick by tick, over the recorded observations (and output causes)."""
     timeline = Timeline(history)
     decided: set[str] = set()
     out: list[ReplayedDecision] = []
     for tick in history.ticks:
         views = with_requests(task_views(timeline.rows(tick), decided | timeline.stopped(tick.id)),
                               timeline.requests(tick.id))
-        for d in decide(views, policy, tick.clock):
+        for d in decide(views, policy, tick.clock, gpu_types):
             out.append(ReplayedDecision(tick.id, d))
             if d.action in ANSWERS:
                 decided.add(d.attempt_token)

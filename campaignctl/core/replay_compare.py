@@ -120,15 +120,20 @@ def _delay(actual_tick: int, replay_tick: int) -> str:
     return f"replay decides {when}: tick {replay_tick}, not tick {actual_tick}"
 
 
+def _changes(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Resource changes and task-parameter changes (a GPU OOM's smaller batch) alike."""
+    return {**(params.get("changes") or {}), **(params.get("param_changes") or {})}
+
+
 def _actual_side(d: RecordedDecision, resources: Resources | None, prices: Prices) -> Side:
-    changes: Mapping[str, Any] = d.params.get("changes", {})  # type: ignore[assignment]
+    changes = _changes(d.params)
     cost = worst_case(resources, prices) if d.action == "resubmit" and resources else Amount()
     return Side(d.tick_id, d.rule, d.action, _plain(changes), resources, d.reason, cost)
 
 
 def _replay_side(r: ReplayedDecision, prices: Prices) -> Side:
     d = r.decision
-    changes: Mapping[str, Any] = d.params.get("changes", {})  # type: ignore[assignment]
+    changes = _changes(d.params)
     cost = worst_case(d.resources, prices) if d.action == "resubmit" and d.resources else Amount()
     return Side(r.tick_id, d.rule, d.action, _plain(changes), d.resources, d.reason, cost)
 

@@ -5,7 +5,13 @@ Quirks handled (each has a fixture line in tests/fixtures/sacct):
 - the last element's JobIDRaw is the array's own id (`3_9|3|…`), so JobID is what we key on;
 - steps `.batch`, `.extern`, `.0` follow their allocation line; MaxRSS is only on steps;
 - an OOM inside an srun step leaves the job FAILED 1:0 and only the step OUT_OF_MEMORY 0:125;
-- `-D` prints earlier runs of a requeued job as REQUEUED lines before the current one.
+- `-D` prints earlier runs of a requeued job as REQUEUED lines before the current one;
+- a pending list longer than SLURM_BITSTR_LEN (64 bytes by default) is cut: `1_[0-4,…,51-...%1]`;
+- ExitCode prints an exit status of 128+N as N (sacct does `if (tmp_int >= 128) tmp_int -= 128`):
+  only DerivedExitCode, the job's highest step exit, still says 143:0 or 0:15;
+- heterogeneous components `36+0`, `36+1` are one run; a RESIZING record precedes the resized run.
+
+A line that cannot be read is skipped and counted (`Observed.skipped`), never fatal.
 """
 
 from __future__ import annotations
@@ -16,16 +22,18 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from campaignctl.core.slurm_states import SlurmState, State, classify_state
+from campaignctl.core.slurm_states import TERMINAL, SlurmState, State, classify_state
 from campaignctl.core.units import parse_duration_seconds
 
-SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "Partition", "State", "ExitCode", "Elapsed",
+SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
                 "Timelimit", "NodeList", "AllocTRES", "ReqMem", "MaxRSS", "Submit", "Start",
                 "End", "Comment")  # Comment last: it is free text and may contain '|'
 _JOB_ID = re.compile(
     r"^(?P<job>\d+)(?:_(?:(?P<idx>\d+)|\[(?P<range>[^\]]+)\]))?(?:\+(?P<het>\d+))?"
     r"(?:\.(?P<step>[A-Za-z0-9_+-]+))?$")
 _NO_TIME = ("", "Unknown", "None")
+MAX_SIGNAL = 64  # SIGRTMAX on Linux; OUT_OF_MEMORY prints 0:125, which is no signal
+CUT = "..."  # what Slurm's bit_fmt leaves where it cut a list at SLURM_BITSTR_LEN bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +57,7 @@ class SacctRow:
     start: str | None
     end: str | None
     comment: str
+    pending_cut: bool = False  # the pending index list was cut: `pending_indices` holds only what is certain
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +83,23 @@ class JobObservation:
 
 def expand_index_range(text: str) -> tuple[int, ...]:
     """`3-9%2` → 3..9; `1,4-5` → 1,4,5; `0-10:2` → 0,2,…,10."""
+    return _expand(p for p in text.split("%")[0].split(",") if p.strip())
+
+
+def certain_indices(text: str) -> tuple[tuple[int, ...], bool]:
+    """The indices a pending list names for sure, and whether it was cut. Seen on Slurm 22.05 after
+    in-place updates split elements off (tests/fixtures/sacct/array_pending_truncated.txt):
+    `0-4,6-11,…,46-49,51-...%1`, and `0-4,6-11,...,69-...%1`. A part holding `...` says nothing:
+    `51-` may be 51 cut from 512, and what lies between the parts is unknown. Nothing is invented."""
+    parts = [p for p in text.split("%")[0].split(",") if p.strip()]
+    whole = [p for p in parts if CUT not in p]
+    return _expand(whole), len(whole) != len(parts)
+
+
+def _expand(parts: Iterable[str]) -> tuple[int, ...]:
     out: list[int] = []
-    for part in text.split("%")[0].split(","):
+    for part in parts:
         part = part.strip()
-        if not part:
-            continue
         bounds, _, step = part.partition(":")
         lo, _, hi = bounds.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1, int(step or 1)))
@@ -91,46 +112,86 @@ def _exit(text: str) -> tuple[int | None, int | None]:
     return (int(code) if code.isdigit() else None, int(sig) if sig.isdigit() else None)
 
 
+@lru_cache(maxsize=1024)
+def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int | None]:
+    """(exit code as a shell reports it, signal) of a job line, from ExitCode and DerivedExitCode.
+    Recorded on the lab cluster (tests/fixtures/sacct/signal_*.txt, exit143_*.txt):
+    batch shell killed by TERM `0:15`|`0:0` → 143; srun task killed by TERM `15:0`|`0:15` → 143
+    (srun exits 128+15, printed as 15); task exited 143 (the job-side runner, its child killed by
+    TERM) `15:0`|`143:0` → 143. A batch-only job that exited 143 reads `15:0`|`0:0`, the same as
+    one that exited 15: nothing tells them apart, so it stays 15. OUT_OF_MEMORY's `0:125` is no
+    signal: its code stays 0."""
+    code, sig = _exit(exit_text)
+    if sig is not None and 0 < sig <= MAX_SIGNAL:
+        return 128 + sig, sig
+    derived_code, derived_sig = _exit(derived_text)
+    if code and derived_sig == code and code <= MAX_SIGNAL:
+        return 128 + code, code
+    if code and derived_code == code + 128:
+        return derived_code, sig
+    return code, sig
+
+
 _state = lru_cache(maxsize=1024)(classify_state)  # a handful of distinct strings per text
 _duration = lru_cache(maxsize=8192)(parse_duration_seconds)
 _I = {name: i for i, name in enumerate(SACCT_FIELDS)}
-_ID, _NAME, _PART, _STATE, _EXIT, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _COMMENT = (
-    _I[f] for f in ("JobID", "JobName", "Partition", "State", "ExitCode", "Elapsed", "Timelimit",
-                    "NodeList", "AllocTRES", "MaxRSS", "Submit", "Start", "End", "Comment"))
+_ID, _NAME, _PART, _STATE, _EXIT, _DERIVED, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _COMMENT = (
+    _I[f] for f in ("JobID", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
+                    "Timelimit", "NodeList", "AllocTRES", "MaxRSS", "Submit", "Start", "End", "Comment"))
 
 
 def _time(text: str) -> str | None:
     return None if text in _NO_TIME else text
 
 
-def _split_job_id(text: str) -> tuple[str, int | None, tuple[int, ...], str | None] | None:
-    """`12_3.batch` → ('12', 3, (), 'batch'); plain forms by string ops, the rest by the regex."""
+def _split_job_id(text: str) -> tuple[str, int | None, tuple[int, ...], str | None, bool] | None:
+    """`12_3.batch` → ('12', 3, (), 'batch', False); plain forms by string ops, the rest by the
+    regex. The last item says the pending list was cut (`certain_indices`)."""
     base, dot, step = text.partition(".")
     job, _, idx = base.partition("_")
     if job.isdigit() and (not idx or idx.isdigit()) and (not dot or step):
-        return job, int(idx) if idx else None, (), step or None
+        return job, int(idx) if idx else None, (), step or None, False
     match = _JOB_ID.match(text)
     if not match:
         return None
-    pending = expand_index_range(match["range"]) if match["range"] else ()
-    return match["job"], int(match["idx"]) if match["idx"] else None, pending, match["step"]
+    pending, cut = certain_indices(match["range"]) if match["range"] else ((), False)
+    return match["job"], int(match["idx"]) if match["idx"] else None, pending, match["step"], cut
+
+
+class UnreadableLine(ValueError):
+    """A line sacct printed that this parser cannot read; its message says why."""
+
+
+def read_sacct_line(line: str) -> SacctRow:
+    """One line → SacctRow, or UnreadableLine saying why not."""
+    p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
+    if len(p) != len(SACCT_FIELDS):
+        raise UnreadableLine(f"{len(p)} fields, expected {len(SACCT_FIELDS)}")
+    if "\ufffd" in line:  # bytes that were not UTF-8, replaced while decoding
+        raise UnreadableLine("non-UTF-8 bytes")
+    try:
+        ids = _split_job_id(p[_ID])
+    except ValueError:
+        ids = None
+    if ids is None:
+        raise UnreadableLine(f"unreadable JobID {p[_ID]!r}")
+    job, index, pending, step, cut = ids
+    code, sig = shell_exit(p[_EXIT], p[_DERIVED]) if step is None else _exit(p[_EXIT])
+    try:  # steps: durations are not used (the allocation line has them); skipping them halves the cost
+        elapsed = _duration(p[_ELAPSED]) if step is None else None
+        limit = _duration(p[_LIMIT]) if step is None else None
+    except ValueError:
+        raise UnreadableLine(f"unreadable Elapsed {p[_ELAPSED]!r} or Timelimit {p[_LIMIT]!r}") from None
+    return SacctRow(p[_ID], job, index, pending, step, p[_NAME], p[_PART], _state(p[_STATE]), code, sig,
+                    elapsed, limit, p[_NODES], p[_TRES], p[_RSS], _time(p[_SUBMIT]), _time(p[_START]),
+                    _time(p[_END]), p[_COMMENT], cut)
 
 
 def parse_sacct_line(line: str) -> SacctRow | None:
-    p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
-    if len(p) != len(SACCT_FIELDS):
+    try:
+        return read_sacct_line(line)
+    except UnreadableLine:
         return None
-    ids = _split_job_id(p[_ID])
-    if ids is None:
-        return None
-    job, index, pending, step = ids
-    code, sig = _exit(p[_EXIT])
-    # steps: durations are not used (the allocation line has them); skipping them halves the cost
-    elapsed = _duration(p[_ELAPSED]) if step is None else None
-    limit = _duration(p[_LIMIT]) if step is None else None
-    return SacctRow(p[_ID], job, index, pending, step, p[_NAME], p[_PART], _state(p[_STATE]), code, sig,
-                    elapsed, limit, p[_NODES], p[_TRES], p[_RSS], _time(p[_SUBMIT]), _time(p[_START]),
-                    _time(p[_END]), p[_COMMENT])
 
 
 def parse_sacct(text: str) -> Iterator[SacctRow]:
@@ -153,10 +214,18 @@ def _rss_bytes(text: str) -> float:
         return 0.0
 
 
+_LIVE = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})
+
+
+def _rank(state: State) -> int:
+    """Which heterogeneous component speaks for the job: one still live, else one that failed."""
+    return 2 if state in _LIVE else (0 if state in (State.COMPLETED, State.UNKNOWN) else 1)
+
+
 class _Fold:
     """One array element while its lines are read: its current run's facts and its steps."""
 
-    __slots__ = ("args", "oom", "requeues", "rss", "rss_bytes", "steps")
+    __slots__ = ("args", "cancelled_by", "oom", "requeues", "rss", "rss_bytes", "steps")
 
     def __init__(self, row: SacctRow, requeues: int) -> None:
         nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
@@ -165,21 +234,44 @@ class _Fold:
                      nodes, row.start, row.end, row.name, row.alloc_tres)
         self.requeues = requeues
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
+        self.cancelled_by: str | None = None  # a step's `CANCELLED by <uid>`
         self.steps: list[str] = []
 
     def add_step(self, step: str, state: SlurmState, max_rss: str) -> None:
         if state.state is State.OUT_OF_MEMORY:
             self.oom = True
+        elif state.cancelled_by is not None:
+            self.cancelled_by = state.cancelled_by
         if max_rss:
             size = _rss_bytes(max_rss)
             if size > self.rss_bytes:
                 self.rss, self.rss_bytes = max_rss, size
         self.steps.append(f"{step}:{state.raw}")
 
+    def absorb(self, other: _Fold) -> None:
+        """A further heterogeneous component (`36+1`) of the same run: not a requeue."""
+        if _rank(other.args[0]) > _rank(self.args[0]):
+            self.args = other.args
+        self.oom = self.oom or other.oom
+        self.cancelled_by = self.cancelled_by or other.cancelled_by
+        if other.rss_bytes > self.rss_bytes:
+            self.rss, self.rss_bytes = other.rss, other.rss_bytes
+        self.steps.extend(other.steps)
+
+    @property
+    def state(self) -> State:
+        return self.args[0]  # type: ignore[no-any-return]
+
     def observation(self, key: tuple[str, int | None]) -> JobObservation:
         state, raw, by, code, sig, elapsed, nodes, start, end, name, tres = self.args
         if self.oom and state in (State.FAILED, State.CANCELLED):
             state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
+        elif state is State.FAILED and self.cancelled_by is not None:
+            # `scancel 34.0` kills the task's step (`34.0|CANCELLED by 0|0:9`) and the job line
+            # says FAILED 9:0 (tests/fixtures/sacct/step_cancelled_by_uid.txt): a person's cancel
+            state, by = State.CANCELLED, self.cancelled_by
+        if state.value not in TERMINAL:
+            code = sig = None  # a running job's `0:0` is no exit code yet
         return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
                               name, self.requeues, tuple(self.steps), tres)
 
@@ -187,18 +279,31 @@ class _Fold:
 Key = tuple[str, int | None]  # (array job id, array index); index None for a plain job
 
 
-def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None) -> dict[Key, JobObservation]:
+class Observed(dict[Key, JobObservation]):
+    """observe_jobs' answer: one observation per element, plus the lines it had to skip."""
+
+    skipped: list[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped = []  # "why: line" for each line skipped (a cut pending list too)
+
+
+def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None) -> Observed:
     """Fold sacct text into one observation per (array job id, index). With --duplicates every
     earlier line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED
-    or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues.
-    Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter there, and
-    so are the lines of elements not in `wanted` (when given): `--jobs` names whole arrays, whose
-    finished elements a tick no longer needs."""
+    or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues
+    (not a RESIZING record, not a federation sibling's REVOKED copy, not a further heterogeneous
+    component). Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter
+    there, and so are the lines of elements not in `wanted` (when given): `--jobs` names whole
+    arrays, whose finished elements a tick no longer needs. A line that cannot be read is
+    skipped and noted in `skipped`: one odd line must never take the tick down."""
     folds: dict[tuple[str, int | None], _Fold] = {}
+    out = Observed()
     for line in io.StringIO(text) if isinstance(text, str) else text:
         job_id = line[:line.find("|")]
         base, dot, step = job_id.partition(".")
-        if dot and step:
+        if dot and step and not job_id.endswith("]"):  # a cut pending list `1_[0-4,51-...%1]` is no step
             job, _, idx = base.partition("_")
             if job.isdigit() and (not idx or idx.isdigit()):
                 fold = folds.get((job, int(idx) if idx else None))
@@ -213,15 +318,38 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
             job, _, idx = base.partition("_")
             if idx.isdigit() and (job, int(idx)) not in wanted:
                 continue
-        row = parse_sacct_line(line) if line.strip() else None
-        if row is None or row.step is not None:
+        if not line.strip():
             continue
-        if row.pending_indices:
-            for element in row.pending_indices:
-                if (row.array_job_id, element) not in folds:
-                    folds[(row.array_job_id, element)] = _Fold(row, 0)
+        try:
+            row = read_sacct_line(line)
+        except UnreadableLine as exc:
+            out.skipped.append(f"{exc}: {line.strip()[:120]}")
             continue
-        key = (row.array_job_id, row.array_index)
-        earlier = folds.get(key)
-        folds[key] = _Fold(row, earlier.requeues + 1 if earlier is not None else 0)
-    return {key: fold.observation(key) for key, fold in folds.items()}
+        if row.step is None:
+            _fold_row(folds, row, out.skipped, line)
+    out.update((key, fold.observation(key)) for key, fold in folds.items())
+    return out
+
+
+def _fold_row(folds: dict[Key, _Fold], row: SacctRow, skipped: list[str], line: str) -> None:
+    if row.pending_indices or row.pending_cut:
+        if row.pending_cut:
+            skipped.append("pending index list cut (SLURM_BITSTR_LEN); only the elements it names "
+                           f"for sure were read: {line.strip()[:120]}")
+        for element in row.pending_indices:
+            if (row.array_job_id, element) not in folds:
+                folds[(row.array_job_id, element)] = _Fold(row, 0)
+        return
+    key = (row.array_job_id, row.array_index)
+    earlier = folds.get(key)
+    fold = _Fold(row, 0)
+    if earlier is None:
+        folds[key] = fold
+    elif "+" in row.job_id and not row.job_id.endswith("+0"):
+        earlier.absorb(fold)
+    elif fold.state is State.UNKNOWN and row.state.raw.startswith("REVOKED"):
+        return  # a federation sibling's copy: the run is elsewhere, never a requeue
+    else:
+        revoked_or_resized = earlier.args[1].startswith(("REVOKED", "RESIZING"))
+        fold.requeues = earlier.requeues + (0 if revoked_or_resized else 1)
+        folds[key] = fold

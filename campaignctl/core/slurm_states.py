@@ -39,12 +39,17 @@ _TABLE: dict[str, StateInfo] = {
     "PENDING": StateInfo(State.PENDING, False, "queued; resources may still be changed in place"),
     "REQUEUE_HOLD": StateInfo(State.PENDING, False, "requeued and held; waits for release"),
     "REQUEUE_FED": StateInfo(State.PENDING, False, "requeued by a federation"),
+    # new in Slurm 25.11 (issue 13 names it; the 22.05 man pages here do not know it): a job
+    # requeued to start again ahead of others; it waits, so it is pending
+    "EXPEDITING": StateInfo(State.PENDING, False, "requeued to run again first (Slurm 25.11)"),
     "RESV_DEL_HOLD": StateInfo(State.PENDING, False, "held because its reservation was deleted"),
     "CONFIGURING": StateInfo(State.RUNNING, False, "nodes allocated, booting"),
     "RUNNING": StateInfo(State.RUNNING, False, "running"),
     "COMPLETING": StateInfo(State.RUNNING, False, "ending; processes still being cleaned up"),
     "STAGE_OUT": StateInfo(State.RUNNING, False, "staging out burst-buffer data"),
     "SIGNALING": StateInfo(State.RUNNING, False, "being signalled"),
+    # `scontrol update JobId=38 NumNodes=1` on a running job: sacct -D keeps a RESIZING record, then
+    # the resized run (tests/fixtures/sacct/resizing.txt); the record is no requeue
     "RESIZING": StateInfo(State.RUNNING, False, "changing size"),
     "SUSPENDED": StateInfo(State.SUSPENDED, False, "suspended by the scheduler; will resume"),
     "STOPPED": StateInfo(State.SUSPENDED, False, "stopped (SIGSTOP); still holds its allocation"),
@@ -57,7 +62,10 @@ _TABLE: dict[str, StateInfo] = {
     "PREEMPTED": StateInfo(State.PREEMPTED, True, "preempted by higher-priority work"),
     "CANCELLED": StateInfo(State.CANCELLED, True, "cancelled (by the uid after 'by')"),
     "DEADLINE": StateInfo(State.DEADLINE, True, "missed its --deadline"),
-    "REVOKED": StateInfo(State.CANCELLED, True, "revoked by a federation sibling"),
+    # sacct(1): "RV REVOKED: Sibling was removed from cluster due to other cluster starting the
+    # job". This cluster's copy of a federated job says nothing about the run, which is elsewhere
+    # (`sacct --federation` shows it); never cancelled, never acted on
+    "REVOKED": StateInfo(State.UNKNOWN, False, "a federation sibling's copy: the job runs on another cluster"),
     "SPECIAL_EXIT": StateInfo(State.FAILED, True, "special exit (requeue-hold on exit code)"),
     "REQUEUED": StateInfo(State.REQUEUED, True, "an earlier run of a requeued job (sacct -D)"),
 }

@@ -5,9 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from campaignctl.core.params import TaskSpec, expand_tasks
+from campaignctl.core.cause_rules import unknown_rule_params
+from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
+from campaignctl.core.output_metrics import read_output_patterns
+from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
@@ -23,7 +27,7 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description", "telemetry", "rungs")
+            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -64,6 +68,12 @@ class CampaignSpec:
     gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
     min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
     rungs: tuple[Rung, ...] = ()  # a progressive campaign: tasks are configs × rungs (params.expand_tasks)
+    env_capture: EnvCapture = CAPTURE_EVERYTHING  # which submitting-shell variables every attempt gets
+    setup: tuple[str, ...] = ()  # shell lines run in the job before the program, every attempt
+    output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (core/output_metrics.py)
+    captured_env: str = ""  # the revision's captured environment file: set from the store, not the YAML
+    command: tuple[str, ...] = ()  # the argv template ({param} placeholders), to render a retry's new params
+    env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
 
     @property
     def configs(self) -> int:
@@ -120,14 +130,33 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     description = r.string(("description",), default="") or ""
     rungs = read_rungs(r, resources)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs])
+    _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
+    env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
-                        rungs=rungs)
+                        rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
+                        command=tuple(str(a) for a in top.get("command") or ()),
+                        env={str(k): str(v) for k, v in (top.get("env") or {}).items()})
+
+
+def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:
+    unknown = unknown_rule_params(policy, [t.params for t in tasks])
+    for cause, name, problem in unknown:
+        r.problem(("policy", "rules", cause, "params", name), problem)
+    if unknown or r.problems:
+        return
+    templates = [str(a) for a in top.get("command") or ()] + [str(v) for v in (top.get("env") or {}).values()]
+    used = {name for t in templates for name in placeholders(t)}
+    for cause, rule in sorted(policy.rules.items()):
+        for name in sorted(set(rule.params) - used):
+            r.problem(("policy", "rules", cause, "params", name),
+                      f"rules.{cause}.params changes {name!r}, which neither command nor env uses "
+                      f"(as {{{name}}}): the retry would run exactly like the failed attempt")
 
 
 def _join(base: str, path: str) -> str:

@@ -55,7 +55,8 @@ def task_rows(task_params: Mapping[int, Mapping[str, Scalar]], attempts: Iterabl
         attempt, count = latest[index]
         obs = _observation(attempt, observed)
         state = obs.state.value if obs else (SUBMITTING if attempt.job_id is None else "UNKNOWN")
-        rows.append(TaskRow(index, params, state, count, attempt.job_id,
+        # the latest attempt's params: a rule may have changed them (a smaller batch after a GPU OOM)
+        rows.append(TaskRow(index, attempt.params or params, state, count, attempt.job_id,
                             obs.nodes if obs else "",
                             obs.elapsed_s if obs else None, obs.exit_code if obs else None))
     return rows

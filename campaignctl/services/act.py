@@ -82,14 +82,15 @@ class Actor:
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
-                                     intent.resources_json, "retry", intent.requeue)
+                                     intent.resources_json, "retry", intent.requeue, intent.task_params)
         outcomes = self._carry_out(plan, {id(decision): decision_id})
         return outcomes.get(id(decision), ("applied", None))
 
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
                                  json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
-                                 "promotion" if all(d.action == "promote" for d in g.decisions) else "retry")
+                                 "promotion" if all(d.action == "promote" for d in g.decisions) else "retry",
+                                 _task_params(g.decisions))
                 for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, id_of: Mapping[int, int]) -> dict[int, Outcome]:
@@ -250,6 +251,13 @@ class Actor:
             else:
                 self._hold_or_release(decision, e.id)
         return repaired
+
+
+def _task_params(decisions: Sequence[Decision]) -> dict[int, str]:
+    """Parameters a rule chose for the next attempt (decide's `task_params`), by task index:
+    stored on the attempt rows with the intent, so a crash-repaired submission renders the same argv."""
+    return {d.task_index: json.dumps(d.params["task_params"], sort_keys=True)
+            for d in decisions if "task_params" in d.params}
 
 
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:

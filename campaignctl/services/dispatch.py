@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from campaignctl.adapters import faults, paths, slurm
 from campaignctl.adapters.runner import TaskLaunch
-from campaignctl.adapters.store import Store
+from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_from_dict
-from campaignctl.core.records import AttemptRecord, CampaignRecord, SubmissionRecord
+from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
 from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
 
 
@@ -53,15 +54,23 @@ def parameters(campaign: str, resources: Resources, token: str, chunk: ArrayChun
 
 
 def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
-             attempt_numbers: Sequence[int] | None = None) -> list[TaskLaunch]:
+             attempt_numbers: Sequence[int] | None = None,
+             params: Mapping[int, Mapping[str, Scalar]] | None = None) -> list[TaskLaunch]:
+    """`params`: by array index, the task parameters a rule set for that element; its argv and
+    env are rendered from the spec's templates with them."""
     numbers = attempt_numbers or [1] * chunk.size
+    tasks = [render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i))
+             for i, t in enumerate(chunk.task_indices)]
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
-                       argv=spec.tasks[t].argv, env=spec.tasks[t].env, workdir=spec.workdir,
+                       argv=tasks[i].argv, env=tasks[i].env, workdir=spec.workdir,
                        task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
                        # every rung of a config shares its first task's checkpoint directory
                        checkpoint_dir=str(paths.task_dir(spec.run_dir, spec.tasks[t].config) / "checkpoint"),
-                       rung=spec.tasks[t].rung)
+                       rung=spec.tasks[t].rung, env_file=spec.captured_env,
+                       from_node=spec.env_capture.from_node, setup=spec.setup,
+                       output_metrics=spec.output_metrics,
+                       causes=tuple(spec.policy.causes.items()))
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 
@@ -71,7 +80,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     """Steps 2-5 of the protocol, from wherever the last run stopped."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params)
     if job_id is None:
-        submission.stage(launches(spec, token, chunk, attempt_numbers))
+        submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
         store.set_submission_state(token, "submitted", job_id)
@@ -122,12 +131,21 @@ def recover(store: Store, record: CampaignRecord,
 
 
 def revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:
-    """The spec as accepted at revision `number`, with the policy resolved then (not re-read)."""
+    """The spec as accepted at revision `number`, with the policy resolved then (not re-read)
+    and the environment captured for it."""
     revision = store.revision(campaign_id, number)
     doc = parse_yaml(revision.spec_text, revision.spec_path)
     policy = json.loads(revision.policy_json)
-    return validate_spec(doc, str(Path(revision.spec_path).parent),
+    spec = validate_spec(doc, str(Path(revision.spec_path).parent),
                          policy_from_dict(policy) if policy else None)
+    return with_captured_env(spec, revision)
+
+
+def with_captured_env(spec: CampaignSpec, revision: RevisionRecord) -> CampaignSpec:
+    """`spec` with the environment file `submit` captured for `revision`. A policy or promote
+    revision copies its settings from the current one and a rollback from its target, so each
+    runs with the environment of the spec revision whose content it has."""
+    return replace(spec, captured_env=str(json.loads(revision.settings_json).get(CAPTURED_ENV, "")))
 
 
 def chunk_of(attempts: list[AttemptRecord], sub: SubmissionRecord) -> tuple[ArrayChunk, list[int]]:

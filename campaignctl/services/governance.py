@@ -33,7 +33,7 @@ def candidate_proposals(ctx: CampaignContext, policy: Policy, views: Sequence[Ta
                         summaries: Mapping[str, Summary], fired: set[tuple[str, str]]) -> list[Decision]:
     """What the candidate policy would decide over the same views: per-cause rules, pending
     resizes, utilisation rules and early stopping (fallback and budget are the enforced policy's alone)."""
-    decisions = decide(views, policy, ctx.now)
+    decisions = decide(views, policy, ctx.now, tuple(ctx.settings.get("gpu_types") or ()))
     decisions += decide_utilisation(views, summaries, policy, int(ctx.settings.get("min_gpus") or 0), fired)
     decisions += early_stops(ctx, views, fired, policy)
     return as_candidate(decisions, policy, ctx.log.proposal_keys(ctx.record.id))

@@ -7,7 +7,9 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
+import getpass
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -32,6 +34,7 @@ from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
+from campaignctl.services.causes import ingest_causes
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
@@ -44,6 +47,8 @@ from campaignctl.services.rules import (
     utilisation_and_fallback,
 )
 from campaignctl.services.telemetry import ingest
+
+SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class ReconcileResult:
     campaigns: list[CampaignTick]
     slurm_calls: int
     message: str = ""
+    skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
+    skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -135,6 +142,7 @@ class _Tick:
         self.now = _local_clock(now)
         self.squeue = _SqueueOnce()
         self.calls_at_start = proc.call_count()
+        self.skips_at_start = slurm.skipped_mark()
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
         repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
@@ -145,18 +153,32 @@ class _Tick:
         ticks = []
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
-            changes = diff_observations(rows, observed, self.squeue.arrays, self.now.isoformat())
+            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), self.now.isoformat())
             summaries: dict[str, Summary] = {}
-            if not dry_run and self.tick_id is not None:
+            acting = not dry_run and self.tick_id is not None
+            causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
+            if acting:
+                assert self.tick_id is not None
                 self.store.record_observations(self.tick_id, changes)
                 summaries = ingest(self.store, record.run_dir, rows, changes)
                 ingest_metrics(self.store, record.run_dir, rows, changes)
-            views = task_views(histories[record.id], decided[record.id], changes)
+            views = task_views(histories[record.id], decided[record.id], changes, causes)
             ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
-        return ReconcileResult(status, self.tick_id, ticks, calls)
+        skipped = slurm.skipped_since(self.skips_at_start)
+        return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
+                               skipped=skipped[:SHOWN_SKIPS])
+
+    def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
+        """What counts as still queued when sacct misses an attempt. Another user's campaign (a
+        shared CAMPAIGNCTL_DB_URL): with `PrivateData=jobs` in slurm.conf sacct prints nothing
+        for jobs of other users, and `squeue --me` never lists them, so their absence says
+        nothing; they count as queued and are never declared lost from here."""
+        if record.owner == getpass.getuser():
+            return self.squeue.arrays
+        return lambda: {key_of(r)[0] for r in rows}
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})
@@ -172,7 +194,7 @@ class _Tick:
         ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
         requests = requests_of(self.log, record.id)
         views = with_requests(views, requests)
-        decisions = decide(views, policy, self.now)
+        decisions = decide(views, policy, self.now, tuple(settings.get("gpu_types") or ()))
         budget = budget_plan(ctx, views)
         paused = record.state == "paused" or budget.pause
         if paused:  # retries, moves and throttles would spend what the budget no longer has

@@ -70,9 +70,10 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     store = Store.open()
     record = find_campaign(store, name)
     history = HistoryStore(store.engine).campaign_history(record)
-    current, _ = current_policy(store, record)
+    current, settings = current_policy(store, record)
     actual = actual_decisions(history)
-    comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
+    gpu_types = tuple(settings.get("gpu_types") or ())
+    comparison = compare(actual, replay(history, policy, gpu_types), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
     return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
 

@@ -14,8 +14,9 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
+from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.decide import Decision
-from campaignctl.core.errors import ConflictError, NotFoundError
+from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.revisions import content_hash, revision_diff
@@ -94,6 +95,10 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
     policy = load_policy(str(policy_file), str(Path.cwd()))  # a path, or a built-in name
     store = Store.open()
     record = find_campaign(store, name)
+    unknown = unknown_rule_params(policy, list(store.task_params(record.id).values()))
+    if unknown:
+        raise SpecError([problem for *_, problem in unknown], str(policy_file),
+                        "name parameters the campaign's tasks have, or leave them out of the rule")
     current = store.revision(record.id, record.current_revision)
     text = json.dumps(policy_to_dict(policy), sort_keys=True)
     if shadow:

@@ -63,12 +63,17 @@ class SpendView:
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
 
 
+SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
+
+
 @dataclass(frozen=True, slots=True)
 class StatusResult:
     campaigns: list[CampaignSummary]
     tasks: list[TaskRow] = field(default_factory=list)
     sacct_calls: int = 0
     spend: SpendView | None = None
+    skipped_lines: int = 0  # lines of sacct output that could not be read and were skipped
+    skipped: list[str] = field(default_factory=list)  # the first few, "sacct: why: line"
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -90,7 +95,9 @@ def status(name: str | None = None) -> StatusResult:
     store = Store.open()
     records = store.campaigns() if name is None else [find_campaign(store, name)]
     attempts = {r.id: store.attempts(r.id) for r in records}
+    mark = slurm.skipped_mark()
     observed, calls = _observe([a for group in attempts.values() for a in group])
+    skipped = slurm.skipped_since(mark)
     log = DecisionLog(store.engine)
     summaries, detail = [], []
     for record in records:
@@ -108,10 +115,10 @@ def status(name: str | None = None) -> StatusResult:
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs))
         detail = rows
     if name is None:
-        return StatusResult(summaries, [], calls)
+        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS])
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
-                        _spend(store, records[0], policy, settings))
+                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS])
 
 
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:

@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from campaignctl.adapters import faults, slurm
+from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
+from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
-from campaignctl.services.dispatch import dispatch, parameters, recover
+from campaignctl.services.dispatch import dispatch, parameters, recover, with_captured_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class SubmitResult:
     chunks: list[ChunkResult] = field(default_factory=list)
     script: str = ""
     notes: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)  # the spec's setup lines (shown by --dry-run)
 
     @property
     def sbatch_calls(self) -> int:
@@ -72,23 +76,30 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
         if refusals:
             raise SpecError(refusals, str(spec_path), REFUSED_HINT)
     if record is None:
-        store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser())
+        store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
         assert record is not None
     elif unchanged:
         outcome = "unchanged"
     else:
         number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
-                                    getpass.getuser(), reason or "spec changed at submit")
+                                    getpass.getuser(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
     recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
                              r.chunk.task_indices[-1], r.job_id, "recovered")
                  for r in recover(store, record)]
+    spec = with_captured_env(spec, store.revision(record.id, record.current_revision))
     fresh = _submit_unsubmitted(store, record, spec)
     return SubmitResult(spec.name, record.current_revision, outcome, len(spec.first_tasks()),
                         fresh[1], recovered + fresh[0], notes=notes)
+
+
+def capture(spec: CampaignSpec) -> str:
+    """Store this shell's environment (narrowed by `env_capture`) for the new revision; every
+    attempt of it runs on it, whoever submits it (core/job_env.py)."""
+    return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture))
 
 
 REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has "
@@ -142,7 +153,8 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for c in chunks]
-    return SubmitResult(spec.name, 0, "dry-run", len(spec.first_tasks()), max_array, results, script, notes)
+    return SubmitResult(spec.name, 0, "dry-run", len(spec.first_tasks()), max_array, results, script, notes,
+                        list(spec.setup))
 
 
 def _submit_unsubmitted(store: Store, record: CampaignRecord,

@@ -65,7 +65,9 @@ def test_the_three_builtins_are_packaged() -> None:
 def test_every_builtin_loads_and_answers_every_cause(name: str) -> None:
     policy = load_policy(name, "/nowhere")
     assert policy.name == name and policy.version >= 1 and policy.label == f"{name}@v{policy.version}"
-    assert set(policy.rules) == set(CAUSES)
+    assert set(CAUSES) <= set(policy.rules) <= {*CAUSES, "gpu_out_of_memory", "setup_failed"}
+    assert policy.rule("gpu_out_of_memory").action == "resubmit"  # its own rule, or the built-in default
+    assert policy.rule("setup_failed").action == "give_up"
     for rule in policy.rules.values():
         assert min(rule.mem_factor, rule.time_factor, rule.backoff_factor) >= 1
         assert rule.action in ("resubmit", "give_up")

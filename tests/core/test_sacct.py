@@ -55,8 +55,8 @@ CASES = [
     ("node_fail.txt", ("32", None), State.NODE_FAIL, "NODE_FAIL", None, (0, 0), 5, "node3",
      ("batch:CANCELLED",)),
     # batch job on node2 preempted by a `-p high` job, requeued, running again (sacct -D: the
-    # PREEMPTED run, then the RUNNING one); the current run wins
-    ("preempted_requeued.txt", ("33", None), State.RUNNING, "RUNNING", None, (0, 0), 10, "node2",
+    # PREEMPTED run, then the RUNNING one); the current run wins, and its `0:0` is no exit code yet
+    ("preempted_requeued.txt", ("33", None), State.RUNNING, "RUNNING", None, (None, None), 10, "node2",
      ("batch:RUNNING",)),
     # the same job after `scancel` of its second run
     ("preempted_requeued_cancelled.txt", ("33", None), State.CANCELLED, "CANCELLED by 0", "0", (0, 0),
@@ -89,7 +89,7 @@ CASES = [
     ("fixture", "key", "state", "raw", "cancelled_by", "exit_", "elapsed", "node", "steps"),
     CASES, ids=[f"{c[0].removesuffix('.txt')}-{c[1][1]}" for c in CASES])
 def test_recorded_job_observation(fixture: str, key: Key, state: State, raw: str,
-                                  cancelled_by: str | None, exit_: tuple[int, int], elapsed: int,
+                                  cancelled_by: str | None, exit_: tuple[int | None, int | None], elapsed: int,
                                   node: str, steps: tuple[str, ...]) -> None:
     obs = observe(fixture)[key]
     assert obs.key == key
@@ -227,7 +227,7 @@ def test_requeue_count(fixture: str, key: Key, requeues: int) -> None:
 
 BASE = {
     "JobID": "7", "JobIDRaw": "7", "JobName": "t", "Partition": "batch", "State": "COMPLETED",
-    "ExitCode": "0:0", "Elapsed": "00:00:05", "Timelimit": "00:05:00", "NodeList": "node1",
+    "ExitCode": "0:0", "DerivedExitCode": "0:0", "Elapsed": "00:00:05", "Timelimit": "00:05:00", "NodeList": "node1",
     "AllocTRES": "billing=1,cpu=1,mem=100M,node=1", "ReqMem": "100M", "MaxRSS": "",
     "Submit": "2026-11-21T12:00:00", "Start": "2026-11-21T12:00:01", "End": "2026-11-21T12:00:06",
     "Comment": "",

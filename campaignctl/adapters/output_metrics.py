@@ -1,0 +1,99 @@
+"""Job side of `metrics.from_output`: follow the program's output.log while it runs and append
+each matching line's numbers to metrics.jsonl, the file a program would write itself
+($CAMPAIGNCTL_METRICS), so reconcile ingests them like any other metric points.
+
+A thread reads the bytes added since its last look every POLL_S seconds and once more after the
+program ends; only complete lines are matched (a line ends at `\\n` or `\\r`: progress bars
+redraw with `\\r`). The last unterminated line is matched at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from campaignctl.core.output_metrics import MAX_LINE_CHARS, compile_patterns, record_of_line
+
+if TYPE_CHECKING:
+    from campaignctl.adapters.runner import TaskLaunch
+
+POLL_S = 1.0
+READ_CHUNK = 1 << 20
+
+
+class OutputMetrics:
+    def __init__(self, log_path: Path, metrics_path: Path, patterns: Sequence[str], offset: int,
+                 poll_s: float = POLL_S) -> None:
+        self.log_path, self.metrics_path = log_path, metrics_path
+        self.patterns = compile_patterns(patterns)
+        self.offset, self.poll_s = offset, poll_s
+        self.partial = b""
+        self.points = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="campaignctl-output-metrics", daemon=True)
+
+    def start(self) -> OutputMetrics:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        """Read what is left (the final unterminated line too); returns the points written."""
+        self._stop.set()
+        self._thread.join()
+        self._read(final=True)
+        return self.points
+
+    def _follow(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self._read(final=False)
+
+    def _read(self, final: bool) -> None:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.offset)
+                data = log.read(READ_CHUNK)
+                while data:
+                    self.offset += len(data)
+                    self._lines(self.partial + data)
+                    data = log.read(READ_CHUNK)
+        except OSError:
+            return
+        if final and self.partial:
+            self._write([self.partial])
+            self.partial = b""
+
+    def _lines(self, data: bytes) -> None:
+        lines = data.replace(b"\r", b"\n").split(b"\n")
+        self.partial = lines.pop()[-MAX_LINE_CHARS * 4:]
+        self._write(lines)
+
+    def _write(self, lines: Sequence[bytes]) -> None:
+        now = time.time()
+        records = [r for line in lines if line
+                   and (r := record_of_line(line.decode(errors="replace"), self.patterns, now)) is not None]
+        if not records:
+            return
+        with open(self.metrics_path, "a", encoding="utf-8") as out:
+            out.write("".join(json.dumps(r) + "\n" for r in records))
+        self.points += len(records)
+
+
+@contextlib.contextmanager
+def metrics_from_output(launch: TaskLaunch, log_path: Path) -> Iterator[None]:
+    """Follow what is appended to `log_path` from now (after the setup lines' output) while the
+    block runs, when the spec has `metrics.from_output`; a launch pickled before it has none."""
+    patterns = getattr(launch, "output_metrics", ())
+    if not patterns:
+        yield
+        return
+    follower = OutputMetrics(log_path, launch.attempt_dir / "metrics.jsonl", patterns,
+                             log_path.stat().st_size).start()
+    try:
+        yield
+    finally:
+        follower.stop()

@@ -1,0 +1,104 @@
+"""`metrics: {from_output: REGEX}` — metric points read from a program's own log lines, so an
+unmodified training script can be ranked, promoted and stopped early. Pure.
+
+A pattern is a Python regex searched in each output line, with a named group `step` (an integer)
+and one named group per metric (a number). nanoGPT's `train.py` prints
+`step 200: train loss 2.3102, val loss 2.3456` (tests/fixtures/output_metrics/nanogpt.txt), read by
+    step (?P<step>\\d+): train loss (?P<train_loss>[-\\d.]+), val loss (?P<val_loss>[-\\d.]+)
+Several patterns may be given as a list (one per kind of line); the first that matches a line wins.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from campaignctl.core.metrics import METRIC_NAME, RESERVED
+from campaignctl.core.rawdoc import KeyPath
+from campaignctl.core.reader import Reader
+
+METRICS_KEYS = ("from_output",)
+MAX_PATTERNS = 8
+MAX_PATTERN_CHARS = 1000
+MAX_LINE_CHARS = 4096  # longer lines are matched on their first 4096 characters
+
+
+def read_output_patterns(r: Reader) -> tuple[str, ...]:
+    path: KeyPath = ("metrics", "from_output")
+    r.mapping(("metrics",), METRICS_KEYS)
+    value = r.get(path)
+    if value is Reader.MISSING or value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    if not items or len(items) > MAX_PATTERNS:
+        r.problem(path, f"must be a regex or a list of 1 to {MAX_PATTERNS} regexes")
+        return ()
+    patterns = []
+    for i, item in enumerate(items):
+        where = (*path, i) if isinstance(value, list) else path
+        why = pattern_problem(item)
+        if why:
+            r.problem(where, why)
+        else:
+            patterns.append(str(item))
+    return tuple(patterns)
+
+
+def pattern_problem(pattern: object) -> str:
+    """Why `pattern` cannot read metrics from output lines, or '' if it can."""
+    if not isinstance(pattern, str) or not pattern:
+        return f"must be a regular expression (a quoted string), got {pattern!r}"
+    if len(pattern) > MAX_PATTERN_CHARS or any(c in pattern for c in "\n\r\0"):
+        return f"must be one line of at most {MAX_PATTERN_CHARS} characters"
+    try:
+        groups = list(re.compile(pattern).groupindex)
+    except re.error as exc:
+        return f"is not a valid regular expression: {exc}"
+    metrics = [g for g in groups if g != "step"]
+    if "step" not in groups or not metrics:
+        return ("needs a named group `step` and at least one named metric group, e.g. "
+                "'step (?P<step>\\d+): train loss (?P<train_loss>[-\\d.]+)'")
+    bad = [g for g in metrics if g in RESERVED or not METRIC_NAME.match(g)]
+    if bad:
+        return f"group name(s) {', '.join(bad)} cannot be metric names (reserved: {', '.join(RESERVED)})"
+    return ""
+
+
+def compile_patterns(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def record_of_line(line: str, patterns: Sequence[re.Pattern[str]], t: float) -> dict[str, float | int] | None:
+    """The metrics.jsonl record one output line gives (`{"step": 200, "val_loss": 2.3456, "t": …}`),
+    or None: no pattern matched, the step is not an integer, or no metric group holds a finite number."""
+    text = line[:MAX_LINE_CHARS]
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        step = _integer(match.group("step"))
+        values = {name: number for name, raw in match.groupdict().items()
+                  if name != "step" and (number := _finite(raw)) is not None}
+        if step is None or not values:
+            return None
+        return {"step": step, **values, "t": t}
+    return None
+
+
+def _integer(raw: str | None) -> int | None:
+    try:
+        step = int(raw.replace(",", "").replace("_", "")) if raw is not None else None
+    except ValueError:
+        return None
+    return step if step is not None and step >= 0 else None
+
+
+def _finite(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
