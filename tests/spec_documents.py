@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from campaignctl import cli
 
 SPEC_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-             "telemetry", "rungs", "run_dir", "workdir", "description")
+             "telemetry", "rungs", "run_dir", "workdir", "description", "env_capture", "setup", "metrics")
 RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "min_gpus", "cpus_per_task", "mem", "time", "cpu_bind",
                  "gpu_bind", "account", "qos", "constraint", "exclude")
 POLICY_KEYS = ("use", "rules", "unknown_grace", "prices", "fallback", "utilisation", "approval",
-               "known_good_after", "slurm_requeue", "early_stopping")
+               "known_good_after", "slurm_requeue", "early_stopping", "causes", "max_failures", "mode")
 BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money", "warn_at")
 
 # Text a person or an attacker may put in a spec: Slurm notations, YAML 1.1 traps, markup,
