@@ -41,8 +41,14 @@ def restamp(text: str | None) -> str | None:
 
 def from_slurm(text: str) -> str:
     """A time Slurm printed under `TZ=UTC` with SLURM_TIME_FORMAT=standard
-    (`2026-11-24T03:12:08`) → the stored form."""
-    return text + "+00:00" if len(text) == 19 else stamp(datetime.fromisoformat(text).replace(tzinfo=UTC))
+    (`2026-11-24T03:12:08`) → the stored form. Text in no ISO form is kept as it is: the rule
+    that reads it fails the tick, as it always did, rather than guess."""
+    if len(text) == 19:
+        return text + "+00:00"
+    try:
+        return stamp(datetime.fromisoformat(text).replace(tzinfo=UTC))
+    except ValueError:
+        return text
 
 
 def to_slurm(value: datetime) -> str:

@@ -45,6 +45,8 @@ def test_a_naive_row_from_before_is_local_time_of_the_reading_process(
 def test_slurm_times_are_read_and_written_as_utc(zone: Callable[[str], None]) -> None:
     zone("Asia/Tokyo")
     assert from_slurm("2026-11-24T03:11:54") == "2026-11-24T03:11:54+00:00"
+    assert from_slurm("2026-11-24T03:11") == "2026-11-24T03:11:00+00:00"
+    assert from_slurm("Tue Nov 24 03:11:54 2026") == "Tue Nov 24 03:11:54 2026"  # not ISO: kept, never guessed
     assert to_slurm(datetime(2026, 11, 24, 12, 0, tzinfo=UTC)) == "2026-11-24T12:00:00"
     assert to_slurm(datetime(2026, 11, 24, 21, 0)) == "2026-11-24T12:00:00"  # a naive one is local (Tokyo)
     assert shown("2026-11-24T03:12:08+00:00") == "2026-11-24 03:12:08 UTC"
