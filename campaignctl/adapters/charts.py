@@ -62,6 +62,7 @@ def _time_axis(ax: Axes, window: tuple[float, float]) -> None:
     locator = AutoDateLocator(tz=tz)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=tz))
+    ax.set_xlabel(f"local time ({tz})")
     pad = (window[1] - window[0]) * 0.02  # room for the markers at either end
     ax.set_xlim(_days(window[0] - pad), _days(window[1] + pad))
 

@@ -24,7 +24,7 @@ class _Frames:
         self.last: RenderableType = ""
 
     def next(self) -> RenderableType:
-        stamp = datetime.now().strftime("%H:%M:%S")
+        stamp = datetime.now().astimezone().strftime("%H:%M:%S %Z")  # local, and which zone
         try:
             self.last = self.build()
             note: str | tuple[str, str] = ""
