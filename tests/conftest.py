@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from campaignctl import cli
 from campaignctl.adapters import proc
 from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
 from tests.fakeslurm import FakeSlurm
@@ -59,3 +61,17 @@ def slurm_conf() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return conf
+
+
+def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The installed entry point in this process (so the fake Slurm answers), error boundary included."""
+    monkeypatch.setattr(sys, "argv", ["campaignctl", *args])
+    monkeypatch.setenv("COLUMNS", "250")
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err

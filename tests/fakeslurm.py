@@ -6,7 +6,9 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.core.sacct import SACCT_FIELDS
@@ -28,6 +30,7 @@ class ElementState:
     nodes: str = "node1"
     end: str = ""
     elapsed: str = "00:00:03"
+    ended: float | None = None  # epoch: End is printed in the caller's TZ, as sacct does (localtime(3))
 
 
 @dataclass
@@ -47,11 +50,13 @@ class FakeSlurm:
     states: dict[tuple[str, int], ElementState] = field(default_factory=dict)  # released elements
     vanished: set[str] = field(default_factory=set)  # job ids neither sacct nor squeue knows
     before_sacct: Callable[[], None] | None = None  # a hook, e.g. to hold a tick inside sacct
+    env: Mapping[str, str] = field(default_factory=dict)  # the environment of the latest call
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
         name = argv[0]
         self.calls[name] += 1
         self.argvs.append(tuple(argv))
+        self.env = env
         for key in (" ".join(argv[:2]), name):
             if key in self.fail_next:
                 return ProcResult(tuple(argv), 1, "", self.fail_next.pop(key))
@@ -140,9 +145,15 @@ class FakeSlurm:
                 values = {f: "" for f in SACCT_FIELDS}
                 values.update(JobID=f"{job_id}_{i}", JobIDRaw=job_id, JobName=job.name, State=state,
                               ExitCode=element.exit_code, Elapsed=element.elapsed, NodeList=element.nodes,
-                              End=element.end)
+                              End=self._end(element))
                 lines.append("|".join(values[f] for f in SACCT_FIELDS))
         return "\n".join(lines) + "\n"
+
+    def _end(self, element: ElementState) -> str:
+        if element.ended is None:
+            return element.end
+        zone = ZoneInfo(self.env["TZ"]) if self.env.get("TZ") else None
+        return datetime.fromtimestamp(element.ended, zone).strftime("%Y-%m-%dT%H:%M:%S")
 
     def live_jobs(self) -> list[FakeJob]:
         return [j for j in self.jobs.values() if not j.cancelled]

@@ -52,8 +52,8 @@ class Clock:
         return self.now
 
     def sacct(self, minutes: float) -> str:
-        """A time as sacct prints it: local wall-clock, no zone."""
-        return datetime.fromtimestamp(self.t0 + minutes * 60).strftime("%Y-%m-%dT%H:%M:%S")
+        """A time as sacct prints it under TZ=UTC (adapters/proc.py): UTC, no zone."""
+        return datetime.fromtimestamp(self.t0 + minutes * 60, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _attempt_dir(run_dir: Path, task: int, attempt: int) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -61,13 +62,16 @@ def _time_axis(ax: Axes, window: tuple[float, float]) -> None:
     locator = AutoDateLocator(tz=tz)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=tz))
+    ax.set_xlabel(f"local time ({tz})")
     pad = (window[1] - window[0]) * 0.02  # room for the markers at either end
     ax.set_xlim(_days(window[0] - pad), _days(window[1] + pad))
 
 
 def _say(ax: Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="#a15c00",
-            wrap=True)
+    # Wrapped here, not with wrap=True: matplotlib 3.10 measures wrapped lines as mathtext whatever
+    # text.parse_math says, so a metric named `$\frac{x$` raised ValueError from the parser.
+    ax.text(0.5, 0.5, textwrap.fill(text, 90), transform=ax.transAxes, ha="center", va="center", fontsize=12,
+            color="#a15c00")
 
 
 def note_png(title: str, note: str, height_in: float = 2.5) -> bytes:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from campaignctl.adapters.decision_log import chain_head
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.store import driver_sql, utc_now
-from campaignctl.core.chain import CHAINS, GENESIS, Head, StoredRow
+from campaignctl.core.chain import CHAINS, GENESIS, Head, StoredRow, UndecodableText
 from campaignctl.core.errors import IntegrityError, NotFoundError, StateError
 
 HEAD_ENV = "CAMPAIGNCTL_CHAIN_HEAD"
@@ -24,12 +24,42 @@ HEAD_KEYS = {"decision": "decisions", "outcome": "outcomes"}
 
 @contextmanager
 def stored_rows(engine: sa.Engine, chain: str) -> Iterator[Iterator[StoredRow]]:
-    """Every row of a chain in id order, streamed (a log can hold millions of rows)."""
+    """Every row of a chain in id order, streamed (a log can hold millions of rows), each value
+    as stored: SQLite text that is not UTF-8 comes back as `UndecodableText`, not an error."""
     columns = ", ".join(name for name, _ in CHAINS[chain])
     sql = f"SELECT prev_hash, row_hash, {columns} FROM {TABLES[chain]} ORDER BY id"
-    with engine.connect() as conn:
+    with engine.connect() as conn, _lenient_text(conn):
         result = conn.execution_options(stream_results=True).exec_driver_sql(sql)
         yield (StoredRow(int(r[2]), r[0], r[1], tuple(r[2:])) for r in result)
+
+
+def missing_tables(engine: sa.Engine) -> list[str]:
+    """The log's tables that are not in the database (dropped behind campaignctl's back)."""
+    inspector = sa.inspect(engine)
+    return [table for table in TABLES.values() if not inspector.has_table(table)]
+
+
+@contextmanager
+def _lenient_text(conn: sa.Connection) -> Iterator[None]:
+    """sqlite3 raises OperationalError ("Could not decode to UTF-8") on the first text value that
+    is not UTF-8 and ends the read; decode per value instead, so verify can name the row."""
+    raw = conn.connection.dbapi_connection
+    if conn.dialect.name != "sqlite" or raw is None:
+        yield
+        return
+    saved = raw.text_factory  # type: ignore[attr-defined]
+    raw.text_factory = _decode  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        raw.text_factory = saved  # type: ignore[attr-defined]
+
+
+def _decode(data: bytes) -> str | UndecodableText:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return UndecodableText(data)
 
 
 def heads(engine: sa.Engine) -> dict[str, Head]:

@@ -69,7 +69,7 @@ class DecisionLog:
         self.engine = engine
 
     def begin_tick(self, scope: str, clock: str = "") -> int:
-        """`clock`: the local wall-clock time the tick's rules compare against (replay reuses it)."""
+        """`clock`: the UTC time the tick's rules compare against (replay reuses it)."""
         with self.engine.begin() as conn:
             return int(conn.execute(ticks.insert().values(
                 started_at=utc_now(), status="running", scope=scope, clock=clock)).inserted_primary_key[0])  # type: ignore[index]

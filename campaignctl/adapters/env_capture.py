@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from campaignctl.adapters import paths
 from campaignctl.core.errors import StateError
 from campaignctl.core.job_env import decode_environment, encode_environment
 
@@ -25,8 +26,8 @@ def private_dir(run_dir: str) -> Path:
     """`<run_dir>/.campaignctl-private`, created if missing and made 0700 whatever the umask."""
     path = Path(run_dir) / PRIVATE_DIR
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path, 0o700)
+        paths.private_run_tree(Path(run_dir))  # run_dir too, when created here: 0700, not the umask's
+        paths.private_dir(path)
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc}", "check run_dir in the spec and its permissions") from None
     return path

@@ -3,12 +3,12 @@ over attempts, observations and the decision log."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from campaignctl.adapters.store import driver_sql
+from campaignctl.core.clock import read_time
 from campaignctl.core.governance import RevisionRun
 from campaignctl.core.records import RevisionRecord
 
@@ -44,4 +44,4 @@ def revision_run(engine: sa.Engine, revision: RevisionRecord) -> RevisionRun:
                      for token, state in rows(_FAILED_RETRIES, campaign, number)]
         failures += [f"attempt {token} resized by this revision ended {state}"
                      for token, state in rows(_FAILED_RESIZED, campaign, number)]
-    return RevisionRun(number, datetime.fromisoformat(revision.created_at), ran, tuple(failures))
+    return RevisionRun(number, read_time(revision.created_at), ran, tuple(failures))

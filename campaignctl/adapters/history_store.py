@@ -17,6 +17,7 @@ from campaignctl.adapters.store_schema import (
     tasks,
     ticks,
 )
+from campaignctl.core.clock import read_time
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.replay import (
     CampaignHistory,
@@ -102,7 +103,6 @@ def _aware(stored: str) -> datetime:
 
 
 def _clock(clock: str, started_at: str) -> datetime:
-    """The tick's local naive clock; ticks from before it was stored: their start, in local time."""
-    if clock:
-        return datetime.fromisoformat(clock)
-    return _aware(started_at).astimezone().replace(tzinfo=None, microsecond=0)
+    """The UTC time the tick's rules compared against (a naive one, from before times were UTC:
+    local time, core/clock.py); ticks from before it was stored: their start."""
+    return read_time(clock) if clock else _aware(started_at).replace(microsecond=0)

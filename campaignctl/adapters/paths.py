@@ -107,6 +107,34 @@ def write_public(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
+def private_run_tree(run_dir: Path) -> None:
+    """The run directory's campaignctl parts, owner-only (0700) whatever the umask: `slurm/` holds
+    the scripts and pickled payloads jobs execute (another user able to write there could run code
+    as the owner), `tasks/` what the attempts write. The run directory itself is made 0700 only
+    when created here: an existing one is the user's to share."""
+    try:
+        _make_private(run_dir, chmod_existing=False)
+        for part in ("slurm", "tasks"):
+            private_dir(run_dir / part)
+    except OSError as exc:
+        raise StateError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}",
+                         "set run_dir in the spec to a writable directory") from None
+
+
+def private_dir(path: Path) -> None:
+    """`path` and any missing parent created 0700 whatever the umask; `path` made 0700 if it existed."""
+    _make_private(path, chmod_existing=True)
+
+
+def _make_private(path: Path, chmod_existing: bool) -> None:
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+    if chmod_existing and path not in missing:
+        os.chmod(path, 0o700)
+
+
 def task_dir(run_dir: str, task_index: int) -> Path:
     """Where a task's attempts write: `<run_dir>/tasks/<index>/<attempt token>/…`, and its
     checkpoint directory `<run_dir>/tasks/<index>/checkpoint`, shared by its attempts."""

@@ -6,9 +6,11 @@ from importlib import resources
 from pathlib import Path
 
 from campaignctl.adapters.yaml_source import load_yaml, parse_yaml
-from campaignctl.core.errors import NotFoundError
+from campaignctl.core.errors import NotFoundError, SpecError
 from campaignctl.core.policy import Policy, read_policy
+from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.reader import Reader
+from campaignctl.core.spec import policy_reference
 
 
 def builtin_names() -> list[str]:
@@ -35,3 +37,13 @@ def load_policy(reference: str, base_dir: str) -> Policy:
     policy = read_policy(reader)
     reader.raise_if_problems()
     return policy
+
+
+def spec_policy(doc: RawDoc, spec_dir: str) -> Policy:
+    """The policy a spec names: an unknown name or a missing file is a problem of the spec (exit 3)."""
+    try:
+        return load_policy(policy_reference(doc), spec_dir)
+    except NotFoundError as exc:
+        nested = isinstance(doc.data, dict) and isinstance(doc.data.get("policy"), dict)
+        key = ("policy", "use") if nested else ("policy",)
+        raise SpecError([f"{doc.where(key)}: {exc.message}", *doc.problems], doc.source, exc.hint) from None

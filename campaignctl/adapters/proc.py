@@ -52,8 +52,15 @@ SCRUBBED = frozenset({"SLURM_CLUSTERS", "SLURM_EXIT_ERROR"})
 # Set for every command. SLURM_BITSTR_LEN: sacct(1) "the string length to be used for holding a
 # job array's task ID expression. The default value is 64 bytes. A value of 0 will print the full
 # expression": without it a pending array list is cut (`1_[0-4,…,51-...%1]`, seen on 22.05).
+# TZ=UTC: sacct and squeue print times, and read `sacct -S`, in the local zone of the process
+# (localtime(3); the same job's End read `2026-11-24T03:11:54` under TZ=UTC, `12:11:54` under
+# Asia/Tokyo, `2026-11-23T22:11:54` under America/New_York, 22.05). Without a zone in the text, a
+# tick under another TZ than the one before it compared times hours apart (core/clock.py).
+# It reaches the batch job only as far as the runner: the program gets the submitter's captured
+# environment (README: the environment every attempt runs in).
 FORCED = {"SLURM_TIME_FORMAT": "standard",  # 2026-11-21T12:00:00, what the parsers expect
-          "SLURM_BITSTR_LEN": "0"}
+          "SLURM_BITSTR_LEN": "0",
+          "TZ": "UTC"}
 AFTER_KILL_S = 2.0  # how long the pipes are drained after the process group was killed
 
 

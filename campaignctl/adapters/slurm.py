@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from campaignctl.adapters import proc
+from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
@@ -225,7 +226,7 @@ def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
     here; the run's own record comes with the federation's view (a no-op elsewhere, checked on 22.05)."""
     return ["sacct", "--parsable2", "--noheader", "--duplicates", "--federation",
             f"--format={','.join(SACCT_FIELDS)}",
-            f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}", "--endtime=now",
+            f"--starttime={to_slurm(since)}", "--endtime=now",  # read in UTC: proc runs sacct with TZ=UTC
             f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from campaignctl.adapters import paths
+from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
 from campaignctl.adapters.store_schema import (
     MIGRATIONS,
     attempts,
@@ -45,8 +46,14 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+BUSY_TIMEOUT_MS = 15_000  # how long a write waits for another process's lock before exit 75
+
+
 def default_url() -> str:
-    db = paths.private_file(paths.state_dir() / "campaignctl.db")
+    """The private default database (created 0600 by `prepare_sqlite`; an existing one made 0600)."""
+    db = paths.state_dir() / "campaignctl.db"
+    if db.exists():
+        paths.private_file(db)
     return f"sqlite:///{db}"
 
 
@@ -56,9 +63,9 @@ def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: object, _record: object) -> None:
         cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: changing journal_mode may wait too
         cursor.execute(f"PRAGMA journal_mode={journal}")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=15000")
         cursor.close()
 
 
@@ -74,30 +81,32 @@ class Store:
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StateError(f"cannot use database URL {url!r}: {exc}",
                              "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
-        if engine.dialect.name == "sqlite" and engine.url.database:
-            _sqlite_pragmas(engine, Path(engine.url.database))
+        if engine.dialect.name == "sqlite":
+            prepare_sqlite(engine.url)
+            _sqlite_pragmas(engine, Path(str(engine.url.database)))
+        translate_errors(engine)
         store = cls(engine)
         store.migrate()
         return store
 
     def migrate(self) -> list[str]:
         applied: list[str] = []
-        try:
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
+                                 "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
+        if unknown := sorted(done - {name for name, _ in MIGRATIONS}):
+            raise StateError(f"the database was written by a newer campaignctl (migrations {', '.join(unknown)} "
+                             "are unknown to this version)", "upgrade campaignctl, or point CAMPAIGNCTL_DB_URL "
+                             "at another database; this version will not guess at a newer schema")
+        for name, apply in MIGRATIONS:
+            if name in done:
+                continue
             with self.engine.begin() as conn:
-                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
-                                     "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-                done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
-            for name, apply in MIGRATIONS:
-                if name in done:
-                    continue
-                with self.engine.begin() as conn:
-                    apply(conn)
-                    conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:name, :at)"),
-                                 {"name": name, "at": utc_now()})
-                applied.append(name)
-        except sa.exc.OperationalError as exc:
-            raise StateError(f"cannot open the database: {exc.orig}", "check CAMPAIGNCTL_DB_URL and "
-                             "the state directory's permissions") from None
+                apply(conn)
+                conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:name, :at)"),
+                             {"name": name, "at": utc_now()})
+            applied.append(name)
         return applied
 
     # campaigns and revisions

@@ -9,6 +9,7 @@ pickles under deterministic names, submit held, record the job id, move the pick
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ import submitit
 from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.paths import write_atomic
+from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import TaskLaunch, run_task
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
@@ -88,10 +89,13 @@ class ArraySubmission:
 
     def stage(self, launches: Sequence[TaskLaunch]) -> None:
         """Write the script and one pickled `run_task(launch)` per array index (idempotent)."""
-        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        private_run_tree(self.folder.parent)
+        private_dir(self.staging_dir)
         for index, launch in enumerate(launches):
-            DelayedSubmission(run_task, launch).dump(self.staging_dir / f"{index}.pkl")
-        write_atomic(self.script_path, self.render())
+            payload = self.staging_dir / f"{index}.pkl"
+            DelayedSubmission(run_task, launch).dump(payload)
+            os.chmod(payload, 0o600)  # a pickle is code the job runs as the owner (the folder is 0700 too)
+        write_atomic(self.script_path, self.render(), mode=0o600)
 
     def submit_held(self) -> str:
         return slurm.sbatch_held(str(self.script_path), self.executor.parameters["job_name"])

@@ -23,6 +23,15 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
 _MAX_NODES = 1_000_000  # alias expansion bound ("billion laughs")
+# PyYAML's composer recurses once per nesting level and hits Python's recursion limit near 490
+# levels; no spec needs more than a handful.
+MAX_DEPTH = 64
+# Parsing runs at about 1 MB/s; 100,000 explicit tasks (the most a spec may expand to) take ~3 MB.
+MAX_BYTES = 4 * 1024 * 1024
+# Only plain data: a tag such as `!custom` or `!!python/name:` has no meaning in a spec, and
+# SafeLoader answers one it cannot build with an exception rather than a value.
+_PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge")}
+_ALLOWED = "plain values only (strings, numbers, true/false, lists, mappings)"
 
 
 class _Converter:
@@ -41,6 +50,12 @@ class _Converter:
         if self.visited > _MAX_NODES:
             raise SpecError([f"more than {_MAX_NODES} YAML nodes (alias bomb?)"], self.source)
         self.lines.setdefault(path, node.start_mark.line + 1)
+        if len(path) > MAX_DEPTH:
+            raise SpecError([f"line {node.start_mark.line + 1}: {format_path(path[:3])}…: nested more than "
+                             f"{MAX_DEPTH} levels deep; a spec needs a few"], self.source)
+        if not _plain(node):
+            self.problem(node, path, f"YAML tag {node.tag!r} is not allowed; use {_ALLOWED}")
+            return node.value if isinstance(node, yaml.ScalarNode) else None
         if isinstance(node, yaml.MappingNode):
             return self.convert_mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -72,7 +87,21 @@ class _Converter:
             if trap:
                 self.problem(node, path, f"{node.value!r} {trap}; quote it if you mean the text")
                 return node.value
-        return self.loader.construct_object(node, deep=True)
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except ValueError:  # int() refuses more than 4,300 digits (CPython's int_max_str_digits)
+            self.problem(node, path, f"an integer of {len(node.value)} digits is not a usable number")
+        except yaml.YAMLError as exc:
+            self.problem(node, path, f"cannot be read: {getattr(exc, 'problem', None) or exc}")
+        return node.value  # the text as written: the problem above already refuses the file
+
+
+def _plain(node: yaml.Node) -> bool:
+    if isinstance(node, yaml.MappingNode):
+        return node.tag == "tag:yaml.org,2002:map"
+    if isinstance(node, yaml.SequenceNode):
+        return node.tag == "tag:yaml.org,2002:seq"
+    return node.tag in _PLAIN_TAGS
 
 
 def _yaml11_trap(node: yaml.ScalarNode) -> str:
@@ -91,10 +120,18 @@ def _yaml11_trap(node: yaml.ScalarNode) -> str:
 def parse_yaml(text: str, source: str) -> RawDoc:
     """Parse `text` strictly. Syntax errors raise SpecError; YAML 1.1 traps and duplicate keys are
     carried in `problems` so validation reports them together with its own."""
+    if len(text) > MAX_BYTES:
+        raise SpecError([f"larger than {MAX_BYTES // 1024 // 1024} MiB ({len(text):,} characters); "
+                         "a spec that big is not a campaign description"], source)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise SpecError([f"not valid YAML: {exc}"], source) from None
+    except ValueError:  # the scanner's chr() on a "\U00111111" escape past the last code point
+        raise SpecError(["not valid YAML: a \\U escape names no Unicode character (the last is \\U0010FFFF)"],
+                        source) from None
+    except RecursionError:
+        raise SpecError([f"nested more than {MAX_DEPTH} levels deep; a spec needs a few"], source) from None
     if root is None:
         raise SpecError(["the file is empty"], source)
     converter = _Converter(source)
@@ -104,6 +141,10 @@ def parse_yaml(text: str, source: str) -> RawDoc:
 
 def load_yaml(path: Path) -> RawDoc:
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise SpecError([f"larger than {MAX_BYTES // 1024 // 1024} MiB ({size:,} bytes); "
+                             "a spec that big is not a campaign description"], str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(["file not found"], str(path)) from None

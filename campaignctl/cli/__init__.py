@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -17,7 +18,7 @@ from campaignctl.cli import report as report_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
-from campaignctl.cli.common import err_console
+from campaignctl.cli.common import err_console, styled
 from campaignctl.core.errors import CampaignctlError
 
 app = typer.Typer(
@@ -47,16 +48,26 @@ app.command("metrics")(metrics_cmd.metrics)
 def main() -> None:
     """Entry point. typer's standalone mode handles usage errors (exit 2) and Ctrl-C; every
     CampaignctlError becomes `error:`/`hint:` on stderr and its exit code; anything else is a bug."""
+    _escape_unencodable_output()
     try:
         app()
     except CampaignctlError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
+        err_console.print(styled(("error:", "bold red"), f" {exc.message}"), soft_wrap=True)
         if exc.hint:
-            err_console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+            err_console.print(styled(("hint:", "bold"), f" {exc.hint}"), soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # the boundary: no traceback unless asked for
         if os.environ.get("CAMPAIGNCTL_DEBUG"):
             raise
-        err_console.print(f"[bold red]error:[/] internal error: {type(exc).__name__}: {exc}", soft_wrap=True)
-        err_console.print("[bold]hint:[/] rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it")
+        err_console.print(styled(("error:", "bold red"), f" internal error: {type(exc).__name__}: {exc}"),
+                          soft_wrap=True)
+        err_console.print(styled(("hint:", "bold"), " rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it"))
         sys.exit(1)
+
+
+def _escape_unencodable_output() -> None:
+    """A terminal or pipe whose encoding cannot show a character (PYTHONIOENCODING=ascii, a C
+    locale) gets `\\u2192` instead of a UnicodeEncodeError out of a half-printed table."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 JSON_SCHEMA = "campaignctl/v1"
 
@@ -25,8 +26,16 @@ TextfileOption = Annotated[Path | None, typer.Option(
     "--textfile", callback=_prom_file, show_default=False,
     help="Prometheus textfile (*.prom) for node_exporter: written as a temp file, mode 0644, then renamed.")]
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist
+# `node[1-2]`, sbatch's refusal) prints as written; `[/]` in it used to raise MarkupError in the
+# error boundary and `node[1-2]` printed as `node`. Style goes through `styled`, never `[bold]`.
+console = Console(highlight=False, markup=False)
+err_console = Console(stderr=True, highlight=False, markup=False)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """One line of literal text; `(text, style)` parts are styled, nothing is read as markup."""
+    return Text.assemble(*parts)
 
 
 def print_json(command: str, data: Any, ok: bool = True) -> None:

@@ -61,9 +61,9 @@ def render(result: CronResult, json_out: bool) -> None:
         return
     console.print(_headline(result))
     if result.entry:
-        console.print(result.entry, markup=False, soft_wrap=True)
+        console.print(result.entry, soft_wrap=True)
     if result.installed and result.action != "remove":
-        console.print(f"log: {result.log_path}", markup=False, soft_wrap=True)
+        console.print(f"log: {result.log_path}", soft_wrap=True)
 
 
 def _headline(result: CronResult) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
 from campaignctl.services.approvals import VerdictResult, pending_approvals
 from campaignctl.services.approvals import approve as approve_service
 from campaignctl.services.approvals import reject as reject_service
@@ -48,7 +48,7 @@ def render_revisions(result: RevisionsResult, diff: int | None) -> None:
     console.print(f"* current revision of {result.campaign}: {result.current}")
     if diff is not None:
         found = [r for r in result.revisions if r.number == diff]
-        console.print(found[0].diff if found else f"no revision {diff}", markup=False, soft_wrap=True)
+        console.print(found[0].diff if found else f"no revision {diff}", soft_wrap=True)
 
 
 def rollback(
@@ -104,10 +104,10 @@ def approvals(
     if not waiting:
         console.print("nothing waits for approval")
     for e in waiting:
-        console.print(f"[bold]#{e.id}[/] {e.campaign} task {e.task_index}: {e.rule} → {e.action} "
-                      f"({e.created_at.replace('T', ' ')[:19]} UTC)", soft_wrap=True)
-        console.print(f"    {e.reason}", markup=False, soft_wrap=True)
-        console.print(f"    waits because: {e.gate}", markup=False, soft_wrap=True)
+        console.print(styled((f"#{e.id}", "bold"), f" {e.campaign} task {e.task_index}: {e.rule} → {e.action} "
+                             f"({e.created_at.replace('T', ' ')[:19]} UTC)"), soft_wrap=True)
+        console.print(f"    {e.reason}", soft_wrap=True)
+        console.print(f"    waits because: {e.gate}", soft_wrap=True)
 
 
 def approve(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
 
-from campaignctl.cli.common import console
+from campaignctl.cli.common import console, styled
 from campaignctl.core.errors import SlurmTransientError
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
@@ -24,13 +24,13 @@ class _Frames:
         self.last: RenderableType = ""
 
     def next(self) -> RenderableType:
-        stamp = datetime.now().strftime("%H:%M:%S")
+        stamp = datetime.now().astimezone().strftime("%H:%M:%S %Z")  # local, and which zone
         try:
             self.last = self.build()
-            note = ""
+            note: str | tuple[str, str] = ""
         except SlurmTransientError as exc:  # the queue is busy: keep watching, try again next time
-            note = f"[yellow]{stamp}: Slurm did not answer ({exc.message}); showing the last view[/]\n"
-        return Group(self.last, f"{note}[dim]updated {stamp}, every {self.interval:g}s; Ctrl-C to stop[/]")
+            note = (f"{stamp}: Slurm did not answer ({exc.message}); showing the last view\n", "yellow")
+        return Group(self.last, styled(note, (f"updated {stamp}, every {self.interval:g}s; Ctrl-C to stop", "dim")))
 
 
 def watch(build: Callable[[], RenderableType], interval: float) -> None:

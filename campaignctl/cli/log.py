@@ -6,8 +6,9 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli import log_chain
-from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.cli.default_group import DefaultGroup
+from campaignctl.core.clock import shown
 from campaignctl.services.log import decision_log
 
 STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow", "proposed": "magenta",
@@ -47,16 +48,16 @@ def show(
         job = e.detail.get("job_id") or e.detail.get("jobs")
         who = "campaign" if e.task_index < 0 else f"task {e.task_index}" + (
             f" attempt {e.inputs['attempt']}" if "attempt" in e.inputs else "")
-        shadow = "[magenta]SHADOW[/] " if e.mode == "shadow" else ""
-        console.print(f"[bold]#{e.id}[/] {e.created_at.replace('T', ' ')[:19]}  {who}  {shadow}{e.rule} → "
-                      f"[bold]{e.action}[/] "
-                      f"[{STATUS_STYLE.get(e.status, 'white')}]{status}[/]" + (f", job {job}" if job else "")
-                      + f"  ({e.policy}, tick {e.tick_id})", soft_wrap=True)
-        console.print(f"    {e.reason}", soft_wrap=True, markup=False)
+        shadow = ("SHADOW ", "magenta") if e.mode == "shadow" else ""
+        console.print(styled((f"#{e.id}", "bold"), f" {shown(e.created_at)}  {who}  ", shadow,
+                             f"{e.rule} → ", (e.action, "bold"), " ", (status, STATUS_STYLE.get(e.status, "white")),
+                             (f", job {job}" if job else "") + f"  ({e.policy}, tick {e.tick_id})"),
+                      soft_wrap=True)
+        console.print(f"    {e.reason}", soft_wrap=True)
         if e.gate:
-            console.print(f"    needs approval: {e.gate}", soft_wrap=True, markup=False)
+            console.print(f"    needs approval: {e.gate}", soft_wrap=True)
         if inputs:
-            console.print(f"    inputs: {json.dumps(e.inputs, sort_keys=True)}", soft_wrap=True, markup=False)
+            console.print(f"    inputs: {json.dumps(e.inputs, sort_keys=True)}", soft_wrap=True)
 
 
 log_app.command("verify")(log_chain.verify)

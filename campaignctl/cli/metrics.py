@@ -26,4 +26,4 @@ def metrics(
         typer.echo(export.text, nl=False)
     else:
         console.print(f"{export.samples} samples of {len(export.campaigns)} campaign(s) written to {textfile}",
-                      markup=False, soft_wrap=True)
+                      soft_wrap=True)

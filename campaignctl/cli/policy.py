@@ -78,4 +78,4 @@ def _render(result: RevisionsResult, json_out: bool, command: str) -> None:
     shadow = ", ".join(filter(None, [rev.shadow_policy and f"candidate {rev.shadow_policy}", *rev.shadow_rules]))
     console.print(f"{result.campaign}: revision {rev.number} is current ({rev.kind}: {rev.reason}); "
                   f"policy {rev.policy}" + (f"; in shadow: {shadow}" if shadow else ""))
-    console.print(rev.diff, markup=False, soft_wrap=True)
+    console.print(rev.diff, soft_wrap=True)

@@ -5,7 +5,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, err_console, print_json
+from campaignctl.cli.common import (
+    DryRunOption,
+    JsonOption,
+    TextfileOption,
+    console,
+    err_console,
+    print_json,
+    styled,
+)
 from campaignctl.cli.status import skipped_view
 from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import ReconcileResult
@@ -48,9 +56,9 @@ def render(result: ReconcileResult) -> None:
     if result.message:
         console.print(result.message)
     for tick in result.campaigns:
-        console.print(f"[bold]{tick.name}[/] ({tick.state}): {tick.observed} attempts observed, "
-                      f"{tick.changed} changed, {len(tick.decisions)} decision(s)"
-                      + (f", {tick.repaired} repaired from an interrupted tick" if tick.repaired else ""))
+        console.print(styled((tick.name, "bold"), f" ({tick.state}): {tick.observed} attempts observed, "
+                             f"{tick.changed} changed, {len(tick.decisions)} decision(s)"
+                             + (f", {tick.repaired} repaired from an interrupted tick" if tick.repaired else "")))
         if tick.decisions:
             table = Table("task", "rule", "action", "status", "job", "reason")
             for d in tick.decisions:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from campaignctl.cli.common import console
+from campaignctl.cli.common import console, styled
 from campaignctl.core.cost import Amount
 from campaignctl.core.replay_compare import Side
 from campaignctl.services.replay import ReplayResult
@@ -15,17 +15,18 @@ KIND_LABEL = {"changed": "changed", "only_actual": "only actual", "only_replay":
 
 def render_replay(result: ReplayResult) -> None:
     recorded = ", ".join(result.recorded_policies) or "none (no decisions recorded)"
-    console.print(f"[bold]{result.campaign}[/]: replayed [bold]{result.policy}[/] ({result.policy_digest}, "
-                  f"{result.policy_file}) over {result.ticks} recorded tick(s)", markup=True, soft_wrap=True)
+    console.print(styled((result.campaign, "bold"), ": replayed ", (result.policy, "bold"),
+                         f" ({result.policy_digest}, {result.policy_file}) over {result.ticks} recorded tick(s)"),
+                  soft_wrap=True)
     console.print(f"recorded decisions by: {recorded}; current policy {result.current_policy}",
-                  markup=False, soft_wrap=True)
+                  soft_wrap=True)
     console.print(f"{result.actual_decisions} recorded decision(s) of the replayed kinds, "
                   f"{result.replayed_decisions} made by the replay, {result.reproduced} reproduced", soft_wrap=True)
     for caveat in result.caveats:
-        console.print(f"  note: {caveat}", markup=False, soft_wrap=True)
+        console.print(f"  note: {caveat}", soft_wrap=True)
     if result.not_replayed:
         other = ", ".join(f"{n} {action}" for action, n in sorted(result.not_replayed.items()))
-        console.print(f"  not replayed: {other}", markup=False, soft_wrap=True)
+        console.print(f"  not replayed: {other}", soft_wrap=True)
     if result.identical:
         console.print(f"no differences: {result.reproduced} decision(s) reproduced")
     else:
@@ -37,7 +38,7 @@ def render_replay(result: ReplayResult) -> None:
         console.print(table)
     console.print(f"projected cost of retries: actual {_amount(result.actual_cost)}; replay "
                   f"{_amount(result.replay_cost)}; delta {_amount(result.cost_delta, signed=True)}",
-                  markup=False, soft_wrap=True)
+                  soft_wrap=True)
 
 
 def _side(side: Side | None) -> str:

@@ -4,9 +4,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.services.report import ReportResult
 from campaignctl.services.report import report as report_service
 
@@ -33,9 +32,9 @@ def report(
 
 
 def render(result: ReportResult) -> None:
-    console.print(f"report of [bold]{escape(result.campaign)}[/]: {escape(result.page)}", soft_wrap=True)
+    console.print(styled("report of ", (result.campaign, "bold"), f": {result.page}"), soft_wrap=True)
     for path in result.files[1:]:
-        console.print(f"  {path}", markup=False, soft_wrap=True)
+        console.print(f"  {path}", soft_wrap=True)
     for chart, note in result.charts.items():
         if note:
-            console.print(f"  {chart}: {note}", markup=False, soft_wrap=True)
+            console.print(f"  {chart}: {note}", soft_wrap=True)

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from campaignctl.cli import live
-from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.core.status import TaskRow
 from campaignctl.services.status import SpendView, StatusResult
 from campaignctl.services.status import status as status_service
@@ -43,8 +43,8 @@ def view(result: StatusResult, campaign: str | None) -> RenderableType:
     return campaigns_view(result) if campaign is None else tasks_view(result)
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"[{STATE_STYLE.get(k, 'white')}]{k}[/] {v}" for k, v in counts.items())
+def _counts(counts: dict[str, int]) -> Text:
+    return Text(", ").join(styled((k, STATE_STYLE.get(k, "white")), f" {v}") for k, v in counts.items())
 
 
 def campaigns_view(result: StatusResult) -> RenderableType:
@@ -84,7 +84,7 @@ def _usage(row: TaskRow) -> str:
     return f"{row.cpu_mean_pct:.0f}% / {row.rss_max_mb or 0:.0f}M / {gpu}"
 
 
-FLAG_TEXT = {"data_starved": "[yellow]data-starved[/]", "gpu_idle": "[red]GPU idle[/]"}
+FLAG_TEXT = {"data_starved": ("data-starved", "yellow"), "gpu_idle": ("GPU idle", "red")}
 
 
 def tasks_view(result: StatusResult) -> RenderableType:
@@ -94,8 +94,9 @@ def tasks_view(result: StatusResult) -> RenderableType:
                   title=f"{summary.name} (revision {summary.revision}, {summary.state})")
     for row in result.tasks:
         style = STATE_STYLE.get(row.state, "white")
-        use = " ".join(x for x in (row.spark, FLAG_TEXT.get(row.flag, "")) if x) or "-"
-        table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), f"[{style}]{row.state}[/]",
+        flag = FLAG_TEXT.get(row.flag)
+        use = styled(row.spark, " " if row.spark and flag else "", flag or "") if row.spark or flag else "-"
+        table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), styled((row.state, style)),
                       str(row.attempts), row.job_id or "-", row.node or "-",
                       "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
                       "-" if row.exit_code is None else str(row.exit_code), _usage(row), use,
@@ -106,23 +107,24 @@ def tasks_view(result: StatusResult) -> RenderableType:
     return Group(*parts, *skipped_view(result.skipped_lines, result.skipped), *stall_view(result))
 
 
-def spend_text(spend: SpendView) -> str:
+def spend_text(spend: SpendView) -> Text:
     """`gpu_hours: 1.2 spent + 0.5 committed + 3 projected of 10 (17% used)`, one line per dimension."""
     limits = spend.limits
-    lines = []
+    lines: list[Text] = []
     for dim in ("gpu_hours", "cpu_hours", "money"):
         spent, committed, projected = spend.spent[dim], spend.committed[dim], spend.projected[dim]
         if not (spent or committed or projected or dim in limits):
             continue
-        text = f"{dim}: {spent:.3g} spent + {committed:.3g} committed + {projected:.3g} projected"
+        text = Text(f"{dim}: {spent:.3g} spent + {committed:.3g} committed + {projected:.3g} projected")
         if dim in limits:
             limit = limits[dim]
             used = (spent + committed) / limit if limit else 1.0
             color = "red" if used >= 1 else "yellow" if used >= 0.8 else "green"
-            text += f" of [bold]{limit:g}[/] ([{color}]{used:.0%} used[/])"
+            text.append_text(styled(" of ", (f"{limit:g}", "bold"), " (", (f"{used:.0%} used", color), ")"))
         lines.append(text)
     if not limits:
-        lines.append("no budget set (spec key budget)")
+        lines.append(Text("no budget set (spec key budget)"))
     elif spend.exhausted:
-        lines.append("[red]budget reached: pending work held[/] — raise it, submit the spec, `campaignctl resume`")
-    return "spend  " + "\n       ".join(lines)
+        lines.append(styled(("budget reached: pending work held", "red"),
+                            " — raise it, submit the spec, `campaignctl resume`"))
+    return Text("spend  ").append_text(Text("\n       ").join(lines))

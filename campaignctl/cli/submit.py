@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json
+from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
 from campaignctl.services.submit import SubmitResult
 from campaignctl.services.submit import submit as submit_service
 
@@ -30,12 +30,12 @@ def submit(
 
 
 def render(result: SubmitResult) -> None:
+    name = (result.campaign, "bold")
     headline = {
-        "created": f"campaign [bold]{result.campaign}[/] created: {result.tasks} tasks",
-        "unchanged": f"campaign [bold]{result.campaign}[/] exists, spec unchanged (revision {result.revision})",
-        "revised": f"campaign [bold]{result.campaign}[/]: spec changed",
-        "dry-run": f"dry run for [bold]{result.campaign}[/]: {result.tasks} tasks, "
-                   f"MaxArraySize {result.max_array_size}",
+        "created": styled("campaign ", name, f" created: {result.tasks} tasks"),
+        "unchanged": styled("campaign ", name, f" exists, spec unchanged (revision {result.revision})"),
+        "revised": styled("campaign ", name, ": spec changed"),
+        "dry-run": styled("dry run for ", name, f": {result.tasks} tasks, MaxArraySize {result.max_array_size}"),
     }[result.outcome]
     console.print(headline)
     if result.chunks:
@@ -53,6 +53,6 @@ def render(result: SubmitResult) -> None:
             console.print(f"  {number}  {line}", markup=False, highlight=False, soft_wrap=True)
     if result.script:
         console.print("generated submission script (first array):")
-        console.print(result.script, markup=False, soft_wrap=True)
+        console.print(result.script, soft_wrap=True)
     if result.outcome != "dry-run" and result.sbatch_calls:
         console.print(f"{result.sbatch_calls} sbatch call(s). Watch it: campaignctl status {result.campaign}")

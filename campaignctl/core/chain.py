@@ -20,9 +20,12 @@ from dataclasses import dataclass
 
 GENESIS = "0" * 64
 
-# (column, type) in a fixed order. Values are cast to the column's type before hashing so the
-# writer (Python values) and the verifier (values read back from SQLite) agree: SQLite's column
-# affinity stores "3" as 3 in an INTEGER column, and int() does the same here.
+# (column, type) in a fixed order. The writer casts its Python values to the column's type before
+# hashing (SQLite's column affinity stores "3" as 3 in an INTEGER column, and int() does the same).
+# The verifier hashes the values as stored, after checking that each has its column's type: SQLite
+# keeps 3.5 or 'one' in an INTEGER column as written, and a cast would hash 3.5 as 3 (an edit
+# missed) or raise on 'one'. For a value of the column's type the cast is the identity, so every
+# chain written before the check verifies as it did.
 DECISION_FIELDS: tuple[tuple[str, type], ...] = (
     ("id", int), ("tick_id", int), ("campaign_id", int), ("task_index", int), ("attempt_token", str),
     ("policy", str), ("policy_digest", str), ("rule", str), ("action", str), ("params_json", str),
@@ -56,6 +59,26 @@ def extend_chain(head_hash: str, fields: Sequence[tuple[str, type]],
         out.append((prev, current))
         prev = current
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodableText:
+    """A TEXT value whose bytes are not UTF-8, as the store read it back."""
+
+    raw: bytes
+
+
+_TYPE_NAMES = {int: "an integer", str: "text", float: "a real number", bytes: "bytes (a BLOB)",
+               type(None): "NULL", UndecodableText: "text that is not valid UTF-8"}
+
+
+def type_problem(fields: Sequence[tuple[str, type]], values: Sequence[object]) -> str:
+    """'' if every stored value has its column's type, else which column holds what."""
+    for (name, kind), value in zip(fields, values, strict=True):
+        if type(value) is not kind:
+            held = _TYPE_NAMES.get(type(value), type(value).__name__)
+            return f"{name} holds {held} ({value!r:.40}), not {_TYPE_NAMES[kind]}"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +146,8 @@ class _Walk:
             return f"{name} #{row.id} comes after #{prev.id}: ids out of order (rows rewritten)"
         if not row.row_hash:
             return f"{name} #{row.id} has no hash (written without the chain, e.g. by an older campaignctl)"
+        if problem := type_problem(fields, row.values):
+            return f"{name} #{row.id}: {problem} (edited)"
         if row_hash(row.prev_hash, fields, row.values) != row.row_hash:
             return f"{name} #{row.id}: content does not match its hash (edited)"
         if row.prev_hash != prev.row_hash:

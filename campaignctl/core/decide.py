@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
+from campaignctl.core.clock import read_time, utc
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
@@ -35,8 +36,8 @@ class AttemptView:
     nodes: str = ""
     elapsed_s: int | None = None
     max_rss: str = ""
-    ended_at: str | None = None  # sacct End, local time
-    missing_since: str | None = None  # first tick it was in neither sacct nor squeue
+    ended_at: str | None = None  # sacct End (core/clock.py: stored UTC; old rows local)
+    missing_since: str | None = None  # first tick it was in neither sacct nor squeue (same form)
     decided: bool = False  # a resubmit/give-up decision already answers this attempt
     cause: str | None = None  # named from the program's output at exit (exit.json), e.g. gpu_out_of_memory
     evidence: str = ""  # the output line(s) that named it
@@ -105,7 +106,7 @@ def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
 
 def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
     if attempt.state in ("UNKNOWN",) and attempt.missing_since:
-        lost_for = now - datetime.fromisoformat(attempt.missing_since)
+        lost_for = utc(now) - read_time(attempt.missing_since)
         return "lost" if lost_for >= timedelta(seconds=policy.unknown_grace_s) else None
     if attempt.state == "FAILED" and attempt.cause and policy.is_cause(attempt.cause):
         return attempt.cause  # sacct says FAILED 1:0; the program's output says why
@@ -136,7 +137,7 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     if give_up:
         return Decision(task.index, latest.token, cause, "give_up", give_up, inputs)
     wait = _backoff(rule, counts[cause] or 1)
-    if latest.ended_at and datetime.fromisoformat(latest.ended_at) + wait > now:
+    if latest.ended_at and read_time(latest.ended_at) + wait > utc(now):
         return None  # backoff not over: decide on a later tick
     return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs, adjust, params)
 

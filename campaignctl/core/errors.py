@@ -44,6 +44,13 @@ class SlurmTransientError(CampaignctlError):
     exit_code = 75
 
 
+class DatabaseBusyError(CampaignctlError):
+    """Another process held the database's write lock past the busy timeout (EX_TEMPFAIL): the
+    command changed nothing; run it again later."""
+
+    exit_code = 75
+
+
 class StateError(CampaignctlError):
     """The local state directory or database cannot be used (EX_CANTCREAT)."""
 

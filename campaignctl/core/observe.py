@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 
+from campaignctl.core.clock import read_time
 from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import HistoryRow, ObservedChange
@@ -52,12 +53,19 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
             new = (*old[:7], None)
         else:
             new = (UNKNOWN, *old[1:7], row.missing_since or now)
-        if new != old:
+        if new[:6] != old[:6] or not _same_times(new[6:], old[6:]):
             # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
-            for_history = new[:4] != old[:4] or new[6:] != old[6:]
+            for_history = new[:4] != old[:4] or not _same_times(new[6:], old[6:])
             changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
                                           obs.alloc_tres if obs is not None else ""))
     return changes
+
+
+def _same_times(new: tuple[object, ...], old: tuple[object, ...]) -> bool:
+    """The same moments: a row stored before times were UTC holds naive local text for what
+    sacct now prints in UTC (core/clock.py); that alone is no change."""
+    return new == old or all(a == b or (isinstance(a, str) and isinstance(b, str) and read_time(a) == read_time(b))
+                             for a, b in zip(new, old, strict=True))
 
 
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],

@@ -17,6 +17,8 @@ from campaignctl.core.policy_sections import (
     Fallback,
     Prices,
     Utilisation,
+    given,
+    given_mapping,
     read_approval,
     read_early_stopping,
     read_fallback,
@@ -209,8 +211,8 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
 def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
     r.mapping(path, RULE_KEYS)
     g = r.get
-    mem_cap = r.memory((*path, "mem_cap"), "1M") if _given(g((*path, "mem_cap"))) else base.mem_cap_mb
-    time_cap = r.time((*path, "time_cap"), "1") if _given(g((*path, "time_cap"))) else base.time_cap_min
+    mem_cap = r.memory((*path, "mem_cap"), "1M") if given(g((*path, "mem_cap"))) else base.mem_cap_mb
+    time_cap = r.time((*path, "time_cap"), "1") if given(g((*path, "time_cap"))) else base.time_cap_min
     return Rule(
         action=r.choice((*path, "action"), ACTIONS) or base.action,
         max_retries=_int(r, (*path, "max_retries"), 0, 1000, base.max_retries),
@@ -231,11 +233,8 @@ def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:
 
 def _read_causes(r: Reader, path: KeyPath, base: dict[str, str]) -> dict[str, str]:
     """`causes: {nccl_timeout: {pattern: "Watchdog caught collective operation timeout"}}`."""
-    doc = r.get(path)
-    if not _given(doc):
-        return dict(base)
-    if not isinstance(doc, dict):
-        r.problem(path, "must be a mapping of cause name: {pattern: REGEX}")
+    doc = given_mapping(r, path, "cause name: {pattern: REGEX}")
+    if doc is None:
         return dict(base)
     causes = dict(base)
     for name in doc:
@@ -256,11 +255,8 @@ def _read_causes(r: Reader, path: KeyPath, base: dict[str, str]) -> dict[str, st
 
 def _read_params(r: Reader, path: KeyPath, base: dict[str, ParamStep]) -> dict[str, ParamStep]:
     """`params: {batch: {factor: 0.5, min: 1}, grad_accum: {factor: 2}}`."""
-    doc = r.get(path)
-    if not _given(doc):
-        return dict(base)
-    if not isinstance(doc, dict):
-        r.problem(path, "must be a mapping of task parameter: {factor: F, min: N, max: N}")
+    doc = given_mapping(r, path, "task parameter: {factor: F, min: N, max: N}")
+    if doc is None:
         return dict(base)
     steps = {}
     for name in doc:
@@ -281,10 +277,6 @@ def _read_params(r: Reader, path: KeyPath, base: dict[str, ParamStep]) -> dict[s
     return steps
 
 
-def _given(value: object) -> bool:
-    return value is not None and value is not Reader.MISSING
-
-
 def _int(r: Reader, path: KeyPath, lo: int, hi: int, default: int) -> int:
     value = r.integer(path, lo, hi, default=default)
     return default if value is None else value
@@ -300,7 +292,7 @@ def _factor(r: Reader, path: KeyPath, default: float) -> float:
 
 def _exit_codes(r: Reader, path: KeyPath, default: tuple[int, ...]) -> tuple[int, ...]:
     value = r.get(path)
-    if not _given(value):
+    if not given(value):
         return default
     if not isinstance(value, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 255 for v in value):

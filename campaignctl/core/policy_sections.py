@@ -167,11 +167,8 @@ def read_prices(r: Reader, path: KeyPath, base: Prices) -> Prices:
 
 
 def _gpu_memory(r: Reader, path: KeyPath, base: dict[str, int]) -> dict[str, int]:
-    doc = r.get(path)
-    if not _given(doc):
-        return dict(base)
-    if not isinstance(doc, dict):
-        r.problem(path, "must be a mapping of GPU type: memory of one GPU, e.g. {a100: 80G, v100: 16G}")
+    doc = given_mapping(r, path, "GPU type: memory of one GPU, e.g. {a100: 80G, v100: 16G}")
+    if doc is None:
         return dict(base)
     table = dict(base)
     for gpu_type in doc:
@@ -248,7 +245,7 @@ def read_early_stopping(r: Reader, path: KeyPath, base: EarlyStopping) -> EarlyS
                             grace_steps=base.grace_steps if grace is None else grace,
                             min_peers=base.min_peers if peers is None else peers,
                             mode=r.choice((*path, "mode"), MODES) or base.mode)
-    if section.rule != "none" and not section.metric and not _given(r.get((*path, "metric"))):
+    if section.rule != "none" and not section.metric and not given(r.get((*path, "metric"))):
         r.problem(path, f"names no metric, so rule {section.rule} cannot run; add e.g. `metric: val_loss` "
                         "(a name tasks report), or `rule: none`")
     return section
@@ -258,12 +255,12 @@ def read_approval(r: Reader, path: KeyPath, base: Approval, rule_names: tuple[st
     if r.mapping(path, APPROVAL_KEYS) is None:
         return base
     g = r.get
-    mem = r.memory((*path, "max_mem"), "1M") if _given(g((*path, "max_mem"))) else base.max_mem_mb
+    mem = r.memory((*path, "max_mem"), "1M") if given(g((*path, "max_mem"))) else base.max_mem_mb
     gpus = r.integer((*path, "max_gpus"), 0, 1024, default=base.max_gpus)
     cpus = r.integer((*path, "max_cpus"), 0, 100_000, default=base.max_cpus)
     tasks = r.integer((*path, "max_tasks"), 0, 10_000_000, default=base.max_tasks)
     always = g((*path, "always"))
-    if not _given(always):
+    if not given(always):
         always = list(base.always)
     elif not isinstance(always, list) or not all(isinstance(a, str) and a in rule_names for a in always):
         r.problem((*path, "always"), f"must be a list of rule names from: {', '.join(rule_names)}")
@@ -274,5 +271,17 @@ def read_approval(r: Reader, path: KeyPath, base: Approval, rule_names: tuple[st
                     expire_after_s=r.duration((*path, "expire_after"), base.expire_after_s))
 
 
-def _given(value: object) -> bool:
+def given(value: object) -> bool:
     return value is not None and value is not Reader.MISSING
+
+
+def given_mapping(r: Reader, path: KeyPath, shape: str) -> dict | None:
+    """The mapping at `path`; None when it is absent (the base policy's value stands) or is not
+    a mapping (then a problem says it must be a mapping of `shape`)."""
+    doc = r.get(path)
+    if not given(doc):
+        return None
+    if not isinstance(doc, dict):
+        r.problem(path, f"must be a mapping of {shape}")
+        return None
+    return doc

@@ -12,6 +12,10 @@ from campaignctl.core.safety import has_control_chars, path_problem
 from campaignctl.core.units import parse_interval_seconds, parse_mem_mb, parse_time_minutes
 
 _MISSING = object()
+# Upper bounds that keep every later sum, product and timedelta finite; no job asks for more.
+MAX_MEM_MB = 1024 ** 3  # 1024T
+MAX_TIME_MIN = 365 * 24 * 60  # a year
+MAX_DURATION_S = 365 * 24 * 3600
 
 
 class Reader:
@@ -105,8 +109,11 @@ class Reader:
         value = self._present(path, False)
         if value is _MISSING:
             return None
+        if isinstance(value, float) and not math.isfinite(value):  # NaN compares false: a NaN budget never holds
+            self.problem(path, f"must be a finite number above {minimum:g}, got {value!r}")
+            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= minimum:
-            self.problem(path, f"must be a number above {minimum:g}, got {value!r}")
+            self.problem(path, f"must be a number above {minimum:g}, got {_short(value)}")
             return None
         return float(value)
 
@@ -133,29 +140,32 @@ class Reader:
     def memory(self, path: KeyPath, default: str) -> int:
         value = self._present(path, False)
         text = default if value is _MISSING else value
-        if isinstance(text, int) and not isinstance(text, bool) and text > 0:
-            return text
-        try:
-            mb = parse_mem_mb(text) if isinstance(text, str) else 0
-        except ValueError:
-            mb = 0
-        if mb <= 0:
-            self.problem(path, f"{text!r} is not a memory size; use e.g. 500M, 4G (megabytes if no unit)")
+        if isinstance(text, int) and not isinstance(text, bool):
+            mb = text
+        else:
+            try:
+                mb = parse_mem_mb(text) if isinstance(text, str) else 0
+            except (ValueError, OverflowError):
+                mb = 0
+        if not 0 < mb <= MAX_MEM_MB:
+            self.problem(path, f"{_short(text)} is not a memory size from 1M to 1024T; use e.g. 500M, 4G "
+                               "(megabytes if no unit)")
             return parse_mem_mb(default)
         return mb
 
     def time(self, path: KeyPath, default: str) -> int:
         value = self._present(path, False)
         text = default if value is _MISSING else value
-        if isinstance(text, int) and not isinstance(text, bool) and text > 0:
-            return text  # a bare number is minutes, as for sbatch --time
-        try:
-            minutes = parse_time_minutes(text) if isinstance(text, str) else 0
-        except ValueError:
-            minutes = 0
-        if minutes <= 0:
-            self.problem(path, f"{text!r} is not a time limit; use \"HH:MM:SS\", \"D-HH:MM:SS\" or "
-                               "minutes, quoted")
+        if isinstance(text, int) and not isinstance(text, bool):
+            minutes = text  # a bare number is minutes, as for sbatch --time
+        else:
+            try:
+                minutes = parse_time_minutes(text) if isinstance(text, str) else 0
+            except ValueError:
+                minutes = 0
+        if not 0 < minutes <= MAX_TIME_MIN:
+            self.problem(path, f"{_short(text)} is not a time limit of at most 365 days; use \"HH:MM:SS\", "
+                               "\"D-HH:MM:SS\" or minutes, quoted")
             return parse_time_minutes(default)
         return minutes
 
@@ -164,8 +174,14 @@ class Reader:
         if value is _MISSING:
             return default
         seconds = parse_interval_seconds(value)
-        if seconds is None:
-            self.problem(path, f"{value!r} is not a duration; use seconds or e.g. \"90s\", \"10m\", "
-                               "\"1h\", \"00:10:00\"")
+        if seconds is None or seconds > MAX_DURATION_S:
+            self.problem(path, f"{_short(value)} is not a duration; use seconds or e.g. \"90s\", \"10m\", "
+                               "\"1h\", \"00:10:00\" (at most 365 days)")
             return default
         return seconds
+
+
+def _short(value: object) -> str:
+    """`repr` of a value from the file, cut to a readable length (it may be 5,000 digits)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"

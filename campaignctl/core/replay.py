@@ -36,7 +36,7 @@ REPLAYED_ACTIONS = (*ANSWERS, "resize_pending")  # what `decide` produces; other
 @dataclass(frozen=True, slots=True)
 class RecordedTick:
     id: int
-    clock: datetime  # the local wall-clock time its rules compared against (ticks.clock)
+    clock: datetime  # the UTC time its rules compared against (ticks.clock, core/clock.py)
     started_at: datetime  # aware (UTC in the store): orders ticks against submissions' created_at
 
 

@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from campaignctl.core.clock import from_slurm
 from campaignctl.core.slurm_states import TERMINAL, SlurmState, State, classify_state
 from campaignctl.core.units import parse_duration_seconds
 
@@ -141,7 +142,8 @@ _ID, _NAME, _PART, _STATE, _EXIT, _DERIVED, _ELAPSED, _LIMIT, _NODES, _TRES, _RS
 
 
 def _time(text: str) -> str | None:
-    return None if text in _NO_TIME else text
+    """Submit/Start/End: sacct runs under TZ=UTC (adapters/proc.py FORCED)."""
+    return None if text in _NO_TIME else from_slurm(text)
 
 
 def _split_job_id(text: str) -> tuple[str, int | None, tuple[int, ...], str | None, bool] | None:

@@ -1,8 +1,11 @@
-"""Allow-lists for every string that can reach Slurm, a job script or the filesystem.
+r"""Allow-lists for every string that can reach Slurm, a job script or the filesystem.
 
 A newline inside an `#SBATCH` line ends the directive and the rest runs as shell in the job
-script; `%` in an output path is expanded by Slurm (`%x` job name, `%j` id). So names use small
-alphabets and no string anywhere may hold NUL, CR or LF.
+script; `%` in an output path is expanded by Slurm (`%x` job name, `%j` id); a backslash is dropped by
+sbatch's `#SBATCH` parser where bash would keep `\\` as one (Slurm 22.05, the lab cluster:
+`#SBATCH --output=/tmp/bs/one\back\\two.out` wrote `/tmp/bs/onebacktwo.out`), so the job's
+files would land elsewhere than campaignctl looks. So names use small alphabets, paths hold
+neither, and no string anywhere may hold NUL, CR or LF.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def path_problem(text: str) -> str:
         return "must not contain newline, carriage return or NUL"
     if "%" in text:
         return "must not contain '%' (Slurm expands %x, %j … in job file paths)"
+    if "\\" in text:
+        return "must not contain '\\' (sbatch drops backslashes from #SBATCH paths; bash would keep them)"
     if len(text) > 1024:
         return "is longer than 1024 characters"
     return ""

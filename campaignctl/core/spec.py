@@ -195,12 +195,13 @@ def _gpu_types(r: Reader, path: KeyPath) -> tuple[str, ...]:
     are acceptable fallbacks (policy `fallback`)."""
     value = r.get(path)
     if isinstance(value, list):
-        types = [r.pattern((*path, i), SLURM_WORD, "a GPU type name such as a100") for i in range(len(value))]
+        checked = [r.pattern((*path, i), SLURM_WORD, "a GPU type name such as a100") for i in range(len(value))]
+        types = tuple(t for t in checked if t)
         if not value:
             r.problem(path, "must list at least one GPU type")
-        if len(set(value)) != len(value):
+        if len(set(types)) != len(types):
             r.problem(path, "lists a GPU type twice")
-        return tuple(t for t in types if t)
+        return types
     single = r.pattern(path, SLURM_WORD, "a GPU type name such as a100, or a list [a100, v100]")
     return (single,) if single else ()
 

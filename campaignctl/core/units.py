@@ -62,9 +62,9 @@ def parse_interval_seconds(value: object) -> int | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if text[:-1].isdigit() and text[-1:] in _UNIT_S:
-        return int(text[:-1]) * _UNIT_S[text[-1]]
     try:
+        if text[:-1].isdigit() and text[-1:] in _UNIT_S:
+            return int(text[:-1]) * _UNIT_S[text[-1]]
         return parse_duration_seconds(text) if text else None
-    except ValueError:
+    except ValueError:  # not digits after all (`²`), or more than 4,300 of them
         return None

@@ -12,7 +12,7 @@ from campaignctl.adapters import decision_chain
 from campaignctl.adapters.paths import open_atomic
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import ChainReport, verify_chain
-from campaignctl.core.errors import StateError
+from campaignctl.core.errors import IntegrityError, StateError
 from campaignctl.services.status import find_campaign
 
 EXPORT_FORMATS = ("jsonl",)
@@ -42,6 +42,10 @@ def verify_log(campaign: str | None = None, head_file: Path | None = None) -> Ve
     """Recompute both chains from every stored row. The head file is read before the rows, so a
     tick that appends meanwhile only makes the chain longer than the head, never shorter."""
     store = Store.open()
+    if missing := decision_chain.missing_tables(store.engine):
+        raise IntegrityError(f"the decision log does not verify: the {' and '.join(missing)} table is missing "
+                             "(dropped)", "a table was dropped outside campaignctl; keep the database as it "
+                             "is for inspection and restore a backup to continue")
     record = find_campaign(store, campaign) if campaign else None
     recorded = decision_chain.read_head_file(head_file) if head_file else {}
     reports = {}

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
+from campaignctl.core.clock import read_time
 from campaignctl.core.decide import Decision, TaskView, decide
 from campaignctl.core.governance import Awaiting, apply_modes, as_candidate, expired, gate, known_good_verdict
 from campaignctl.core.policy import Policy, policy_from_dict
@@ -55,7 +56,7 @@ def known_good_mark(ctx: CampaignContext) -> list[Decision]:
 def expire_awaiting(ctx: CampaignContext) -> list[int]:
     """Close, as `expired`, decisions that waited longer than the policy's approval.expire_after."""
     waiting = ctx.log.awaiting(ctx.record.id)
-    late = expired((Awaiting(e.id, datetime.fromisoformat(e.created_at)) for e in waiting),
+    late = expired((Awaiting(e.id, read_time(e.created_at)) for e in waiting),
                    datetime.now(timezone.utc), ctx.policy.approval.expire_after_s)
     if late:
         ctx.log.write_outcomes(late, "expired", {"expire_after_s": ctx.policy.approval.expire_after_s},

@@ -12,6 +12,7 @@ from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
+from campaignctl.core.clock import UTC, stamp
 from campaignctl.core.errors import SlurmTransientError
 
 
@@ -21,7 +22,7 @@ def manual_tick(store: Store, scope: str) -> Iterator[tuple[DecisionLog, int]]:
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
         log = DecisionLog(store.engine)
-        tick_id = log.begin_tick(scope, datetime.now().replace(microsecond=0).isoformat())
+        tick_id = log.begin_tick(scope, stamp(datetime.now(UTC)))
         try:
             yield log, tick_id
         except BaseException:

@@ -18,6 +18,7 @@ from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
+from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView, decide
 from campaignctl.core.errors import NotFoundError, SlurmTransientError
 from campaignctl.core.observe import (
@@ -119,8 +120,8 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
                                    f"another reconcile (pid {holder}) is running; nothing done",
                                    stall=health.message if health.holder_pid else "")
         log = DecisionLog(store.engine)
-        clock = _local_clock(now)
-        tick_id = log.begin_tick(name or "--all", clock.isoformat())
+        clock = _tick_clock(now)
+        tick_id = log.begin_tick(name or "--all", stamp(clock))
         calls = proc.call_count()
         try:
             result = _Tick(store, tick_id, clock).run(records, dry_run=False)
@@ -148,7 +149,7 @@ class _Tick:
         self.store = store
         self.log = DecisionLog(store.engine)
         self.tick_id = tick_id
-        self.now = _local_clock(now)
+        self.now = _tick_clock(now)
         self.squeue = _SqueueOnce()
         self.calls_at_start = proc.call_count()
         self.skips_at_start = slurm.skipped_mark()
@@ -162,7 +163,7 @@ class _Tick:
         ticks = []
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
-            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), self.now.isoformat())
+            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now))
             summaries: dict[str, Summary] = {}
             acting = not dry_run and self.tick_id is not None
             causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
@@ -197,9 +198,9 @@ class _Tick:
         job_ids = sorted({key_of(r)[0] for r in live})
         if not job_ids:
             return {}
-        # sacct -S is local time; an hour of slack covers clock skew between store and controller.
-        since = min(datetime.fromisoformat(r.created_at) for r in live).astimezone() - timedelta(hours=1)
-        return slurm.observe(job_ids, since.replace(tzinfo=None), wanted={key_of(r) for r in live})
+        # an hour of slack covers clock skew between store and controller
+        since = min(read_time(r.created_at) for r in live) - timedelta(hours=1)
+        return slurm.observe(job_ids, since, wanted={key_of(r) for r in live})
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
@@ -277,9 +278,9 @@ class _Tick:
         return actor.repair(todo) + actor.settle_abandoned(stranded)
 
 
-def _local_clock(now: datetime | None) -> datetime:
-    """sacct prints local wall-clock times without a zone; decide compares against the same."""
-    return (now or datetime.now()).replace(microsecond=0, tzinfo=None)
+def _tick_clock(now: datetime | None) -> datetime:
+    """The UTC time a tick's rules compare against (a naive `now`, as tests give: local time)."""
+    return utc(now or datetime.now(UTC)).replace(microsecond=0)
 
 
 def _tighter(*caps: int | None) -> int | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
@@ -16,6 +15,7 @@ from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.clock import read_time
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar
@@ -50,9 +50,8 @@ class ReportInputs:
 
 
 def epoch(text: str) -> float:
-    """A stored time → epoch seconds: the store's carry their UTC offset; sacct's have none and
-    are local wall-clock time, which is what `timestamp()` takes a naive time to be."""
-    return datetime.fromisoformat(text).timestamp()
+    """A stored time → epoch seconds (core/clock.py: UTC; a naive one from before, local)."""
+    return read_time(text).timestamp()
 
 
 def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:

@@ -13,6 +13,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
+from campaignctl.core.clock import UTC
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.observe import task_views
@@ -25,7 +26,7 @@ from campaignctl.services.manual import manual_tick
 from campaignctl.services.revisions import known_good_revisions
 from campaignctl.services.status import find_campaign
 
-FAR_FUTURE = datetime(9999, 1, 1)
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
 from campaignctl.core.budget import BudgetPlan, assess, guard
+from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.early_stop import decide_early_stops, stoppable
@@ -36,7 +37,7 @@ class CampaignContext:
     record: CampaignRecord
     policy: Policy
     settings: Mapping[str, Any]
-    now: datetime  # local wall-clock time, as sacct prints it
+    now: datetime  # UTC (core/clock.py)
     queued: Callable[[], list[slurm.QueuedJob]]  # the tick's one squeue, on demand
 
 
@@ -61,7 +62,7 @@ def utilisation_and_fallback(ctx: CampaignContext, views: Sequence[TaskView], ro
     decisions = decide_utilisation(views, summaries, ctx.policy, int(ctx.settings.get("min_gpus") or 0),
                                    requests.fired)
     gpu_types = list(ctx.settings.get("gpu_types") or [])
-    since = {r.token: _local(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")}
+    since = {r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")}
     waiting = fallback.candidates(views, gpu_types, ctx.policy, ctx.now, since, requests.moves,
                                   requests.cancel_requested)
     if waiting:
@@ -94,7 +95,3 @@ def budget_plan(ctx: CampaignContext, views: Sequence[TaskView]) -> BudgetPlan:
     forced = any(e.params.get("limits") == budget.limits() for e in entries if e.action == "release")
     return guard(budget, assessment, views, ctx.record.state == "paused" or forced, alerted)
 
-
-def _local(stored: str) -> datetime:
-    """The store keeps UTC with its offset; decide compares local wall-clock times (sacct's)."""
-    return datetime.fromisoformat(stored).astimezone().replace(tzinfo=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from campaignctl.adapters import slurm
@@ -12,6 +12,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
+from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
@@ -90,9 +91,9 @@ def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None]
     job_ids = sorted({a.array_job_id for a in attempts if a.array_job_id})
     if not job_ids:
         return {}, 0
-    # sacct -S is local time; an hour of slack covers clock skew between store and controller.
-    since = min(datetime.fromisoformat(a.created_at) for a in attempts).astimezone() - timedelta(hours=1)
-    return slurm.observe(job_ids, since.replace(tzinfo=None)), 1
+    # an hour of slack covers clock skew between store and controller
+    since = min(read_time(a.created_at) for a in attempts) - timedelta(hours=1)
+    return slurm.observe(job_ids, since), 1
 
 
 def status(name: str | None = None) -> StatusResult:

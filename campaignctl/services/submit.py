@@ -13,7 +13,7 @@ from pathlib import Path
 
 from campaignctl.adapters import faults, slurm
 from campaignctl.adapters.env_capture import write_captured_env
-from campaignctl.adapters.policy_source import load_policy
+from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
@@ -21,7 +21,7 @@ from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
-from campaignctl.core.spec import CampaignSpec, policy_reference, validate_spec
+from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
 
 
@@ -60,7 +60,7 @@ def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     doc = load_yaml(spec_path)
     text = spec_path.read_text(encoding="utf-8")
     spec_dir = str(spec_path.resolve().parent)
-    return validate_spec(doc, spec_dir, load_policy(policy_reference(doc), spec_dir)), text
+    return validate_spec(doc, spec_dir, spec_policy(doc, spec_dir)), text
 
 
 def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:

@@ -39,8 +39,8 @@ def test_every_input_option_variable_is_scrubbed(name: str) -> None:
 def test_what_the_user_and_the_job_need_is_kept_and_formats_are_forced() -> None:
     kept = {"SLURM_CONF": "/c", "SRUN_CPUS_PER_TASK": "2", "SALLOC_PARTITION": "p", "SLURM_DEBUG_FLAGS": "x",
             "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
-    env = proc.slurm_env({**kept, "SLURM_TIME_FORMAT": "relative", "SLURM_BITSTR_LEN": "64"})
-    assert env == {**kept, "SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
+    env = proc.slurm_env({**kept, "SLURM_TIME_FORMAT": "relative", "SLURM_BITSTR_LEN": "64", "TZ": "Asia/Tokyo"})
+    assert env == {**kept, "SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0", "TZ": "UTC"}
 
 
 def fake_client(bin_dir: Path, name: str, body: str) -> None:

@@ -174,3 +174,36 @@ def test_log_name_still_shows_the_log_and_equals_log_show(logged: int, state_hom
     flags_first = run_cli("log", "--last", "2", "rc", state=state_home)
     assert flags_first.returncode == 0 and flags_first.stdout == short.stdout
 
+
+
+# Edits that the old verifier missed or died on: it cast every integer column with int() before
+# hashing, so 3 → 3.5 hashed as 3, and text in an integer column raised ValueError (exit 1).
+@pytest.mark.parametrize(("sql", "named"), [
+    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET task_index = task_index + 0.5 WHERE id=3;",
+     "decision #3: task_index holds a real number"),
+    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET tick_id = 'one' WHERE id=2;",
+     "decision #2: tick_id holds text"),
+    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET reason = CAST(x'ff41' AS TEXT) WHERE id=2;",
+     "decision #2: reason holds text that is not valid UTF-8"),
+    ("DROP TRIGGER decision_outcomes_no_update; UPDATE decision_outcomes SET error = x'41' WHERE id=1;",
+     "outcome #1: error holds bytes"),
+    ("DROP TABLE decision_outcomes;", "the decision_outcomes table is missing"),
+], ids=["real-in-integer", "text-in-integer", "invalid-utf8", "blob-in-text", "dropped-table"])
+def test_a_value_of_the_wrong_type_or_a_dropped_table_is_named_and_exits_65(
+        logged: int, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, named: str) -> None:
+    head = tmp_path / "head.json"
+    monkeypatch.setenv("CAMPAIGNCTL_CHAIN_HEAD", str(head))
+    assert run_cli("log", "verify", state=state_home).returncode == 0
+    from campaignctl.adapters.decision_chain import write_head_file
+    write_head_file(Store.open().engine, head)
+    sqlite3_cli(database(state_home), sql)
+    for args in ((), ("--head", str(head))):
+        assert_user_error(run_cli("log", "verify", *args, state=state_home), 65, named)
+
+
+def test_well_typed_rows_hash_exactly_as_before(logged: int) -> None:
+    """The change to hashing values as stored keeps every chain written before it valid: for a
+    value of the column's own type, the old cast was the identity. Pinned on one row's digest."""
+    row = (1, 2, 3, 4, "tok", "default", "d", "oom", "resubmit", "{}", "{}", "why", "enforce", "g", "t", 1, "")
+    assert row_hash("0" * 64, DECISION_FIELDS, row) == (
+        "003af131b17db0dabed73c3791dfa1bbb4f779028f046dd6230b0745330c33da")

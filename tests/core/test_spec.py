@@ -119,6 +119,7 @@ def test_hostile_values_in_command_and_env_stay_literal_or_are_rejected(value: s
 @pytest.mark.parametrize(("value", "fragment"), [
     ("/tmp/%x/runs", "must not contain '%'"),
     ("/tmp/a\\nb", "must not contain newline"),
+    ("/tmp/a\\\\b", "must not contain '\\'"),
 ])
 def test_hostile_paths_are_rejected(value: str, fragment: str) -> None:
     assert fragment in problems_of(with_line(f'run_dir: "{value}"'))
