@@ -40,8 +40,13 @@ class FakeSlurm:
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     argvs: list[tuple[str, ...]] = field(default_factory=list)
-    fail_next: dict[str, str] = field(default_factory=dict)  # command -> stderr of one failure
-    fail_always: dict[str, str] = field(default_factory=dict)  # command -> stderr of every call
+    # command ("sbatch") or command and first argument ("sbatch --test-only", "scontrol release")
+    # -> stderr of one failure / of every call
+    fail_next: dict[str, str] = field(default_factory=dict)
+    fail_always: dict[str, str] = field(default_factory=dict)
+    # `sbatch --hold` creates the job, then fails with this stderr (the reply lost: "Socket timed out")
+    fail_after_create: list[str] = field(default_factory=list)
+    sbatch_stdout: str | None = None  # what `sbatch --hold` prints instead of "<id>\n" (once)
     states: dict[tuple[str, int], ElementState] = field(default_factory=dict)  # released elements
     vanished: set[str] = field(default_factory=set)  # job ids neither sacct nor squeue knows
     before_sacct: Callable[[], None] | None = None  # a hook, e.g. to hold a tick inside sacct
@@ -52,12 +57,24 @@ class FakeSlurm:
         self.calls[name] += 1
         self.argvs.append(tuple(argv))
         self.env = env
-        if name in self.fail_next:
-            return ProcResult(tuple(argv), 1, "", self.fail_next.pop(name))
-        if name in self.fail_always:
-            return ProcResult(tuple(argv), 1, "", self.fail_always[name])
+        for key in (" ".join(argv[:2]), name):
+            if key in self.fail_next:
+                return ProcResult(tuple(argv), 1, "", self.fail_next.pop(key))
+            if key in self.fail_always:
+                return ProcResult(tuple(argv), 1, "", self.fail_always[key])
         handler = getattr(self, f"_{name}")
-        return ProcResult(tuple(argv), 0, handler(list(argv[1:])), "")
+        out = handler(list(argv[1:]))
+        if name == "sbatch" and "--hold" in argv:
+            if self.fail_after_create:
+                return ProcResult(tuple(argv), 1, "", self.fail_after_create.pop(0))
+            if self.sbatch_stdout is not None:
+                out, self.sbatch_stdout = self.sbatch_stdout, None
+        return ProcResult(tuple(argv), 0, out, "")
+
+    @property
+    def submitted(self) -> int:
+        """sbatch calls that submitted (or tried to submit) a job, not `--test-only` questions."""
+        return sum(1 for a in self.argvs if a[0] == "sbatch" and "--hold" in a)
 
     def _scontrol(self, args: list[str]) -> str:
         if args[:2] == ["show", "config"]:
@@ -87,8 +104,9 @@ class FakeSlurm:
         return f"{job_id}\n"
 
     def _squeue(self, args: list[str]) -> str:
+        named = next((a.split("=", 1)[1] for a in args if a.startswith("--name=")), None)
         return "".join(f"{j.job_id}|PENDING|{j.name}\n" for j in self.jobs.values()
-                       if self._queued(j))
+                       if self._queued(j) and named in (None, j.name))
 
     def _queued(self, job: FakeJob) -> bool:
         if job.cancelled or job.job_id in self.vanished:

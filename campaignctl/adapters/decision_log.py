@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 import sqlalchemy as sa
 
 from campaignctl.adapters.store import driver_sql, insert_submission, utc_now
-from campaignctl.adapters.store_schema import campaigns, decision_outcomes, decisions, ticks
+from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
@@ -128,6 +128,16 @@ class DecisionLog:
                         decision_outcomes.c.status == "failed"))
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
+
+    def unanswered_abandoned(self, campaign_id: int) -> dict[str, tuple[str, int]]:
+        """Abandoned submissions with an attempt no decision answers (left by a version that
+        abandoned a refused retry without giving its tasks up): token → (last error, tries)."""
+        a, s, d = attempts.c, submissions.c, decisions.c
+        answered = sa.select(d.id).where(d.attempt_token == a.token, d.mode == "enforce", d.action.in_(ACTING))
+        query = (sa.select(s.token, s.last_error, s.tries).join(attempts, a.submission_id == s.id)
+                 .where(s.campaign_id == campaign_id, s.state == "abandoned", ~answered.exists()).distinct())
+        with self.engine.connect() as conn:
+            return {token: (error, tries) for token, error, tries in conn.execute(query).all()}
 
     def entry(self, decision_id: int) -> LoggedDecision | None:
         found = self.entries(ids=[decision_id])

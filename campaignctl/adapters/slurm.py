@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,14 +44,74 @@ def max_array_size() -> int:
     return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
 
 
-def sbatch_held(script_path: str) -> str:
+SBATCH_TRIES = 4  # sbatch runs within one call, each rerun only after squeue found no job of its name
+SBATCH_BACKOFF_S = 1.0
+
+
+def sbatch_held(script_path: str, job_name: str) -> str:
     """Submit held (`--hold`): nothing runs until `release`, so a crash before the job id is
-    recorded leaves a held orphan we can adopt, never a running duplicate."""
-    out = proc.run(["sbatch", "--parsable", "--hold", script_path], timeout=120).stdout.strip()
-    job_id = out.split(";")[0]  # --parsable prints "jobid[;cluster]"
-    if not job_id.isdigit():
-        raise SlurmUnavailableError(f"sbatch printed {out!r}, expected a job id", "check the sbatch version")
-    return job_id
+    recorded leaves a held orphan we can adopt, never a running duplicate.
+
+    sbatch is never run again for `job_name` (it carries the submission's token) before squeue
+    says no job of ours has that name: `sbatch: error: Batch job submission failed: Socket timed
+    out on send/recv operation` can come after slurmctld created the job (the reply was lost),
+    and a blind retry left several held jobs carrying one token. The job found is adopted."""
+    result = proc.ProcResult(("sbatch",), -1, "", "")
+    for attempt in range(SBATCH_TRIES):
+        if attempt:
+            time.sleep(SBATCH_BACKOFF_S * 2 ** (attempt - 1))
+            found = adopt_named(job_name)
+            if found is not None:
+                return found
+        result = proc.run(["sbatch", "--parsable", "--hold", script_path], timeout=120, attempts=1, check=False)
+        if result.returncode == 0:
+            return _job_id_of(result, job_name)
+        if result.returncode == 124 or not proc.is_transient(result):
+            break  # our own timeout bounds the call; the next tick looks the name up first
+    raise proc.command_error(result, transient=proc.is_transient(result))
+
+
+def _job_id_of(result: proc.ProcResult, job_name: str) -> str:
+    """`--parsable` prints "jobid[;cluster]". sbatch exited 0, so the job most likely exists
+    even when its output cannot be read: look it up by name before calling that a failure."""
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    job_id = lines[-1].split(";")[0] if lines else ""
+    if job_id.isdigit():
+        return job_id
+    found = adopt_named(job_name)
+    if found is not None:
+        return found
+    raise SlurmUnavailableError(f"sbatch printed {result.stdout.strip()[:200]!r}, expected a job id",
+                                "check the sbatch version and `squeue --me`")
+
+
+def named_jobs(job_name: str) -> list[str]:
+    """Array job ids of this user's queued jobs named exactly `job_name`, oldest first."""
+    out = proc.run(["squeue", "--me", "-r", "--noheader", f"--name={job_name}",
+                    "--format=%F|%T|%j|%i|%r"], timeout=60).stdout
+    ids = {q.array_job_id for q in parse_queued(out, _SKIPPED) if q.name == job_name}
+    return sorted(ids, key=int)
+
+
+def adopt_named(job_name: str, keep: str | None = None) -> str | None:
+    """The queued job of ours named `job_name` (`keep` if it is one of them, else the oldest);
+    any other job of that name, ours and queued under the same token, is a duplicate an older
+    version's retry left: it is cancelled. None when no such job is queued."""
+    found = named_jobs(job_name)
+    if not found:
+        return None
+    chosen = keep if keep in found else found[0]
+    for stray in found:
+        if stray != chosen:
+            cancel(stray)
+    return chosen
+
+
+def cancel(job_id: str) -> None:
+    """`scancel 12`: the whole (held) job. A job already gone is nothing to cancel."""
+    result = proc.run(["scancel", job_id], timeout=60, check=False)
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
+        raise proc.command_error(result, transient=proc.is_transient(result))
 
 
 def refusal(script_path: str) -> str | None:
@@ -69,7 +130,13 @@ def refusal(script_path: str) -> str | None:
 
 
 def release(job_id: str) -> None:
-    proc.run(["scontrol", "release", job_id], timeout=60)
+    """`scontrol release 12`. Releasing a job already released (pending or running) exits 0; a
+    job that has ended meanwhile (run, or cancelled by someone while held) gives `Job has
+    already finished for job 12` and exit 1 (22.05): nothing left to release, and sacct tells
+    what became of it."""
+    result = proc.run(["scontrol", "release", job_id], timeout=60, check=False)
+    if result.returncode != 0 and "has already finished" not in result.stderr:
+        raise proc.command_error(result, transient=proc.is_transient(result))
 
 
 def update_pending(job_id: str, fields: Sequence[str]) -> list[str]:

@@ -191,6 +191,13 @@ class Store:
                 update = update.values(job_id=sa.literal(f"{job_id}_") + sa.cast(attempts.c.array_index, sa.Text))
             conn.execute(update.values(state=attempt_state.get(state, "SUBMITTING")))
 
+    def record_refusal(self, token: str, error: str, next_try_at: str) -> int:
+        """One more refused try of submission `token`; returns how many tries failed so far."""
+        with self.engine.begin() as conn:
+            return int(conn.execute(submissions.update().where(submissions.c.token == token).values(
+                tries=submissions.c.tries + 1, last_error=error, next_try_at=next_try_at,
+                updated_at=utc_now()).returning(submissions.c.tries)).scalar_one())
+
     def campaign_state(self, campaign_id: int) -> str:
         with self.engine.connect() as conn:
             return str(conn.execute(sa.select(campaigns.c.state).where(campaigns.c.id == campaign_id)).scalar_one())
@@ -198,6 +205,11 @@ class Store:
     def set_campaign_state(self, campaign_id: int, state: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(campaigns.update().where(campaigns.c.id == campaign_id).values(state=state))
+
+    def submission(self, token: str) -> SubmissionRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(submissions).where(submissions.c.token == token)).one()
+        return SubmissionRecord(**{k: row._mapping[k] for k in SubmissionRecord.__slots__})
 
     def submissions(self, campaign_id: int, states: Sequence[str] | None = None) -> list[SubmissionRecord]:
         query = sa.select(submissions).where(submissions.c.campaign_id == campaign_id)

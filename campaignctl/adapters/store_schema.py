@@ -155,6 +155,14 @@ ALTER TABLE attempts ADD COLUMN evidence TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN params_json TEXT
 """
 
+# A submission Slurm refused (sbatch refused or unreadable, release failed) is tried again by a
+# later tick: how many tries failed, the last error, and when the next try is due (UTC).
+_009_SUBMISSION_TRIES = """
+ALTER TABLE submissions ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE submissions ADD COLUMN last_error TEXT NOT NULL DEFAULT '';
+ALTER TABLE submissions ADD COLUMN next_try_at TEXT
+"""
+
 
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
@@ -192,6 +200,7 @@ MIGRATIONS.append(("005_governance", _ddl(_005_GOVERNANCE)))
 MIGRATIONS.append(("006_decision_chain", _006_decision_chain))
 MIGRATIONS.append(("007_metrics", _ddl(_007_METRICS)))
 MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
+MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -219,7 +228,8 @@ submissions = sa.Table(
     sa.Column("job_id", sa.Text), sa.Column("array_spec", sa.Text), sa.Column("size", sa.Integer),
     sa.Column("folder", sa.Text), sa.Column("resources_json", sa.Text),
     sa.Column("created_at", sa.Text), sa.Column("updated_at", sa.Text), sa.Column("requeue", sa.Integer),
-    sa.Column("kind", sa.Text))
+    sa.Column("kind", sa.Text), sa.Column("tries", sa.Integer), sa.Column("last_error", sa.Text),
+    sa.Column("next_try_at", sa.Text))
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("task_id", sa.Integer),

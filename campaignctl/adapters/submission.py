@@ -98,7 +98,7 @@ class ArraySubmission:
         write_atomic(self.script_path, self.render(), mode=0o600)
 
     def submit_held(self) -> str:
-        return slurm.sbatch_held(str(self.script_path))
+        return slurm.sbatch_held(str(self.script_path), self.executor.parameters["job_name"])
 
     def deliver(self, job_id: str, size: int) -> None:
         """Move staged payloads to where submitit's job side looks for them (idempotent)."""

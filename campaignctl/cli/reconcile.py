@@ -5,7 +5,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json, styled
+from campaignctl.cli.common import (
+    DryRunOption,
+    JsonOption,
+    TextfileOption,
+    console,
+    err_console,
+    print_json,
+    styled,
+)
 from campaignctl.cli.status import skipped_view
 from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import ReconcileResult
@@ -20,7 +28,8 @@ def reconcile(
     json_out: JsonOption = False,
 ) -> None:
     """One tick of the control loop: observe (one sacct), decide per policy, act, log.
-    Safe to run from cron: a second concurrent run exits 0 at once.
+    Safe to run from cron: a second concurrent run exits 0 at once; if the running one has held
+    the lock longer than 3 cron intervals (or CAMPAIGNCTL_STALL_AFTER), it says so on stderr (cron mails it).
 
     With CAMPAIGNCTL_CHAIN_HEAD=FILE set, each tick ends by writing the decision log's chain head to FILE.
 
@@ -33,8 +42,10 @@ def reconcile(
     if (campaign is None) == (not all_campaigns):
         raise typer.BadParameter("give a campaign name or --all (not both)")
     result = reconcile_service(campaign, dry_run=dry_run)
-    if textfile is not None and not dry_run and result.status != "locked":
-        export_metrics(campaign, textfile)
+    if result.stall:
+        err_console.print(result.stall, markup=False, soft_wrap=True)
+    if textfile is not None and not dry_run and (result.status != "locked" or result.stall):
+        export_metrics(campaign, textfile)  # a stalled holder writes nothing: the locked tick says it
     if json_out:
         print_json("reconcile", result.to_dict())
     else:

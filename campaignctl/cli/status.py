@@ -54,7 +54,17 @@ def campaigns_view(result: StatusResult) -> RenderableType:
     for c in result.campaigns:
         table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
                       ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
-    return Group(table, *skipped_view(result.skipped_lines, result.skipped))
+    return Group(table, *skipped_view(result.skipped_lines, result.skipped), *stall_view(result))
+
+
+def stall_view(result: StatusResult) -> list[RenderableType]:
+    """A stalled control loop in red, submissions Slurm refused in yellow, as plain text (they
+    quote Slurm)."""
+    refused: list[RenderableType] = [Text(f"{c.name}: {note}", style="yellow")
+                                     for c in result.campaigns for note in c.refused]
+    if result.ticks is None or not result.ticks.stalled:
+        return refused
+    return [*refused, Text(result.ticks.message, style="bold red")]
 
 
 def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:
@@ -94,7 +104,7 @@ def tasks_view(result: StatusResult) -> RenderableType:
     parts: list[RenderableType] = [table, summary.summary]
     if result.spend is not None:
         parts.append(spend_text(result.spend))
-    return Group(*parts, *skipped_view(result.skipped_lines, result.skipped))
+    return Group(*parts, *skipped_view(result.skipped_lines, result.skipped), *stall_view(result))
 
 
 def spend_text(spend: SpendView) -> Text:

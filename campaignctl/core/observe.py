@@ -14,6 +14,7 @@ from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
 
 UNKNOWN = "UNKNOWN"
+ABANDONED = "ABANDONED"  # a submission given up before any job of it ran
 FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
 _FIELDS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
@@ -116,6 +117,7 @@ def resources_parser() -> Callable[[str], Resources]:
 
 def is_settled(view: TaskView) -> bool:
     """Finished for good: completed, or its last failure answered by giving up. A lost attempt
-    stays UNKNOWN in the store; once answered (given up as `lost`) it is settled too."""
+    stays UNKNOWN in the store; once answered (given up as `lost`) it is settled too, and so is
+    an attempt whose submission Slurm kept refusing (ABANDONED, given up as `submit_refused`)."""
     latest = view.latest
-    return latest.state == "COMPLETED" or (latest.state in FINAL | {UNKNOWN} and latest.decided)
+    return latest.state == "COMPLETED" or (latest.state in FINAL | {UNKNOWN, ABANDONED} and latest.decided)

@@ -40,7 +40,8 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
              "resize_pending", "counts_as_failure", "mode", "params")
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
-               "mode", "known_good_after", "approval", "early_stopping", "causes")
+               "mode", "known_good_after", "approval", "early_stopping", "causes", "submit_tries",
+               "submit_backoff")
 PARAM_STEP_KEYS = ("factor", "min", "max")
 CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
@@ -102,6 +103,15 @@ class Policy:
     approval: Approval = field(default_factory=Approval)
     early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
     causes: dict[str, str] = field(default_factory=dict)  # a site's own output causes: name → regex
+    # A submission Slurm refuses (sbatch refused or printing no job id, release failing) is tried
+    # again by later ticks, waiting submit_backoff, then twice that, …; after submit_tries tries
+    # its tasks are given up with Slurm's message.
+    submit_tries: int = 4
+    submit_backoff_s: int = 120
+
+    def submit_retry_in_s(self, tries: int) -> int:
+        """How long after its `tries`-th refused try a submission is tried again."""
+        return min(self.submit_backoff_s * 2 ** max(0, min(tries, 30) - 1), 86400)
 
     def rule(self, cause: str) -> Rule:
         return self.rules.get(cause) or OUTPUT_CAUSE_DEFAULTS.get(cause, Rule())
@@ -193,7 +203,9 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         prices=read_prices(r, (*path, "prices"), base.prices),
         fallback=read_fallback(r, (*path, "fallback"), base.fallback),
         utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation),
-        early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping))
+        early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping),
+        submit_tries=_int(r, (*path, "submit_tries"), 1, 100, base.submit_tries),
+        submit_backoff_s=r.duration((*path, "submit_backoff"), base.submit_backoff_s))
 
 
 def _read_rule(r: Reader, path: KeyPath, base: Rule) -> Rule:

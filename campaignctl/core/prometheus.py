@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from campaignctl.core.cost import DIMENSIONS
+from campaignctl.core.stall import TickHealth
 from campaignctl.core.telemetry import Sample
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -101,12 +102,19 @@ FAMILIES: dict[str, tuple[str, str, str]] = {  # key → (name, type, help)
             "utilisation window, in % of one core."),
     "tick": (P + "last_reconcile_timestamp_seconds", "gauge", "When the last reconcile tick that observed "
              "Slurm finished (Unix time)."),
+    "stalled": (P + "reconcile_stalled", "gauge", "1 when the reconcile lock has been held, or no tick has "
+                "observed Slurm, for longer than reconcile_stall_after_seconds."),
+    "stall_after": (P + "reconcile_stall_after_seconds", "gauge", "How long a tick may hold the lock, or ticks "
+                    "may fail, before reconcile counts as stalled (3 cron intervals or CAMPAIGNCTL_STALL_AFTER)."),
+    "held": (P + "reconcile_lock_held_seconds", "gauge", "For how long the running reconcile has held the lock."),
 }
 Add = Callable[..., None]
 
 
-def campaign_families(snapshots: Sequence[CampaignSnapshot], last_tick: float | None) -> list[Family]:
-    """Every family, in a fixed order, with the samples of every campaign."""
+def campaign_families(snapshots: Sequence[CampaignSnapshot], last_tick: float | None,
+                      ticks: TickHealth | None = None) -> list[Family]:
+    """Every family, in a fixed order, with the samples of every campaign (and the control
+    loop's health, `ticks`)."""
     samples: dict[str, list[tuple[Labels, float]]] = {key: [] for key in FAMILIES}
 
     def add(key: str, value: float, **labels: str) -> None:
@@ -116,6 +124,11 @@ def campaign_families(snapshots: Sequence[CampaignSnapshot], last_tick: float | 
         _add_campaign(add, s)
     if last_tick is not None:
         add("tick", last_tick)
+    if ticks is not None:
+        add("stalled", int(ticks.stalled))
+        add("stall_after", ticks.stall_after_s)
+        if ticks.held_s is not None:
+            add("held", ticks.held_s)
     return [Family(name, kind, text, tuple(samples[key])) for key, (name, kind, text) in FAMILIES.items()]
 
 

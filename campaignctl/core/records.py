@@ -51,6 +51,9 @@ class SubmissionRecord:
     resources_json: str = "{}"
     kind: str = "initial"
     requeue: int = 0
+    tries: int = 0  # tries Slurm refused (sbatch refused or unreadable, release failed)
+    last_error: str = ""  # Slurm's message of the last refused try
+    next_try_at: str | None = None  # UTC: a refused submission is not tried again before
 
 
 @dataclass(frozen=True, slots=True)

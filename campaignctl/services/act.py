@@ -30,15 +30,18 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, Resources
 from campaignctl.services.dispatch import (
+    abandon,
     dispatch,
     job_name,
     parameters,
     recover,
+    refused,
     revision_spec,
     token_of_job_name,
 )
 
-Outcome = tuple[str, "str | None"]  # (applied | failed, job id)
+Outcome = tuple[str, "str | None"]  # (applied | failed | retrying, job id)
+SUBMIT_REFUSED = "submit_refused"  # the rule of a give-up whose submission Slurm kept refusing
 
 
 class Actor:
@@ -122,13 +125,43 @@ class Actor:
         try:
             job_id = dispatch(self.store, self.spec, group.token, group.chunk, params, None, numbers)
         except SlurmUnavailableError as exc:
-            self.store.set_submission_state(group.token, "abandoned")
-            self.log.write_outcomes(ids, "failed", {"token": group.token}, exc.message)
-            return "failed", None
+            return self._refused(group.token, ids, exc.message)
         faults.crash_point("before_outcome")
         self.log.write_outcomes(ids, "applied", {"job_id": job_id, "token": group.token,
                                                  "array": group.chunk.array_spec})
         return "applied", job_id
+
+    def _refused(self, token: str, ids: list[int], error: str) -> Outcome:
+        """Slurm refused a submission: a later tick tries it again (the decisions stay open) until
+        the policy's submit_tries, then its tasks are given up with Slurm's message."""
+        tries = refused(self.store, token, error, self.policy)
+        if tries < self.policy.submit_tries:
+            return "retrying", None
+        abandon(self.store, token, job_name(self.record.name, token))
+        self._give_up_submission(token, ids, error, tries)
+        return "failed", None
+
+    def settle_abandoned(self, stranded: Mapping[str, tuple[str, int]]) -> int:
+        """Give up the tasks of submissions abandoned without an answer (`unanswered_abandoned`)."""
+        for token, (error, tries) in stranded.items():
+            self._give_up_submission(token, [], error or "Slurm refused the submission", tries)
+        return len(stranded)
+
+    def _give_up_submission(self, token: str, ids: Sequence[int], error: str, tries: int) -> None:
+        """The decisions that asked for an abandoned submission failed; each of its attempts is
+        answered by a give-up (its task settles, the campaign can finish)."""
+        if ids:
+            self.log.write_outcomes(ids, "failed", {"token": token, "tries": tries}, error)
+        answered = self.log.decided_tokens(self.record.id)
+        attempts = [a for a in self.store.attempts(self.record.id)
+                    if a.token.startswith(token + ".") and a.token not in answered]
+        give_ups = [(Decision(a.task_index, a.token, SUBMIT_REFUSED, "give_up",
+                              f"Slurm refused attempt {a.attempt_number}'s submission {tries} time(s); "
+                              f"given up: {error}", {"token": token, "tries": tries, "error": error}), "")
+                    for a in attempts]
+        if give_ups:
+            self.log.write_intents(self.tick_id, self.record.id, self.policy, give_ups, [],
+                                   self.record.current_revision)
 
     def _resize(self, group: ResizeGroup, ids: list[int]) -> Outcome:
         tokens = [d.attempt_token for d in group.decisions]
@@ -219,11 +252,10 @@ class Actor:
                    and q.name == job_name(self.record.name, submission_token) for q in self.queued())
 
     def repair(self, open_entries: Sequence[LoggedDecision]) -> int:
-        """Finish a crashed tick: adopt/finish its submissions by token, redo its resizes
-        (setting the same values twice is harmless), then write the missing outcomes."""
-        queued = self.queued
-        done = {d.token: d for d in recover(self.store, self.record, lambda: {
-            token_of_job_name(q.name): q.array_job_id for q in queued()}, abandon_on_error=True)}
+        """Finish a crashed tick: adopt/finish its submissions by token (and retry those Slurm
+        refused, once due), redo its resizes (setting the same values twice is harmless), then
+        write the missing outcomes. A submission still waiting for its next try stays open."""
+        done = {d.token: d for d in recover(self.store, self.record, self.policy)}
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         repaired = 0
         for group_token in {e.group_token for e in open_entries if e.action in SUBMITTING}:
@@ -232,10 +264,16 @@ class Actor:
             if sub is not None and sub.state == "released":
                 self.log.write_outcomes(ids, "applied", {"job_id": sub.job_id, "token": group_token,
                                                          "repaired": True})
+            elif sub is None or sub.state == "abandoned":
+                error = sub.last_error if sub is not None and sub.last_error else "submission lost"
+                self._give_up_submission(group_token, ids, error, sub.tries if sub else 0)
             else:
-                error = done[group_token].error if group_token in done else "submission lost"
-                self.log.write_outcomes(ids, "failed", {"token": group_token, "repaired": True}, error)
+                continue  # refused, waiting for its next try
             repaired += len(ids)
+        asked = {e.group_token for e in open_entries}
+        for d in done.values():
+            if d.gave_up and d.token not in asked:  # a first submission (`submit`) nobody decided
+                self._give_up_submission(d.token, [], d.error, d.tries)
         for group_token in {e.group_token for e in open_entries if e.action == "resize_pending"}:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)

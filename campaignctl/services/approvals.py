@@ -25,7 +25,7 @@ class VerdictResult:
     decision_id: int
     campaign: str
     verdict: str  # approve | reject
-    status: str  # the decision's outcome now: applied | failed | rejected
+    status: str  # the decision's outcome now: applied | failed | rejected | retrying (Slurm refused it)
     job_id: str | None
     error: str
 

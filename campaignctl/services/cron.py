@@ -17,6 +17,7 @@ from campaignctl.core.crontab import (
     remove_entry,
     render_job_line,
 )
+from campaignctl.services.ticks import record_cron_interval
 
 LOG_NAME = "reconcile.log"
 
@@ -46,6 +47,8 @@ def install(every_minutes: int, campaign: str | None = None, dry_run: bool = Fal
         paths.state_dir()  # cron's `>> log` needs the directory; created private (0700)
     if after != before and not dry_run:
         crontab.write_crontab(after)
+    if not dry_run:  # status and metrics judge a stall against it
+        record_cron_interval(every_minutes)
     return CronResult("install", after != before, dry_run, True, line, str(log))
 
 
@@ -55,6 +58,8 @@ def remove(dry_run: bool = False) -> CronResult:
     after = remove_entry(before)
     if after != before and not dry_run:
         crontab.write_crontab(after)
+    if not dry_run:
+        record_cron_interval(None)
     return CronResult("remove", after != before, dry_run, False, entry, str(reconcile_log_path()))
 
 

@@ -11,8 +11,9 @@ the next run, which finds the held job by the token in its name):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.policy import policy_from_dict
+from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
 from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
 
@@ -34,7 +35,9 @@ class Dispatched:
     token: str
     chunk: ArrayChunk
     job_id: str | None
-    error: str = ""
+    error: str = ""  # Slurm's message when this try was refused
+    gave_up: bool = False  # refused policy.submit_tries times: abandoned
+    tries: int = 0
 
 
 def job_name(campaign: str, token: str) -> str:
@@ -77,10 +80,17 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
 def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
              params: dict[str, Any], job_id: str | None,
              attempt_numbers: Sequence[int] | None = None) -> str:
-    """Steps 2-5 of the protocol, from wherever the last run stopped."""
+    """Steps 2-5 of the protocol, from wherever the last run stopped. A new job is first put to
+    `sbatch --test-only`: Slurm 22.05 accepts a held job no node can run (`--hold --mem=100G`
+    on 4000 MB nodes: rc 0) and, once released, leaves it PENDING (BadConstraints) for ever,
+    while the same job without --hold is refused with "Requested node configuration is not
+    available"; --test-only says the latter."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params)
     if job_id is None:
         submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
+        refused = slurm.refusal(str(submission.script_path))
+        if refused:
+            raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
         store.set_submission_state(token, "submitted", job_id)
@@ -91,18 +101,40 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     return job_id
 
 
-def queued_by_token() -> dict[str | None, str]:
-    """This user's queued campaignctl jobs, by the token in their name (one squeue call)."""
-    return {token_of_job_name(q.name): q.array_job_id for q in slurm.own_queued_jobs()}
+REFUSED_HINT = ("nothing runs for these tasks; `sinfo -o '%P %G %m %l'` lists what the cluster has "
+                "(partitions, GPUs, memory per node, time limits)")
 
 
-def recover(store: Store, record: CampaignRecord,
-            queued: Callable[[], Mapping[str | None, str]] = queued_by_token,
-            abandon_on_error: bool = False) -> list[Dispatched]:
-    """Finish submissions a crashed run left behind; adopt held jobs found by token. Asks
-    `queued` (one squeue call) only when there is something to finish. With `abandon_on_error`
-    a submission Slurm refuses for good (not a transient error) is marked abandoned."""
+def refused(store: Store, token: str, error: str, policy: Policy, now: datetime | None = None) -> int:
+    """Record one refused try of submission `token` and when the next is due; returns the tries."""
+    sub = store.submission(token)
+    tries = sub.tries + 1
+    due = (now or datetime.now(timezone.utc)) + timedelta(seconds=policy.submit_retry_in_s(tries))
+    return store.record_refusal(token, error, due.isoformat(timespec="seconds"))
+
+
+def abandon(store: Store, token: str, name: str) -> None:
+    """Give a submission up: any held job of ours under its name is cancelled (nothing of it
+    ran: it was never released), then the submission is marked abandoned."""
+    for job_id in slurm.named_jobs(name):
+        slurm.cancel(job_id)
+    store.set_submission_state(token, "abandoned")
+
+
+def is_due(sub: SubmissionRecord, now: datetime | None = None) -> bool:
+    return sub.next_try_at is None or datetime.fromisoformat(sub.next_try_at) <= (now or datetime.now(timezone.utc))
+
+
+def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
+            now: datetime | None = None) -> list[Dispatched]:
+    """Finish submissions a crashed or refused run left behind. Each one's token is looked up
+    first (squeue, by job name): a job found is adopted and any duplicate cancelled, so sbatch
+    never runs twice for one token. With `policy` (reconcile), a submission Slurm refused waits
+    for its next try and, refused `policy.submit_tries` times, is abandoned (`gave_up`);
+    without (`submit`, run by a person) each is tried now and a refusal raises."""
     pending = store.submissions(record.id, states=("intent", "submitted"))
+    if policy is not None:
+        pending = [sub for sub in pending if is_due(sub, now)]
     if not pending:
         return []
     specs: dict[int, CampaignSpec] = {}
@@ -115,19 +147,39 @@ def recover(store: Store, record: CampaignRecord,
         spec = specs[sub.revision]
         params = parameters(spec.name, Resources(**json.loads(sub.resources_json)), sub.token, chunk,
                             sub.revision, bool(sub.requeue))
-        job_id = sub.job_id or queued().get(sub.token)
-        if job_id and not sub.job_id:
+        name = job_name(spec.name, sub.token)
+        job_id = slurm.adopt_named(name, keep=sub.job_id) or sub.job_id
+        if job_id and job_id != sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
         try:
             job_id = dispatch(store, spec, sub.token, chunk, params, job_id, numbers)
         except SlurmUnavailableError as exc:
-            if not abandon_on_error:
+            tries = refused(store, sub.token, exc.message, policy or spec.policy, now)
+            if policy is None:
                 raise
-            store.set_submission_state(sub.token, "abandoned")
-            results.append(Dispatched(sub.token, chunk, None, exc.message))
+            gave_up = tries >= policy.submit_tries
+            if gave_up:
+                abandon(store, sub.token, name)
+            results.append(Dispatched(sub.token, chunk, None, exc.message, gave_up, tries))
             continue
         results.append(Dispatched(sub.token, chunk, job_id))
     return results
+
+
+def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJob], campaign: str) -> list[str]:
+    """Queued jobs of ours under a token of `subs` that are not the job recorded for it: a
+    duplicate whose sbatch reached slurmctld after its token was looked up (a reply lost under
+    load), or a job of an abandoned submission. None of them was ever released: cancel them."""
+    by_token = {s.token: s for s in subs}
+    found = set()
+    for q in queued:
+        token = token_of_job_name(q.name)
+        sub = by_token.get(token or "")
+        if sub is None or q.name != job_name(campaign, sub.token):
+            continue
+        if sub.state == "abandoned" or (sub.state == "released" and q.array_job_id != sub.job_id):
+            found.add(q.array_job_id)
+    return sorted(found, key=int)
 
 
 def revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:

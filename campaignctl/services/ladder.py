@@ -59,7 +59,8 @@ def ladder_step(ctx: CampaignContext, paused: bool) -> LadderStep:
 def _task_ends(ctx: CampaignContext) -> dict[int, TaskEnd]:
     answers = {e.attempt_token: e.action for e in ctx.log.entries(ctx.record.id, actions=("give_up", "stop"))
                if e.mode == "enforce"}
-    latest = {a.task_index: a for a in ctx.store.attempts(ctx.record.id) if a.submission_state != "abandoned"}
+    latest = {a.task_index: a for a in ctx.store.attempts(ctx.record.id)
+              if a.submission_state != "abandoned" or a.token in answers}
     return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, "")) for i, a in latest.items()}
 
 

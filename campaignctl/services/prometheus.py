@@ -21,6 +21,7 @@ from campaignctl.services.ladder import unstarted_labels
 from campaignctl.services.report_inputs import epoch
 from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.status import find_campaign
+from campaignctl.services.ticks import tick_health
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,8 @@ def export_metrics(name: str | None = None, textfile: Path | None = None) -> Met
     records = store.campaigns() if name is None else [find_campaign(store, name)]
     queries = ReportQueries(store.engine)
     last = queries.last_tick_at()
-    families = campaign_families([snapshot(store, queries, r) for r in records], epoch(last) if last else None)
+    families = campaign_families([snapshot(store, queries, r) for r in records], epoch(last) if last else None,
+                                 tick_health(store) if records or last else None)  # nothing yet: nothing to say
     text = exposition(families)
     if textfile is not None:
         write_textfile(textfile, text)

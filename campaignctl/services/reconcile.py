@@ -36,6 +36,7 @@ from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.causes import ingest_causes
+from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
@@ -48,6 +49,7 @@ from campaignctl.services.rules import (
     utilisation_and_fallback,
 )
 from campaignctl.services.telemetry import ingest
+from campaignctl.services.ticks import tick_health
 
 SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
 
@@ -81,6 +83,7 @@ class ReconcileResult:
     message: str = ""
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
+    stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -100,6 +103,10 @@ class _SqueueOnce:
     def arrays(self) -> set[str]:
         return {j.array_job_id for j in self.jobs()}
 
+    def seen(self) -> list[slurm.QueuedJob] | None:
+        """What squeue said this tick, if it was asked (never asks)."""
+        return self._jobs
+
 
 def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None) -> ReconcileResult:
     store = Store.open()
@@ -108,8 +115,10 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
         return _Tick(store, None, now).run(records, dry_run=True)
     with exclusive("reconcile") as holder:
         if holder is not None:
+            health = tick_health(store)
             return ReconcileResult("locked", None, [], 0,
-                                   f"another reconcile (pid {holder}) is running; nothing done")
+                                   f"another reconcile (pid {holder}) is running; nothing done",
+                                   stall=health.message if health.holder_pid else "")
         log = DecisionLog(store.engine)
         clock = _tick_clock(now)
         tick_id = log.begin_tick(name or "--all", stamp(clock))
@@ -166,6 +175,10 @@ class _Tick:
             views = task_views(histories[record.id], decided[record.id], changes, causes)
             ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
                                               repaired.get(record.id, 0), dry_run))
+        if not dry_run and (queued := self.squeue.seen()) is not None:
+            for record in records:
+                for job_id in stray_jobs(self.store.submissions(record.id), queued, record.name):
+                    slurm.cancel(job_id)
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)
@@ -246,7 +259,8 @@ class _Tick:
         """Finish decisions a crashed tick wrote but did not carry out (found by group token)."""
         open_entries = self.log.entries(record.id, open_only=True)
         pending_subs = self.store.submissions(record.id, states=("intent", "submitted"))
-        if not open_entries and not pending_subs:
+        stranded = self.log.unanswered_abandoned(record.id)
+        if not open_entries and not pending_subs and not stranded:
             return 0
         policy, _ = current_policy(self.store, record)
         actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
@@ -261,7 +275,7 @@ class _Tick:
                 carry_out(actor, e, approvals[e.id])
             else:
                 todo.append(replace(e, group_token=approvals[e.id]))
-        return actor.repair(todo)
+        return actor.repair(todo) + actor.settle_abandoned(stranded)
 
 
 def _tick_clock(now: datetime | None) -> datetime:

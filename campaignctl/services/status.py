@@ -21,11 +21,13 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
+from campaignctl.core.stall import TickHealth
 from campaignctl.core.status import NOT_SUBMITTED, TaskRow, count_states, sparkline, task_rows
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
 from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
+from campaignctl.services.ticks import tick_health
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class CampaignSummary:
     proposed: dict[str, int] = field(default_factory=dict)  # shadow proposals: action → how many
     awaiting_approval: int = 0
     rungs: list[RungProgress] = field(default_factory=list)  # a progressive campaign's ladder
+    refused: list[str] = field(default_factory=list)  # submissions Slurm refused, waiting for their next try
 
     @property
     def summary(self) -> str:
@@ -75,6 +78,7 @@ class StatusResult:
     spend: SpendView | None = None
     skipped_lines: int = 0  # lines of sacct output that could not be read and were skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "sacct: why: line"
+    ticks: TickHealth | None = None  # is reconcile running as cron expects (core/stall.py)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -113,13 +117,25 @@ def status(name: str | None = None) -> StatusResult:
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
-                                         sum(e.status == "awaiting-approval" for e in enforced), rungs))
+                                         sum(e.status == "awaiting-approval" for e in enforced), rungs,
+                                         _refused(store, record)))
         detail = rows
+    health = tick_health(store)
     if name is None:
-        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS])
+        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS], health)
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
-                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS])
+                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS], health)
+
+
+def _refused(store: Store, record: CampaignRecord) -> list[str]:
+    """`submission 3f2a… (2 tasks) refused 1 of 4 times, next try 03:12:00Z: Slurm refuses the job: …`."""
+    pending = [s for s in store.submissions(record.id, states=("intent", "submitted")) if s.tries]
+    if not pending:
+        return []
+    limit = current_policy(store, record)[0].submit_tries
+    return [f"submission {s.token} ({s.size} task(s)) refused {s.tries} of {limit} times, next try "
+            f"{s.next_try_at}: {s.last_error}" for s in pending]
 
 
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:

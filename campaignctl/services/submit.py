@@ -22,7 +22,7 @@ from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
-from campaignctl.services.dispatch import dispatch, parameters, recover, with_captured_env
+from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +174,11 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
         faults.crash_point("after_intent")
         params = parameters(spec.name, resources, token, chunk, record.current_revision,
                             spec.policy.slurm_requeue)
-        job_id = dispatch(store, spec, token, chunk, params, job_id=None)
+        try:
+            job_id = dispatch(store, spec, token, chunk, params, job_id=None)
+        except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
+            refused(store, token, exc.message, spec.policy)
+            raise
         results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
                                    chunk.task_indices[-1], job_id, "submitted"))
     return results, max_array

@@ -45,7 +45,7 @@ def test_reconcile_holds_once_resume_is_refused_and_a_forced_resume_sticks(
     assert record is not None and record.state == "paused"
 
     reconcile("tight")  # paused: observed, but nothing held twice, nothing resubmitted
-    assert len(holds(fake_slurm)) == 1 and fake_slurm.calls["sbatch"] == 1
+    assert len(holds(fake_slurm)) == 1 and fake_slurm.submitted == 1
 
     with pytest.raises(ConflictError, match="still over its budget"):
         resume("tight")

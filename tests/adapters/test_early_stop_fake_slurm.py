@@ -88,7 +88,7 @@ def test_the_trailing_task_is_stopped_once_and_the_campaign_finishes_without_ret
     finish_the_others(fake_slurm)
     assert reconcile("es").campaigns[0].state == "finished"
     assert [(e.task_index, e.action) for e in entries()] == [(TRAILING, "stop")]  # no resubmit, no give_up
-    assert len(scancels(fake_slurm)) == 1 and fake_slurm.calls["sbatch"] == 1  # the first array only
+    assert len(scancels(fake_slurm)) == 1 and fake_slurm.submitted == 1  # the first array only
     store = Store.open()
     record = store.campaign("es")
     assert record is not None

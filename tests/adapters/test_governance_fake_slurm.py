@@ -44,9 +44,11 @@ def entries(name: str) -> list[LoggedDecision]:
 
 
 def mutations(fake: FakeSlurm) -> Counter[str]:
-    """Every call that can change something: sbatch, scancel, and scontrol other than `show`."""
+    """Every call that can change something: sbatch (not `--test-only`), scancel, and scontrol
+    other than `show`."""
     return Counter(argv[0] for argv in fake.argvs
-                   if argv[0] in ("sbatch", "scancel") or (argv[0] == "scontrol" and argv[1] != "show"))
+                   if (argv[0] == "sbatch" and argv[1] != "--test-only") or argv[0] == "scancel"
+                   or (argv[0] == "scontrol" and argv[1] != "show"))
 
 
 def oom_then_pending_sibling(fake: FakeSlurm) -> str:

@@ -137,8 +137,9 @@ def test_a_later_rung_slurm_would_refuse_is_refused_at_submit_before_anything_ru
     assert Store.open().campaign("lad") is None and not fake_slurm.jobs
     assert [a[:2] for a in fake_slurm.argvs] == [("sbatch", "--test-only")] * 2  # every later rung is asked
 
-    submit(ladder_spec(tmp_path))  # both later rungs asked, then rung 0 submitted
-    assert [a[1] for a in fake_slurm.argvs if a[0] == "sbatch"][2:] == ["--test-only", "--test-only", "--parsable"]
+    submit(ladder_spec(tmp_path))  # both later rungs asked, then rung 0 asked and submitted
+    assert [a[1] for a in fake_slurm.argvs if a[0] == "sbatch"][2:] == [
+        "--test-only", "--test-only", "--test-only", "--parsable"]
     fake_slurm.fail_next["sbatch"] = "allocation failure: Invalid partition name specified"
     with pytest.raises(SpecError):  # a changed spec is asked again, and no revision is recorded
         submit(ladder_spec(tmp_path, budget=20.0))

@@ -32,7 +32,7 @@ def test_2500_tasks_submit_in_ceil_n_over_max_array_size_sbatch_calls(
         tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     fake_slurm.max_array_size = 1000
     result = submit_service.submit(grid_spec(tmp_path, 2500))
-    assert fake_slurm.calls["sbatch"] == math.ceil(2500 / 1000) == result.sbatch_calls
+    assert fake_slurm.submitted == math.ceil(2500 / 1000) == result.sbatch_calls
     assert [c.size for c in result.chunks] == [1000, 1000, 500]
     assert [c.array_spec for c in result.chunks] == ["0-999%4", "0-999%4", "0-499%4"]
     assert all(not job.held for job in fake_slurm.live_jobs())  # released after recording
@@ -46,13 +46,13 @@ def test_resubmitting_the_same_spec_submits_nothing(tmp_path: Path, fake_slurm: 
     submit_service.submit(spec)
     again = submit_service.submit(spec)
     assert again.outcome == "unchanged" and again.sbatch_calls == 0
-    assert fake_slurm.calls["sbatch"] == 1
+    assert fake_slurm.submitted == 1
 
 
 def test_a_changed_spec_records_a_revision_without_new_jobs(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     submit_service.submit(grid_spec(tmp_path, 3, name="rev"))
     changed = submit_service.submit(grid_spec(tmp_path, 4, name="rev"))
-    assert (changed.outcome, changed.revision, fake_slurm.calls["sbatch"]) == ("revised", 2, 1)
+    assert (changed.outcome, changed.revision, fake_slurm.submitted) == ("revised", 2, 1)
 
 
 class Crash(BaseException):
@@ -96,16 +96,17 @@ def test_status_makes_one_sacct_call_for_the_whole_campaign(tmp_path: Path, fake
 
 
 def test_transient_sbatch_errors_are_retried(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
-    fake_slurm.fail_next["sbatch"] = "sbatch: error: Socket timed out on send/recv operation"
+    fake_slurm.fail_next["sbatch --parsable"] = "sbatch: error: Socket timed out on send/recv operation"
     result = submit_service.submit(grid_spec(tmp_path, 2, name="retry"))
-    assert result.sbatch_calls == 1 and fake_slurm.calls["sbatch"] == 2
+    assert result.sbatch_calls == 1 and fake_slurm.submitted == 2
+    assert len(fake_slurm.live_jobs()) == 1
 
 
 def test_persistent_transient_errors_end_with_exit_75_and_a_repairable_intent(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
     def always_busy(argv, timeout, env):  # type: ignore[no-untyped-def]
-        if argv[0] == "sbatch":
-            fake_slurm.calls["sbatch"] += 1
+        if argv[0] == "sbatch" and "--hold" in argv:
+            fake_slurm.calls["sbatch --hold"] += 1
             from campaignctl.adapters.proc import ProcResult
             return ProcResult(tuple(argv), 1, "", "sbatch: error: Unable to contact slurm controller")
         return fake_slurm(argv, timeout, env)
@@ -114,7 +115,8 @@ def test_persistent_transient_errors_end_with_exit_75_and_a_repairable_intent(
     spec = grid_spec(tmp_path, 2, name="busy")
     with pytest.raises(SlurmTransientError) as info:
         submit_service.submit(spec)
-    assert info.value.exit_code == 75 and fake_slurm.calls["sbatch"] == 4
+    assert info.value.exit_code == 75 and fake_slurm.calls["sbatch --hold"] == 4
+    assert fake_slurm.calls["squeue"] == 3  # each rerun of sbatch after squeue found nothing
     monkeypatch.setattr("campaignctl.adapters.proc.EXECUTOR", fake_slurm)
     assert submit_service.submit(spec).chunks[0].action == "recovered"
     assert len(fake_slurm.live_jobs()) == 1

@@ -108,6 +108,10 @@ def test_install_with_a_new_interval_replaces_the_entry(cron: Cron) -> None:
     ok(cron.run("install", "--every", "15", "--campaign", "lr-sweep"))
     [line] = job_lines(cron.crontab())
     assert line.startswith("*/15 * * * * ") and " reconcile lr-sweep >> " in line
+    interval = cron.state / "campaignctl" / "cron-interval"  # status/metrics judge a stall by it
+    assert interval.read_text() == "900\n"
+    ok(cron.run("remove"))
+    assert not interval.exists()
 
 
 def test_show_prints_the_entry_and_json(cron: Cron) -> None:

@@ -1,0 +1,56 @@
+"""Is the control loop running as cron expects? The facts for `core.stall.assess_ticks`, read
+without calling Slurm: the last tick in the store, the reconcile lock's holder, the interval
+`campaignctl cron install` recorded, and the CAMPAIGNCTL_STALL_AFTER setting."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from campaignctl.adapters import lock, paths
+from campaignctl.adapters.report_queries import ReportQueries
+from campaignctl.adapters.store import Store
+from campaignctl.core.stall import TickHealth, assess_ticks
+from campaignctl.core.units import parse_interval_seconds
+
+STALL_SETTING = "CAMPAIGNCTL_STALL_AFTER"  # e.g. 20m: overrides 3 × the cron interval
+INTERVAL_FILE = "cron-interval"  # seconds between cron ticks, written by `campaignctl cron install`
+
+
+def tick_health(store: Store, now: datetime | None = None) -> TickHealth:
+    held = lock.holder("reconcile")
+    return assess_ticks(now or datetime.now(timezone.utc), _utc(ReportQueries(store.engine).last_tick_at()),
+                        held.pid if held else None, held.since if held else None,
+                        cron_interval_s(), stall_setting_s())
+
+
+def stall_setting_s() -> int | None:
+    return parse_interval_seconds(os.environ.get(STALL_SETTING, "").strip() or None)
+
+
+def interval_path() -> Path:
+    return Path(paths.state_path()) / INTERVAL_FILE
+
+
+def cron_interval_s() -> int | None:
+    try:
+        return int(interval_path().read_text().strip()) or None
+    except (OSError, ValueError):
+        return None
+
+
+def record_cron_interval(every_minutes: int | None) -> None:
+    """`cron install` records its interval (`cron remove`: None, the file goes)."""
+    if every_minutes is None:
+        interval_path().unlink(missing_ok=True)
+        return
+    paths.state_dir()
+    paths.write_atomic(interval_path(), f"{every_minutes * 60}\n", 0o600)
+
+
+def _utc(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
