@@ -3,10 +3,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from campaignctl import cli
 from campaignctl.adapters import proc
@@ -25,6 +27,45 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CAMPAIGNCTL_FAULT", raising=False)
     monkeypatch.delenv("CAMPAIGNCTL_CHAIN_HEAD", raising=False)
     return home
+
+
+PG_URL_VAR = "CAMPAIGNCTL_TEST_PG_URL"
+
+
+def pg_admin_engine() -> sa.Engine:
+    """The lab server as its owner role (`eval "$(scripts/pglab up)"` exports the URL), outside any
+    transaction (CREATE DATABASE needs that). In CI a server that is not there fails, never skips."""
+    url = os.environ.get(PG_URL_VAR)
+    if not url:
+        message = f"PostgreSQL tests need `eval \"$(scripts/pglab up)\"` ({PG_URL_VAR} unset)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+@pytest.fixture
+def pg_url(state_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the lab server, made this test's store
+    (CAMPAIGNCTL_DB_URL, so every command and fixture after this one uses it); dropped after."""
+    admin = pg_admin_engine()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = admin.url.set(database=name).render_as_string(hide_password=False)
+    monkeypatch.setenv("CAMPAIGNCTL_DB_URL", url)
+    yield url
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, state_home: Path) -> str:
+    """Runs the test once on the default SQLite file and once on a fresh PostgreSQL database."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_url")
+    return str(request.param)
 
 
 @pytest.fixture
