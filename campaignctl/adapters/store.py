@@ -69,6 +69,14 @@ def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
         cursor.close()
 
 
+def _shown(url: str) -> str:
+    """The URL without its password (an error message may end up in a log or a ticket)."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
 # The key of the PostgreSQL advisory lock that serialises migrations (any constant every version
 # uses; advisory locks are per database, so databases on one server do not wait for each other).
 MIGRATION_LOCK_KEY = 0x63616D70  # "camp"
@@ -94,8 +102,11 @@ class Store:
         url = url or os.environ.get("CAMPAIGNCTL_DB_URL") or default_url()
         try:
             engine = sa.create_engine(url)
-        except (sa.exc.ArgumentError, ImportError) as exc:
-            raise StateError(f"cannot use database URL {url!r}: {exc}",
+        except ImportError as exc:
+            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
+                             "PostgreSQL needs its driver: pip install 'campaignctl[postgres]'") from None
+        except sa.exc.ArgumentError as exc:
+            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
                              "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
         if engine.dialect.name == "sqlite":
             prepare_sqlite(engine.url)

@@ -90,7 +90,8 @@ def _publish(tmp: Path, database: Path) -> None:
 def translate_errors(engine: sa.Engine) -> None:
     """Every DBAPI error of `engine` about the database itself (on connect, execute or commit:
     locked, full, damaged, unreachable) is raised as the family's."""
-    where = engine.url.database or engine.url.render_as_string(hide_password=True)
+    sqlite = engine.dialect.name == "sqlite"
+    where = (engine.url.database if sqlite else None) or engine.url.render_as_string(hide_password=True)
 
     user = engine.url.username or ""
 
@@ -109,7 +110,7 @@ def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlEr
     it) or on the schema (only the owner role may create tables, i.e. run a new version's migrations)."""
     text = str(exc).strip()
     role = user or "this role"
-    if "schema" in text.lower():
+    if "for schema" in text.lower():
         hint = (f"a new campaignctl migrates the database on its first command: run that command once as the "
                 f"owner role (the role that owns the schema), then {role} can go on; or have the owner run "
                 f"GRANT CREATE ON SCHEMA public TO {role}")
@@ -166,7 +167,7 @@ def _postgres_error(exc: BaseException, state: str, where: str) -> CampaignctlEr
         # psycopg reports a connection that failed or broke (refused, reset, timed out) without a
         # SQLSTATE, as libpq does; a refused login or a missing database only by libpq's words.
         return DatabaseBusyError(
-            f"lost the connection to the database {where}: {text}",
+            f"no connection to the database {where}: {text}",
             "the server is down, restarting or unreachable; a change in flight was rolled back: run the command "
             "again when it answers (cron's next tick will)")
     return StateError(f"the database {where} cannot be used: {text}",
