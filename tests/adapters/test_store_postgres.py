@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_ten_processes_opening_a_new_database_at_once_all_succeed(backend: str, 
 
 
 @pytest.fixture
-def stranger(pg_url: str) -> tuple[str, sa.Engine]:
+def stranger(pg_url: str) -> Iterator[tuple[str, sa.Engine]]:
     """A login role with no rights on the test database's tables, and the owner's engine on it."""
     role = f"r_{uuid.uuid4().hex[:12]}"
     admin = pg_admin_engine()
