@@ -92,7 +92,6 @@ def translate_errors(engine: sa.Engine) -> None:
     locked, full, damaged, unreachable) is raised as the family's."""
     sqlite = engine.dialect.name == "sqlite"
     where = (engine.url.database if sqlite else None) or engine.url.render_as_string(hide_password=True)
-
     user = engine.url.username or ""
 
     @sa.event.listens_for(engine, "handle_error")
@@ -152,8 +151,8 @@ def _postgres_error(exc: BaseException, state: str, where: str) -> CampaignctlEr
     if state in _PG_BUSY or state.startswith("40"):
         return DatabaseBusyError(
             f"the database {where} was busy: {text}",
-            "another campaignctl held a lock this command needed, or the server was restarting; this "
-            "command's transaction changed nothing: run it again later (cron's next tick will)")
+            "another campaignctl held a lock this command needed, or the server was restarting; the "
+            "transaction that failed was rolled back: run the command again later (cron's next tick will)")
     if state in _PG_FULL:
         return StateError(f"the database {where} cannot grow: {text}",
                           "free space on the database server's disk, then run the command again")
@@ -168,8 +167,8 @@ def _postgres_error(exc: BaseException, state: str, where: str) -> CampaignctlEr
         # SQLSTATE, as libpq does; a refused login or a missing database only by libpq's words.
         return DatabaseBusyError(
             f"no connection to the database {where}: {text}",
-            "the server is down, restarting or unreachable; a change in flight was rolled back: run the command "
-            "again when it answers (cron's next tick will)")
+            "the server is down, restarting or unreachable: run the command again when it answers (cron's "
+            "next tick will)")
     return StateError(f"the database {where} cannot be used: {text}",
                       "check CAMPAIGNCTL_DB_URL (host, port, database, role and password) and the server's "
                       "pg_hba.conf")

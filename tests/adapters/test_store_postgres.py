@@ -158,7 +158,7 @@ def test_a_lock_timeout_is_exit_75(pg_url: str, monkeypatch: pytest.MonkeyPatch,
         conn.exec_driver_sql("LOCK TABLE campaigns IN ACCESS EXCLUSIVE MODE")
         code, _, err = run_main(monkeypatch, capsys, "status")
     assert code == 75, err
-    assert "lock timeout" in err and "run it again" in err
+    assert "lock timeout" in err and "run the command again" in err
     code, _, err = run_main(monkeypatch, capsys, "status")
     assert code == 0, err
 
