@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from campaignctl.adapters import store as store_module
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import MIGRATIONS
@@ -188,3 +189,26 @@ def test_a_connection_killed_by_the_server_is_exit_75(pg_url: str, monkeypatch: 
         with pytest.raises(Exception) as raised:
             conn.exec_driver_sql("SELECT 1")
     assert getattr(raised.value, "exit_code", None) == 75, raised.value
+
+
+def test_migration_010_widens_a_database_written_before_it_and_keeps_its_rows(
+        pg_url: str, tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = [m for m in MIGRATIONS if m[0] != "010_wide_numbers"]
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    submit(write_spec(tmp_path, SPEC))
+    old = Store.open()
+    first, _ = attempt_ids(old)
+    MetricsStore(old.engine).append([(first, Position(7, 10), 0, [MetricPoint(3, "loss", 0.5, 1.5)])])
+    old.engine.dispose()
+    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
+    new = Store.open()
+    with new.engine.connect() as conn:
+        kinds = dict(conn.exec_driver_sql(
+            "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
+            "WHERE table_name IN ('metrics', 'metric_reads', 'telemetry')").all())
+    assert kinds["metrics.value"] == kinds["metrics.t"] == "double precision"
+    assert kinds["metric_reads.inode"] == kinds["telemetry.inode"] == kinds["metrics.step"] == "bigint"
+    campaign = new.campaign("pg")
+    assert campaign is not None
+    assert [r[2:] for r in MetricsStore(new.engine).rows(campaign.id)] == [(3, "loss", 0.5, 1.5)]
+    assert MetricsStore(new.engine).positions([first]) == {first: (Position(7, 10), 0)}
