@@ -3,10 +3,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from campaignctl import cli
 from campaignctl.adapters import proc
@@ -17,14 +20,73 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private, empty campaignctl state directory for this test."""
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private, empty campaignctl state directory for this test. Its store is a SQLite file in
+    it, or, with CAMPAIGNCTL_TEST_STORE=postgresql, a new database on the lab server (to run any
+    test that does not look at the file itself against PostgreSQL)."""
     home = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
     monkeypatch.delenv("CAMPAIGNCTL_DB_URL", raising=False)
     monkeypatch.delenv("CAMPAIGNCTL_FAULT", raising=False)
     monkeypatch.delenv("CAMPAIGNCTL_CHAIN_HEAD", raising=False)
-    return home
+    if os.environ.get("CAMPAIGNCTL_TEST_STORE") != "postgresql":
+        yield home
+        return
+    with pg_database() as url:
+        monkeypatch.setenv("CAMPAIGNCTL_DB_URL", url)
+        yield home
+
+
+PG_URL_VAR = "CAMPAIGNCTL_TEST_PG_URL"
+
+
+def pg_admin_engine() -> sa.Engine:
+    """The lab server as its owner role (`eval "$(scripts/pglab up)"` exports the URL), outside any
+    transaction (CREATE DATABASE needs that). In CI a server that is not there fails, never skips."""
+    url = os.environ.get(PG_URL_VAR)
+    if not url:
+        message = f"PostgreSQL tests need `eval \"$(scripts/pglab up)\"` ({PG_URL_VAR} unset)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+@contextmanager
+def pg_database() -> Iterator[str]:
+    """A new, empty database on the lab server, dropped (its sessions ended) after the block."""
+    admin = pg_admin_engine()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(state_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the lab server, made this test's store
+    (CAMPAIGNCTL_DB_URL, so every command and fixture after this one uses it); dropped after."""
+    if os.environ.get("CAMPAIGNCTL_DB_URL", "").startswith("postgresql"):
+        yield os.environ["CAMPAIGNCTL_DB_URL"]  # state_home made one already
+        return
+    with pg_database() as url:
+        monkeypatch.setenv("CAMPAIGNCTL_DB_URL", url)
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test once on the default SQLite file and once on a fresh PostgreSQL database."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_url")
+    else:
+        monkeypatch.delenv("CAMPAIGNCTL_DB_URL", raising=False)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -69,6 +69,30 @@ def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
         cursor.close()
 
 
+def _shown(url: str) -> str:
+    """The URL without its password (an error message may end up in a log or a ticket)."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+# The key of the PostgreSQL advisory lock that serialises migrations (any constant every version
+# uses; advisory locks are per database, so databases on one server do not wait for each other).
+MIGRATION_LOCK_KEY = 0x63616D70  # "camp"
+
+
+def _migration_lock(conn: sa.Connection) -> None:
+    """Hold the database's migration lock until this transaction ends. PostgreSQL: an advisory
+    lock (DDL alone would let two migrators interleave). SQLite: the write lock, taken first
+    (`BEGIN IMMEDIATE`): sqlite3 would otherwise run DDL outside any transaction, statement by
+    statement, and a second migrator would see half a migration."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+    elif conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 class Store:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -78,8 +102,11 @@ class Store:
         url = url or os.environ.get("CAMPAIGNCTL_DB_URL") or default_url()
         try:
             engine = sa.create_engine(url)
-        except (sa.exc.ArgumentError, ImportError) as exc:
-            raise StateError(f"cannot use database URL {url!r}: {exc}",
+        except ImportError as exc:
+            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
+                             "PostgreSQL needs its driver: pip install 'campaignctl[postgres]'") from None
+        except sa.exc.ArgumentError as exc:
+            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
                              "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
         if engine.dialect.name == "sqlite":
             prepare_sqlite(engine.url)
@@ -90,19 +117,28 @@ class Store:
         return store
 
     def migrate(self) -> list[str]:
-        applied: list[str] = []
+        """Apply the migrations this database lacks, each in its own transaction under a lock that
+        every process migrating the same database takes (two users' first commands at once would
+        otherwise both create the same tables), and recheck under it what is done."""
         with self.engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
-                                 "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            if not sa.inspect(conn).has_table("schema_migrations"):
+                _migration_lock(conn)
+                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
+                                     "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
         if unknown := sorted(done - {name for name, _ in MIGRATIONS}):
             raise StateError(f"the database was written by a newer campaignctl (migrations {', '.join(unknown)} "
                              "are unknown to this version)", "upgrade campaignctl, or point CAMPAIGNCTL_DB_URL "
                              "at another database; this version will not guess at a newer schema")
+        applied: list[str] = []
         for name, apply in MIGRATIONS:
             if name in done:
                 continue
             with self.engine.begin() as conn:
+                _migration_lock(conn)
+                if conn.execute(sa.text("SELECT 1 FROM schema_migrations WHERE name = :name"),
+                                {"name": name}).first():
+                    continue  # another process applied it while this one waited for the lock
                 apply(conn)
                 conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:name, :at)"),
                              {"name": name, "at": utc_now()})

@@ -1,6 +1,7 @@
 """The database as a file and as a source of errors: a SQLite file is created private (0600) and
 whole, never left empty; an empty, in-memory or damaged one is refused; every DBAPI error the
-engine raises becomes a user-facing error of the family, with a hint (the CLI's exit code)."""
+engine raises, SQLite's or PostgreSQL's, becomes a user-facing error of the family, with a hint
+(the CLI's exit code): 75 when the next try may pass (a lock, a lost connection), 73 otherwise."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ _FULL = ("SQLITE_FULL",)
 _DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 _READONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
 _CODE_SIGNALS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.NotSupportedError)
+# PostgreSQL SQLSTATEs (postgresql.org/docs/current/errcodes-appendix.html) by what they mean for the
+# user. Busy: a lock, a serialization failure or deadlock, a statement or lock timeout, a server
+# shutting down or starting: nothing was changed and the next try may pass. Gone: the connection
+# broke (class 08). Denied: a privilege the role lacks. The rest name a setup problem.
+_PG_BUSY = ("40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300", "53400")
+_PG_GONE_CLASS = "08"
+_PG_DENIED = ("42501",)
+_PG_FULL = ("53100",)
+_PG_DAMAGED = ("XX001", "XX002")
+_PG_READONLY = ("25006",)
 MEMORY_HINT = "set CAMPAIGNCTL_DB_URL to sqlite:///PATH (a file) or postgresql+psycopg://…, or unset it"
 
 
@@ -79,16 +90,39 @@ def _publish(tmp: Path, database: Path) -> None:
 def translate_errors(engine: sa.Engine) -> None:
     """Every DBAPI error of `engine` about the database itself (on connect, execute or commit:
     locked, full, damaged, unreachable) is raised as the family's."""
-    where = engine.url.database or engine.url.render_as_string(hide_password=True)
+    sqlite = engine.dialect.name == "sqlite"
+    where = (engine.url.database if sqlite else None) or engine.url.render_as_string(hide_password=True)
+    user = engine.url.username or ""
 
     @sa.event.listens_for(engine, "handle_error")
     def _translate(context: sa.engine.ExceptionContext) -> None:
-        if isinstance(context.sqlalchemy_exception, _CODE_SIGNALS):
+        state = getattr(context.original_exception, "sqlstate", None) or ""
+        if state in _PG_DENIED:
+            raise permission_error(context.original_exception, where, user) from None
+        if isinstance(context.sqlalchemy_exception, _CODE_SIGNALS) and not state.startswith(("40", "08")):
             return  # a constraint or SQL error says something about the code or a race: left to it
         raise database_error(context.original_exception, where) from None
 
 
+def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlError:
+    """PostgreSQL refused the role a privilege: on a table (the application role was not granted
+    it) or on the schema (only the owner role may create tables, i.e. run a new version's migrations)."""
+    text = str(exc).strip()
+    role = user or "this role"
+    if "for schema" in text.lower():
+        hint = (f"a new campaignctl migrates the database on its first command: run that command once as the "
+                f"owner role (the role that owns the schema), then {role} can go on; or have the owner run "
+                f"GRANT CREATE ON SCHEMA public TO {role}")
+    else:
+        hint = (f"the owner role must grant {role} its rights: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES "
+                f"IN SCHEMA public TO {role}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    return StateError(f"the database {where} refused {role}: {text}", hint)
+
+
 def database_error(exc: BaseException, where: str) -> CampaignctlError:
+    state = getattr(exc, "sqlstate", None)
+    if state is not None or type(exc).__module__.startswith("psycopg"):
+        return _postgres_error(exc, state or "", where)
     code = getattr(exc, "sqlite_errorname", "")
     text = str(exc)
     lowered = text.lower()
@@ -109,3 +143,37 @@ def database_error(exc: BaseException, where: str) -> CampaignctlError:
                           "check the file's and its directory's permissions and free space")
     return StateError(f"the database {where} cannot be used: {text}",
                       "check CAMPAIGNCTL_DB_URL, the state directory's permissions and free space")
+
+
+def _postgres_error(exc: BaseException, state: str, where: str) -> CampaignctlError:
+    text = str(exc).strip()
+    lowered = text.lower()
+    if state in _PG_BUSY or state.startswith("40"):
+        return DatabaseBusyError(
+            f"the database {where} was busy: {text}",
+            "another campaignctl held a lock this command needed, or the server was restarting; the "
+            "transaction that failed was rolled back: run the command again later (cron's next tick will)")
+    if state in _PG_FULL:
+        return StateError(f"the database {where} cannot grow: {text}",
+                          "free space on the database server's disk, then run the command again")
+    if state in _PG_DAMAGED:
+        return StateError(f"the database {where} is damaged: {text}",
+                          "restore a backup (pg_dump/pg_restore); campaignctl will not guess at the state of your jobs")
+    if state in _PG_READONLY:
+        return StateError(f"cannot write the database {where}: {text}",
+                          "the server is read-only (a standby?): point CAMPAIGNCTL_DB_URL at the primary")
+    if state.startswith(_PG_GONE_CLASS) or (not state and not _refused_login(lowered)):
+        # psycopg reports a connection that failed or broke (refused, reset, timed out) without a
+        # SQLSTATE, as libpq does; a refused login or a missing database only by libpq's words.
+        return DatabaseBusyError(
+            f"no connection to the database {where}: {text}",
+            "the server is down, restarting or unreachable: run the command again when it answers (cron's "
+            "next tick will)")
+    return StateError(f"the database {where} cannot be used: {text}",
+                      "check CAMPAIGNCTL_DB_URL (host, port, database, role and password) and the server's "
+                      "pg_hba.conf")
+
+
+def _refused_login(lowered: str) -> bool:
+    return any(words in lowered for words in ("authentication failed", "does not exist", "no pg_hba.conf entry",
+                                              "password"))

@@ -164,6 +164,33 @@ ALTER TABLE submissions ADD COLUMN next_try_at TEXT
 """
 
 
+# PostgreSQL takes the declared types literally: REAL is 4 bytes (0.30000001 and 0.30000002 both
+# read back as 0.3; a Unix time in `t` rounded to 128 s) and INTEGER is 4 bytes (a 64-bit inode, as
+# Lustre and XFS give, fails the whole insert). Floats become DOUBLE PRECISION; inodes, file offsets,
+# steps, and every column holding the id of a BIGINT identity become BIGINT. SQLite stores any
+# integer in up to 8 bytes and any REAL as a double whatever the declaration: nothing to do there.
+_010_WIDEN = {
+    "metrics": {"value": "DOUBLE PRECISION", "t": "DOUBLE PRECISION", "step": "BIGINT", "attempt_id": "BIGINT"},
+    "telemetry": {"inode": "BIGINT", "file_offset": "BIGINT", "attempt_id": "BIGINT"},
+    "metric_reads": {"inode": "BIGINT", "file_offset": "BIGINT", "attempt_id": "BIGINT"},
+    "revisions": {"campaign_id": "BIGINT"},
+    "tasks": {"campaign_id": "BIGINT"},
+    "submissions": {"campaign_id": "BIGINT"},
+    "attempts": {"task_id": "BIGINT", "submission_id": "BIGINT"},
+    "decisions": {"tick_id": "BIGINT", "campaign_id": "BIGINT"},
+    "decision_outcomes": {"decision_id": "BIGINT"},
+    "observations": {"attempt_id": "BIGINT", "tick_id": "BIGINT"},
+}
+
+
+def _010_wide_numbers(conn: sa.Connection) -> None:
+    if conn.dialect.name != "postgresql":
+        return
+    for table, columns in _010_WIDEN.items():  # one ALTER per table: each table is rewritten once
+        changes = ", ".join(f"ALTER COLUMN {column} TYPE {kind}" for column, kind in columns.items())
+        conn.exec_driver_sql(f"ALTER TABLE {table} {changes}")
+
+
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
     are lifted for the backfill (the only UPDATE this log ever gets) and put back as they were.
@@ -201,6 +228,7 @@ MIGRATIONS.append(("006_decision_chain", _006_decision_chain))
 MIGRATIONS.append(("007_metrics", _ddl(_007_METRICS)))
 MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
 MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
+MIGRATIONS.append(("010_wide_numbers", _010_wide_numbers))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -269,14 +297,14 @@ observations = sa.Table(
     sa.Column("missing_since", sa.Text))
 telemetry = sa.Table(
     "telemetry", metadata,
-    sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),
-    sa.Column("file_offset", sa.Integer), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text))
+    sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
+    sa.Column("file_offset", sa.BigInteger), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text))
 metric_reads = sa.Table(
     "metric_reads", metadata,
-    sa.Column("attempt_id", sa.Integer, primary_key=True), sa.Column("inode", sa.Integer),
-    sa.Column("file_offset", sa.Integer), sa.Column("bad_lines", sa.Integer), sa.Column("updated_at", sa.Text))
+    sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
+    sa.Column("file_offset", sa.BigInteger), sa.Column("bad_lines", sa.Integer), sa.Column("updated_at", sa.Text))
 metrics = sa.Table(
     "metrics", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
-    sa.Column("step", sa.Integer), sa.Column("name", sa.Text), sa.Column("value", sa.Float),
-    sa.Column("t", sa.Float))
+    sa.Column("step", sa.BigInteger), sa.Column("name", sa.Text), sa.Column("value", sa.Double),
+    sa.Column("t", sa.Double))
