@@ -16,6 +16,7 @@ from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
 _SKIPPED: list[str] = []  # every output line a parser skipped in this process, "command: why: line"
+SHOWN_SKIPS = 5  # skipped lines a tick or status quotes; its count covers them all
 
 
 def skipped_mark() -> int:
@@ -25,6 +26,8 @@ def skipped_mark() -> int:
 
 def skipped_since(mark: int) -> list[str]:
     return _SKIPPED[mark:]
+
+
 TEST_ONLY_REFUSAL = "allocation failure:"  # sbatch --test-only when slurm_job_will_run says no
 
 

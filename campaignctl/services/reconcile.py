@@ -51,8 +51,6 @@ from campaignctl.services.rules import (
 from campaignctl.services.telemetry import ingest
 from campaignctl.services.ticks import tick_health
 
-SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
-
 
 @dataclass(frozen=True, slots=True)
 class DecisionSummary:
@@ -183,7 +181,7 @@ class _Tick:
         status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)
         return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
-                               skipped=skipped[:SHOWN_SKIPS])
+                               skipped=skipped[:slurm.SHOWN_SKIPS])
 
     def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. Another user's campaign (a

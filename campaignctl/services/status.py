@@ -67,7 +67,6 @@ class SpendView:
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
 
 
-SHOWN_SKIPS = 5  # skipped lines quoted in a result; the count covers them all
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +121,10 @@ def status(name: str | None = None) -> StatusResult:
         detail = rows
     health = tick_health(store)
     if name is None:
-        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:SHOWN_SKIPS], health)
+        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:slurm.SHOWN_SKIPS], health)
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
-                        _spend(store, records[0], policy, settings), len(skipped), skipped[:SHOWN_SKIPS], health)
+                        _spend(store, records[0], policy, settings), len(skipped), skipped[:slurm.SHOWN_SKIPS], health)
 
 
 def _refused(store: Store, record: CampaignRecord) -> list[str]:
