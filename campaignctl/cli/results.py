@@ -12,7 +12,7 @@ from rich.text import Text
 
 from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
-from campaignctl.core.results import ConfigResult
+from campaignctl.core.results import ConfigResult, param_column
 from campaignctl.services.results import ResultsResult
 from campaignctl.services.results import results as results_service
 
@@ -71,7 +71,8 @@ def _value(value: float | None) -> str:
 def view(result: ResultsResult) -> RenderableType:
     params = list(dict.fromkeys(k for c in result.configs for k in c.params))
     rungs = any(c.rung for c in result.configs)
-    table = Table("rank", "config", *params, *(["rung"] if rungs else []), "state", "final", "best", *COLUMNS,
+    table = Table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state", "final",
+                  "best", *COLUMNS,
                   title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
     for c in result.configs:
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),

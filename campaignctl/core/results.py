@@ -9,7 +9,7 @@ best value it reported in any rung. Without rungs a config is a task.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
@@ -101,12 +101,20 @@ FIXED = ("rank", "config", "rung", "state", "attempts", "metric", "final", "best
 FLAT = {"cpu": "cpu_eff", "mem": "mem_eff", "time": "time_eff", "gpu_mem": "gpu_mem_eff"}
 
 
+def param_column(name: str) -> str:
+    """A param's column: its name, or `param.NAME` where a fixed column has that name."""
+    taken = name in FIXED or name in FLAT.values() or name in _FIGURES
+    return f"param.{name}" if taken else name
+
+
+_FIGURES = frozenset(f.name for f in fields(Efficiency))
+
+
 def plain_row(row: ConfigResult, metric: str | None) -> dict[str, object]:
     """One flat row (pandas-ready): rank, config, the params as columns, rung, state, the metric's
     final and best values, then the efficiency figures (fractions of what Slurm allocated). A
     param named like a fixed column keeps its value as `param.NAME`."""
     figures = {FLAT.get(k, k): v for k, v in row.efficiency.to_dict().items()}
-    taken = set(FIXED) | set(figures)
-    params = {(f"param.{k}" if k in taken else k): v for k, v in row.params.items()}
+    params = {param_column(k): v for k, v in row.params.items()}
     return {"rank": row.rank, "config": row.config, **params, "rung": row.rung, "state": row.state,
             "attempts": row.attempts, "metric": metric, "final": row.final, "best": row.best, **figures}
