@@ -103,11 +103,10 @@ FLAT = {"cpu": "cpu_eff", "mem": "mem_eff", "time": "time_eff", "gpu_mem": "gpu_
 
 def param_column(name: str) -> str:
     """A param's column: its name, or `param.NAME` where a fixed column has that name."""
-    taken = name in FIXED or name in FLAT.values() or name in _FIGURES
-    return f"param.{name}" if taken else name
+    return f"param.{name}" if name in FIXED or name in _FIGURES else name
 
 
-_FIGURES = frozenset(f.name for f in fields(Efficiency))
+_FIGURES = frozenset(FLAT.get(f.name, f.name) for f in fields(Efficiency))
 
 
 def plain_row(row: ConfigResult, metric: str | None) -> dict[str, object]:
