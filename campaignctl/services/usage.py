@@ -21,7 +21,7 @@ class AttemptUsage:
 
 
 def attempt_usage(store: Store, campaign_id: int) -> list[AttemptUsage]:
-    """Every attempt that reached Slurm, by task then attempt number."""
+    """Every attempt of the campaign, by task then attempt number."""
     attempts = ReportQueries(store.engine).attempts(campaign_id)
     summaries = TelemetryStore(store.engine).load([a.id for a in attempts])
     parse = resources_parser()
