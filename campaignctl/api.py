@@ -61,14 +61,12 @@ class Campaign:
             if value is not None and data.get(key) is not None:
                 raise SpecError([f"{key}: given both in the dict ({data[key]!r}) and as an argument ({value!r})"],
                                 "campaignctl.api", f"give {key} once")
-        base = workdir if workdir is not None else data.pop("workdir", None)
+        base, own_run_dir = data.pop("workdir", None), data.pop("run_dir", None)
+        base = workdir if workdir is not None else base
         if base is None:
             raise SpecError(["workdir: required (where run directories and relative paths start)"],
                             "campaignctl.api", "e.g. Campaign.from_dict(spec, workdir='~/experiments')")
-        data.pop("workdir", None)
-        given_run_dir = run_dir if run_dir is not None else data.pop("run_dir", None)
-        data.pop("run_dir", None)
-        return cls(workdir=base, run_dir=given_run_dir, **data)
+        return cls(workdir=base, run_dir=run_dir if run_dir is not None else own_run_dir, **data)
 
     @property
     def name(self) -> str:

@@ -74,6 +74,8 @@ def test_keyword_arguments_are_the_spec_keys(tmp_path: Path, fake_slurm: FakeSlu
     assert campaign.spec.run_dir == str(tmp_path / "elsewhere" / "api-kw")
     assert [t.params for t in campaign.spec.tasks] == [{"lr": 1}, {"lr": 2}]
     assert campaign.spec.budget.gpu_hours == 2
+    from_file = {"name": "api-kw", "command": COMMAND, "matrix": {"lr": [1]}, "run_dir": "mine"}  # its own run_dir
+    assert api.Campaign.from_dict(from_file, workdir=tmp_path).spec.run_dir == str(tmp_path / "mine")
 
 
 @pytest.mark.parametrize(("build", "expected"), [
