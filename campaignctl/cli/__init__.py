@@ -15,6 +15,7 @@ from campaignctl.cli import metrics as metrics_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
+from campaignctl.cli import results as results_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
+app.command("results")(results_cmd.results)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)

@@ -26,6 +26,13 @@ class SpecError(CampaignctlError):
         self.problems = problems
 
 
+class InputError(CampaignctlError):
+    """A value given on the command line or to the API names nothing there is (a metric no task
+    reported): the same exit code as an invalid spec, the input was wrong."""
+
+    exit_code = 3
+
+
 class NotFoundError(CampaignctlError):
     """A named campaign (or other object) does not exist."""
 
