@@ -50,14 +50,14 @@ class TestResult:
 
 
 def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all: bool,
-                      now: datetime, budget_s: float = NOTIFY_BUDGET_S) -> NotifyResult:
+                      now: datetime) -> NotifyResult:
     """Queue the new events of `records`, then send what is queued for them (for every campaign
     with `scope_all`: a campaign that finished last tick is no longer reconciled, its queue is)."""
     notices = NotifyStore(store.engine)
     configs = {c.id: notify_of(store, c) for c in store.campaigns()}
     queued = sum(_queue(store, notices, store.campaign(r.name) or r, configs[r.id], now) for r in records)
     pending = notices.pending(None if scope_all else [r.id for r in records])
-    return _send(notices, pending, configs, time.monotonic() + budget_s, queued)
+    return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued)
 
 
 def notify_of(store: Store, record: CampaignRecord) -> Notify:
