@@ -27,11 +27,16 @@ class PendingNotice:
 
 
 @dataclass(frozen=True, slots=True)
-class NoticeCounts:
-    sent: int = 0
-    pending: int = 0
-    failed: int = 0
-    last_error: str = ""  # the latest failure's message (masked when written)
+class NoticeRow:
+    event: str
+    task: int | None
+    decision_id: int | None
+    channel: str
+    status: str  # pending | sent | failed
+    tries: int
+    last_error: str  # masked when written
+    created_at: str
+    sent_at: str | None
 
 
 class NotifyStore:
@@ -74,12 +79,12 @@ class NotifyStore:
         with self.engine.begin() as conn:
             conn.execute(notifications.update().where(notifications.c.id == notice_id).values(**values))
 
-    def counts(self, campaign_id: int) -> NoticeCounts:
+    def rows(self, campaign_id: int) -> list[NoticeRow]:
         n = notifications.c
+        query = sa.select(n.event_json, n.channel, n.status, n.tries, n.last_error, n.created_at, n.sent_at).where(
+            n.campaign_id == campaign_id).order_by(n.id)
         with self.engine.connect() as conn:
-            by_status: dict[str, int] = dict(conn.execute(sa.select(n.status, sa.func.count()).where(
-                n.campaign_id == campaign_id).group_by(n.status)).all())
-            last = conn.execute(sa.select(n.last_error).where(
-                n.campaign_id == campaign_id, n.last_error != "").order_by(n.id.desc()).limit(1)).scalar()
-        return NoticeCounts(by_status.get("sent", 0), by_status.get("pending", 0), by_status.get("failed", 0),
-                            last or "")
+            found = conn.execute(query).all()
+        return [NoticeRow(str(e["event"]), e.get("task"), e.get("decision_id"), r.channel, r.status, r.tries,
+                          r.last_error, r.created_at, r.sent_at)
+                for r in found for e in [json.loads(r.event_json)]]

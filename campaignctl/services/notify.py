@@ -13,7 +13,7 @@ from datetime import datetime
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.notify import Delivery, deliver
-from campaignctl.adapters.notify_store import NotifyStore, PendingNotice
+from campaignctl.adapters.notify_store import NoticeRow, NotifyStore, PendingNotice
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC
 from campaignctl.core.errors import NotFoundError, NotifyError
@@ -34,6 +34,16 @@ class NotifyResult:
     failed: int = 0  # given up this tick: a 4xx answer, or the last retry failed
     pending: int = 0  # left for a later tick
     errors: list[str] = field(default_factory=list)  # the first few, masked
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResult:
+    campaign: str
+    channels: list[str]  # of the current revision, the webhook masked
+    notices: list[NoticeRow]
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -123,6 +133,18 @@ def _status(delivery: Delivery, tries: int, retries: int) -> str:
     return "failed" if delivery.final or tries > retries else "pending"
 
 
+def notify_queue(name: str) -> QueueResult:
+    """What the campaign's channels were told, are about to be told, or could not be told."""
+    store = Store.open()
+    record = find_campaign(store, name)
+    notify = notify_of(store, record)
+    return QueueResult(record.name, _described(notify), NotifyStore(store.engine).rows(record.id))
+
+
+def _described(notify: Notify) -> list[str]:
+    return [f"{c} {notify.describe_channel(c)}" for c in _channels(notify)]
+
+
 def send_test(name: str, now: datetime | None = None) -> TestResult:
     """Send a sample event on every channel of the campaign's `notify:`; raise NotifyError on
     the first that fails (nothing is queued or recorded: a test is not an event)."""
@@ -141,5 +163,4 @@ def send_test(name: str, now: datetime | None = None) -> TestResult:
         if not delivery.ok:
             raise NotifyError(f"{channel} failed after {delivery.tries} try(s): {delivery.error}",
                               "check the endpoint (or command) and try again: campaignctl notify test " + name)
-    return TestResult(record.name, [f"{c} {notify.describe_channel(c)}" for c in _channels(notify)],
-                      event.to_dict())
+    return TestResult(record.name, _described(notify), event.to_dict())

@@ -95,6 +95,10 @@ def test_a_4xx_is_recorded_failed_once_and_not_tried_again(
     assert hook.answered == 1 and "notify: 0 sent, 1 failed" in first and "notify:" not in second
     assert f"nt give_up: http://127.0.0.1:{port}/… answered HTTP 403 Forbidden" in first
     assert [r[1:] for r in rows()] == [("failed", 1, f"http://127.0.0.1:{port}/… answered HTTP 403 Forbidden")]
+    code, shown, _ = run_main(monkeypatch, capsys, "notify", "list", "nt")
+    assert code == 0 and shown.startswith(f"nt: webhook http://127.0.0.1:{port}/…\n")
+    assert "give_up" in shown and "failed" in shown and "answered HTTP 403 Forbidden" in shown
+    assert "s3cr3t" not in shown and "tok3n" not in shown
 
 
 def test_notify_test_sends_a_sample_event_and_says_where_without_the_token(
