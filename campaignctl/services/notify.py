@@ -64,9 +64,12 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
     """Queue the new events of `records`, then send what is queued for them (for every campaign
     with `scope_all`: a campaign that finished last tick is no longer reconciled, its queue is)."""
     notices = NotifyStore(store.engine)
-    configs = {c.id: notify_of(store, c) for c in store.campaigns()}
-    queued = sum(_queue(store, notices, store.campaign(r.name) or r, configs[r.id], now) for r in records)
-    pending = notices.pending(None if scope_all else [r.id for r in records])
+    fresh = [store.campaign(r.name) or r for r in records]  # the state this tick left (finished?)
+    configs = {r.id: notify_of(store, r) for r in fresh}
+    queued = sum(_queue(store, notices, r, configs[r.id], now) for r in fresh)
+    pending = notices.pending(None if scope_all else list(configs))
+    others = {n.campaign_id for n in pending} - set(configs)
+    configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
     return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued)
 
 
