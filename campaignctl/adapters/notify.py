@@ -4,7 +4,8 @@ channel's timeout and by the caller's deadline, so a hung endpoint costs a tick 
 its decisions (they are written and carried out before anything is sent).
 
 A 5xx answer, a refused or reset connection, a timeout and a command's non-zero exit are tried
-again; a 4xx answer is not (the URL or its token is wrong: the same request fails the same way).
+again; a 4xx answer is not (the URL or its token is wrong: the same request fails the same way),
+except 408 and 429.
 Messages name the webhook by scheme, host and port only: its path or query often holds a token.
 """
 
@@ -25,6 +26,9 @@ from campaignctl.core.notify import Event, retry_waits
 from campaignctl.core.notify_config import mask_url
 
 USER_AGENT = f"campaignctl/{__version__} (notify)"
+# The 4xx answers that say "later", not "never" (RFC 9110 408 Request Timeout; RFC 6585 429 Too
+# Many Requests: chat webhooks rate-limit bursts, e.g. one message a second per hook).
+RETRIED_4XX = (408, 429)
 MIN_TRY_S = 0.2  # a try with less time than this left before the deadline is not started
 _STDERR_SHOWN = 200  # characters of a failed command's stderr kept in the error
 
@@ -69,7 +73,7 @@ def _post(url: str, body: bytes, timeout: float) -> tuple[bool, str, bool]:
             answer.read(4096)
             return True, "", False
     except urllib.error.HTTPError as exc:  # 3xx that urllib did not follow, 4xx, 5xx
-        return False, f"{shown} answered HTTP {exc.code} {exc.reason}", exc.code < 500
+        return False, f"{shown} answered HTTP {exc.code} {exc.reason}", exc.code < 500 and exc.code not in RETRIED_4XX
     except TimeoutError:
         return False, f"{shown} did not answer within {timeout:.1f} s", False
     except urllib.error.URLError as exc:

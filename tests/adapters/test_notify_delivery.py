@@ -46,6 +46,12 @@ def test_a_4xx_is_final_and_never_tried_again_and_the_token_is_not_in_the_error(
     assert "s3cr3t" not in result.error and "tok3n" not in result.error
 
 
+def test_429_too_many_requests_is_tried_again() -> None:
+    with webhook([429, 200]) as hook:
+        result = deliver("webhook", hook.url, EVENT, 5, 4, far())
+    assert (result.ok, result.tries) == (True, 2)
+
+
 def test_a_hanging_endpoint_costs_the_timeout_per_try_and_no_more_than_the_deadline() -> None:
     with webhook([HANG]) as hook:
         started = time.monotonic()
