@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -22,7 +23,7 @@ class PendingNotice:
     id: int
     campaign_id: int
     channel: str
-    event: dict[str, object]
+    event: dict[str, Any]  # Event.to_dict() as queued
     tries: int
 
 

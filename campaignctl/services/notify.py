@@ -17,7 +17,14 @@ from campaignctl.adapters.notify_store import NoticeRow, NotifyStore, PendingNot
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC
 from campaignctl.core.errors import NotFoundError, NotifyError
-from campaignctl.core.notify import NOTIFY_ACTIONS, CampaignFacts, Event, LoggedFact, derive_events, sample_event
+from campaignctl.core.notify import (
+    NOTIFY_ACTIONS,
+    CampaignFacts,
+    LoggedFact,
+    derive_events,
+    event_from_dict,
+    sample_event,
+)
 from campaignctl.core.notify_config import Notify
 from campaignctl.core.records import CampaignRecord
 from campaignctl.services.rules import current_policy
@@ -89,7 +96,7 @@ def _queue(store: Store, notices: NotifyStore, record: CampaignRecord, notify: N
 
 
 def _fact(e: LoggedDecision) -> LoggedFact:
-    return LoggedFact(e.id, e.task_index, e.action, e.rule, e.reason, e.mode, e.status, e.created_at, e.revision)
+    return LoggedFact(e.id, e.tick_id, e.task_index, e.action, e.reason, e.mode, e.status, e.created_at, e.revision)
 
 
 def _campaign_facts(store: Store, record: CampaignRecord, facts: Sequence[LoggedFact]) -> CampaignFacts:
@@ -117,7 +124,7 @@ def _send(notices: NotifyStore, pending: Sequence[PendingNotice], configs: dict[
         notify = configs.get(notice.campaign_id, Notify())
         if (notice.campaign_id, notice.channel) in down or notice.channel not in _channels(notify):
             continue  # down: next tick; a channel the current revision dropped: kept, unsent
-        delivery = deliver(notice.channel, _target(notify, notice.channel), Event(**notice.event),  # type: ignore[arg-type]
+        delivery = deliver(notice.channel, _target(notify, notice.channel), event_from_dict(notice.event),
                            notify.timeout_s, 1 + notify.retries - notice.tries, deadline)
         if not delivery.tries:
             break  # the budget is spent

@@ -13,8 +13,8 @@ from campaignctl.adapters.notify import USER_AGENT, deliver
 from campaignctl.core.notify import Event
 from tests.webhook_server import HANG, webhook
 
-EVENT = Event("7/give_up/42", "lr-sweep", "give_up", 3, "exit code 1 is not in retry_exit_codes: a bug", 42,
-              "2026-11-24T05:00:00+00:00", 2, "applied", "campaignctl log show lr-sweep --task 3")
+EVENT = Event("7/give_up/tick9", "lr-sweep", "give_up", 3, (3,), "exit code 1 is not in retry_exit_codes: a bug",
+              42, (42,), "2026-11-24T05:00:00+00:00", 2, "applied", "campaignctl log show lr-sweep --task 3")
 
 
 def far() -> float:

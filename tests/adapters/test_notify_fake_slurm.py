@@ -130,3 +130,18 @@ def test_notify_test_without_a_channel_says_how_to_add_one(
     campaign(tmp_path, "null")
     code, _, err = run_main(monkeypatch, capsys, "notify", "test", "nt")
     assert code == 4 and "has no notify channel" in err and "notify: {webhook: URL}" in err
+
+
+def test_a_ticks_give_ups_reach_the_webhook_as_one_event(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
+        first = min(fake_slurm.jobs, key=int)
+        for index in (0, 2):
+            fake_slurm.set_state(first, index, "FAILED", "1:0", "node1")
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert code == 0 and "notify: 1 sent, 0 failed" in out
+    (got,) = hook.received
+    assert got.body["tasks"] == [0, 2] and got.body["task"] is None and len(list(got.body["decision_ids"])) == 2
+    assert str(got.body["reason"]).startswith("2 decisions, tasks 0, 2; task 0: ")

@@ -10,7 +10,7 @@ import pytest
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.clock import UTC
 from campaignctl.core.errors import SpecError
-from campaignctl.core.notify import CampaignFacts, LoggedFact, derive_events
+from campaignctl.core.notify import CampaignFacts, LoggedFact, derive_events, event_from_dict
 from campaignctl.core.notify_config import EVENTS, Notify, mask_url, mask_urls
 from campaignctl.core.policy import Policy, policy_from_dict, policy_to_dict, read_policy
 from campaignctl.core.reader import Reader
@@ -110,16 +110,19 @@ CAMPAIGN = CampaignFacts(7, "lr", "active", 2, "2026-11-24T05:00:00+00:00", 4, 0
 
 
 def fact(id: int, action: str, status: str = "applied", task: int = 1, mode: str = "enforce",
-         at: str = "2026-11-24T05:30:00+00:00") -> LoggedFact:
-    return LoggedFact(id, task, action, "failed", f"why {id}", mode, status, at, 2)
+         at: str = "2026-11-24T05:30:00+00:00", tick: int | None = None) -> LoggedFact:
+    return LoggedFact(id, id if tick is None else tick, task, action, f"why {id}", mode, status, at, 2)
 
 
 @pytest.mark.parametrize(("facts", "keys"), [
-    ([fact(1, "give_up")], ["7/give_up/1"]),
+    ([fact(1, "give_up", tick=9)], ["7/give_up/tick9"]),
+    ([fact(1, "give_up", tick=9), fact(2, "give_up", tick=9, task=2), fact(3, "give_up", tick=10)],
+     ["7/give_up/tick9", "7/give_up/tick10"]),  # one event per tick
     ([fact(1, "alert", task=-1)], ["7/alert/1"]),
     ([fact(1, "hold", "applied", -1), fact(2, "hold", "failed", -1)], ["7/hold/1", "7/hold/2"]),
     ([fact(1, "hold", "pending", -1)], []),  # not carried out yet: told once Slurm answered
-    ([fact(1, "resubmit", "awaiting-approval")], ["7/awaiting_approval/1"]),
+    ([fact(1, "resubmit", "awaiting-approval", tick=4), fact(2, "resize", "awaiting-approval", tick=4)],
+     ["7/awaiting_approval/tick4"]),
     ([fact(1, "resubmit", "applied")], []),  # approved and done before anyone was told: nothing waits
     ([fact(1, "resubmit"), fact(2, "resize"), fact(3, "throttle")], []),
     ([fact(1, "give_up", "proposed", mode="shadow")], []),  # a shadow proposal changes nothing
@@ -132,10 +135,10 @@ def test_which_logged_decisions_become_events(facts: list[LoggedFact], keys: lis
 def test_an_event_carries_what_a_reader_needs() -> None:
     (event,) = derive_events(CAMPAIGN, [fact(5, "give_up", task=3)], EVENTS, set(), NOW)
     assert event.to_dict() == {
-        "key": "7/give_up/5", "campaign": "lr", "event": "give_up", "task": 3, "reason": "why 5",
-        "decision_id": 5, "time": "2026-11-24T05:30:00+00:00", "revision": 2, "status": "applied",
-        "hint": "campaignctl log show lr --task 3", "version": 1}
-    assert event.env()["CAMPAIGNCTL_EVENT_TASK"] == "3"
+        "key": "7/give_up/tick5", "campaign": "lr", "event": "give_up", "task": 3, "tasks": [3],
+        "reason": "why 5", "decision_id": 5, "decision_ids": [5], "time": "2026-11-24T05:30:00+00:00",
+        "revision": 2, "status": "applied", "hint": "campaignctl log show lr --task 3", "version": 1}
+    assert event.env()["CAMPAIGNCTL_EVENT_TASK"] == "3" and event_from_dict(event.to_dict()) == event
     (alert,) = derive_events(CAMPAIGN, [fact(6, "alert", task=-1)], EVENTS, set(), NOW)
     assert alert.task is None and alert.env()["CAMPAIGNCTL_EVENT_TASK"] == ""
     assert alert.hint == "campaignctl log show lr"
@@ -143,14 +146,26 @@ def test_an_event_carries_what_a_reader_needs() -> None:
     assert waiting.hint == "campaignctl approve 8"
 
 
+def test_a_ticks_give_ups_are_one_event_naming_every_task() -> None:
+    facts = [fact(i, "give_up", task=i, tick=4) for i in (3, 1, 2)]
+    (event,) = derive_events(CAMPAIGN, facts, EVENTS, set(), NOW)
+    assert (event.task, event.tasks, event.decision_id, event.decision_ids) == (None, (1, 2, 3), None, (3, 1, 2))
+    assert event.reason == "3 decisions, tasks 1, 2, 3; task 3: why 3" and event.hint == "campaignctl log show lr"
+    assert event.env()["CAMPAIGNCTL_EVENT_TASKS"] == "1,2,3" and event.env()["CAMPAIGNCTL_EVENT_TASK"] == ""
+    many = [fact(i, "resubmit", "awaiting-approval", task=i, tick=4) for i in range(1, 31)]
+    (waiting,) = derive_events(CAMPAIGN, many, EVENTS, set(), NOW)
+    assert waiting.reason.startswith("30 decisions, tasks 1, 2, 3, ") and "20 and 10 more;" in waiting.reason
+    assert waiting.hint == "campaignctl approvals lr"
+
+
 def test_finish_is_one_event_per_campaign_and_known_keys_are_not_derived_again() -> None:
     finished = CampaignFacts(7, "lr", "finished", 2, "2026-11-24T05:00:00+00:00", 4, 1)
     facts = [fact(1, "give_up")]
     first = derive_events(finished, facts, EVENTS, set(), NOW)
-    assert [e.key for e in first] == ["7/give_up/1", "7/finish"]
+    assert [e.key for e in first] == ["7/give_up/tick1", "7/finish"]
     assert first[1].reason == "every task settled: 4 task(s), 1 given up" and first[1].status == "finished"
     assert derive_events(finished, facts, EVENTS, {e.key for e in first}, NOW) == []
-    assert [e.key for e in derive_events(finished, facts, EVENTS, {"7/give_up/1"}, NOW)] == ["7/finish"]
+    assert [e.key for e in derive_events(finished, facts, EVENTS, {"7/give_up/tick1"}, NOW)] == ["7/finish"]
 
 
 def test_only_the_events_asked_for() -> None:
