@@ -145,3 +145,50 @@ def test_a_ticks_give_ups_reach_the_webhook_as_one_event(
     (got,) = hook.received
     assert got.body["tasks"] == [0, 2] and got.body["task"] is None and len(list(got.body["decision_ids"])) == 2
     assert str(got.body["reason"]).startswith("2 decisions, tasks 0, 2; task 0: ")
+
+
+def test_a_budget_alert_and_hold_are_told_once_each(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # three 1-GPU tasks with a 1-hour limit against 0.5 GPU-h: one running attempt commits ~1 GPU-h
+    with webhook([200]) as hook:
+        submit(write_spec(tmp_path, f"""\
+name: tight
+command: [python3, train.py]
+matrix: {{seed: [0, 1, 2]}}
+resources: {{gpus: 1, time: "01:00:00"}}
+budget: {{gpu_hours: 0.5}}
+notify: {{webhook: '{hook.url}'}}
+"""))
+        [job] = fake_slurm.live_jobs()
+        fake_slurm.set_state(job.job_id, 0, "RUNNING")
+        for i in (1, 2):
+            fake_slurm.set_state(job.job_id, i, "PENDING", nodes="None assigned")
+        for _ in range(3):
+            assert run_main(monkeypatch, capsys, "reconcile", "tight")[0] == 0
+    assert sorted(hook.events()) == ["alert", "hold"]
+    hold = next(r.body for r in hook.received if r.body["event"] == "hold")
+    assert hold["status"] == "applied" and hold["task"] is None and "budget" in str(hold["reason"])
+
+
+def test_a_decision_awaiting_approval_is_told_once_with_the_command_that_approves_it(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([200]) as hook:
+        submit(write_spec(tmp_path, f"""\
+name: gated
+command: [python3, train.py, "{{i}}"]
+matrix: {{i: [0, 1]}}
+resources: {{mem: 1G, time: "00:10:00"}}
+policy: {{use: default, approval: {{max_mem: 1200M, expire_after: 1h}}}}
+notify: {{webhook: '{hook.url}'}}
+"""))
+        first = min(fake_slurm.jobs, key=int)
+        fake_slurm.set_state(first, 0, "OUT_OF_MEMORY", "0:125", "node1")
+        fake_slurm.set_state(first, 1, "PENDING", "0:0", "")
+        for _ in range(2):
+            assert run_main(monkeypatch, capsys, "reconcile", "gated")[0] == 0
+    (got,) = hook.received
+    assert got.body["event"] == "awaiting_approval" and got.body["task"] == 0
+    assert got.body["hint"] == f"campaignctl approve {got.body['decision_id']}"
+    assert got.body["status"] == "awaiting-approval" and "out of memory" in str(got.body["reason"])
