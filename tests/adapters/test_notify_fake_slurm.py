@@ -171,7 +171,7 @@ notify: {{webhook: '{hook.url}'}}
     assert hold["status"] == "applied" and hold["task"] is None and "budget" in str(hold["reason"])
 
 
-def test_a_decision_awaiting_approval_is_told_once_with_the_command_that_approves_it(
+def test_a_ticks_decisions_awaiting_approval_are_told_once_with_the_command_that_lists_them(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     with webhook([200]) as hook:
@@ -188,7 +188,7 @@ notify: {{webhook: '{hook.url}'}}
         fake_slurm.set_state(first, 1, "PENDING", "0:0", "")
         for _ in range(2):
             assert run_main(monkeypatch, capsys, "reconcile", "gated")[0] == 0
-    (got,) = hook.received
-    assert got.body["event"] == "awaiting_approval" and got.body["task"] == 0
-    assert got.body["hint"] == f"campaignctl approve {got.body['decision_id']}"
-    assert got.body["status"] == "awaiting-approval" and "out of memory" in str(got.body["reason"])
+    (got,) = hook.received  # the OOM retry and the pending sibling's resize: one tick, one event
+    assert got.body["event"] == "awaiting_approval" and got.body["tasks"] == [0, 1]
+    assert got.body["hint"] == "campaignctl approvals gated" and got.body["status"] == "awaiting-approval"
+    assert "out of memory" in str(got.body["reason"])
