@@ -192,3 +192,21 @@ notify: {{webhook: '{hook.url}'}}
     assert got.body["event"] == "awaiting_approval" and got.body["tasks"] == [0, 1]
     assert got.body["hint"] == "campaignctl approvals gated" and got.body["status"] == "awaiting-approval"
     assert "out of memory" in str(got.body["reason"])
+
+
+def test_policy_set_keeps_the_campaigns_channel_unless_the_new_policy_names_its_own(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    campaign(tmp_path, "{webhook: 'http://127.0.0.1:9/mine', on: [finish]}")
+    assert run_main(monkeypatch, capsys, "policy", "set", "nt", "conservative")[0] == 0
+    store = Store.open()
+    record = store.campaign("nt")
+    assert record is not None and record.current_revision == 2
+    kept = notify_service.notify_of(store, record)
+    assert (kept.webhook, kept.on) == ("http://127.0.0.1:9/mine", ("finish",))
+    team = write_spec(tmp_path, "name: team\nnotify: {command: [page-me]}\n", name="team.yaml")
+    assert run_main(monkeypatch, capsys, "policy", "set", "nt", str(team))[0] == 0
+    record = store.campaign("nt")
+    assert record is not None and notify_service.notify_of(store, record).command == ("page-me",)
+    _, shown, _ = run_main(monkeypatch, capsys, "revisions", "nt", "--diff", "1")
+    assert "notify: {webhook: 'http://127.0.0.1:9/…'" in shown and "/mine" not in shown
