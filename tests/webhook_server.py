@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 (an ephemeral port) in a thread, standing in for a webhook:
-it answers each POST with the next scripted status (the last one repeats), or holds the
-connection open without answering ("hang"), and keeps every request it read."""
+it answers each POST with the next scripted status (the last one repeats), holds the connection
+open without answering ("hang") or answers something that is not HTTP ("garbage"), and keeps
+every request it answered with a status."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HANG = "hang"
+GARBAGE = "garbage"  # a reply that is not HTTP
 
 
 @dataclass
@@ -41,6 +43,10 @@ def _handler(hook: Webhook) -> type[BaseHTTPRequestHandler]:
             hook.answered += 1
             if step == HANG:
                 hook.release.wait(30)
+                return
+            if step == GARBAGE:
+                self.wfile.write(b"nonsense\r\n")
+                self.close_connection = True
                 return
             hook.received.append(Received(self.path, dict(self.headers), body))
             self.send_response(int(step))

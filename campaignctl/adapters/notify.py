@@ -12,6 +12,7 @@ Messages name the webhook by scheme, host and port only: its path or query often
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -47,7 +48,7 @@ def deliver(channel: str, target: str | tuple[str, ...], event: Event, timeout_s
     "command": the argv), waiting 0.5 s, 1 s, … between them, none started past `deadline`
     (time.monotonic())."""
     body = json.dumps(event.to_dict(), sort_keys=True).encode()
-    waits = [0.0, *retry_waits(max(tries - 1, 0))]
+    waits = [0.0, *retry_waits(tries - 1)] if tries > 0 else []
     last = Delivery(False, 0, "no time left in this tick's notify budget")
     for n, wait in enumerate(waits):
         if time.monotonic() + wait + MIN_TRY_S > deadline:
@@ -80,7 +81,7 @@ def _post(url: str, body: bytes, timeout: float) -> tuple[bool, str, bool]:
         reason = exc.reason if isinstance(exc.reason, str) else type(exc.reason).__name__ + (
             f": {exc.reason.strerror}" if isinstance(exc.reason, OSError) and exc.reason.strerror else "")
         return False, f"{shown}: {reason}", False
-    except (OSError, ValueError) as exc:  # a reset mid-answer; an URL urllib cannot read
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # a reset or garbled answer; a bad URL
         return False, f"{shown}: {type(exc).__name__}", False
 
 

@@ -86,7 +86,7 @@ def read_notify(r: Reader, path: KeyPath, base: Notify) -> Notify:
         timeout = base.timeout_s
     retries = r.integer((*path, "retries"), 0, MAX_RETRIES, default=base.retries)
     notify = Notify(webhook, command, on, timeout, base.retries if retries is None else retries)
-    if not (notify.webhook or notify.command):
+    if not (notify.webhook or notify.command or "webhook" in doc or "command" in doc):
         r.problem(path, "names no channel: set webhook (an http or https URL) or command (an argv list)")
     return notify
 

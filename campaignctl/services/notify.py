@@ -71,9 +71,12 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
     """Queue the new events of `records`, then send what is queued for them (for every campaign
     with `scope_all`: a campaign that finished last tick is no longer reconciled, its queue is)."""
     notices = NotifyStore(store.engine)
-    fresh = [store.campaign(r.name) or r for r in records]  # the state this tick left (finished?)
-    configs = {r.id: notify_of(store, r) for r in fresh}
-    queued = sum(_queue(store, notices, r, configs[r.id], now) for r in fresh)
+    configs: dict[int, Notify] = {}
+    queued = 0
+    for record in (store.campaign(r.name) or r for r in records):  # the state this tick left (finished?)
+        policy, settings = current_policy(store, record)
+        configs[record.id] = policy.notify
+        queued += _queue(store, notices, record, policy.notify, int(settings.get("tasks") or 0), now)
     pending = notices.pending(None if scope_all else list(configs))
     others = {n.campaign_id for n in pending} - set(configs)
     configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
@@ -84,13 +87,14 @@ def notify_of(store: Store, record: CampaignRecord) -> Notify:
     return current_policy(store, record)[0].notify
 
 
-def _queue(store: Store, notices: NotifyStore, record: CampaignRecord, notify: Notify, now: datetime) -> int:
+def _queue(store: Store, notices: NotifyStore, record: CampaignRecord, notify: Notify, tasks: int,
+           now: datetime) -> int:
     if not notify.enabled:
         return 0
     log = DecisionLog(store.engine)
     entries = {e.id: e for e in [*log.entries(record.id, actions=NOTIFY_ACTIONS), *log.awaiting(record.id)]}
     facts = [_fact(e) for e in sorted(entries.values(), key=lambda e: e.id)]
-    events = derive_events(_campaign_facts(store, record, facts), facts, notify.on,
+    events = derive_events(_campaign_facts(store, record, facts, tasks), facts, notify.on,
                            notices.known_keys(record.id), now)
     return notices.enqueue(record.id, events, _channels(notify))
 
@@ -99,12 +103,11 @@ def _fact(e: LoggedDecision) -> LoggedFact:
     return LoggedFact(e.id, e.tick_id, e.task_index, e.action, e.reason, e.mode, e.status, e.created_at, e.revision)
 
 
-def _campaign_facts(store: Store, record: CampaignRecord, facts: Sequence[LoggedFact]) -> CampaignFacts:
+def _campaign_facts(store: Store, record: CampaignRecord, facts: Sequence[LoggedFact], tasks: int) -> CampaignFacts:
     revision = store.revision(record.id, record.current_revision)
-    _, settings = current_policy(store, record)
     given_up = {f.task_index for f in facts if f.action == "give_up" and f.mode == "enforce" and f.status == "applied"}
     return CampaignFacts(record.id, record.name, record.state, record.current_revision, revision.created_at,
-                         int(settings.get("tasks") or 0), len(given_up))
+                         tasks, len(given_up))
 
 
 def _channels(notify: Notify) -> list[str]:
@@ -122,10 +125,16 @@ def _send(notices: NotifyStore, pending: Sequence[PendingNotice], configs: dict[
     down: set[tuple[int, str]] = set()  # a channel that failed this tick: its other events wait
     for notice in pending:
         notify = configs.get(notice.campaign_id, Notify())
-        if (notice.campaign_id, notice.channel) in down or notice.channel not in _channels(notify):
-            continue  # down: next tick; a channel the current revision dropped: kept, unsent
+        left = 1 + notify.retries - notice.tries
+        if notice.channel not in _channels(notify) or left <= 0:
+            why = f"no {notice.channel} channel in the campaign's current revision" if left > 0 else "no tries left"
+            notices.record(notice.id, "failed", notice.tries, why)
+            failed += 1
+            continue
+        if (notice.campaign_id, notice.channel) in down:
+            continue  # it failed this tick: the next tick tries its other events
         delivery = deliver(notice.channel, _target(notify, notice.channel), event_from_dict(notice.event),
-                           notify.timeout_s, 1 + notify.retries - notice.tries, deadline)
+                           notify.timeout_s, left, deadline)
         if not delivery.tries:
             break  # the budget is spent
         status = _status(delivery, notice.tries + delivery.tries, notify.retries)

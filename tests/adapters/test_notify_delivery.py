@@ -11,7 +11,7 @@ import pytest
 
 from campaignctl.adapters.notify import USER_AGENT, deliver
 from campaignctl.core.notify import Event
-from tests.webhook_server import HANG, webhook
+from tests.webhook_server import GARBAGE, HANG, webhook
 
 EVENT = Event("7/give_up/tick9", "lr-sweep", "give_up", 3, (3,), "exit code 1 is not in retry_exit_codes: a bug",
               42, (42,), "2026-11-24T05:00:00+00:00", 2, "applied", "campaignctl log show lr-sweep --task 3")
@@ -67,6 +67,15 @@ def test_a_refused_connection_is_tried_again_then_reported() -> None:
     result = deliver("webhook", url, EVENT, 2, 3, far())  # the server is gone: connection refused
     assert (result.ok, result.final, result.tries) == (False, False, 3)
     assert "ConnectionRefusedError" in result.error and "s3cr3t" not in result.error
+
+
+def test_an_answer_that_is_not_http_is_a_failure_tried_again_not_a_crash() -> None:
+    with webhook([GARBAGE, 200]) as hook:
+        result = deliver("webhook", hook.url, EVENT, 5, 4, far())
+    assert (result.ok, result.tries) == (True, 2)
+    with webhook([GARBAGE]) as hook:
+        result = deliver("webhook", hook.url, EVENT, 5, 1, far())
+    assert not result.ok and result.error.endswith(": BadStatusLine")
 
 
 def test_no_try_is_started_past_the_deadline() -> None:

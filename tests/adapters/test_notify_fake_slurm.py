@@ -210,3 +210,18 @@ def test_policy_set_keeps_the_campaigns_channel_unless_the_new_policy_names_its_
     assert record is not None and notify_service.notify_of(store, record).command == ("page-me",)
     _, shown, _ = run_main(monkeypatch, capsys, "revisions", "nt", "--diff", "1")
     assert "notify: {webhook: 'http://127.0.0.1:9/…'" in shown and "/mine" not in shown
+
+
+def test_a_notice_for_a_channel_a_new_revision_dropped_is_failed_not_left_pending_forever(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(notify_service, "NOTIFY_BUDGET_S", 0.1)  # nothing is sent this tick
+    campaign(tmp_path, "{webhook: 'http://127.0.0.1:9/old', on: [give_up]}")
+    fake_slurm.set_state(min(fake_slurm.jobs, key=int), 2, "PENDING", "0:0", "")
+    give_up_task_1(fake_slurm)
+    run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert [r[1] for r in rows()] == ["pending"]
+    campaign(tmp_path, "{command: [/bin/true], on: [give_up]}")  # a new revision: the webhook is gone
+    _, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert "notify: 0 sent, 1 failed" in out
+    assert [r[1:] for r in rows()] == [("failed", 0, "no webhook channel in the campaign's current revision")]

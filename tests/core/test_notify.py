@@ -51,6 +51,7 @@ def test_every_key_read() -> None:
     ("notify: {command: 'curl -d @- https://x'}", "notify.command: must be an argv list"),
     ("notify: {command: []}", "notify.command: must be an argv list"),
     ("notify: {command: [notify, 3]}", "notify.command[1]: must be a string (quote it), got int"),
+    ("notify: {command: [true]}", "notify.command[0]: must be a string (quote it), got bool"),  # YAML 1.1
     ('notify: {command: ["a\\nb"]}', "must not contain newline"),
     ("notify: {webhook: 'http://h/x', on: [give_up, done]}", "notify.on: 'done' is not an event; use some of: "
                                                              "alert, hold, awaiting_approval, give_up, finish"),
@@ -63,7 +64,7 @@ def test_every_key_read() -> None:
 ])
 def test_bad_values_name_the_key_and_what_is_allowed(line: str, fragment: str) -> None:
     message = problems_of(line + "\n")
-    assert fragment in message and "spec.yaml" in message
+    assert fragment in message and "spec.yaml" in message and "1 problem(s)" in message
 
 
 def policy_with_notify() -> Policy:
