@@ -2,7 +2,9 @@
 
 lock → finish what a crashed tick left open → ONE sacct for every live attempt (+ at most one
 squeue, only when something is missing from sacct or must be adopted) → pure diff and decide →
-decisions and submission intents in one transaction → act per group → outcomes.
+decisions and submission intents in one transaction → act per group → outcomes → tell the
+campaigns' `notify:` channels what the log now says (services/notify.py: queued in the store,
+sent within a few seconds, the rest by the next tick).
 """
 
 from __future__ import annotations
