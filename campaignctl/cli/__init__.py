@@ -12,6 +12,7 @@ from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import metrics as metrics_cmd
+from campaignctl.cli import notify as notify_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
@@ -45,6 +46,7 @@ app.add_typer(cron_cmd.cron_app, name="cron")
 app.add_typer(policy_cmd.policy_app, name="policy")
 app.command("report")(report_cmd.report)
 app.command("metrics")(metrics_cmd.metrics)
+app.add_typer(notify_cmd.notify_app, name="notify")
 
 
 def main() -> None:

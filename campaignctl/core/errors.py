@@ -80,3 +80,9 @@ class OutputError(CampaignctlError):
     """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
 
     exit_code = 73
+
+
+class NotifyError(CampaignctlError):
+    """A notify channel (webhook or command) did not take a test event (EX_UNAVAILABLE)."""
+
+    exit_code = 69

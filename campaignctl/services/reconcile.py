@@ -2,7 +2,9 @@
 
 lock → finish what a crashed tick left open → ONE sacct for every live attempt (+ at most one
 squeue, only when something is missing from sacct or must be adopted) → pure diff and decide →
-decisions and submission intents in one transaction → act per group → outcomes.
+decisions and submission intents in one transaction → act per group → outcomes → tell the
+campaigns' `notify:` channels what the log now says (services/notify.py: queued in the store,
+sent within a few seconds, the rest by the next tick).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
+from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -82,6 +85,7 @@ class ReconcileResult:
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
     stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
+    notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -129,7 +133,9 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
         log.finish_tick(tick_id, result.status, result.slurm_calls,
                         sum(len(c.decisions) for c in result.campaigns))
         write_head_if_asked(store.engine)  # still under the lock: the head is the tick's last row
-        return result
+        # after the decisions are written and carried out; under the lock, so two ticks never
+        # send one queued event twice
+        return replace(result, notify=notify_after_tick(store, records, name is None, clock))
 
 
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
