@@ -57,7 +57,7 @@ SCRUBBED = frozenset({"SLURM_CLUSTERS", "SLURM_EXIT_ERROR"})
 # Asia/Tokyo, `2026-11-23T22:11:54` under America/New_York, 22.05). Without a zone in the text, a
 # tick under another TZ than the one before it compared times hours apart (core/clock.py).
 # It reaches the batch job only as far as the runner: the program gets the submitter's captured
-# environment (README: the environment every attempt runs in).
+# environment (docs/real-sites.md: the environment every attempt runs in).
 FORCED = {"SLURM_TIME_FORMAT": "standard",  # 2026-11-21T12:00:00, what the parsers expect
           "SLURM_BITSTR_LEN": "0",
           "TZ": "UTC"}

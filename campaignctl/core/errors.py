@@ -20,7 +20,7 @@ class SpecError(CampaignctlError):
     exit_code = 3
 
     def __init__(self, problems: list[str], source: str,
-                 hint: str = "fix the keys above; the spec reference is in README.md#spec-reference") -> None:
+                 hint: str = "fix the keys above; the spec reference is in docs/spec.md") -> None:
         lines = "\n".join(f"  {p}" for p in problems)
         super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}", hint)
         self.problems = problems
