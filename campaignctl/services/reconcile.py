@@ -249,15 +249,19 @@ class _Tick:
                     proposals, {}, lambda: "", None)
         given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
         state = self.store.campaign_state(record.id)
-        unresolved = self.log.unresolved_tokens(record.id)
         if ladder.complete(self.store.tasks_started(record.id), settings["tasks"]) and all(
-                (is_settled(v) or v.latest.token in given_up) and v.latest.token not in unresolved
-                for v in views):
+                is_settled(v) or v.latest.token in given_up for v in views) and not self._unresolved(record, views):
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,
                             [_summary(d, *outcomes.get(id(d), ("pending", None))) for d in decisions],
                             repaired)
+
+    def _unresolved(self, record: CampaignRecord, views: list[TaskView]) -> set[str]:
+        """Latest attempts answered but not settled: a retry Slurm refused for good, or one
+        waiting for `approve` (the campaign is not finished while a person may still send it)."""
+        answered = self.log.unresolved_tokens(record.id) | {e.attempt_token for e in self.log.awaiting(record.id)}
+        return answered & {v.latest.token for v in views}
 
     def _repair(self, record: CampaignRecord) -> int:
         """Finish decisions a crashed tick wrote but did not carry out (found by group token)."""

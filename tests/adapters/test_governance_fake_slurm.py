@@ -154,6 +154,21 @@ def test_a_decision_above_the_approval_limit_waits_then_acts_when_approved(
         approve(waiting[0].id)
 
 
+def test_a_campaign_whose_retry_waits_for_approval_is_not_finished(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """Every other task done and the last one's retry awaiting approval: the campaign still has
+    work, so it stays active (a `finish` notification then would be wrong) until it is answered."""
+    name = campaign(tmp_path, APPROVAL, tasks=2)
+    first = min(fake_slurm.jobs, key=int)
+    fake_slurm.set_state(first, 0, *OOM)
+    fake_slurm.set_state(first, 1, "COMPLETED", "0:0", "node2")
+    reconcile(name)
+    reconcile(name)
+    record = Store.open().campaign(name)
+    assert record is not None and record.state == "active"
+    assert [w.task_index for w in pending_approvals(name)] == [0]
+
+
 def test_a_rejected_decision_is_never_carried_out(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     name = campaign(tmp_path, APPROVAL, tasks=1)
     fake_slurm.set_state(min(fake_slurm.jobs, key=int), 0, *OOM)
