@@ -12,6 +12,7 @@ from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import metrics as metrics_cmd
+from campaignctl.cli import output as output_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
+app.command("output")(output_cmd.output)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)
