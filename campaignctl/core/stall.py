@@ -74,11 +74,12 @@ def human(seconds: int) -> str:
 
 
 def loop_warnings(health: TickHealth, cron_installed: bool, cron_problem: str = "") -> list[str]:
-    """What `status` warns about the control loop beside a stall: no tick for longer than the
-    stall threshold, and no crontab line, without which nothing retries, promotes or holds."""
+    """What `status` warns about the control loop beside a stall: no crontab line, without which
+    nothing retries, promotes or holds; with one, no tick for longer than the stall threshold
+    (a crontab line campaignctl did not install records no interval, so no stall is judged)."""
     warnings = []
     age = health.last_tick_age_s
-    if not health.stalled and age is not None and age > health.stall_after_s:
+    if cron_installed and not health.stalled and age is not None and age > health.stall_after_s:
         warnings.append(f"no reconcile tick for {human(age)}, more than {human(health.stall_after_s)}: "
                         "retries, promotions and budget holds wait for the next one")
     if not cron_installed:
