@@ -12,10 +12,10 @@ from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import observe_jobs
 from campaignctl.core.stall import assess_ticks, loop_warnings
 from campaignctl.core.status import (
+    TaskRow,
     collapse,
     index_ranges,
     param_text,
-    TaskRow,
     select_rows,
     stored_rows,
     task_rows,
