@@ -47,8 +47,11 @@ def _params(row: TaskRow, shown: Shown) -> str:
 
 
 def _decision(row: TaskRow, _: Shown) -> str:
-    """The enforced decision; `applied`, the usual outcome, goes without saying."""
-    return row.last_decision.removesuffix(" applied") or "-"
+    """The enforced decision, its status first (what a narrow column cuts is the rule's name);
+    `applied`, the usual outcome, goes without saying."""
+    status = row.decision_status
+    what = row.last_decision.removesuffix(f" {status}")
+    return (what if status == "applied" else f"{status}: {what}") if what else "-"
 
 
 def _usage(row: TaskRow, _: Shown) -> str:

@@ -29,6 +29,7 @@ class TaskRow:
     elapsed_s: int | None
     exit_code: int | None
     last_decision: str = ""  # the latest enforced decision, e.g. "resubmit (out_of_memory) applied"
+    decision_status: str = ""  # its status alone: applied, awaiting-approval, failed, …
     shadow: str = ""  # the latest shadow proposal, e.g. "give_up (failed) proposed"; it never acts
     token: str = ""  # the latest attempt's token: its output is tasks/<index>/<token>/output.log
     cpu_mean_pct: float | None = None  # telemetry of the latest attempt that has any

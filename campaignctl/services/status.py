@@ -141,12 +141,17 @@ def _rows(store: Store, record: CampaignRecord, attempts: list[AttemptRecord], s
 def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> list[TaskRow]:
     """Each row's latest enforced decision, and apart from it the latest shadow proposal: a
     proposal never acted, so it must not stand where the decision that did is shown."""
-    enforced: dict[int, str] = {}
-    shadow: dict[int, str] = {}
+    enforced: dict[int, LoggedDecision] = {}
+    shadow: dict[int, LoggedDecision] = {}
     for e in entries:
         if e.task_index >= 0:
-            (shadow if e.mode == "shadow" else enforced)[e.task_index] = f"{e.action} ({e.rule}) {e.status}"
-    return [replace(r, last_decision=enforced.get(r.index, ""), shadow=shadow.get(r.index, "")) for r in rows]
+            (shadow if e.mode == "shadow" else enforced)[e.task_index] = e
+    return [replace(r, last_decision=_said(enforced.get(r.index)), shadow=_said(shadow.get(r.index)),
+                    decision_status=enforced[r.index].status if r.index in enforced else "") for r in rows]
+
+
+def _said(entry: LoggedDecision | None) -> str:
+    return "" if entry is None else f"{entry.action} ({entry.rule}) {entry.status}"
 
 
 def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = ()) -> StatusResult:
