@@ -40,7 +40,8 @@ def output(
         return
     job = f", job {target.job_id}" if target.job_id else ""
     chunks = follow(target, tail) if follow_ else read_text(target, first_offset(target, tail))
-    err_console.print(f"{target.described} of {target.attempts} ({target.state}{job}): {target.path}",
+    err_console.print(f"task {target.task} of {target.campaign!r}, attempt {target.attempt} of {target.attempts} "
+                      f"({target.state}{job}): {target.path}",
                       style="dim", soft_wrap=True)
     _write(chunks)
 
