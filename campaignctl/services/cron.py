@@ -115,3 +115,13 @@ def cron_entry() -> CronEntry:
         return CronEntry(find_entry(crontab.read_crontab()) is not None)
     except crontab.CrontabUnavailableError as exc:
         return CronEntry(False, exc.message)
+
+
+def missing_cron_note() -> list[str]:
+    """For `submit`: a campaign nobody reconciles never retries a failed task, and says nothing."""
+    entry = cron_entry()
+    if entry.installed:
+        return []
+    why = f" ({entry.problem})" if entry.problem else ""
+    return [f"no crontab line runs `campaignctl reconcile`{why}: failed tasks are retried, rungs promoted "
+            "and budgets held only when a tick runs; `campaignctl cron install --every 5`"]

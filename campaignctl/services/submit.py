@@ -22,6 +22,7 @@ from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
 
 
@@ -67,7 +68,7 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     spec, text = load_spec(spec_path)
     if dry_run:
         return _dry_run(spec)
-    notes = _rung_notes(spec)
+    notes = _rung_notes(spec) + missing_cron_note()
     store = Store.open()
     record = store.campaign(spec.name)
     unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash

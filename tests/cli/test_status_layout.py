@@ -5,6 +5,7 @@ does not answer."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -13,10 +14,12 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from campaignctl.cli import app
+from campaignctl.services.cron import install
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import set_policy
 from campaignctl.services.submit import submit
 from tests.adapters.test_ladder_fake_slurm import LOSS, finish_rung, ladder_spec, newest_array
+from tests.cli.test_cron import Cron
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
@@ -72,6 +75,8 @@ def test_status_fits_80_columns_one_line_per_task(sweep: str) -> None:
     assert oom.split()[:3] == ["2", "COMPLETED", "2"] and "resubmit (out_of_memory)" in oom  # the retry
     assert "batch=64" in failed and DATASET not in out  # only the parameters that tell tasks apart
     assert len(task_lines(out)) == 6
+    # the summary comes before the table: a --watch taller than the terminal cuts the table's tail
+    assert out.index("6 tasks (") < out.index("task state")
 
 
 def test_wide_shows_every_field_at_200_columns(sweep: str) -> None:
@@ -153,3 +158,22 @@ policy: {use: default, approval: {max_mem: 1200M, expire_after: 1h}}
     assert "awaiting-approval: resubmit (out_of" in row and "give_up" not in row
     wide = row_of(shown(200, "gate", "--wide").output, 0)
     assert "resubmit (out_of_memory) awaiting-approval" in wide and "give_up (out_of_memory) proposed" in wide
+
+
+def test_submit_and_status_say_whether_a_crontab_line_runs_reconcile(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cron").mkdir()
+    cron = Cron(tmp_path / "cron")
+    monkeypatch.setenv("PATH", f"{cron.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_CRONTAB", str(cron.store))
+    spec = "command: [python3, train.py]\ntasks: [{}]\n"
+    first = submit(write_spec(tmp_path, f"name: nocron\n{spec}", name="a.yaml"))
+    assert any(note.startswith("no crontab line runs `campaignctl reconcile`: failed tasks are retried")
+               for note in first.notes)
+    assert "no crontab line" in " ".join(shown(80, "nocron").output.split())
+    install(5)
+    assert not any("crontab" in note for note in submit(write_spec(tmp_path, f"name: cron\n{spec}",
+                                                                   name="b.yaml")).notes)
+    reconcile("cron")
+    out = " ".join(shown(80, "cron").output.split())
+    assert "last tick 0s ago, cron every 5m" in out and "crontab" not in out
