@@ -181,3 +181,8 @@ def test_submit_and_status_say_whether_a_crontab_line_runs_reconcile(
     out = " ".join(shown(80, "cron").output.split())
     assert re.search(r"cron: revision 1, active · last tick \d+s ago, cron every 5m ", out)
     assert "crontab" not in out
+
+
+def test_state_and_task_filters_need_a_campaign(state_home: Path) -> None:
+    done = CliRunner().invoke(app, ["status", "--state", "FAILED"])
+    assert done.exit_code == 2 and "--state and --task pick tasks of one campaign" in done.output
