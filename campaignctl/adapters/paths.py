@@ -139,3 +139,11 @@ def task_dir(run_dir: str, task_index: int) -> Path:
     """Where a task's attempts write: `<run_dir>/tasks/<index>/<attempt token>/…`, and its
     checkpoint directory `<run_dir>/tasks/<index>/checkpoint`, shared by its attempts."""
     return Path(run_dir) / "tasks" / str(task_index)
+
+
+OUTPUT_LOG = "output.log"  # the program's stdout and stderr, written by the job-side runner
+
+
+def attempt_output(run_dir: str, task_index: int, token: str) -> Path:
+    """`<run_dir>/tasks/<index>/<attempt token>/output.log`."""
+    return task_dir(run_dir, task_index) / token / OUTPUT_LOG

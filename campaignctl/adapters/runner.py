@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.output_metrics import metrics_from_output
-from campaignctl.adapters.paths import write_atomic
+from campaignctl.adapters.paths import OUTPUT_LOG, write_atomic
 from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
 
@@ -95,7 +95,7 @@ def run_task(launch: TaskLaunch) -> None:
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
     write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
-    log_path = attempt_dir / "output.log"
+    log_path = attempt_dir / OUTPUT_LOG
     log_path.touch()
     prepared = prepare_environment(launch, log_path)
     with metrics_from_output(launch, log_path):

@@ -234,11 +234,13 @@ def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
 
 
 def observe(job_ids: Sequence[str], since: datetime,
-            wanted: Collection[tuple[str, int | None]] | None = None) -> Observed:
+            wanted: Collection[tuple[str, int | None]] | None = None,
+            timeout: float = 120, attempts: int = 4) -> Observed:
     """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements);
     the lines it skipped are added to the record `skipped_since` reads."""
     if not job_ids:
         return Observed()
-    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted), timeout=120)
+    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted),
+                           timeout=timeout, attempts=attempts)
     _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)
     return observed

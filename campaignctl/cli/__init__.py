@@ -13,6 +13,7 @@ from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import metrics as metrics_cmd
 from campaignctl.cli import notify as notify_cmd
+from campaignctl.cli import output as output_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
@@ -34,6 +35,7 @@ app = typer.Typer(
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("results")(results_cmd.results)
+app.command("output")(output_cmd.output)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)

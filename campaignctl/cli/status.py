@@ -1,3 +1,5 @@
+"""`status`: every campaign, or one campaign's tasks, with the control loop's health on top."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -9,39 +11,52 @@ from rich.text import Text
 
 from campaignctl.cli import live
 from campaignctl.cli.common import JsonOption, console, print_json, styled
-from campaignctl.core.efficiency import cells
-from campaignctl.core.status import TaskRow
+from campaignctl.cli.status_table import COMPACT, STATE_STYLE, WIDE, Shown, task_table
+from campaignctl.core.clock import brief, shown
+from campaignctl.core.stall import loop_warnings
+from campaignctl.core.status import collapse, index_ranges, varying_keys
 from campaignctl.services.status import SpendView, StatusResult
 from campaignctl.services.status import status as status_service
 
-STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
-               "TIMEOUT": "red", "OUT_OF_MEMORY": "red", "NODE_FAIL": "red", "UNKNOWN": "magenta"}
+LIVE_STATES = ("active", "paused")  # campaigns the control loop still works on
 
 
 def status(
     campaign: Annotated[str | None, typer.Argument(help="Campaign name; omit for all campaigns.")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column: job id, node, usage, shadow "
+                                       "proposals, attempt token; all parameters.")] = False,
+    state: Annotated[list[str] | None, typer.Option("--state", help="Only tasks in this state "
+                                                   "(repeatable), e.g. --state FAILED.")] = None,
+    task: Annotated[list[int] | None, typer.Option("--task", help="Only this task (repeatable).")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.5, help="Seconds between redraws.")] = 5.0,
     json_out: JsonOption = False,
 ) -> None:
     """Show campaigns, or one campaign's tasks, from one sacct call (one per redraw with --watch).
+    Fits 80 columns; --wide shows everything. With Slurm unreachable, the stored state, marked stale.
 
-    Example: campaignctl status lr-sweep --watch --interval 10
+    Example: campaignctl status lr-sweep --state FAILED --watch --interval 10
     """
     if watch and json_out:
         raise typer.BadParameter("--watch redraws a table for people; for scripts, run --json in a loop")
+    if campaign is None and (state or task):
+        raise typer.BadParameter("--state and --task pick tasks of one campaign: name it")
+
+    def build() -> StatusResult:
+        return status_service(campaign, state or (), task or ())
+
     if watch:
-        live.watch(lambda: view(status_service(campaign), campaign), interval)
+        live.watch(lambda: view(build(), campaign, wide, bool(state)), interval)
         return
-    result = status_service(campaign)
+    result = build()
     if json_out:
         print_json("status", result.to_dict())
     else:
-        console.print(view(result, campaign))
+        console.print(view(result, campaign, wide, bool(state)))
 
 
-def view(result: StatusResult, campaign: str | None) -> RenderableType:
-    return campaigns_view(result) if campaign is None else tasks_view(result)
+def view(result: StatusResult, campaign: str | None, wide: bool = False, by_state: bool = False) -> RenderableType:
+    return campaigns_view(result) if campaign is None else tasks_view(result, wide, by_state)
 
 
 def _counts(counts: dict[str, int]) -> Text:
@@ -55,17 +70,30 @@ def campaigns_view(result: StatusResult) -> RenderableType:
     for c in result.campaigns:
         table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
                       ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
-    return Group(table, *skipped_view(result.skipped_lines, result.skipped), *stall_view(result))
+    return Group(*loop_view(result, Text("campaigns")), table, *skipped_view(result.skipped_lines, result.skipped))
 
 
-def stall_view(result: StatusResult) -> list[RenderableType]:
-    """A stalled control loop in red, submissions Slurm refused in yellow, as plain text (they
-    quote Slurm)."""
-    refused: list[RenderableType] = [Text(f"{c.name}: {note}", style="yellow")
-                                     for c in result.campaigns for note in c.refused]
-    if result.ticks is None or not result.ticks.stalled:
-        return refused
-    return [*refused, Text(result.ticks.message, style="bold red")]
+def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
+    """`NAME: revision 2, active · last tick 3m ago, cron every 5m`, then in colour: stale data,
+    a stalled loop, no tick for too long, no crontab line, submissions Slurm refused."""
+    ticks = result.ticks
+    if ticks is not None:
+        age = "no tick yet" if ticks.last_tick_age_s is None else f"last tick {brief(ticks.last_tick_age_s)} ago"
+        every = f", cron every {brief(ticks.interval_s)}" if ticks.interval_s else ""
+        title.append(f" · {age}{every}", style="dim")
+    lines: list[RenderableType] = [title]
+    if result.stale:
+        when = shown(ticks.last_tick_at) + " (last tick)" if ticks and ticks.last_tick_at else "submit"
+        lines.append(Text(f"stale: Slurm unreachable ({result.stale}), showing state from {when}",
+                          style="bold yellow"))
+    if ticks is not None and ticks.stalled:
+        lines.append(Text(ticks.message, style="bold red"))
+    if ticks is not None and any(c.state in LIVE_STATES for c in result.campaigns):
+        cron = result.cron
+        lines += [Text(w, style="yellow") for w in
+                  loop_warnings(ticks, cron is None or cron.installed, cron.problem if cron else "")]
+    lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.refused]
+    return lines
 
 
 def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:
@@ -77,36 +105,23 @@ def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:
     return [head, *(Text(f"  {note}") for note in notes)]
 
 
-def _usage(row: TaskRow) -> str:
-    """Mean CPU and GPU use (% of what Slurm allocated, as in `results` and the report) and peak
-    RSS of the latest attempt."""
-    if row.cpu_mean_pct is None:
-        return "-"
-    cpu, _, _, gpu, *_ = cells(row.efficiency)
-    return f"{cpu} / {row.rss_max_mb or 0:.0f}M / {gpu}"
-
-
-FLAG_TEXT = {"data_starved": ("data-starved", "yellow"), "gpu_idle": ("GPU idle", "red")}
-
-
-def tasks_view(result: StatusResult) -> RenderableType:
+def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False) -> RenderableType:
+    """Header and summary first (a --watch taller than the terminal cuts the bottom), then one
+    line per task; NOT_SUBMITTED / NOT_PROMOTED tasks as one line per state unless asked for."""
     summary = result.campaigns[0]
-    table = Table("task", "params", "state", "attempts", "job id", "node", "elapsed", "exit", "cpu / rss / gpu",
-                  "recent use", "last decision",
-                  title=f"{summary.name} (revision {summary.revision}, {summary.state})")
-    for row in result.tasks:
-        style = STATE_STYLE.get(row.state, "white")
-        flag = FLAG_TEXT.get(row.flag)
-        use = styled(row.spark, " " if row.spark and flag else "", flag or "") if row.spark or flag else "-"
-        table.add_row(str(row.index), " ".join(f"{k}={v}" for k, v in row.params.items()), styled((row.state, style)),
-                      str(row.attempts), row.job_id or "-", row.node or "-",
-                      "-" if row.elapsed_s is None else f"{row.elapsed_s}s",
-                      "-" if row.exit_code is None else str(row.exit_code), _usage(row), use,
-                      row.last_decision or "-")
-    parts: list[RenderableType] = [table, summary.summary]
+    title = styled((summary.name, "bold"), f": revision {summary.revision}, {summary.state}")
+    parts: list[RenderableType] = [*loop_view(result, title), Text(summary.summary)]
     if result.spend is not None:
         parts.append(spend_text(result.spend))
-    return Group(*parts, *skipped_view(result.skipped_lines, result.skipped), *stall_view(result))
+    rows, quiet = (list(result.tasks), {}) if by_state else collapse(result.tasks)
+    keys = None if wide else varying_keys(result.tasks)
+    if rows:
+        parts.append(task_table(rows, WIDE if wide else COMPACT, Shown(keys)))
+    elif not quiet:
+        parts.append(Text("no task matches"))
+    parts += [Text(f"{state}: {len(tasks)} task(s) ({index_ranges(tasks)})", style="dim")
+              for state, tasks in quiet.items()]
+    return Group(*parts, *skipped_view(result.skipped_lines, result.skipped))
 
 
 def spend_text(spend: SpendView) -> Text:

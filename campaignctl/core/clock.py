@@ -60,3 +60,18 @@ def shown(value: datetime | str) -> str:
     """For people: UTC, and saying so (`2026-11-24 03:12:08 UTC`)."""
     moment = read_time(value) if isinstance(value, str) else utc(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def brief(seconds: int | float | None) -> str:
+    """A duration in one or two units for a narrow column: 45 → '45s', 2280 → '38m',
+    7500 → '2h05m', 190000 → '2d04h'; None → '-'."""
+    if seconds is None:
+        return "-"
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"

@@ -39,6 +39,12 @@ class NotFoundError(CampaignctlError):
     exit_code = 4
 
 
+class NotStartedError(CampaignctlError):
+    """The attempt has written no output yet: it is pending, or ended before it started."""
+
+    exit_code = 6
+
+
 class SlurmUnavailableError(CampaignctlError):
     """A Slurm command is missing or failed for a non-transient reason (EX_UNAVAILABLE)."""
 

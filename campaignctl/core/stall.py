@@ -71,3 +71,19 @@ def human(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
     return " ".join(p for p in parts if p) or "0s"
+
+
+def loop_warnings(health: TickHealth, cron_installed: bool, cron_problem: str = "") -> list[str]:
+    """What `status` warns about the control loop beside a stall: no crontab line, without which
+    nothing retries, promotes or holds; with one, no tick for longer than the stall threshold
+    (a crontab line campaignctl did not install records no interval, so no stall is judged)."""
+    warnings = []
+    age = health.last_tick_age_s
+    if cron_installed and not health.stalled and age is not None and age > health.stall_after_s:
+        warnings.append(f"no reconcile tick for {human(age)}, more than {human(health.stall_after_s)}: "
+                        "retries, promotions and budget holds wait for the next one")
+    if not cron_installed:
+        why = f" ({cron_problem})" if cron_problem else ""
+        warnings.append(f"no crontab line runs `campaignctl reconcile`{why}: nothing is retried or promoted "
+                        "until a tick runs; `campaignctl cron install --every 5`, or run `campaignctl reconcile`")
+    return warnings

@@ -99,3 +99,29 @@ def reconcile_log_path() -> Path:
     """<state_dir>/reconcile.log, absolute (cron runs in $HOME); not created, so a dry run or
     `show` leaves no trace."""
     return Path(os.path.abspath(paths.state_path())) / LOG_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class CronEntry:
+    """Whether the crontab runs `campaignctl reconcile`: without it nothing retries, promotes or
+    pauses on its own (status says so in its header)."""
+
+    installed: bool
+    problem: str = ""  # why it could not be read: `crontab` missing or refused
+
+
+def cron_entry() -> CronEntry:
+    try:
+        return CronEntry(find_entry(crontab.read_crontab()) is not None)
+    except crontab.CrontabUnavailableError as exc:
+        return CronEntry(False, exc.message)
+
+
+def missing_cron_note() -> list[str]:
+    """For `submit`: a campaign nobody reconciles never retries a failed task, and says nothing."""
+    entry = cron_entry()
+    if entry.installed:
+        return []
+    why = f" ({entry.problem})" if entry.problem else ""
+    return [f"no crontab line runs `campaignctl reconcile`{why}: failed tasks are retried, rungs promoted "
+            "and budgets held only when a tick runs; `campaignctl cron install --every 5`"]

@@ -43,6 +43,7 @@ from campaignctl.services.governance import candidate, candidate_proposals, expi
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.notify import NotifyResult, notify_after_tick
+from campaignctl.services.output import name_outputs
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -212,7 +213,8 @@ class _Tick:
         ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
         requests = requests_of(self.log, record.id)
         views = with_requests(views, requests)
-        decisions = decide(views, policy, self.now, tuple(settings.get("gpu_types") or ()))
+        decisions = name_outputs(decide(views, policy, self.now, tuple(settings.get("gpu_types") or ())),
+                                 record.run_dir)
         budget = budget_plan(ctx, views)
         paused = record.state == "paused" or budget.pause
         if paused:  # retries, moves and throttles would spend what the budget no longer has

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency, task_efficiency
-from campaignctl.core.errors import NotFoundError
+from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
@@ -23,9 +24,19 @@ from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
 from campaignctl.core.stall import TickHealth
-from campaignctl.core.status import NOT_SUBMITTED, TaskRow, count_states, sparkline, task_rows
+from campaignctl.core.status import (
+    NOT_SUBMITTED,
+    TaskRow,
+    count_states,
+    index_ranges,
+    select_rows,
+    sparkline,
+    stored_rows,
+    task_rows,
+)
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
+from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.ticks import tick_health
@@ -70,8 +81,6 @@ class SpendView:
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class StatusResult:
     campaigns: list[CampaignSummary]
@@ -81,6 +90,8 @@ class StatusResult:
     skipped_lines: int = 0  # lines of sacct output that could not be read and were skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "sacct: why: line"
     ticks: TickHealth | None = None  # is reconcile running as cron expects (core/stall.py)
+    stale: str = ""  # Slurm did not answer (its error): the rows are the store's, as the last tick left them
+    cron: CronEntry | None = None  # is a crontab line running `campaignctl reconcile`
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -89,31 +100,76 @@ class StatusResult:
         return data
 
 
+# status is read by people at a prompt: a Slurm that does not answer costs one retry and at most
+# STATUS_SACCT_TIMEOUT_S, then the stored state is shown, marked stale. With slurmdbd down, sacct
+# fails at once ("sacct: error: Problem talking to the database: Connection refused", 22.05); the
+# tick's four tries with backoff made status exit 75 after 13 s, showing nothing.
+STATUS_SACCT_TRIES = 2
+STATUS_SACCT_TIMEOUT_S = 20.0
+
+
 def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
     job_ids = sorted({a.array_job_id for a in attempts if a.array_job_id})
     if not job_ids:
         return {}, 0
     # an hour of slack covers clock skew between store and controller
     since = min(read_time(a.created_at) for a in attempts) - timedelta(hours=1)
-    return slurm.observe(job_ids, since), 1
+    return slurm.observe(job_ids, since, timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES), 1
 
 
-def status(name: str | None = None) -> StatusResult:
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    observed: dict[tuple[str, int | None], JobObservation]
+    calls: int
+    skipped: list[str]
+    stale: str = ""  # why the stored state is shown instead: Slurm's error
+
+
+def _look(attempts: list[AttemptRecord]) -> _Seen:
+    mark = slurm.skipped_mark()
+    try:
+        observed, calls = _observe(attempts)
+    except (SlurmTransientError, SlurmUnavailableError) as exc:
+        return _Seen({}, 1, [], exc.message)
+    return _Seen(observed, calls, slurm.skipped_since(mark))
+
+
+def _rows(store: Store, record: CampaignRecord, attempts: list[AttemptRecord], seen: _Seen) -> list[TaskRow]:
+    params = store.task_params(record.id)
+    if seen.stale:
+        return stored_rows(params, store.history(record.id))
+    return task_rows(params, attempts, seen.observed)
+
+
+def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> list[TaskRow]:
+    """Each row's latest enforced decision, and apart from it the latest shadow proposal: a
+    proposal never acted, so it must not stand where the decision that did is shown."""
+    enforced: dict[int, LoggedDecision] = {}
+    shadow: dict[int, LoggedDecision] = {}
+    for e in entries:
+        if e.task_index >= 0:
+            (shadow if e.mode == "shadow" else enforced)[e.task_index] = e
+    return [replace(r, last_decision=_said(enforced.get(r.index)), shadow=_said(shadow.get(r.index)),
+                    decision_status=enforced[r.index].status if r.index in enforced else "") for r in rows]
+
+
+def _said(entry: LoggedDecision | None) -> str:
+    return "" if entry is None else f"{entry.action} ({entry.rule}) {entry.status}"
+
+
+def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = ()) -> StatusResult:
+    """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
+    sacct call; from the store, marked stale, when Slurm does not answer."""
     store = Store.open()
     records = store.campaigns() if name is None else [find_campaign(store, name)]
     attempts = {r.id: store.attempts(r.id) for r in records}
-    mark = slurm.skipped_mark()
-    observed, calls = _observe([a for group in attempts.values() for a in group])
-    skipped = slurm.skipped_since(mark)
+    seen = _look([a for group in attempts.values() for a in group])
     log = DecisionLog(store.engine)
     summaries, detail = [], []
     for record in records:
         entries = log.entries(record.id)
-        last = {e.task_index: f"{'shadow ' if e.mode == 'shadow' else ''}{e.action} ({e.rule}) {e.status}"
-                for e in entries if e.task_index >= 0}
         enforced = [e for e in entries if e.mode == "enforce"]
-        rows = [replace(r, last_decision=last.get(r.index, ""))
-                for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
+        rows = _decisions(entries, _rows(store, record, attempts[record.id], seen))
         rows, rungs = _ladder(store, record, rows)
         rows, efficiency = _efficiency(store, record, rows)
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
@@ -123,12 +179,22 @@ def status(name: str | None = None) -> StatusResult:
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
                                          _refused(store, record), efficiency))
         detail = rows
-    health = tick_health(store)
+    skipped = seen.skipped
+    base = StatusResult(summaries, [], seen.calls, None, len(skipped), skipped[:slurm.SHOWN_SKIPS],
+                        tick_health(store), seen.stale, cron_entry())
     if name is None:
-        return StatusResult(summaries, [], calls, None, len(skipped), skipped[:slurm.SHOWN_SKIPS], health)
+        return base
+    _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
-    return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
-                        _spend(store, records[0], policy, settings), len(skipped), skipped[:slurm.SHOWN_SKIPS], health)
+    return replace(base, tasks=_with_usage(store, records[0], select_rows(detail, states, tasks), policy),
+                   spend=_spend(store, records[0], policy, settings))
+
+
+def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None:
+    missing = sorted(set(tasks) - {r.index for r in rows})
+    if missing:
+        raise NotFoundError(f"campaign {name!r} has no task {', '.join(map(str, missing))}",
+                            f"its tasks are {index_ranges(r.index for r in rows) or 'none'}")
 
 
 def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], Efficiency]:

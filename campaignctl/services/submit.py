@@ -23,6 +23,7 @@ from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
 
 
@@ -79,7 +80,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     re-read), `spec_path` names it (its directory is where the spec's relative paths start)."""
     if dry_run:
         return _dry_run(spec)
-    notes = _rung_notes(spec)
+    notes = _rung_notes(spec) + missing_cron_note()
     store = Store.open()
     record = store.campaign(spec.name)
     unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash

@@ -42,7 +42,7 @@ def test_params_reasons_and_node_lists_print_as_written(
     fake_slurm.jobs[job_id].held = False
     fake_slurm.set_state(job_id, 0, "RUNNING", nodes="node[1-2]")
     reconcile("lit")
-    code, out, _ = run_main(monkeypatch, capsys, "status", "lit")
+    code, out, _ = run_main(monkeypatch, capsys, "status", "lit", "--wide")  # the node is a --wide column
     assert code == 0 and "data=[/data/a]" in out and "node[1-2]" in out
     policy = REPO / "campaignctl" / "policies" / "conservative.yaml"
     code, out, err = run_main(monkeypatch, capsys, "policy", "set", "lit", str(policy), "--reason", "[b]x[/] [/]")

@@ -1,0 +1,60 @@
+"""`output NAME TASK`: what a task's program wrote (stdout and stderr), whole, its end, or followed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import Annotated
+
+import typer
+
+from campaignctl.cli.common import err_console
+from campaignctl.services.output import first_offset, follow, locate, read_text
+
+INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C while following
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`), as a shell reports it
+
+
+def output(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.")],
+    task: Annotated[int, typer.Argument(help="Task index, as `status` shows it.")],
+    attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="Attempt number (1 = first); "
+                                                "default: the latest.")] = None,
+    follow_: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is appended until the "
+                                          "attempt ends (waits for a pending one to start); Ctrl-C stops.")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", min=0, help="Start at the last N lines.")] = None,
+    path_only: Annotated[bool, typer.Option("--path", help="Print only the file's path (for scripts).")] = False,
+) -> None:
+    """Print the output (stdout and stderr) of a task's attempt: <run_dir>/tasks/TASK/<token>/output.log.
+
+    Exit codes: 4 no such campaign, task or attempt (the ones that exist are named); 6 the attempt
+    has no output yet (pending: -f waits for it); 130 Ctrl-C while following; 141 the reader closed
+    the pipe.
+
+    Example: campaignctl output lr-sweep 4 --tail 50 -f
+    """
+    target = locate(campaign, task, attempt)
+    if path_only:
+        typer.echo(target.path)
+        return
+    job = f", job {target.job_id}" if target.job_id else ""
+    chunks = follow(target, tail) if follow_ else read_text(target, first_offset(target, tail))
+    err_console.print(f"task {target.task} of {target.campaign!r}, attempt {target.attempt} of {target.attempts} "
+                      f"({target.state}{job}): {target.path}",
+                      style="dim", soft_wrap=True)
+    _write(chunks)
+
+
+def _write(chunks: Iterable[str]) -> None:
+    try:
+        for text in chunks:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise typer.Exit(INTERRUPTED) from None
+    except BrokenPipeError:
+        # Python ignores SIGPIPE, so the write raised; stdout goes to /dev/null so that the flush
+        # at exit does not raise again (docs.python.org/3/library/signal.html, "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(BROKEN_PIPE) from None

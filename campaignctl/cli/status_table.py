@@ -1,0 +1,101 @@
+"""The task table of `status NAME`: COMPACT columns fit 80 terminal columns (one line per task,
+long text cut with …), `--wide` shows WIDE, every field. A column is a header and a cell
+function: to show a new TaskRow field, append a Column to WIDE (and to COMPACT if it is short)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.table import Table
+from rich.text import Text
+
+from campaignctl.core.clock import brief
+from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
+from campaignctl.core.efficiency import cells
+from campaignctl.core.status import TaskRow, param_text
+
+STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
+               "TIMEOUT": "red", "OUT_OF_MEMORY": "red", "NODE_FAIL": "red", "UNKNOWN": "magenta"}
+FLAG_TEXT = {"data_starved": ("data-starved", "yellow"), "gpu_idle": ("GPU idle", "red")}
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What cells need beyond their row."""
+
+    param_keys: Sequence[str] | None = None  # the parameters to show; None: all
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    header: str
+    cell: Callable[[TaskRow, Shown], str | Text]
+    justify: Literal["left", "right"] = "left"
+    flexible: bool = False  # gives way first on a narrow terminal, cut with …
+
+
+def _state(row: TaskRow, _: Shown) -> Text:
+    return Text(row.state, style=STATE_STYLE.get(row.state, "white"))
+
+
+def _exit(row: TaskRow, _: Shown) -> str:
+    return "-" if row.exit_code is None else str(row.exit_code)
+
+
+def _params(row: TaskRow, shown: Shown) -> str:
+    return param_text(row.params, shown.param_keys) or "-"
+
+
+def _decision(row: TaskRow, _: Shown) -> str:
+    """The enforced decision, its status first (what a narrow column cuts is the rule's name);
+    `applied`, the usual outcome, goes without saying."""
+    status = row.decision_status
+    what = row.last_decision.removesuffix(f" {status}")
+    return (what if status == "applied" else f"{status}: {what}") if what else "-"
+
+
+def _efficiency(position: int) -> Callable[[TaskRow, Shown], str]:
+    """One figure of the latest attempt's efficiency (% of what Slurm allocated), `-` if unknown."""
+    return lambda row, _: cells(row.efficiency)[position]
+
+
+def _recent(row: TaskRow, _: Shown) -> str | Text:
+    flag = FLAG_TEXT.get(row.flag)
+    if not (row.spark or flag):
+        return "-"
+    return Text.assemble(row.spark, " " if row.spark and flag else "", flag or "")
+
+
+TASK = Column("task", lambda r, _: str(r.index), "right")
+ATTEMPTS = Column("try", lambda r, _: str(r.attempts), "right")
+ELAPSED = Column("elapsed", lambda r, _: brief(r.elapsed_s), "right")
+EXIT = Column("exit", _exit, "right")
+
+COMPACT = (TASK, Column("state", _state), ATTEMPTS, ELAPSED, EXIT,
+           Column("params", _params, flexible=True), Column("decision", _decision, flexible=True))
+WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state), ATTEMPTS,
+        Column("job id", lambda r, _: r.job_id or "-"), Column("node", lambda r, _: r.node or "-", flexible=True),
+        ELAPSED, EXIT, *(Column(h, _efficiency(i), "right") for i, h in enumerate(EFFICIENCY)),
+        Column("recent use", _recent, flexible=True),
+        Column("decision", lambda r, _: r.last_decision or "-", flexible=True),
+        Column("shadow proposal", lambda r, _: r.shadow or "-", flexible=True),
+        Column("attempt token", lambda r, _: r.token or "-"))
+
+
+def task_table(rows: Sequence[TaskRow], columns: Sequence[Column], shown: Shown) -> Table:
+    """One line per task. Fixed columns never wrap; flexible ones are cut with … to fit."""
+    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
+    for column in columns:
+        table.add_column(column.header, justify=column.justify, no_wrap=not column.flexible,
+                         overflow="ellipsis", min_width=len(column.header))
+    for row in rows:
+        table.add_row(*(_one_line(column.cell(row, shown)) for column in columns))
+    return table
+
+
+def _one_line(value: str | Text) -> Text:
+    text = Text(value) if isinstance(value, str) else value
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text

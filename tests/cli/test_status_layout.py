@@ -1,0 +1,189 @@
+"""`status NAME` as people read it: 80 columns by default, --wide at 200, one line per task, the
+facts readable (task, state, elapsed as `38m`, attempts, the enforced decision), quiet states
+collapsed, filters, the control loop's health in the header, and the stored state when Slurm
+does not answer."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from campaignctl.cli import app
+from campaignctl.services.cron import install
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.revisions import set_policy
+from campaignctl.services.submit import submit
+from tests.adapters.test_ladder_fake_slurm import LOSS, finish_rung, ladder_spec, newest_array
+from tests.cli.test_cron import Cron
+from tests.conftest import write_spec
+from tests.fakeslurm import FakeSlurm
+
+BUSY = "sacct: error: Problem talking to the database: Connection refused"
+DATASET = "/datasets/imagenet/train-shards-0000-of-1024"
+
+
+def shown(width: int, *args: str) -> Result:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", str(width))
+        done = CliRunner().invoke(app, ["status", *args])
+    assert done.exit_code == 0, done.output
+    assert "Traceback" not in done.output
+    too_wide = [line for line in done.output.splitlines() if len(line) > width]
+    assert not too_wide, too_wide
+    return done
+
+
+def task_lines(output: str) -> list[str]:
+    """The table's lines: a task index, then a state in capitals (compact) or the params (--wide)."""
+    return [line for line in output.splitlines() if re.match(r"\s*\d+ ([A-Z_]+|\w+=)", line)]
+
+
+def row_of(output: str, task: int) -> str:
+    (line,) = [line for line in task_lines(output) if line.split()[0] == str(task)]
+    return line
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, fake_slurm: FakeSlurm) -> str:
+    """6 tasks: 0 running for 38 min, 1 failed (exit 1: given up), 2 out of memory (resubmitted)."""
+    submit(write_spec(tmp_path, f"""\
+name: lay
+command: [python3, train.py, "{{lr}}", "{{batch}}", "{{data}}"]
+matrix: {{lr: [0.0003, 0.001, 0.01], batch: [32, 64], data: ["{DATASET}"]}}
+resources: {{mem: 1G, time: "01:00:00"}}
+"""))
+    (job,) = fake_slurm.jobs
+    fake_slurm.jobs[job].held = False
+    fake_slurm.set_state(job, 0, "RUNNING", elapsed="00:38:00")
+    fake_slurm.set_state(job, 1, "FAILED", "1:0", elapsed="00:00:02")
+    fake_slurm.set_state(job, 2, "OUT_OF_MEMORY", "0:125", elapsed="00:01:10")
+    reconcile("lay")
+    return "lay"
+
+
+def test_status_fits_80_columns_one_line_per_task(sweep: str) -> None:
+    out = shown(80, sweep).output
+    assert out.startswith("lay: revision 1, active · last tick ")
+    running, failed, oom = row_of(out, 0), row_of(out, 1), row_of(out, 2)
+    assert running.split()[:6] == ["0", "RUNNING", "1", "38m", "-", "lr=0.0003"]  # no exit while it runs
+    assert failed.split()[:5] == ["1", "FAILED", "1", "2s", "1"] and "give_up (failed)" in failed
+    assert oom.split()[:3] == ["2", "COMPLETED", "2"] and "resubmit (out_of_memory)" in oom  # the retry
+    assert "batch=64" in failed and DATASET not in out  # only the parameters that tell tasks apart
+    assert len(task_lines(out)) == 6
+    # the summary comes before the table: a --watch taller than the terminal cuts the table's tail
+    assert out.index("6 tasks (") < out.index("task state")
+
+
+def test_wide_shows_every_field_at_200_columns(sweep: str) -> None:
+    out = shown(200, sweep, "--wide").output
+    header = next(line for line in out.splitlines() if line.startswith("task"))
+    assert header.split()[:4] == ["task", "params", "state", "try"]
+    for column in ("job id", "node", "elapsed", "exit", "cpu", "mem", "time", "gpu mem", "GPU-h", "decision",
+                   "shadow proposal",
+                   "attempt token"):
+        assert column in header
+    failed = row_of(out, 1)
+    assert f"data={DATASET[:18]}" in failed and "100_1" in failed and "node1" in failed  # all parameters
+    assert "give_up (failed) applied" in failed
+
+
+def test_filters_by_state_and_task(sweep: str) -> None:
+    out = shown(80, sweep, "--state", "failed", "--state", "RUNNING").output
+    assert [line.split()[0] for line in task_lines(out)] == ["0", "1"]
+    assert "6 tasks (" in out  # the summary still counts the campaign
+    out = shown(80, sweep, "--task", "2").output
+    assert [line.split()[0] for line in task_lines(out)] == ["2"]
+    assert "no task matches" in shown(80, sweep, "--state", "TIMEOUT").output
+
+
+def test_a_task_that_does_not_exist_exits_4_with_the_range(sweep: str, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import run_main
+    code, _, err = run_main(monkeypatch, capsys, "status", sweep, "--task", "9")
+    assert code == 4 and "campaign 'lay' has no task 9" in err and "its tasks are 0-5" in err
+
+
+def test_the_header_says_when_no_crontab_line_runs_reconcile(sweep: str) -> None:
+    out = " ".join(shown(80, sweep).output.split())
+    assert "no crontab line runs `campaignctl reconcile`" in out and "campaignctl cron install" in out
+
+
+def test_with_slurm_unreachable_it_shows_the_stored_state_marked_stale(sweep: str, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.fail_always["sacct"] = BUSY
+    before = fake_slurm.calls["sacct"]
+    started = time.monotonic()
+    out = shown(80, sweep).output
+    assert time.monotonic() - started < 5
+    assert fake_slurm.calls["sacct"] - before == 2  # one retry, then the store
+    flat = " ".join(out.split())
+    assert "stale: Slurm unreachable (`sacct" in flat and "Problem talking to the database" in flat
+    assert "showing state from 20" in flat and "UTC (last tick)" in flat
+    assert row_of(out, 0).split()[:4] == ["0", "RUNNING", "1", "38m"]  # as the last tick stored it
+    assert row_of(out, 1).split()[:5] == ["1", "FAILED", "1", "2s", "1"]
+
+
+def test_a_progressive_campaign_collapses_tasks_not_promoted(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(ladder_spec(tmp_path))
+    finish_rung(tmp_path, fake_slurm, newest_array(fake_slurm), LOSS)
+    reconcile("lad")  # rung 0 keeps configs 1, 3, 4: tasks 6, 8, 11 are not promoted
+    for index in range(3):
+        fake_slurm.set_state(newest_array(fake_slurm), index, "RUNNING")
+    out = shown(80, "lad").output
+    assert [line.split()[0] for line in task_lines(out)] == [*map(str, range(6)), "7", "9", "10"]
+    assert "NOT_PROMOTED: 3 task(s) (6,8,11)" in out and "NOT_SUBMITTED: 6 task(s) (12-17)" in out
+    every = shown(80, "lad", "--state", "NOT_PROMOTED").output
+    assert [line.split()[0] for line in task_lines(every)] == ["6", "8", "11"]
+
+
+def test_the_row_shows_the_enforced_decision_not_a_shadow_proposal(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """An enforced resubmit awaiting approval, and a candidate policy proposing give_up for the same
+    attempt: the row says what will happen; --wide shows the proposal in its own column."""
+    submit(write_spec(tmp_path, """\
+name: gate
+command: [python3, train.py, "{i}"]
+matrix: {i: [0, 1]}
+resources: {mem: 1G, time: "00:10:00"}
+policy: {use: default, approval: {max_mem: 1200M, expire_after: 1h}}
+"""))
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("name: strict\nversion: 1\nrules: {out_of_memory: {action: give_up}}\n")
+    set_policy("gate", candidate, shadow=True)
+    fake_slurm.set_state(min(fake_slurm.jobs, key=int), 0, "OUT_OF_MEMORY", "0:125")
+    reconcile("gate")
+    row = row_of(shown(80, "gate").output, 0)
+    assert "awaiting-approval: resubmit (out_of" in row and "give_up" not in row
+    wide = row_of(shown(200, "gate", "--wide").output, 0)
+    assert "resubmit (out_of_memory) awaiting-approval" in wide and "give_up (out_of_memory) proposed" in wide
+
+
+def test_submit_and_status_say_whether_a_crontab_line_runs_reconcile(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cron").mkdir()
+    cron = Cron(tmp_path / "cron")
+    monkeypatch.setenv("PATH", f"{cron.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_CRONTAB", str(cron.store))
+    spec = "command: [python3, train.py]\ntasks: [{}]\n"
+    first = submit(write_spec(tmp_path, f"name: nocron\n{spec}", name="a.yaml"))
+    assert any(note.startswith("no crontab line runs `campaignctl reconcile`: failed tasks are retried")
+               for note in first.notes)
+    assert "no crontab line" in " ".join(shown(80, "nocron").output.split())
+    install(5)
+    assert not any("crontab" in note for note in submit(write_spec(tmp_path, f"name: cron\n{spec}",
+                                                                   name="b.yaml")).notes)
+    job = max(fake_slurm.jobs, key=int)
+    fake_slurm.jobs[job].held = False
+    fake_slurm.set_state(job, 0, "RUNNING")
+    reconcile("cron")
+    out = " ".join(shown(80, "cron").output.split())
+    assert re.search(r"cron: revision 1, active · last tick \d+s ago, cron every 5m ", out)
+    assert "crontab" not in out
+
+
+def test_state_and_task_filters_need_a_campaign(state_home: Path) -> None:
+    done = CliRunner().invoke(app, ["status", "--state", "FAILED"])
+    assert done.exit_code == 2 and "--state and --task pick tasks of one campaign" in done.output
