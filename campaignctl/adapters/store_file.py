@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -133,7 +134,8 @@ def constraint_error(exc: BaseException, where: str) -> CampaignctlError:
     state = getattr(exc, "sqlstate", None) or ""
     diag = getattr(exc, "diag", None)
     if state == _PG_UNIQUE or getattr(exc, "sqlite_errorname", "") in _UNIQUE:
-        constraint = getattr(diag, "constraint_name", None) or text.rpartition("constraint failed: ")[2]
+        named = re.search(r'constraint "([^"]+)"|constraint failed: (.+)$', text, re.MULTILINE)
+        constraint = getattr(diag, "constraint_name", None) or (named and (named[1] or named[2])) or ""
         return WriteConflictError(
             f"another campaignctl wrote the same row of the database {where} at the same moment: {text}",
             "this command's transaction was rolled back: run it again (cron's next tick will)", constraint)
