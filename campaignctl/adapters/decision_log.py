@@ -100,8 +100,9 @@ class DecisionLog:
             answering = {d.attempt_token for d, _ in planned if d.mode == "enforce" and d.action in ANSWERS}
             taken = ", ".join(sorted(answering & self.decided_tokens(campaign_id))) or "?"
             raise AnsweredElsewhereError(
-                f"another tick answered attempt(s) {taken} at the same moment; this tick's decisions for "
-                "the campaign were rolled back, none carried out", "nothing to do: the other tick acts on them",
+                f"another tick answered attempt(s) {taken} at the same moment; the decisions this tick was "
+                "writing for the campaign were rolled back, none of them carried out",
+                "nothing to do: the other tick acts on them",
                 exc.constraint) from None
 
     def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,

@@ -85,13 +85,17 @@ MIGRATION_LOCK_KEY = 0x63616D70  # "camp"
 CHAIN_LOCK_KEY = 0x63686E31  # "chn1"
 
 
-def write_lock(conn: sa.Connection, key: int) -> None:
+def write_lock(conn: sa.Connection, key: int, wait: bool = False) -> None:
     """Hold a database-wide write lock until this transaction ends; the transaction's first
     statement. PostgreSQL: the advisory lock `key` (under READ COMMITTED each later statement
-    sees what the previous holder committed). SQLite: the write lock itself (`BEGIN IMMEDIATE`):
-    sqlite3 would otherwise begin only at the first write (and run DDL outside any transaction),
-    so a read before it could see a state another writer is about to change."""
+    sees what the previous holder committed); unless `wait`, waited for no longer than SQLite's
+    busy timeout (`lock_timeout`, then SQLSTATE 55P03: exit 75), so a holder that hangs inside its
+    transaction does not hang every other writer. SQLite: the write lock itself (`BEGIN IMMEDIATE`,
+    under busy_timeout): sqlite3 would otherwise begin only at the first write (and run DDL outside
+    any transaction), so a read before it could see a state another writer is about to change."""
     if conn.dialect.name == "postgresql":
+        if not wait:
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {BUSY_TIMEOUT_MS}")
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
     elif conn.dialect.name == "sqlite":
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -126,7 +130,7 @@ class Store:
         otherwise both create the same tables), and recheck under it what is done."""
         with self.engine.begin() as conn:
             if not sa.inspect(conn).has_table("schema_migrations"):
-                write_lock(conn, MIGRATION_LOCK_KEY)
+                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
                 conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
                                      "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
@@ -139,7 +143,7 @@ class Store:
             if name in done:
                 continue
             with self.engine.begin() as conn:
-                write_lock(conn, MIGRATION_LOCK_KEY)
+                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
                 if conn.execute(sa.text("SELECT 1 FROM schema_migrations WHERE name = :name"),
                                 {"name": name}).first():
                     continue  # another process applied it while this one waited for the lock

@@ -202,10 +202,11 @@ class _Tick:
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
         repaired: dict[int, int] = {}
-        for r in records if not dry_run else ():
-            if (count := self._guarded(r, partial(self._repair, r))) is not None:
-                repaired[r.id] = count
-        records = records if dry_run else [r for r in records if r.id in repaired]
+        if not dry_run:
+            for r in records:
+                if (count := self._guarded(r, partial(self._repair, r))) is not None:
+                    repaired[r.id] = count
+            records = [r for r in records if r.id in repaired]
         histories = {r.id: self.store.history(r.id, done_tasks=False) for r in records}
         decided = {r.id: self.log.decided_tokens(r.id) for r in records}
         live = [row for r in records for row in histories[r.id] if needs_observing(row, decided[r.id])]

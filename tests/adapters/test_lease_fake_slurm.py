@@ -135,7 +135,7 @@ def test_a_tick_that_loses_the_race_for_an_attempt_drops_that_campaigns_decision
     assert code == 0 and [c["name"] for c in data["campaigns"]] == ["lb"]
     [left] = data["left_alone"]
     assert left["name"] == "la" and left["holder"] is None
-    assert "another tick answered attempt(s)" in left["why"] and "none carried out" in left["why"]
+    assert "another tick answered attempt(s)" in left["why"] and "none of them carried out" in left["why"]
     assert "sbatch" not in fake_slurm.calls  # nothing of la's was carried out
     assert [(e.action, e.reason) for e in DecisionLog(store.engine).entries()] == [("give_up", "the other tick")]
     assert run_main(monkeypatch, capsys, "log", "verify")[0] == 0

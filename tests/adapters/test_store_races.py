@@ -8,14 +8,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from campaignctl.adapters import store as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.store import Store
+from campaignctl.adapters.store import CHAIN_LOCK_KEY, Store, write_lock
 from campaignctl.core.chain import verify_chain
+from campaignctl.core.decide import Decision
+from campaignctl.core.errors import DatabaseBusyError
+from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
@@ -83,3 +88,23 @@ def test_writers_on_different_campaigns_at_once_neither_fail_nor_fork_the_chains
         with stored_rows(store.engine, chain) as rows:
             report = verify_chain(chain, rows)
         assert (report.ok, report.rows, report.problem) == (True, WRITERS * WRITES, "")
+
+
+def test_a_writer_stuck_holding_the_chain_lock_makes_the_next_exit_75_not_hang(
+        campaigns: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    store = Store.open()
+    log = DecisionLog(store.engine)
+    tick = log.begin_tick("next")
+    stuck = store.engine.connect()
+    try:
+        stuck.begin()
+        write_lock(stuck, CHAIN_LOCK_KEY)  # a tick hung inside its append
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusyError) as caught:
+            log.write_intents(tick, campaigns[0], Policy(), [(Decision(0, "n.0", "failed", "stop", "r", {}), "")],
+                              [], 1)
+        assert caught.value.exit_code == 75 and time.monotonic() - started < 10
+    finally:
+        stuck.close()
+    assert DecisionLog(store.engine).entries() == []
