@@ -221,6 +221,18 @@ def _011_leases(conn: sa.Connection) -> None:
                          f"WHERE {_011_ANSWER.format(t='')}{kept}")
 
 
+# One row per (event, channel) a campaign's `notify:` asked to tell (core/notify.py): the key is
+# unique, so an event derived again by a later tick, a rerun or a second login node is never sent
+# twice; a row stays `pending` until sent, or `failed` after a 4xx or its last retry.
+_014_NOTIFICATIONS = """
+CREATE TABLE notifications (
+  id {pk}, campaign_id BIGINT NOT NULL REFERENCES campaigns(id), event_key TEXT NOT NULL UNIQUE,
+  channel TEXT NOT NULL, event_json TEXT NOT NULL, status TEXT NOT NULL, tries INTEGER NOT NULL,
+  last_error TEXT NOT NULL, created_at TEXT NOT NULL, sent_at TEXT);
+CREATE INDEX notifications_status ON notifications (status, campaign_id)
+"""
+
+
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
     are lifted for the backfill (the only UPDATE this log ever gets) and put back as they were.
@@ -260,6 +272,7 @@ MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
 MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
 MIGRATIONS.append(("010_wide_numbers", _010_wide_numbers))
 MIGRATIONS.append(("011_leases", _011_leases))
+MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -344,3 +357,9 @@ metrics = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
     sa.Column("step", sa.BigInteger), sa.Column("name", sa.Text), sa.Column("value", sa.Double),
     sa.Column("t", sa.Double))
+notifications = sa.Table(
+    "notifications", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.BigInteger),
+    sa.Column("event_key", sa.Text), sa.Column("channel", sa.Text), sa.Column("event_json", sa.Text),
+    sa.Column("status", sa.Text), sa.Column("tries", sa.Integer), sa.Column("last_error", sa.Text),
+    sa.Column("created_at", sa.Text), sa.Column("sent_at", sa.Text))

@@ -12,9 +12,11 @@ from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
 from campaignctl.cli import metrics as metrics_cmd
+from campaignctl.cli import notify as notify_cmd
 from campaignctl.cli import policy as policy_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
+from campaignctl.cli import results as results_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
@@ -31,6 +33,7 @@ app = typer.Typer(
 )
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
+app.command("results")(results_cmd.results)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log")
 app.command("resume")(resume_cmd.resume)
@@ -43,6 +46,7 @@ app.add_typer(cron_cmd.cron_app, name="cron")
 app.add_typer(policy_cmd.policy_app, name="policy")
 app.command("report")(report_cmd.report)
 app.command("metrics")(metrics_cmd.metrics)
+app.add_typer(notify_cmd.notify_app, name="notify")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from campaignctl.cli.common import (
     styled,
 )
 from campaignctl.cli.status import skipped_view
+from campaignctl.services.notify import NotifyResult
 from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import ReconcileResult
 from campaignctl.services.reconcile import reconcile as reconcile_service
@@ -67,6 +68,9 @@ def render(result: ReconcileResult) -> None:
             for d in tick.decisions:
                 table.add_row(str(d.task), d.rule, d.action, d.status, d.job_id or "-", d.reason)
             console.print(table)
+    if result.notify is not None:
+        for line in notify_view(result.notify):
+            console.print(line, markup=False, soft_wrap=True)
     for left in result.left_alone:
         console.print(styled((left.name, "bold"), f" left alone: {left.why}"))
     for part in skipped_view(result.skipped_lines, result.skipped):
@@ -75,3 +79,11 @@ def render(result: ReconcileResult) -> None:
         console.print(f"{result.status}; {result.slurm_calls} Slurm call(s)"
                       + (f"; tick {result.tick_id}" if result.tick_id else "")
                       + (f"; {result.skipped_lines} line(s) skipped" if result.skipped_lines else ""))
+
+
+def notify_view(n: NotifyResult) -> list[str]:
+    """One line when the tick told anyone anything (or failed to), and its first errors."""
+    if not (n.queued or n.sent or n.failed or n.pending):
+        return []
+    later = f", {n.pending} left for the next tick" if n.pending else ""
+    return [f"notify: {n.sent} sent, {n.failed} failed{later}", *(f"  {e}" for e in n.errors)]

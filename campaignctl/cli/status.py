@@ -9,6 +9,7 @@ from rich.text import Text
 
 from campaignctl.cli import live
 from campaignctl.cli.common import JsonOption, console, print_json, styled
+from campaignctl.core.efficiency import cells
 from campaignctl.core.status import TaskRow
 from campaignctl.services.status import SpendView, StatusResult
 from campaignctl.services.status import status as status_service
@@ -77,11 +78,12 @@ def skipped_view(count: int, notes: list[str]) -> list[RenderableType]:
 
 
 def _usage(row: TaskRow) -> str:
-    """Mean CPU (% of one core), peak RSS and mean GPU utilisation of the latest sampled attempt."""
+    """Mean CPU and GPU use (% of what Slurm allocated, as in `results` and the report) and peak
+    RSS of the latest attempt."""
     if row.cpu_mean_pct is None:
         return "-"
-    gpu = "-" if row.gpu_util_mean_pct is None else f"{row.gpu_util_mean_pct:.0f}%"
-    return f"{row.cpu_mean_pct:.0f}% / {row.rss_max_mb or 0:.0f}M / {gpu}"
+    cpu, _, _, gpu, *_ = cells(row.efficiency)
+    return f"{cpu} / {row.rss_max_mb or 0:.0f}M / {gpu}"
 
 
 FLAG_TEXT = {"data_starved": ("data-starved", "yellow"), "gpu_idle": ("GPU idle", "red")}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.spec import Resources
+from campaignctl.core.units import parse_mem_mb
 
 DIMENSIONS = ("gpu_hours", "cpu_hours", "money")
 _TYPED_GPU = re.compile(r"^gres/gpu:([^=]+)$")
@@ -62,6 +63,7 @@ class Allocation:
     cpus: int
     gpus: int
     gpu_type: str | None
+    mem_mb: int | None = None  # `mem=200M`: for the whole job (all its nodes)
 
 
 def phase_of(state: str) -> str:
@@ -70,14 +72,22 @@ def phase_of(state: str) -> str:
 
 
 def parse_alloc_tres(text: str) -> Allocation | None:
-    """`cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M` → 2 CPUs, 1 a100. None for an empty field."""
+    """`cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M` → 2 CPUs, 1 a100, 200 MB. None for an empty field."""
     fields = dict(part.partition("=")[::2] for part in text.split(",") if "=" in part)
     if "cpu" not in fields:
         return None
     typed = [m[1] for key in fields if (m := _TYPED_GPU.match(key))]
     gpus = fields.get("gres/gpu", "0")
     return Allocation(int(fields["cpu"]) if fields["cpu"].isdigit() else 0,
-                      int(gpus) if gpus.isdigit() else 0, typed[0] if len(typed) == 1 else None)
+                      int(gpus) if gpus.isdigit() else 0, typed[0] if len(typed) == 1 else None,
+                      _mem_mb(fields.get("mem", "")))
+
+
+def _mem_mb(text: str) -> int | None:
+    try:
+        return parse_mem_mb(text) if text else None
+    except ValueError:
+        return None
 
 
 def hourly(resources: Resources, alloc_tres: str, prices: Prices) -> Amount:

@@ -32,6 +32,13 @@ class SpecError(CampaignctlError):
         self.problems = problems
 
 
+class InputError(CampaignctlError):
+    """A value given on the command line or to the API names nothing there is (a metric no task
+    reported): the same exit code as an invalid spec, the input was wrong."""
+
+    exit_code = 3
+
+
 class NotFoundError(CampaignctlError):
     """A named campaign (or other object) does not exist."""
 
@@ -104,3 +111,9 @@ class OutputError(CampaignctlError):
     """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
 
     exit_code = 73
+
+
+class NotifyError(CampaignctlError):
+    """A notify channel (webhook or command) did not take a test event (EX_UNAVAILABLE)."""
+
+    exit_code = 69

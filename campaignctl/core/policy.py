@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.notify_config import Notify, notify_from_dict, read_notify
 from campaignctl.core.output_causes import BUILTIN_CAUSES, GPU_OOM, SETUP_FAILED, check_pattern
 from campaignctl.core.policy_sections import (
     MODES,
@@ -41,12 +42,13 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
                "mode", "known_good_after", "approval", "early_stopping", "causes", "submit_tries",
-               "submit_backoff")
+               "submit_backoff", "notify")
 PARAM_STEP_KEYS = ("factor", "min", "max")
 CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
 RULE_NAMES = (*CAUSES, *BUILTIN_CAUSES, *SECTION_RULES)
-OVERRIDE_KEYS = ("use", *POLICY_KEYS[3:])
+# A spec sets `notify:` at its top level (core/notify_config.py), not inside `policy:`.
+OVERRIDE_KEYS = ("use", *(k for k in POLICY_KEYS[3:] if k != "notify"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class Policy:
     # its tasks are given up with Slurm's message.
     submit_tries: int = 4
     submit_backoff_s: int = 120
+    notify: Notify = field(default_factory=Notify)  # who is told of alerts, holds, give-ups, …
 
     def submit_retry_in_s(self, tries: int) -> int:
         """How long after its `tries`-th refused try a submission is tried again."""
@@ -149,7 +152,11 @@ class Policy:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    return asdict(policy)
+    """Without `notify` when it is unset: a policy's digest is what it was before notify existed."""
+    data = asdict(policy)
+    if policy.notify == Notify():
+        del data["notify"]
+    return data
 
 
 def policy_from_dict(data: dict[str, Any]) -> Policy:
@@ -157,7 +164,8 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
     rules = {k: Rule(**{**v, "retry_exit_codes": tuple(v["retry_exit_codes"]),
                         "params": {n: ParamStep(**p) for n, p in (v.get("params") or {}).items()}})
              for k, v in data["rules"].items()}
-    return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data)})
+    return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data),
+                     "notify": notify_from_dict(data.get("notify"))})
 
 
 def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
@@ -166,7 +174,8 @@ def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
     name = r.pattern((*path, "name"), SLURM_WORD, "letters, digits, _ . -", required=True) or "invalid"
     version = r.integer((*path, "version"), 0, 1_000_000, default=0) or 0
     return _read_settings(r, path, replace(Policy(), name=name, version=version,
-                                              description=r.string((*path, "description")) or ""))
+                                              description=r.string((*path, "description")) or "",
+                                              notify=read_notify(r, (*path, "notify"), Notify())))
 
 
 def read_overrides(r: Reader, path: KeyPath, base: Policy) -> Policy:

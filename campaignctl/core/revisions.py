@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import json
 
+from campaignctl.core.notify_config import mask_urls
 from campaignctl.core.records import RevisionRecord
 
 
@@ -27,7 +28,8 @@ def content_hash(rev: RevisionRecord) -> str:
 
 
 def revision_diff(old: RevisionRecord | None, new: RevisionRecord) -> str:
-    before = revision_text(old).splitlines(keepends=True) if old else []
-    return "".join(difflib.unified_diff(before, revision_text(new).splitlines(keepends=True),
+    """The diff as shown: URLs masked, since a `notify:` webhook's path or query holds a token."""
+    before = mask_urls(revision_text(old)).splitlines(keepends=True) if old else []
+    return "".join(difflib.unified_diff(before, mask_urls(revision_text(new)).splitlines(keepends=True),
                                         f"revision {old.number}" if old else "(nothing)",
                                         f"revision {new.number}", n=2))

@@ -205,6 +205,13 @@ def parse_sacct(text: str) -> Iterator[SacctRow]:
                 yield row
 
 
+def rss_mb(text: str) -> float | None:
+    """sacct MaxRSS (`123456K`) → megabytes; None for an empty or unreadable field (a job whose
+    steps never reported one), never 0."""
+    size = _rss_bytes(text)
+    return size / 1024 ** 2 if size else None
+
+
 def _rss_bytes(text: str) -> float:
     """`123456K` → bytes; sacct prints K/M/G/T suffixes (or none)."""
     if not text:

@@ -6,10 +6,11 @@ import hashlib
 import json
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
+from campaignctl.core.notify_config import read_notify
 from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
@@ -27,7 +28,7 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics")
+            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -207,11 +208,16 @@ def _gpu_types(r: Reader, path: KeyPath) -> tuple[str, ...]:
 
 
 def _policy(r: Reader, base: Policy) -> Policy:
+    """The named policy, overridden by the spec's `policy:` mapping, its `notify:` by the spec's
+    top-level `notify:` key by key (a team policy's webhook stays, the spec narrows `on:`)."""
+    policy = base
     if isinstance(r.get(("policy",)), dict):
         r.string(("policy", "use"), path_like=True)
-        return read_overrides(r, ("policy",), base)
-    r.string(("policy",), path_like=True)
-    return base
+        policy = read_overrides(r, ("policy",), base)
+    else:
+        r.string(("policy",), path_like=True)
+    notify = read_notify(r, ("notify",), policy.notify)
+    return policy if notify == policy.notify else replace(policy, notify=notify)
 
 
 def _telemetry_interval(r: Reader) -> int:

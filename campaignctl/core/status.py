@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord
 from campaignctl.core.sacct import JobObservation
@@ -26,12 +27,13 @@ class TaskRow:
     elapsed_s: int | None
     exit_code: int | None
     last_decision: str = ""  # e.g. "resubmit (out_of_memory)", from the decision log
-    cpu_mean_pct: float | None = None  # telemetry of the latest attempt that has any
+    cpu_mean_pct: float | None = None  # telemetry of the latest attempt that has any; % of ONE core
     rss_max_mb: float | None = None
     gpu_util_mean_pct: float | None = None
     telemetry_note: str = ""  # e.g. why there is no GPU telemetry
     spark: str = ""  # recent GPU utilisation (CPU when there is no GPU telemetry), one bar per sample
     flag: str = ""  # data_starved | gpu_idle, by the policy's utilisation thresholds
+    efficiency: Efficiency | None = None  # of what Slurm allocated: the latest attempt's; cost of all
 
 
 def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:

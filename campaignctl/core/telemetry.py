@@ -26,6 +26,7 @@ class Sample:
     rss_mb: float
     gpu_util_pct: float | None  # mean over the task's GPUs; None without GPU telemetry
     gpu_mem_mb: float | None  # sum over the task's GPUs
+    gpu_mem_total_mb: float | None = None  # their capacity (NVML memory.total), summed
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Summary:
     gpu_util_sum: float = 0.0
     gpu_util_max: float = 0.0
     gpu_mem_max_mb: float = 0.0
+    gpu_mem_total_mb: float = 0.0  # capacity of the task's GPUs (0: not reported)
     nvml: str = ""  # "ok", or why there is no GPU telemetry
     ended: bool = False
     bad_lines: int = 0
@@ -83,8 +85,10 @@ def to_sample(record: dict[str, object]) -> Sample | None:
     gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
     utils = [float(g["util_pct"]) for g in gpus if isinstance(g.get("util_pct"), (int, float))]
     mems = [float(g["mem_used_mb"]) for g in gpus if isinstance(g.get("mem_used_mb"), (int, float))]
+    totals = [float(g["mem_total_mb"]) for g in gpus if isinstance(g.get("mem_total_mb"), (int, float))]
     return Sample(float(t), float(cpu), float(rss),  # type: ignore[arg-type]
-                  sum(utils) / len(utils) if utils else None, sum(mems) if mems else None)
+                  sum(utils) / len(utils) if utils else None, sum(mems) if mems else None,
+                  sum(totals) if totals else None)
 
 
 def samples_of(lines: Iterable[str]) -> tuple[Sample, ...]:
@@ -130,16 +134,21 @@ def _add(acc: dict[str, Any], x: Sample) -> None:
         acc["gpu_util_max"] = max(acc["gpu_util_max"], x.gpu_util_pct)
     if x.gpu_mem_mb is not None:
         acc["gpu_mem_max_mb"] = max(acc["gpu_mem_max_mb"], x.gpu_mem_mb)
+    if x.gpu_mem_total_mb is not None:
+        acc["gpu_mem_total_mb"] = max(acc["gpu_mem_total_mb"], x.gpu_mem_total_mb)
 
 
 def summary_to_dict(s: Summary) -> dict[str, object]:
     return {"samples": s.samples, "first_t": s.first_t, "last_t": s.last_t, "cpu_sum": s.cpu_sum,
             "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "gpu_samples": s.gpu_samples,
             "gpu_util_sum": s.gpu_util_sum, "gpu_util_max": s.gpu_util_max,
-            "gpu_mem_max_mb": s.gpu_mem_max_mb, "nvml": s.nvml, "ended": s.ended, "bad_lines": s.bad_lines,
-            "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb] for x in s.recent]}
+            "gpu_mem_max_mb": s.gpu_mem_max_mb, "gpu_mem_total_mb": s.gpu_mem_total_mb, "nvml": s.nvml,
+            "ended": s.ended, "bad_lines": s.bad_lines,
+            "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
+                       for x in s.recent]}
 
 
 def summary_from_dict(d: dict[str, object]) -> Summary:
+    """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples)."""
     recent = tuple(Sample(*row) for row in d.get("recent", []))  # type: ignore[attr-defined]
     return Summary(**{**d, "recent": recent})  # type: ignore[arg-type]

@@ -4,7 +4,9 @@ lock (this user's flock, then each campaign's lease in the database: a campaign 
 of any user on any host, holds is left alone this tick) → finish what a crashed tick left open →
 ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
 or must be adopted) → pure diff and decide → decisions and submission intents in one transaction
-→ act per group → outcomes → leases released.
+→ act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
+(services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
+→ leases released.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
+from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -97,6 +100,7 @@ class ReconcileResult:
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
     stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
+    notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
     left_alone: list[LeftAlone] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -142,15 +146,20 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             if held and not records:
                 return ReconcileResult("locked", None, [], 0, "another process holds the lease of every campaign "
                                        "of this tick; nothing done", left_alone=held)
-            result = _run_tick(store, leases, records, name, now)
-        write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
-        return replace(result, left_alone=held + result.left_alone)
+            clock = _tick_clock(now)
+            result = _run_tick(store, leases, records, name, clock)
+            write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
+            # after the decisions are written and carried out; under the leases, so two ticks never
+            # send one queued event twice
+            dropped = {c.name for c in result.left_alone}
+            notify = notify_after_tick(store, [r for r in records if r.name not in dropped], name is None,
+                                       clock, leases)
+        return replace(result, left_alone=held + result.left_alone, notify=notify)
 
 
 def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
-              now: datetime | None) -> ReconcileResult:
+              clock: datetime) -> ReconcileResult:
     log = DecisionLog(store.engine)
-    clock = _tick_clock(now)
     tick_id = log.begin_tick(name or "--all", stamp(clock))
     calls = proc.call_count()
     try:

@@ -14,6 +14,7 @@ from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import UNITS
 from campaignctl.core.cost import DIMENSIONS
+from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.errors import OutputError
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
 from campaignctl.core.report_page import Chart, Page, Table, render_page
@@ -88,6 +89,7 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
             ("tasks", f"{len(inputs.params)}: " + ", ".join(f"{k} {v}" for k, v in states.most_common())),
             ("attempts", str(len(inputs.spans))),
             ("decisions", ", ".join(f"{k} {v}" for k, v in sorted(enforced.items())) or "none"),
+            ("efficiency", efficiency_text(inputs.campaign_efficiency)),
             ("states as of", "the last reconcile tick (the report asks Slurm nothing)")]
     return rows + spend_rows(inputs)
 
@@ -113,8 +115,10 @@ def _rung_label(task: int, settings: dict[str, Any]) -> str:
 def task_table(inputs: ReportInputs) -> Table:
     states = latest_states(inputs)
     rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
-             states[task][0], str(states[task][1])] for task, params in sorted(inputs.params.items())]
-    return Table("tasks", "Tasks", ("task", "rung", "params", "state", "attempts"), rows[:TABLE_ROWS],
+             states[task][0], str(states[task][1]), *cells(inputs.efficiency.get(task))]
+            for task, params in sorted(inputs.params.items())]
+    return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
+                 ("task", "rung", "params", "state", "attempts", *COLUMNS), rows[:TABLE_ROWS],
                  max(0, len(rows) - TABLE_ROWS))
 
 

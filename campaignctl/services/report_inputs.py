@@ -17,6 +17,7 @@ from campaignctl.adapters.telemetry_files import read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
+from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
@@ -26,6 +27,7 @@ from campaignctl.core.telemetry import Sample, samples_of
 from campaignctl.core.timeline import AttemptFacts, DecisionPoint, Span, span_of
 from campaignctl.services.rules import current_policy
 from campaignctl.services.telemetry import TELEMETRY_FILE
+from campaignctl.services.usage import attempt_usage, task_efficiencies
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ class ReportInputs:
     metric_rows: list[MetricRow]
     decisions: list[LoggedDecision]
     spend: Spend
+    efficiency: dict[int, Efficiency]  # per task: its latest attempt's, GPU-hours and cost of all
+    campaign_efficiency: Efficiency
 
     @property
     def points(self) -> list[DecisionPoint]:
@@ -57,7 +61,8 @@ def epoch(text: str) -> float:
 def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
     policy, settings = current_policy(store, record)
     queries = ReportQueries(store.engine)
-    attempts = queries.attempts(record.id)
+    usage = attempt_usage(store, record.id)
+    attempts = [u.times for u in usage]
     samples, sources = _samples(store, record.run_dir, attempts)
     first_seen = queries.first_seen(record.id)
     spans = [span_of(_facts(a, first_seen.get(a.id, {}), samples.get(a.id, ()))) for a in attempts]
@@ -69,7 +74,8 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
         [AttemptSamples(a.task_index, max(1, int(rates[a.id].cpu_hours)), samples[a.id])
          for a in attempts if samples.get(a.id)],
         sources, MetricsStore(store.engine).rows(record.id), DecisionLog(store.engine).entries(record.id),
-        campaign_spend(store.usage_groups(record.id), policy.prices))
+        campaign_spend(store.usage_groups(record.id), policy.prices),
+        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices))
 
 
 def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:

@@ -100,7 +100,7 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
         raise SpecError([problem for *_, problem in unknown], str(policy_file),
                         "name parameters the campaign's tasks have, or leave them out of the rule")
     current = store.revision(record.id, record.current_revision)
-    text = json.dumps(policy_to_dict(policy), sort_keys=True)
+    text = json.dumps(policy_to_dict(policy if shadow else _told_as_before(policy, current)), sort_keys=True)
     if shadow:
         draft = replace(current, shadow_policy_json=text, kind="policy")
     else:
@@ -117,7 +117,7 @@ def promote(name: str, reason: str = "", rule: str | None = None) -> RevisionsRe
     record = find_campaign(store, name)
     current = store.revision(record.id, record.current_revision)
     if current.shadow_policy_json and rule is None:
-        policy = _enforcing(policy_from_dict(json.loads(current.shadow_policy_json)), None)
+        policy = _told_as_before(_enforcing(policy_from_dict(json.loads(current.shadow_policy_json)), None), current)
         why = reason or f"candidate policy {policy.label} promoted from shadow"
         draft = replace(current, policy_json=json.dumps(policy_to_dict(policy), sort_keys=True),
                         shadow_policy_json="", kind="promote")
@@ -134,6 +134,14 @@ def promote(name: str, reason: str = "", rule: str | None = None) -> RevisionsRe
         draft = replace(current, policy_json=json.dumps(policy_to_dict(policy), sort_keys=True), kind="promote")
     _add(store, record, draft, why)
     return list_revisions(name)
+
+
+def _told_as_before(policy: Policy, current: RevisionRecord) -> Policy:
+    """A policy that becomes the enforced one keeps the campaign's `notify:` (from its spec or its
+    old policy) unless it names channels of its own: changing rules does not silence anyone."""
+    if policy.notify.enabled:
+        return policy
+    return replace(policy, notify=policy_from_dict(json.loads(current.policy_json)).notify)
 
 
 def _enforcing(policy: Policy, rule: str | None) -> Policy:

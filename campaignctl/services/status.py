@@ -14,6 +14,7 @@ from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
+from campaignctl.core.efficiency import Efficiency, campaign_efficiency, task_efficiency
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
@@ -28,6 +29,7 @@ from campaignctl.core.utilisation import classify, window_of
 from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.ticks import tick_health
+from campaignctl.services.usage import attempt_usage, by_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class CampaignSummary:
     awaiting_approval: int = 0
     rungs: list[RungProgress] = field(default_factory=list)  # a progressive campaign's ladder
     refused: list[str] = field(default_factory=list)  # submissions Slurm refused, waiting for their next try
+    efficiency: Efficiency | None = None  # of what Slurm allocated, over every attempt that ran
 
     @property
     def summary(self) -> str:
@@ -112,12 +115,13 @@ def status(name: str | None = None) -> StatusResult:
         rows = [replace(r, last_decision=last.get(r.index, ""))
                 for r in task_rows(store.task_params(record.id), attempts[record.id], observed)]
         rows, rungs = _ladder(store, record, rows)
+        rows, efficiency = _efficiency(store, record, rows)
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(attempts[record.id]),
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
-                                         _refused(store, record)))
+                                         _refused(store, record), efficiency))
         detail = rows
     health = tick_health(store)
     if name is None:
@@ -125,6 +129,20 @@ def status(name: str | None = None) -> StatusResult:
     policy, settings = current_policy(store, records[0])
     return StatusResult(summaries, _with_usage(store, records[0], detail, policy), calls,
                         _spend(store, records[0], policy, settings), len(skipped), skipped[:slurm.SHOWN_SKIPS], health)
+
+
+def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], Efficiency]:
+    """Each task's efficiency, its latest attempt as sacct shows it now; the campaign's as of the
+    last tick."""
+    usage = attempt_usage(store, record.id)
+    prices = current_policy(store, record)[0].prices
+    tasks = by_task(usage)
+    for row in rows:
+        uses = tasks.get(row.index)
+        if uses and row.elapsed_s is not None and len(uses) == row.attempts:
+            uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
+    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices)) for r in rows],
+            campaign_efficiency([u.use for u in usage], prices))
 
 
 def _refused(store: Store, record: CampaignRecord) -> list[str]:

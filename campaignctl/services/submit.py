@@ -20,6 +20,7 @@ from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
+from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
@@ -59,12 +60,23 @@ class SubmitResult:
 def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     doc = load_yaml(spec_path)
     text = spec_path.read_text(encoding="utf-8")
-    spec_dir = str(spec_path.resolve().parent)
-    return validate_spec(doc, spec_dir, spec_policy(doc, spec_dir)), text
+    return spec_of(doc, str(spec_path.resolve().parent)), text
+
+
+def spec_of(doc: RawDoc, spec_dir: str) -> CampaignSpec:
+    """Validate a parsed spec whose relative paths (workdir, a policy file) start at `spec_dir`."""
+    return validate_spec(doc, spec_dir, spec_policy(doc, spec_dir))
 
 
 def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:
     spec, text = load_spec(spec_path)
+    return submit_spec(spec, text, str(spec_path.resolve()), dry_run, reason)
+
+
+def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = False,
+                reason: str = "") -> SubmitResult:
+    """Submit a validated spec; `text` is stored as the revision (what rollback and replay
+    re-read), `spec_path` names it (its directory is where the spec's relative paths start)."""
     if dry_run:
         return _dry_run(spec)
     notes = _rung_notes(spec)
@@ -74,15 +86,15 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     if not unchanged:  # a new campaign or revision: would Slurm take its later rungs?
         refusals = later_rung_refusals(spec)
         if refusals:
-            raise SpecError(refusals, str(spec_path), REFUSED_HINT)
+            raise SpecError(refusals, spec_path, REFUSED_HINT)
     if record is None:
-        store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser(), capture(spec))
+        store.create_campaign(spec, text, spec_path, getpass.getuser(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
         assert record is not None
     elif unchanged:
         outcome = "unchanged"
     else:
-        number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
+        number = store.add_revision(record.id, spec, text, spec_path,
                                     getpass.getuser(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")

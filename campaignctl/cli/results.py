@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import csv
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from campaignctl.cli.common import JsonOption, console, print_json, styled
+from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
+from campaignctl.core.results import ConfigResult, param_column
+from campaignctl.services.results import ResultsResult
+from campaignctl.services.results import results as results_service
+
+
+class By(str, Enum):
+    last = "last"
+    best = "best"
+
+
+class Goal(str, Enum):
+    min = "min"
+    max = "max"
+
+
+def results(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="Metric to rank by (default: the spec's objective, what its rungs promote by or early "
+                         "stopping watches; else the only metric reported).")] = None,
+    by: Annotated[By, typer.Option("--by", help="Rank by each config's last value or its best one.")] = By.last,
+    goal: Annotated[Goal | None, typer.Option("--goal", show_default=False,
+                                              help="min: lower is better (default: the objective's).")] = None,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (a header, then one line per "
+                                                         "config).")] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """One row per config, the winner first: its params, the rung it reached, its state, its final
+    and best value of the metric, and what it used (cpu, mem, time, gpu: % of what Slurm
+    allocated; GPU-hours, cost). Reads the store only (states as of the last reconcile tick).
+
+    Example: campaignctl results lr-sweep --metric val_loss --by best --csv > results.csv
+    """
+    if csv_out and json_out:
+        raise typer.BadParameter("--csv or --json, not both")
+    result = results_service(campaign, metric, by.value, goal.value if goal else None)
+    if json_out:
+        print_json("results", result.rows())
+    elif csv_out:
+        write_csv(result.rows())
+    else:
+        console.print(view(result))
+
+
+def write_csv(rows: list[dict[str, object]]) -> None:
+    """Every row's keys, in first-seen order, as the header; unknown figures as empty cells."""
+    header = list(dict.fromkeys(key for row in rows for key in row))
+    writer = csv.DictWriter(sys.stdout, header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def view(result: ResultsResult) -> RenderableType:
+    params = list(dict.fromkeys(k for c in result.configs for k in c.params))
+    rungs = any(c.rung for c in result.configs)
+    table = Table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state", "final",
+                  "best", *COLUMNS,
+                  title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
+    for c in result.configs:
+        table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
+                      *(str(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
+                      _value(c.final), _value(c.best), *cells(c.efficiency))
+    return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
+                                               "(cpu, mem, time, gpu: % of what Slurm allocated)"))
+
+
+def _summary(result: ResultsResult) -> Text:
+    if result.metric is None:
+        return Text("no task reported a metric yet (tasks call campaignctl.report(step=…, name=value))")
+    ranked = f"ranked by {'the best' if result.by == 'best' else 'the last'} {result.metric}, {result.goal} " \
+             f"({result.goal_source})"
+    winner = next((c for c in result.configs if c.rank == 1), None)
+    if winner is None:
+        return Text(f"{ranked}; no config reported {result.metric} yet")
+    return styled(f"{ranked}; winner: ", (_describe(winner), "bold"))
+
+
+def _describe(c: ConfigResult) -> str:
+    params = " ".join(f"{k}={v}" for k, v in c.params.items())
+    return f"config {c.config} ({params})" if params else f"config {c.config}"

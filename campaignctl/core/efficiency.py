@@ -1,0 +1,195 @@
+"""Efficiency of attempts, tasks and campaigns, each figure a fraction of what Slurm allocated
+(what `seff` and reportseff print as percentages). Pure.
+
+- cpu: mean CPU use of the task's process tree (telemetry, % of one core summed over the tree) ÷
+  (100 × allocated cores). sacct AllocTRES `cpu=2` is what Slurm gave; before it reported one,
+  the cores asked for.
+- mem: peak RSS ÷ allocated memory. The peak is the larger of sacct MaxRSS and the sampler's; the
+  allocation is AllocTRES `mem=`, else the memory asked for (`--mem`).
+- time: elapsed ÷ time limit (the attempt's effective limit, after any resize).
+- gpu_util: mean utilisation of the task's GPUs (NVML), gpu_mem: their peak memory use ÷ their
+  memory (NVML memory.total): Slurm allocates whole GPUs.
+- gpu_hours, cost: elapsed × allocated GPUs, and × the policy's prices (core/cost.py).
+
+A figure that was not measured is None, never 0: a job that ran without the sampler has no CPU
+figure, a pending one no time figure, a CPU-only one no GPU figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from campaignctl.core.cost import hourly, parse_alloc_tres, phase_of
+from campaignctl.core.policy_sections import Prices
+from campaignctl.core.sacct import rss_mb
+from campaignctl.core.spec import Resources
+from campaignctl.core.telemetry import Summary
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptUse:
+    """What is known of one attempt: the store's last observation and its telemetry summary."""
+
+    state: str
+    elapsed_s: int | None
+    resources: Resources  # effective: what it asked for, after any in-place resize
+    alloc_tres: str = ""  # sacct AllocTRES ("" before Slurm allocated anything)
+    max_rss: str = ""  # sacct MaxRSS of its largest step ("" if none reported)
+    telemetry: Summary | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    cpu: float | None = None
+    mem: float | None = None
+    time: float | None = None
+    gpu_util: float | None = None
+    gpu_mem: float | None = None
+    gpu_mem_peak_mb: float | None = None
+    rss_peak_mb: float | None = None
+    gpu_hours: float | None = None
+    cost: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {k: None if v is None else round(v, 4) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Allocated:
+    cores: int
+    mem_mb: float
+    gpus: int
+
+
+def _allocated(use: AttemptUse) -> _Allocated:
+    alloc = parse_alloc_tres(use.alloc_tres) if use.alloc_tres else None
+    r = use.resources
+    if alloc is None:
+        return _Allocated(r.cpus_per_task, r.mem_mb, r.gpus)
+    return _Allocated(alloc.cpus or r.cpus_per_task, alloc.mem_mb or r.mem_mb, alloc.gpus)
+
+
+def _ran_s(use: AttemptUse) -> int | None:
+    """Seconds it ran; None when unknown, and for work that has not started."""
+    if use.elapsed_s is None or (phase_of(use.state) == "pending" and not use.elapsed_s):
+        return None
+    return use.elapsed_s
+
+
+def _peak_rss_mb(use: AttemptUse) -> float | None:
+    sampled = use.telemetry.rss_max_mb if use.telemetry is not None and use.telemetry.samples else None
+    known = [v for v in (rss_mb(use.max_rss), sampled) if v is not None]
+    return max(known) if known else None
+
+
+def _ratio(part: float | None, whole: float) -> float | None:
+    return None if part is None or whole <= 0 else part / whole
+
+
+def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
+    alloc, ran = _allocated(use), _ran_s(use)
+    t = use.telemetry if use.telemetry is not None and use.telemetry.samples else None
+    g = t if t is not None and t.gpu_samples else None
+    peak = _peak_rss_mb(use)
+    rate = hourly(use.resources, use.alloc_tres, prices)
+    return Efficiency(
+        cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
+        mem=_ratio(peak, alloc.mem_mb),
+        time=_ratio(ran, use.resources.time_min * 60.0),
+        gpu_util=_ratio(g.gpu_util_mean, 100.0) if g else None,
+        gpu_mem=_ratio(g.gpu_mem_max_mb, g.gpu_mem_total_mb) if g else None,
+        gpu_mem_peak_mb=g.gpu_mem_max_mb if g else None,
+        rss_peak_mb=peak,
+        gpu_hours=None if ran is None else rate.gpu_hours * ran / 3600,
+        cost=None if ran is None else rate.money * ran / 3600)
+
+
+def task_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
+    """A task (or a config across rungs), its attempts in order: the ratios of the latest attempt
+    that ran (of the latest, if none did), GPU-hours and cost of all of them."""
+    if not uses:
+        return Efficiency()
+    ran = [u for u in uses if _ran_s(u) is not None]
+    latest = attempt_efficiency((ran or list(uses))[-1], prices)
+    each = [attempt_efficiency(u, prices) for u in ran]
+    return _with_totals(latest, each)
+
+
+def _with_totals(base: Efficiency, each: Sequence[Efficiency]) -> Efficiency:
+    hours = [e.gpu_hours for e in each if e.gpu_hours is not None]
+    money = [e.cost for e in each if e.cost is not None]
+    return Efficiency(base.cpu, base.mem, base.time, base.gpu_util, base.gpu_mem, base.gpu_mem_peak_mb,
+                      base.rss_peak_mb, sum(hours) if hours else None, sum(money) if money else None)
+
+
+def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
+    """Every attempt that ran, each weighted by what it held for how long, as seff's totals do:
+    cpu = Σ used core-seconds ÷ Σ allocated core-seconds, mem = Σ peak × elapsed ÷ Σ allocated ×
+    elapsed, time = Σ elapsed ÷ Σ limits, gpu_util by GPU-seconds; gpu_mem and the peaks are the
+    highest any attempt reached (what the next campaign must allow for)."""
+    cpu, mem, time, gpu = _Sum(), _Sum(), _Sum(), _Sum()
+    effs = []
+    for use in uses:
+        ran = _ran_s(use)
+        if ran is None:
+            continue
+        e, a = attempt_efficiency(use, prices), _allocated(use)
+        effs.append(e)
+        cpu.add(e.cpu, a.cores * ran)
+        mem.add(e.mem, a.mem_mb * ran)
+        time.add(e.time, use.resources.time_min * 60.0)
+        gpu.add(e.gpu_util, a.gpus * ran)
+    peak = Efficiency(cpu.value, mem.value, time.value, gpu.value, _highest(e.gpu_mem for e in effs),
+                      _highest(e.gpu_mem_peak_mb for e in effs), _highest(e.rss_peak_mb for e in effs))
+    return _with_totals(peak, effs)
+
+
+class _Sum:
+    """A weighted mean of the known values."""
+
+    def __init__(self) -> None:
+        self.part = self.whole = 0.0
+
+    def add(self, value: float | None, weight: float) -> None:
+        if value is not None and weight > 0:
+            self.part += value * weight
+            self.whole += weight
+
+    @property
+    def value(self) -> float | None:
+        return self.part / self.whole if self.whole else None
+
+
+def _highest(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+# --- text: the same cells in `status --wide`, `results` and the report's task table ---------
+
+COLUMNS = ("cpu", "mem", "time", "gpu", "gpu mem", "GPU-h", "cost")
+
+
+def cells(e: Efficiency | None) -> tuple[str, ...]:
+    """`('45%', '12%', '80%', '-', '-', '0.25', '0.75')`: percentages of what Slurm allocated,
+    `-` for what was not measured."""
+    e = e or Efficiency()
+    return (_pct(e.cpu), _pct(e.mem), _pct(e.time), _pct(e.gpu_util), _gpu_mem(e),
+            "-" if e.gpu_hours is None else f"{e.gpu_hours:.3g}", "-" if e.cost is None else f"{e.cost:.3g}")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _gpu_mem(e: Efficiency) -> str:
+    if e.gpu_mem_peak_mb is None:
+        return "-"
+    peak = f"{e.gpu_mem_peak_mb / 1024:.1f}G"
+    return peak if e.gpu_mem is None else f"{_pct(e.gpu_mem)} ({peak})"
+
+
+def efficiency_text(e: Efficiency | None) -> str:
+    """`cpu 45%, mem 12%, time 80%, gpu -, gpu mem -, GPU-h 0.25, cost 0.75`; one line."""
+    return ", ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, cells(e), strict=True))

@@ -1,0 +1,87 @@
+"""`results`: one row per config with its final and best metric, the winner first, and what each
+used; from the store only (the last tick's states, ingested metrics, telemetry; no Slurm call)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.store import Store
+from campaignctl.core.efficiency import Efficiency, campaign_efficiency
+from campaignctl.core.errors import InputError
+from campaignctl.core.metrics import MODES, curves_by_task
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.report_series import metric_names
+from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
+from campaignctl.core.status import NOT_SUBMITTED
+from campaignctl.services.ladder import unstarted_labels
+from campaignctl.services.rules import current_policy
+from campaignctl.services.status import find_campaign
+from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
+
+ASSUMED_GOAL = "assumed; --goal max if higher is better"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultsResult:
+    campaign: str
+    metric: str | None  # None: no task reported any metric yet
+    goal: str
+    goal_source: str  # the spec key it came from, --goal, or ASSUMED_GOAL
+    by: str
+    metrics: list[str]  # every metric the tasks reported
+    configs: list[ConfigResult]
+    efficiency: Efficiency  # the campaign's, over every attempt that ran
+
+    def rows(self) -> list[dict[str, object]]:
+        """Plain rows, the winner first: `pandas.DataFrame(result.rows())`."""
+        return [plain_row(c, self.metric) for c in self.configs]
+
+
+def results(name: str, metric: str | None = None, by: str = "last", goal: str | None = None) -> ResultsResult:
+    if by not in BY or (goal is not None and goal not in MODES):
+        raise InputError(f"--by takes {' or '.join(BY)} and --goal {' or '.join(MODES)}", "e.g. --by best --goal max")
+    store = Store.open()
+    record = find_campaign(store, name)
+    policy, settings = current_policy(store, record)
+    reported = MetricsStore(store.engine).rows(record.id)
+    names = metric_names(reported)
+    objective = objective_of(settings, policy)
+    chosen = choose_metric(metric, objective, names)
+    goal, source = (goal, "--goal") if goal else (
+        (objective.goal, objective.source) if objective and objective.metric == chosen else ("min", ASSUMED_GOAL))
+    curves = curves_by_task(((t, s, n, v) for t, _, s, n, v, _ in reported), chosen) if chosen else {}
+    usage, params = attempt_usage(store, record.id), store.task_params(record.id)
+    configs = config_results(settings, params, _task_facts(store, record, settings, usage, params),
+                             curves, goal, by, policy.prices)
+    return ResultsResult(record.name, chosen, goal, source, by, names, configs,
+                         campaign_efficiency([u.use for u in usage], policy.prices))
+
+
+def choose_metric(asked: str | None, objective: Objective | None, reported: Sequence[str]) -> str | None:
+    """The metric asked for, else the objective's, else the only one reported. An unknown name,
+    or a choice among several, is the user's to make (exit 3, naming the known ones)."""
+    known = list(dict.fromkeys([*([objective.metric] if objective else []), *reported]))
+    if asked is not None and asked not in known:
+        raise InputError(f"no task reported a metric named {asked!r}",
+                         f"known metrics: {', '.join(known)}" if known else "no task reported any metric yet")
+    if asked is not None or objective is not None:
+        return asked or (objective.metric if objective else None)
+    if len(reported) > 1:
+        raise InputError(f"the tasks reported {len(reported)} metrics and the spec names no objective",
+                         f"choose one with --metric: {', '.join(reported)}")
+    return reported[0] if reported else None
+
+
+def _task_facts(store: Store, record: CampaignRecord, settings: dict[str, Any],
+                usage: Sequence[AttemptUsage], params: Iterable[int]) -> dict[int, TaskFacts]:
+    """Every task: its latest attempt's state and its attempts; one never started is NOT_SUBMITTED,
+    or NOT_PROMOTED when its rung did not keep its config."""
+    uses = by_task(usage)
+    states = {u.times.task_index: u.times.state for u in usage}  # ordered by attempt: the last wins
+    label = unstarted_labels(DecisionLog(store.engine), record.id, settings)
+    return {task: TaskFacts(states[task], len(uses[task]), uses[task]) if task in uses
+            else TaskFacts(label(task) or NOT_SUBMITTED, 0) for task in params}

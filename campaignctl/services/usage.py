@@ -1,0 +1,41 @@
+"""What each attempt of a campaign used, as the store has it (the last tick's sacct facts and
+telemetry summaries; no Slurm call): the input of every efficiency figure (core/efficiency.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
+from campaignctl.adapters.store import Store
+from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
+from campaignctl.core.observe import resources_parser
+from campaignctl.core.policy_sections import Prices
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptUsage:
+    times: AttemptTimes
+    use: AttemptUse
+
+
+def attempt_usage(store: Store, campaign_id: int) -> list[AttemptUsage]:
+    """Every attempt of the campaign, by task then attempt number."""
+    attempts = ReportQueries(store.engine).attempts(campaign_id)
+    summaries = TelemetryStore(store.engine).load([a.id for a in attempts])
+    parse = resources_parser()
+    return [AttemptUsage(a, AttemptUse(a.state, a.elapsed_s, parse(a.resources_json), a.alloc_tres, a.max_rss,
+                                       summaries[a.id][1] if a.id in summaries else None))
+            for a in attempts]
+
+
+def by_task(usage: Sequence[AttemptUsage]) -> dict[int, list[AttemptUse]]:
+    out: dict[int, list[AttemptUse]] = {}
+    for u in usage:
+        out.setdefault(u.times.task_index, []).append(u.use)
+    return out
+
+
+def task_efficiencies(usage: Sequence[AttemptUsage], prices: Prices) -> dict[int, Efficiency]:
+    return {task: task_efficiency(uses, prices) for task, uses in by_task(usage).items()}

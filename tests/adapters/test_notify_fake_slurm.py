@@ -1,0 +1,227 @@
+"""notify through `campaignctl reconcile` and `notify test`, the fake Slurm answering and a real
+local HTTP server (tests/webhook_server.py) standing in for the webhook."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from campaignctl.adapters.store import Store
+from campaignctl.adapters.store_schema import notifications, ticks
+from campaignctl.services import notify as notify_service
+from campaignctl.services.submit import submit
+from tests.conftest import run_main, write_spec
+from tests.fakeslurm import FakeSlurm
+from tests.webhook_server import HANG, webhook
+
+
+def campaign(tmp_path: Path, notify: str, name: str = "nt") -> None:
+    spec = write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, train.py, "{{i}}"]
+matrix: {{i: [0, 1, 2]}}
+resources: {{mem: 1G, time: "00:10:00"}}
+notify: {notify}
+""")
+    submit(spec)
+
+
+def give_up_task_1(fake: FakeSlurm) -> None:
+    fake.set_state(min(fake.jobs, key=int), 1, "FAILED", "1:0", "node1")  # exit 1: a bug, given up
+
+
+def rows() -> list[tuple[str, str, int, str]]:
+    with Store.open().engine.connect() as conn:
+        n = notifications.c
+        return [tuple(r) for r in conn.execute(sa.select(n.event_key, n.status, n.tries, n.last_error).order_by(n.id))]
+
+
+def test_a_give_up_and_the_finish_are_told_exactly_once_on_each_channel_across_ticks(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got = tmp_path / "got.jsonl"
+    script = tmp_path / "hook.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')\n")
+    with webhook([200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', command: [{sys.executable}, {script}, {got}]}}")
+        give_up_task_1(fake_slurm)
+        outputs = [run_main(monkeypatch, capsys, "reconcile", "nt") for _ in range(3)]
+    assert [code for code, _, _ in outputs] == [0, 0, 0]
+    assert "notify: 4 sent, 0 failed" in outputs[0][1] and "notify:" not in outputs[1][1] + outputs[2][1]
+    assert hook.events() == ["give_up", "finish"]
+    give_up, finish = (r.body for r in hook.received)
+    assert give_up["task"] == 1 and "1" in str(give_up["reason"]) and give_up["campaign"] == "nt"
+    assert finish["reason"] == "every task settled: 3 task(s), 1 given up" and finish["decision_id"] is None
+    assert [json.loads(line)["event"] for line in got.read_text().splitlines()] == ["give_up", "finish"]
+    assert [status for _, status, _, _ in rows()] == ["sent"] * 4
+
+
+def test_a_hanging_endpoint_never_holds_back_the_ticks_decisions_and_is_tried_again_next_tick(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(notify_service, "NOTIFY_BUDGET_S", 2.5)
+    with webhook([HANG, 200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', timeout: 2s, on: [give_up], retries: 3}}")
+        give_up_task_1(fake_slurm)
+        started = time.monotonic()
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+        took = time.monotonic() - started
+        assert code == 0 and took < 4.5, took  # the 2.5 s budget, not 4 tries × 2 s
+        with Store.open().engine.connect() as conn:
+            assert conn.execute(sa.select(ticks.c.status)).scalars().all() == ["ok"]  # written before sending
+        assert "give_up" in out and "notify: 0 sent, 0 failed, 1 left for the next tick" in out
+        assert "did not answer within 2.0 s" in out and "s3cr3t" not in out and "tok3n" not in out
+        ((_, status, tries, _),) = rows()
+        assert (status, tries) == ("pending", 1)
+        # the campaign finished in that tick: --all reconciles no campaign now, but sends its queue
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "--all")
+    assert code == 0 and "nothing-to-do" in out and "notify: 1 sent, 0 failed" in out
+    assert hook.events() == ["give_up"] and rows()[0][1:3] == ("sent", 2)
+
+
+def test_a_4xx_is_recorded_failed_once_and_not_tried_again(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([403]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
+        give_up_task_1(fake_slurm)
+        _, first, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+        _, second, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+        port = hook.url.split(":")[2].split("/")[0]
+    assert hook.answered == 1 and "notify: 0 sent, 1 failed" in first and "notify:" not in second
+    assert f"nt give_up: http://127.0.0.1:{port}/… answered HTTP 403 Forbidden" in first
+    assert [r[1:] for r in rows()] == [("failed", 1, f"http://127.0.0.1:{port}/… answered HTTP 403 Forbidden")]
+    code, shown, _ = run_main(monkeypatch, capsys, "notify", "list", "nt")
+    assert code == 0 and shown.startswith(f"nt: webhook http://127.0.0.1:{port}/…\n")
+    assert "give_up" in shown and "failed" in shown and "answered HTTP 403 Forbidden" in shown
+    assert "s3cr3t" not in shown and "tok3n" not in shown
+
+
+def test_notify_test_sends_a_sample_event_and_says_where_without_the_token(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}'}}")
+        code, out, _ = run_main(monkeypatch, capsys, "notify", "test", "nt")
+        port = hook.url.split(":")[2].split("/")[0]
+    assert code == 0 and out.strip() == f"nt: sent a test event to webhook http://127.0.0.1:{port}/…"
+    assert hook.events() == ["test"] and hook.received[0].body["campaign"] == "nt"
+    assert rows() == []  # a test is not an event: nothing queued
+
+
+def test_notify_test_exits_69_with_the_reason_when_the_endpoint_refuses(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([404]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}'}}")
+        code, out, err = run_main(monkeypatch, capsys, "notify", "test", "nt")
+    assert code == 69 and "error: webhook failed after 1 try(s):" in err and "answered HTTP 404 Not Found" in err
+    assert "s3cr3t" not in out + err and "tok3n" not in out + err
+
+
+def test_notify_test_without_a_channel_says_how_to_add_one(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    campaign(tmp_path, "null")
+    code, _, err = run_main(monkeypatch, capsys, "notify", "test", "nt")
+    assert code == 4 and "has no notify channel" in err and "notify: {webhook: URL}" in err
+
+
+def test_a_ticks_give_ups_reach_the_webhook_as_one_event(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
+        first = min(fake_slurm.jobs, key=int)
+        for index in (0, 2):
+            fake_slurm.set_state(first, index, "FAILED", "1:0", "node1")
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert code == 0 and "notify: 1 sent, 0 failed" in out
+    (got,) = hook.received
+    assert got.body["tasks"] == [0, 2] and got.body["task"] is None and len(list(got.body["decision_ids"])) == 2
+    assert str(got.body["reason"]).startswith("2 decisions, tasks 0, 2; task 0: ")
+
+
+def test_a_budget_alert_and_hold_are_told_once_each(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # three 1-GPU tasks with a 1-hour limit against 0.5 GPU-h: one running attempt commits ~1 GPU-h
+    with webhook([200]) as hook:
+        submit(write_spec(tmp_path, f"""\
+name: tight
+command: [python3, train.py]
+matrix: {{seed: [0, 1, 2]}}
+resources: {{gpus: 1, time: "01:00:00"}}
+budget: {{gpu_hours: 0.5}}
+notify: {{webhook: '{hook.url}'}}
+"""))
+        [job] = fake_slurm.live_jobs()
+        fake_slurm.set_state(job.job_id, 0, "RUNNING")
+        for i in (1, 2):
+            fake_slurm.set_state(job.job_id, i, "PENDING", nodes="None assigned")
+        for _ in range(3):
+            assert run_main(monkeypatch, capsys, "reconcile", "tight")[0] == 0
+    assert sorted(hook.events()) == ["alert", "hold"]
+    hold = next(r.body for r in hook.received if r.body["event"] == "hold")
+    assert hold["status"] == "applied" and hold["task"] is None and "budget" in str(hold["reason"])
+
+
+def test_a_ticks_decisions_awaiting_approval_are_told_once_with_the_command_that_lists_them(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([200]) as hook:
+        submit(write_spec(tmp_path, f"""\
+name: gated
+command: [python3, train.py, "{{i}}"]
+matrix: {{i: [0, 1]}}
+resources: {{mem: 1G, time: "00:10:00"}}
+policy: {{use: default, approval: {{max_mem: 1200M, expire_after: 1h}}}}
+notify: {{webhook: '{hook.url}'}}
+"""))
+        first = min(fake_slurm.jobs, key=int)
+        fake_slurm.set_state(first, 0, "OUT_OF_MEMORY", "0:125", "node1")
+        fake_slurm.set_state(first, 1, "PENDING", "0:0", "")
+        for _ in range(2):
+            assert run_main(monkeypatch, capsys, "reconcile", "gated")[0] == 0
+    (got,) = hook.received  # the OOM retry and the pending sibling's resize: one tick, one event
+    assert got.body["event"] == "awaiting_approval" and got.body["tasks"] == [0, 1]
+    assert got.body["hint"] == "campaignctl approvals gated" and got.body["status"] == "awaiting-approval"
+    assert "out of memory" in str(got.body["reason"])
+
+
+def test_policy_set_keeps_the_campaigns_channel_unless_the_new_policy_names_its_own(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    campaign(tmp_path, "{webhook: 'http://127.0.0.1:9/mine', on: [finish]}")
+    assert run_main(monkeypatch, capsys, "policy", "set", "nt", "conservative")[0] == 0
+    store = Store.open()
+    record = store.campaign("nt")
+    assert record is not None and record.current_revision == 2
+    kept = notify_service.notify_of(store, record)
+    assert (kept.webhook, kept.on) == ("http://127.0.0.1:9/mine", ("finish",))
+    team = write_spec(tmp_path, "name: team\nnotify: {command: [page-me]}\n", name="team.yaml")
+    assert run_main(monkeypatch, capsys, "policy", "set", "nt", str(team))[0] == 0
+    record = store.campaign("nt")
+    assert record is not None and notify_service.notify_of(store, record).command == ("page-me",)
+    _, shown, _ = run_main(monkeypatch, capsys, "revisions", "nt", "--diff", "1")
+    assert "notify: {webhook: 'http://127.0.0.1:9/…'" in shown and "/mine" not in shown
+
+
+def test_a_notice_for_a_channel_a_new_revision_dropped_is_failed_not_left_pending_forever(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(notify_service, "NOTIFY_BUDGET_S", 0.1)  # nothing is sent this tick
+    campaign(tmp_path, "{webhook: 'http://127.0.0.1:9/old', on: [give_up]}")
+    fake_slurm.set_state(min(fake_slurm.jobs, key=int), 2, "PENDING", "0:0", "")
+    give_up_task_1(fake_slurm)
+    run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert [r[1] for r in rows()] == ["pending"]
+    campaign(tmp_path, "{command: [/bin/true], on: [give_up]}")  # a new revision: the webhook is gone
+    _, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+    assert "notify: 0 sent, 1 failed" in out
+    assert [r[1:] for r in rows()] == [("failed", 0, "no webhook channel in the campaign's current revision")]
