@@ -7,6 +7,7 @@ tests/integration/test_lease_real.py.)"""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,12 +17,13 @@ import sqlalchemy as sa
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.store_schema import leases
+from campaignctl.adapters.store_schema import leases, notifications
 from campaignctl.core.decide import Decision
 from campaignctl.core.policy import Policy
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.submit import submit
 from tests.adapters.test_reconcile_fake_slurm import campaign, provoke
-from tests.conftest import run_main
+from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 HOLDER = "alice@login1 pid 4242 since "
@@ -162,3 +164,40 @@ def test_a_tick_whose_lease_was_taken_from_it_leaves_the_campaign_alone(
     assert [(c["name"], c["why"]) for c in data["left_alone"]] == [
         ("la", "its lease lapsed and another process took it; nothing more done on it this tick")]
     assert retries(store, "la") == []
+
+
+def test_a_finished_campaigns_queued_notices_are_sent_only_by_the_tick_that_holds_its_lease(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got, up = tmp_path / "got.jsonl", tmp_path / "up"
+    script = tmp_path / "hook.py"  # the receiver is down (exit 1) until `up` exists
+    script.write_text("import pathlib, sys\nif not pathlib.Path(sys.argv[2]).exists():\n    sys.exit(1)\n"
+                      "open(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')\n")
+    submit(write_spec(tmp_path, f"""\
+name: nt
+command: [python3, train.py, "{{i}}"]
+matrix: {{i: [0, 1]}}
+notify: {{command: [{sys.executable}, {script}, {got}, {up}], retries: 5}}
+"""))
+    fake_slurm.set_state(min(fake_slurm.jobs, key=int), 1, "FAILED", "1:0", "node1")  # a bug: given up
+    assert run_main(monkeypatch, capsys, "reconcile", "nt")[0] == 0
+    store = Store.open()
+    assert store.campaign("nt").state == "finished"  # type: ignore[union-attr]
+    waiting = pending_events(store)
+    assert waiting  # left for a later tick: the receiver was down
+    up.touch()
+    other = alice(store)
+    other.take([campaign_id(store, "nt")])
+    assert run_main(monkeypatch, capsys, "reconcile", "--all")[0] == 0
+    assert not got.exists()  # its queue is the lease holder's to send
+    other.release()
+    assert run_main(monkeypatch, capsys, "reconcile", "--all")[0] == 0
+    assert [json.loads(line)["event"] for line in got.read_text().splitlines()] == waiting  # once each
+    assert pending_events(store) == []
+
+
+def pending_events(store: Store) -> list[str]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(notifications.c.event_json).where(notifications.c.status == "pending")
+                            .order_by(notifications.c.id)).scalars()
+        return [json.loads(r)["event"] for r in rows]
