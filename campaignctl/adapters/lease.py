@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import math
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -45,6 +47,12 @@ MIN_TTL_S = 30
 # whole statement), SQLite's 'now' (fixed within one statement too, milliseconds).
 _NOW = {"postgresql": "EXTRACT(EPOCH FROM statement_timestamp())::double precision",
         "sqlite": "((julianday('now') - 2440587.5) * 86400.0)"}
+
+
+def _clock() -> float:
+    """Seconds that pass as the database's do, a suspended host's included (CLOCK_BOOTTIME, Linux;
+    CLOCK_MONOTONIC stops while the machine sleeps, and the wall clock jumps when it is set)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,7 @@ class Leases:
         self.token = uuid.uuid4().hex
         self.user, self.host, self.pid = getpass.getuser(), socket.gethostname(), os.getpid()
         self._now: sa.ColumnClause[float] = sa.literal_column(_NOW[engine.dialect.name])
+        self._fresh: dict[int, float] = {}  # campaign → `_clock()` when its lease was last extended
 
     def take(self, campaign_ids: Iterable[int]) -> dict[int, Holder]:
         """Take the lease of each campaign that is free, lapsed or already ours (then renewed);
@@ -105,28 +114,46 @@ class Leases:
                   "token": insert.excluded.token, "expires_at": insert.excluded.expires_at,
                   "acquired_at": sa.case((mine, leases.c.acquired_at), else_=insert.excluded.acquired_at)},
             where=sa.or_(leases.c.expires_at <= now, mine)).returning(leases.c.campaign_id)
+        asked = _clock()
         with self.engine.begin() as conn:
             taken = set(conn.execute(statement).scalars())
+            self._extended(taken, asked)
             return self._holders(conn, [i for i in ids if i not in taken])
 
     def holds(self, campaign_id: int) -> bool:
-        """Still ours? Renews it if so. False once another took it after it lapsed (a holder
-        suspended past its TTL): acting then could repeat what the other did."""
+        """Still ours? False once another took it after it lapsed (a holder suspended past its
+        TTL): acting then could repeat what the other did. Asks the database (and renews it) only
+        when half a TTL has passed since it was last taken or renewed: until it lapses, which is
+        a TTL after that statement was sent at the earliest, nobody else can take it."""
+        if _clock() - self._fresh.get(campaign_id, -math.inf) < self.ttl_s / 2:
+            return True
+        asked = _clock()
         statement = (leases.update().where(leases.c.campaign_id == campaign_id, leases.c.token == self.token)
                      .values(expires_at=self._now + self.ttl_s).returning(leases.c.campaign_id))
         with self.engine.begin() as conn:
-            return conn.execute(statement).first() is not None
+            held = set(conn.execute(statement).scalars())
+        self._extended(held, asked)
+        return campaign_id in held
 
     def renew(self) -> set[int]:
         """Push back the expiry of every lease this process still holds; returns their campaigns."""
+        asked = _clock()
         statement = (leases.update().where(leases.c.token == self.token)
                      .values(expires_at=self._now + self.ttl_s).returning(leases.c.campaign_id))
         with self.engine.begin() as conn:
-            return set(conn.execute(statement).scalars())
+            held = set(conn.execute(statement).scalars())
+        self._extended(held, asked)
+        return held
 
     def release(self) -> None:
+        self._fresh.clear()
         with self.engine.begin() as conn:
             conn.execute(leases.delete().where(leases.c.token == self.token))
+
+    def _extended(self, campaign_ids: set[int], asked: float) -> None:
+        """`asked`: `_clock()` before the statement that extended them (renewals run in
+        the background thread: one dict update each, atomic)."""
+        self._fresh.update(dict.fromkeys(campaign_ids, asked))
 
     @contextmanager
     def keep(self) -> Iterator[Leases]:

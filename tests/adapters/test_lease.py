@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from campaignctl.adapters import lease as lease_module
 from campaignctl.adapters import store as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
@@ -203,3 +204,18 @@ def test_migration_011_keeps_second_answers_written_before_it_and_covers_every_l
     with pytest.raises(AnsweredElsewhereError):
         log.write_intents(tick, 1, Policy(), [decision("new.0", "resubmit")], [], 1)
     assert chain_verifies(store)
+
+
+def test_holds_asks_the_database_only_once_half_a_ttl_has_passed(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick checks its lease before each campaign: free while the lease cannot have lapsed."""
+    a = ids(store)[0]
+    holder = alice(store)
+    holder.take([a])
+    asked: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute", lambda *args: asked.append(args[2]))
+    assert all(holder.holds(a) for _ in range(3)) and asked == []
+    later = lease_module._clock() + 31
+    monkeypatch.setattr(lease_module, "_clock", lambda: later)
+    assert holder.holds(a) and len([sql for sql in asked if sql.startswith("UPDATE leases")]) == 1
+    assert holder.holds(a) and len(asked) == 1  # renewed just now

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from campaignctl.adapters import lease as lease_module
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
@@ -148,11 +149,12 @@ def test_a_tick_whose_lease_was_taken_from_it_leaves_the_campaign_alone(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A tick suspended past its TTL (or its renewals refused) loses the lease to another."""
     store = two_campaigns(tmp_path, fake_slurm)
-    take = Leases.take
+    take, clock = Leases.take, lease_module._clock
 
     def lapsing(self: Leases, ids: object) -> object:
         held = take(self, ids)  # type: ignore[arg-type]
-        with store.engine.begin() as conn:  # this tick's leases lapse at once ...
+        monkeypatch.setattr(lease_module, "_clock", lambda: clock() + self.ttl_s)  # the tick sleeps a TTL ...
+        with store.engine.begin() as conn:  # ... its leases lapse ...
             conn.execute(leases.update().where(leases.c.token == self.token).values(expires_at=0))
         take(alice(store), [campaign_id(store, "la")])  # ... and another takes la's
         return held
