@@ -9,12 +9,13 @@ from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import driver_sql, insert_submission, utc_now
+from campaignctl.adapters.store import CHAIN_LOCK_KEY, driver_sql, insert_submission, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decide import Decision
+from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
 
@@ -22,6 +23,10 @@ from campaignctl.core.policy import Policy
 # or about to be (no outcome yet, no approval awaited): one that failed, waits for approval, was
 # rejected or expired leaves the attempt to the other rules.
 ACTING = ("resubmit", "give_up", "stop")
+# The two that answer it whatever their outcome: the schema allows one of them per attempt
+# (migration 011's unique index: PostgreSQL names it, SQLite names its column).
+ANSWERS = ("resubmit", "give_up")
+ONE_ANSWER = ("decisions_one_answer", "decisions.attempt_token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,24 @@ class DecisionLog:
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
+        try:
+            return self._write_intents(tick_id, campaign_id, label, digest, planned, intents, revision, now)
+        except WriteConflictError as exc:
+            if exc.constraint not in ONE_ANSWER:
+                raise
+            answering = {d.attempt_token for d, _ in planned if d.mode == "enforce" and d.action in ANSWERS}
+            taken = ", ".join(sorted(answering & self.decided_tokens(campaign_id))) or "?"
+            raise AnsweredElsewhereError(
+                f"another tick answered attempt(s) {taken} at the same moment; the decisions this tick was "
+                "writing for the campaign were rolled back, none of them carried out",
+                "nothing to do: the other tick acts on them",
+                exc.constraint) from None
+
+    def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,
+                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
+                       revision: int, now: str) -> list[int]:
         with self.engine.begin() as conn:
+            write_lock(conn, CHAIN_LOCK_KEY)
             head = chain_head(conn, "decisions")
             ids = list(range(head.id + 1, head.id + 1 + len(planned)))
             rows = [(i, tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
@@ -108,6 +130,7 @@ class DecisionLog:
     def write_outcomes(self, decision_ids: Sequence[int], status: str,
                        detail: dict[str, object], error: str = "") -> None:
         with self.engine.begin() as conn:
+            write_lock(conn, CHAIN_LOCK_KEY)
             _insert_outcomes(conn, decision_ids, status, detail, error)
 
     def decided_tokens(self, campaign_id: int) -> set[str]:
@@ -200,9 +223,10 @@ def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: s
 
 
 def chain_head(conn: sa.Connection, table: str) -> Head:
-    """The chain's last row (EMPTY when it has none), read in the caller's transaction. Writers
-    hold the reconcile lock; if two ever raced, both would insert the same next id and the second
-    would fail on the primary key: the chain cannot fork silently."""
+    """The chain's last row (EMPTY when it has none), read in the caller's transaction, which holds
+    the chain's write lock (`write_lock(conn, CHAIN_LOCK_KEY)`, its first statement). Without it two
+    ticks on different campaigns of one PostgreSQL read the same head and the second failed on
+    `decisions_pkey` (issue 15); the primary key still keeps the chain from forking silently."""
     row = conn.exec_driver_sql(f"SELECT id, row_hash FROM {table} ORDER BY id DESC LIMIT 1").first()
     return Head(int(row[0]), row[1]) if row else EMPTY
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.metrics import Curve, MetricPoint, curves_by_task
@@ -36,10 +36,7 @@ class MetricsStore:
             return
         now = utc_now()
         with self.engine.begin() as conn:
-            ids = [u[0] for u in updates]
-            for start in range(0, len(ids), _CHUNK):
-                conn.execute(metric_reads.delete().where(metric_reads.c.attempt_id.in_(ids[start:start + _CHUNK])))
-            conn.execute(metric_reads.insert(), [
+            upsert(conn, metric_reads, [
                 {"attempt_id": i, "inode": p.inode, "file_offset": p.offset, "bad_lines": bad, "updated_at": now}
                 for i, p, bad, _ in updates])
             rows = [{"attempt_id": i, "step": m.step, "name": m.name, "value": m.value, "t": m.t}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from campaignctl.adapters import paths
 from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
@@ -77,18 +78,25 @@ def _shown(url: str) -> str:
         return url
 
 
-# The key of the PostgreSQL advisory lock that serialises migrations (any constant every version
-# uses; advisory locks are per database, so databases on one server do not wait for each other).
+# Keys of the PostgreSQL advisory locks (any constants every version uses; advisory locks are per
+# database, so databases on one server do not wait for each other): migrations, and appends to the
+# decision log's hash chains.
 MIGRATION_LOCK_KEY = 0x63616D70  # "camp"
+CHAIN_LOCK_KEY = 0x63686E31  # "chn1"
 
 
-def _migration_lock(conn: sa.Connection) -> None:
-    """Hold the database's migration lock until this transaction ends. PostgreSQL: an advisory
-    lock (DDL alone would let two migrators interleave). SQLite: the write lock, taken first
-    (`BEGIN IMMEDIATE`): sqlite3 would otherwise run DDL outside any transaction, statement by
-    statement, and a second migrator would see half a migration."""
+def write_lock(conn: sa.Connection, key: int, wait: bool = False) -> None:
+    """Hold a database-wide write lock until this transaction ends; the transaction's first
+    statement. PostgreSQL: the advisory lock `key` (under READ COMMITTED each later statement
+    sees what the previous holder committed); unless `wait`, waited for no longer than SQLite's
+    busy timeout (`lock_timeout`, then SQLSTATE 55P03: exit 75), so a holder that hangs inside its
+    transaction does not hang every other writer. SQLite: the write lock itself (`BEGIN IMMEDIATE`,
+    under busy_timeout): sqlite3 would otherwise begin only at the first write (and run DDL outside
+    any transaction), so a read before it could see a state another writer is about to change."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+        if not wait:
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {BUSY_TIMEOUT_MS}")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
     elif conn.dialect.name == "sqlite":
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
@@ -122,7 +130,7 @@ class Store:
         otherwise both create the same tables), and recheck under it what is done."""
         with self.engine.begin() as conn:
             if not sa.inspect(conn).has_table("schema_migrations"):
-                _migration_lock(conn)
+                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
                 conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
                                      "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
@@ -135,7 +143,7 @@ class Store:
             if name in done:
                 continue
             with self.engine.begin() as conn:
-                _migration_lock(conn)
+                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
                 if conn.execute(sa.text("SELECT 1 FROM schema_migrations WHERE name = :name"),
                                 {"name": name}).first():
                     continue  # another process applied it while this one waited for the lock
@@ -403,6 +411,18 @@ GROUP BY a.state, res, a.alloc_tres"""
 def driver_sql(conn: sa.Connection, sql: str) -> str:
     """`?` placeholders in the driver's own style: sqlite3 takes `?`, psycopg `%s`."""
     return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+def upsert(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, object]]) -> None:
+    """Insert `rows`, each replacing the row with its primary key if there is one, in one statement
+    per row (`INSERT … ON CONFLICT DO UPDATE`, PostgreSQL and SQLite alike). A DELETE then INSERT
+    does not do this under concurrency: on PostgreSQL two transactions both delete nothing, both
+    insert, and the second fails on the primary key (seen on `telemetry` in issue 15)."""
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+    keys = [c.name for c in table.primary_key]
+    conn.execute(insert.on_conflict_do_update(
+        index_elements=keys, set_={c.name: insert.excluded[c.name] for c in table.c if c.name not in keys}),
+        list(rows))
 
 
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,

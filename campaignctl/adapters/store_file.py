@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, StateError
+from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, StateError, WriteConflictError
 
 # SQLite result codes (sqlite.org/rescode.html) by what they mean for the user. BUSY/LOCKED: another
 # connection holds the lock past busy_timeout. FULL: the disk (or max_page_count) is full.
@@ -21,7 +22,11 @@ _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _FULL = ("SQLITE_FULL",)
 _DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 _READONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
-_CODE_SIGNALS = (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.NotSupportedError)
+_CODE_SIGNALS = (sa.exc.ProgrammingError, sa.exc.NotSupportedError)
+# A unique or primary key another writer took first (PostgreSQL 23505; SQLite's extended codes):
+# a race, and the next try reads what the other wrote.
+_PG_UNIQUE = "23505"
+_UNIQUE = ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY")
 # PostgreSQL SQLSTATEs (postgresql.org/docs/current/errcodes-appendix.html) by what they mean for the
 # user. Busy: a lock, a serialization failure or deadlock, a statement or lock timeout, a server
 # shutting down or starting: nothing was changed and the next try may pass. Gone: the connection
@@ -99,8 +104,10 @@ def translate_errors(engine: sa.Engine) -> None:
         state = getattr(context.original_exception, "sqlstate", None) or ""
         if state in _PG_DENIED:
             raise permission_error(context.original_exception, where, user) from None
+        if isinstance(context.sqlalchemy_exception, sa.exc.IntegrityError):
+            raise constraint_error(context.original_exception, where) from None
         if isinstance(context.sqlalchemy_exception, _CODE_SIGNALS) and not state.startswith(("40", "08")):
-            return  # a constraint or SQL error says something about the code or a race: left to it
+            return  # an SQL error says something about the code: left to it
         raise database_error(context.original_exception, where) from None
 
 
@@ -117,6 +124,24 @@ def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlEr
         hint = (f"the owner role must grant {role} its rights: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES "
                 f"IN SCHEMA public TO {role}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
     return StateError(f"the database {where} refused {role}: {text}", hint)
+
+
+def constraint_error(exc: BaseException, where: str) -> CampaignctlError:
+    """A write the schema refused. A unique key another writer took first is a race (75, run again:
+    the next try reads what the other wrote); any other rule (NOT NULL, a foreign key, a check,
+    SQLite's append-only triggers) refused what this campaignctl wrote (73)."""
+    text = str(exc).strip()
+    state = getattr(exc, "sqlstate", None) or ""
+    diag = getattr(exc, "diag", None)
+    if state == _PG_UNIQUE or getattr(exc, "sqlite_errorname", "") in _UNIQUE:
+        named = re.search(r'constraint "([^"]+)"|constraint failed: (.+)$', text, re.MULTILINE)
+        constraint = getattr(diag, "constraint_name", None) or (named and (named[1] or named[2])) or ""
+        return WriteConflictError(
+            f"another campaignctl wrote the same row of the database {where} at the same moment: {text}",
+            "this command's transaction was rolled back: run it again (cron's next tick will)", constraint)
+    return StateError(f"the database {where} refused a write: {text}",
+                      "nothing of this transaction was written; unless the schema was changed by hand, "
+                      "this is a bug in campaignctl: please report the message")
 
 
 def database_error(exc: BaseException, where: str) -> CampaignctlError:

@@ -191,6 +191,36 @@ def _010_wide_numbers(conn: sa.Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {table} {changes}")
 
 
+# Teams (issue 15). `leases`: the one lock on a campaign every host and user sees
+# (adapters/lease.py); times are seconds since the epoch by the database's clock, never a login
+# node's. `decisions_one_answer`: one answer (an enforced resubmit or give-up, whatever its outcome,
+# gated or not) per attempt, whatever two ticks race on. What legitimately repeats for one attempt
+# stays outside it: shadow proposals (one per candidate policy), stops (one that failed, was
+# rejected or expired leaves the attempt to the other rules, so a second stop or an answer may
+# follow), approvals and rejections (record-only, the verdict on a gated answer, which itself is
+# carried out without a new row), moves and resizes. The second answers a database already holds
+# (written by that race before this migration) stay in the append-only log, left out of the index
+# by id: every row written from now on is covered.
+_011_LEASES = """
+CREATE TABLE leases (
+  campaign_id BIGINT PRIMARY KEY REFERENCES campaigns(id), holder TEXT NOT NULL, host TEXT NOT NULL,
+  pid BIGINT NOT NULL, token TEXT NOT NULL, acquired_at DOUBLE PRECISION NOT NULL,
+  expires_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX leases_token ON leases (token)
+"""
+_011_ANSWER = "{t}mode = 'enforce' AND {t}action IN ('resubmit', 'give_up')"
+
+
+def _011_leases(conn: sa.Connection) -> None:
+    _ddl(_011_LEASES)(conn)
+    repeated = [int(r[0]) for r in conn.exec_driver_sql(
+        f"SELECT d.id FROM decisions d WHERE {_011_ANSWER.format(t='d.')} AND EXISTS (SELECT 1 FROM decisions e "
+        f"WHERE e.attempt_token = d.attempt_token AND e.id < d.id AND {_011_ANSWER.format(t='e.')})")]
+    kept = f" AND id NOT IN ({', '.join(map(str, sorted(repeated)))})" if repeated else ""
+    conn.exec_driver_sql("CREATE UNIQUE INDEX decisions_one_answer ON decisions (attempt_token) "
+                         f"WHERE {_011_ANSWER.format(t='')}{kept}")
+
+
 # One row per (event, channel) a campaign's `notify:` asked to tell (core/notify.py): the key is
 # unique, so an event derived again by a later tick, a rerun or a second login node is never sent
 # twice; a row stays `pending` until sent, or `failed` after a 4xx or its last retry.
@@ -241,6 +271,7 @@ MIGRATIONS.append(("007_metrics", _ddl(_007_METRICS)))
 MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
 MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
 MIGRATIONS.append(("010_wide_numbers", _010_wide_numbers))
+MIGRATIONS.append(("011_leases", _011_leases))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 
 metadata = sa.MetaData()
@@ -308,6 +339,11 @@ observations = sa.Table(
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
     sa.Column("observed_at", sa.Text), sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text),
     sa.Column("missing_since", sa.Text))
+leases = sa.Table(
+    "leases", metadata,
+    sa.Column("campaign_id", sa.BigInteger, primary_key=True), sa.Column("holder", sa.Text),
+    sa.Column("host", sa.Text), sa.Column("pid", sa.BigInteger), sa.Column("token", sa.Text),
+    sa.Column("acquired_at", sa.Double), sa.Column("expires_at", sa.Double))
 telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.telemetry import Summary, summary_from_dict, summary_to_dict
@@ -36,10 +36,7 @@ class TelemetryStore:
         if not rows:
             return
         with self.engine.begin() as conn:
-            ids = [r["attempt_id"] for r in rows]
-            for start in range(0, len(ids), _CHUNK):
-                conn.execute(telemetry.delete().where(telemetry.c.attempt_id.in_(ids[start:start + _CHUNK])))
-            conn.execute(telemetry.insert(), rows)
+            upsert(conn, telemetry, rows)
 
     def by_task(self, campaign_id: int) -> dict[int, Summary]:
         """The latest attempt's summary per task index (attempts without telemetry left out)."""

@@ -32,6 +32,9 @@ def reconcile(
     Safe to run from cron: a second concurrent run exits 0 at once; if the running one has held
     the lock longer than 3 cron intervals (or CAMPAIGNCTL_STALL_AFTER), it says so on stderr (cron mails it).
 
+    Each campaign is acted on under its lease in the database: one another process holds (any
+    user, any host sharing CAMPAIGNCTL_DB_URL) is left alone this tick, and the tick still exits 0.
+
     With CAMPAIGNCTL_CHAIN_HEAD=FILE set, each tick ends by writing the decision log's chain head to FILE.
 
     Keep FILE (mode 0600) away from the database; `campaignctl log verify --head FILE` checks against it.
@@ -68,6 +71,8 @@ def render(result: ReconcileResult) -> None:
     if result.notify is not None:
         for line in notify_view(result.notify):
             console.print(line, markup=False, soft_wrap=True)
+    for left in result.left_alone:
+        console.print(styled((left.name, "bold"), f" left alone: {left.why}"))
     for part in skipped_view(result.skipped_lines, result.skipped):
         console.print(part)
     if result.status != "locked":

@@ -23,7 +23,7 @@ MARKER = "# campaignctl: managed reconcile entry (campaignctl cron remove to del
 # Passed on the job line itself (`NAME=value command`), not as crontab `NAME=value` lines,
 # which would change the environment of the user's other entries too.
 ENV_NAMES = ("SLURM_CONF", "PATH", "XDG_STATE_HOME", "CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_CHAIN_HEAD",
-             "CAMPAIGNCTL_STALL_AFTER")
+             "CAMPAIGNCTL_STALL_AFTER", "CAMPAIGNCTL_LEASE_TTL")
 # Vixie-derived crons (Debian/Ubuntu `cron`, FreeBSD) read the command with
 # get_string(cmd, MAX_COMMAND, …) and MAX_COMMAND is 1000: longer commands are cut silently.
 MAX_COMMAND_BYTES = 999

@@ -14,6 +14,12 @@ class CampaignctlError(Exception):
         self.hint = hint
 
 
+class UsageError(CampaignctlError):
+    """A setting in the environment cannot be used (the exit code of a bad option)."""
+
+    exit_code = 2
+
+
 class SpecError(CampaignctlError):
     """The campaign spec (or another input file) is invalid."""
 
@@ -60,6 +66,31 @@ class SlurmTransientError(CampaignctlError):
 class DatabaseBusyError(CampaignctlError):
     """Another process held the database's write lock past the busy timeout (EX_TEMPFAIL): the
     command changed nothing; run it again later."""
+
+    exit_code = 75
+
+
+class WriteConflictError(CampaignctlError):
+    """Another campaignctl wrote a row with the same key at the same moment (a unique or primary
+    key): this command's transaction was rolled back; run it again (EX_TEMPFAIL). `constraint`
+    names what was violated: PostgreSQL's constraint or index name, SQLite's `table.column` list."""
+
+    exit_code = 75
+
+    def __init__(self, message: str, hint: str = "", constraint: str = "") -> None:
+        super().__init__(message, hint)
+        self.constraint = constraint
+
+
+class AnsweredElsewhereError(WriteConflictError):
+    """Another tick answered (resubmitted or gave up) an attempt this one was about to answer at the
+    same moment: the schema allows one answer per attempt, and this tick's decisions for the
+    campaign were rolled back, none carried out."""
+
+
+class LeaseHeldError(CampaignctlError):
+    """Another process (any user, any host) holds the campaign's lease (EX_TEMPFAIL): run the
+    command again once it is done."""
 
     exit_code = 75
 

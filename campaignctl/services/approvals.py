@@ -60,12 +60,11 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         raise NotFoundError(f"no decision #{decision_id}", "`campaignctl approvals` lists what waits for approval")
     record = store.campaign(entry.campaign)
     assert record is not None
-    if entry.id not in {e.id for e in log.awaiting(record.id)}:  # gated, unanswered and not yet approved
-        raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
-                            "`campaignctl approvals` lists what waits for approval")
+    _still_awaiting(log, record.id, entry)
     who = getpass.getuser()
     token = uuid.uuid4().hex[:12]
-    with manual_tick(store, f"{verdict} #{decision_id}") as (log, tick_id):
+    with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id):
+        _still_awaiting(log, record.id, entry)  # two people's verdicts at once: the second finds it answered
         policy, _ = current_policy(store, record)
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
         what = f"{entry.rule} → {entry.action} for task {entry.task_index}"
@@ -80,6 +79,14 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         status, job_id = carry_out(actor, entry, token)
     done = log.entry(decision_id)
     return VerdictResult(decision_id, entry.campaign, verdict, status, job_id, done.error if done else "")
+
+
+def _still_awaiting(log: DecisionLog, campaign_id: int, entry: LoggedDecision) -> None:
+    """Gated, unanswered and not yet approved; otherwise ConflictError (5)."""
+    if entry.id not in {e.id for e in log.awaiting(campaign_id)}:
+        current = log.entry(entry.id) or entry
+        raise ConflictError(f"decision #{entry.id} is {current.status}, not awaiting approval",
+                            "`campaignctl approvals` lists what waits for approval")
 
 
 def carry_out(actor: Actor, entry: LoggedDecision, token: str) -> tuple[str, str | None]:

@@ -1,6 +1,6 @@
 """A step a person takes by hand (resume, approve, reject, rollback, marking a revision good)
-is carried out like a tick's decisions: under the reconcile lock, so no tick races it, and in
-a tick row of its own in the decision log."""
+is carried out like a tick's decisions: under the reconcile lock and the campaign's lease, so no
+tick (of any user, on any host) races it, and in a tick row of its own in the decision log."""
 
 from __future__ import annotations
 
@@ -10,23 +10,40 @@ from datetime import datetime
 
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, stamp
-from campaignctl.core.errors import SlurmTransientError
+from campaignctl.core.errors import LeaseHeldError, SlurmTransientError
+from campaignctl.core.records import CampaignRecord
 
 
 @contextmanager
-def manual_tick(store: Store, scope: str) -> Iterator[tuple[DecisionLog, int]]:
+def manual_tick(store: Store, record: CampaignRecord, scope: str) -> Iterator[tuple[DecisionLog, int]]:
     with exclusive("reconcile") as holder:
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
-        log = DecisionLog(store.engine)
-        tick_id = log.begin_tick(scope, stamp(datetime.now(UTC)))
-        try:
-            yield log, tick_id
-        except BaseException:
-            log.finish_tick(tick_id, "failed", 0, 0)
-            raise
-        log.finish_tick(tick_id, "ok", 0, 1)
-        write_head_if_asked(store.engine)
+        with acting_on(store, record):
+            log = DecisionLog(store.engine)
+            tick_id = log.begin_tick(scope, stamp(datetime.now(UTC)))
+            try:
+                yield log, tick_id
+            except BaseException:
+                log.finish_tick(tick_id, "failed", 0, 0)
+                raise
+            log.finish_tick(tick_id, "ok", 0, 1)
+            write_head_if_asked(store.engine)
+
+
+@contextmanager
+def acting_on(store: Store, record: CampaignRecord) -> Iterator[Leases]:
+    """Hold the campaign's lease for the block (renewed while it runs, released after it). Held by
+    another process, of any user on any host: LeaseHeldError (75) naming the holder."""
+    leases = Leases(store.engine)
+    with leases.keep():
+        held = leases.take([record.id])
+        if record.id in held:
+            holder = held[record.id]
+            raise LeaseHeldError(f"campaign {record.name!r} is being acted on by {holder.describe()}",
+                                 f"run the command again once it is done ({holder.lapses()})")
+        yield leases

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.notify import Delivery, deliver
 from campaignctl.adapters.notify_store import NoticeRow, NotifyStore, PendingNotice
 from campaignctl.adapters.store import Store
@@ -67,9 +68,10 @@ class TestResult:
 
 
 def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all: bool,
-                      now: datetime) -> NotifyResult:
-    """Queue the new events of `records`, then send what is queued for them (for every campaign
-    with `scope_all`: a campaign that finished last tick is no longer reconciled, its queue is)."""
+                      now: datetime, leases: Leases) -> NotifyResult:
+    """Queue the new events of `records` (whose leases the tick holds), then send what is queued
+    for them (for every campaign with `scope_all`: a campaign that finished last tick is no longer
+    reconciled, its queue is, by the tick that takes its lease: two users' ticks never both send it)."""
     notices = NotifyStore(store.engine)
     configs: dict[int, Notify] = {}
     queued = 0
@@ -79,6 +81,8 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
         queued += _queue(store, notices, record, policy.notify, int(settings.get("tasks") or 0), now)
     pending = notices.pending(None if scope_all else list(configs))
     others = {n.campaign_id for n in pending} - set(configs)
+    others -= set(leases.take(others))
+    pending = [n for n in pending if n.campaign_id in configs or n.campaign_id in others]
     configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
     return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued)
 

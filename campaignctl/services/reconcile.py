@@ -1,10 +1,12 @@
 """`reconcile`: one tick of the control loop.
 
-lock → finish what a crashed tick left open → ONE sacct for every live attempt (+ at most one
-squeue, only when something is missing from sacct or must be adopted) → pure diff and decide →
-decisions and submission intents in one transaction → act per group → outcomes → tell the
-campaigns' `notify:` channels what the log now says (services/notify.py: queued in the store,
-sent within a few seconds, the rest by the next tick).
+lock (this user's flock, then each campaign's lease in the database: a campaign another process,
+of any user on any host, holds is left alone this tick) → finish what a crashed tick left open →
+ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
+or must be adopted) → pure diff and decide → decisions and submission intents in one transaction
+→ act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
+(services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
+→ leases released.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
+from typing import TypeVar
 
 from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView, decide
-from campaignctl.core.errors import NotFoundError, SlurmTransientError
+from campaignctl.core.errors import AnsweredElsewhereError, NotFoundError, SlurmTransientError
 from campaignctl.core.observe import (
     diff_observations,
     is_settled,
@@ -77,8 +82,18 @@ class CampaignTick:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftAlone:
+    """A campaign this tick did not act on: another process holds its lease, or answered one of
+    its attempts at the same moment (its decisions of this tick were then dropped)."""
+
+    name: str
+    why: str
+    holder: dict[str, object] | None = None  # the lease's holder (Holder.to_dict), when that is why
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileResult:
-    status: str  # ok | locked | dry-run | nothing-to-do
+    status: str  # ok | locked (the flock, or every campaign's lease held elsewhere) | dry-run | nothing-to-do
     tick_id: int | None
     campaigns: list[CampaignTick]
     slurm_calls: int
@@ -87,9 +102,13 @@ class ReconcileResult:
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
     stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
     notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
+    left_alone: list[LeftAlone] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+T = TypeVar("T")
 
 
 class _SqueueOnce:
@@ -122,26 +141,56 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             return ReconcileResult("locked", None, [], 0,
                                    f"another reconcile (pid {holder}) is running; nothing done",
                                    stall=health.message if health.holder_pid else "")
-        log = DecisionLog(store.engine)
-        clock = _tick_clock(now)
-        tick_id = log.begin_tick(name or "--all", stamp(clock))
-        calls = proc.call_count()
-        try:
-            result = _Tick(store, tick_id, clock).run(records, dry_run=False)
-        except SlurmTransientError as exc:
-            log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
-            raise
-        log.finish_tick(tick_id, result.status, result.slurm_calls,
-                        sum(len(c.decisions) for c in result.campaigns))
-        write_head_if_asked(store.engine)  # still under the lock: the head is the tick's last row
-        # after the decisions are written and carried out; under the lock, so two ticks never
-        # send one queued event twice
-        return replace(result, notify=notify_after_tick(store, records, name is None, clock))
+        leases = Leases(store.engine)
+        with leases.keep():
+            records, held = _leased(store, leases, records, name)
+            if held and not records:
+                return ReconcileResult("locked", None, [], 0, "another process holds the lease of every campaign "
+                                       "of this tick; nothing done", left_alone=held)
+            clock = _tick_clock(now)
+            result = _run_tick(store, leases, records, name, clock)
+            write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
+            # after the decisions are written and carried out; under the leases, so two ticks never
+            # send one queued event twice
+            dropped = {c.name for c in result.left_alone}
+            notify = notify_after_tick(store, [r for r in records if r.name not in dropped], name is None,
+                                       clock, leases)
+        return replace(result, left_alone=held + result.left_alone, notify=notify)
+
+
+def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
+              clock: datetime) -> ReconcileResult:
+    log = DecisionLog(store.engine)
+    tick_id = log.begin_tick(name or "--all", stamp(clock))
+    calls = proc.call_count()
+    try:
+        result = _Tick(store, tick_id, clock, leases).run(records, dry_run=False)
+    except SlurmTransientError as exc:
+        log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
+        raise
+    log.finish_tick(tick_id, result.status, result.slurm_calls, sum(len(c.decisions) for c in result.campaigns))
+    return result
+
+
+def _leased(store: Store, leases: Leases, records: list[CampaignRecord],
+            name: str | None) -> tuple[list[CampaignRecord], list[LeftAlone]]:
+    """The campaigns whose lease this tick took, read again now that no one else acts on them
+    (the last holder may have finished, paused or revised one since the list was read), and
+    those another holds."""
+    held = leases.take(r.id for r in records)
+    left = [LeftAlone(r.name, f"its lease is held by {held[r.id].describe()}; {held[r.id].lapses()}",
+                      held[r.id].to_dict()) for r in records if r.id in held]
+    current = {c.id: c for c in store.campaigns()}
+    mine = [current[r.id] for r in records if r.id not in held]
+    return [c for c in mine if name is not None or c.state in TICKED], left
+
+
+TICKED = ("active", "paused")  # the states `--all` ticks
 
 
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
     if name is None:
-        return [c for c in store.campaigns() if c.state in ("active", "paused")]
+        return [c for c in store.campaigns() if c.state in TICKED]
     record = store.campaign(name)
     if record is None:
         known = ", ".join(c.name for c in store.campaigns()) or "none yet"
@@ -150,8 +199,10 @@ def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
 
 
 class _Tick:
-    def __init__(self, store: Store, tick_id: int | None, now: datetime | None) -> None:
+    def __init__(self, store: Store, tick_id: int | None, now: datetime | None, leases: Leases | None = None) -> None:
         self.store = store
+        self.leases = leases  # None: a dry run, which takes no lease
+        self.left_alone: list[LeftAlone] = []
         self.log = DecisionLog(store.engine)
         self.tick_id = tick_id
         self.now = _tick_clock(now)
@@ -160,7 +211,12 @@ class _Tick:
         self.skips_at_start = slurm.skipped_mark()
 
     def run(self, records: list[CampaignRecord], dry_run: bool) -> ReconcileResult:
-        repaired = {} if dry_run else {r.id: self._repair(r) for r in records}
+        repaired: dict[int, int] = {}
+        if not dry_run:
+            for r in records:
+                if (count := self._guarded(r, partial(self._repair, r))) is not None:
+                    repaired[r.id] = count
+            records = [r for r in records if r.id in repaired]
         histories = {r.id: self.store.history(r.id, done_tasks=False) for r in records}
         decided = {r.id: self.log.decided_tokens(r.id) for r in records}
         live = [row for r in records for row in histories[r.id] if needs_observing(row, decided[r.id])]
@@ -168,27 +224,51 @@ class _Tick:
         ticks = []
         for record in records:
             rows = [row for row in histories[record.id] if needs_observing(row, decided[record.id])]
-            changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now))
-            summaries: dict[str, Summary] = {}
-            acting = not dry_run and self.tick_id is not None
-            causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
-            if acting:
-                assert self.tick_id is not None
-                self.store.record_observations(self.tick_id, changes)
-                summaries = ingest(self.store, record.run_dir, rows, changes)
-                ingest_metrics(self.store, record.run_dir, rows, changes)
-            views = task_views(histories[record.id], decided[record.id], changes, causes)
-            ticks.append(self._decide_and_act(record, views, rows, summaries, len(changes),
-                                              repaired.get(record.id, 0), dry_run))
+            tick = self._guarded(record, partial(self._campaign_tick, record, histories[record.id], rows,
+                                                 decided[record.id], observed, repaired.get(record.id, 0), dry_run))
+            ticks += [tick] if tick is not None else []
+        dropped = {c.name for c in self.left_alone}
         if not dry_run and (queued := self.squeue.seen()) is not None:
-            for record in records:
+            for record in (r for r in records if r.name not in dropped):
                 for job_id in stray_jobs(self.store.submissions(record.id), queued, record.name):
                     slurm.cancel(job_id)
         calls = proc.call_count() - self.calls_at_start
-        status = "dry-run" if dry_run else ("ok" if records else "nothing-to-do")
+        status = "dry-run" if dry_run else ("ok" if records or self.left_alone else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)
         return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
-                               skipped=skipped[:slurm.SHOWN_SKIPS])
+                               skipped=skipped[:slurm.SHOWN_SKIPS], left_alone=self.left_alone)
+
+    def _guarded(self, record: CampaignRecord, work: Callable[[], T]) -> T | None:
+        """`work` on one campaign if its lease is still this tick's (a tick suspended past the TTL
+        may have lost it to another, which then acted); None, the campaign left alone, if not, or
+        if another tick answered one of its attempts at the same moment (all this campaign's
+        decisions written in that transaction were rolled back, none carried out)."""
+        if self.leases is None:
+            return work()
+        if not self.leases.holds(record.id):
+            self.left_alone.append(LeftAlone(record.name, "its lease lapsed and another process took it; "
+                                                          "nothing more done on it this tick"))
+            return None
+        try:
+            return work()
+        except AnsweredElsewhereError as exc:
+            self.left_alone.append(LeftAlone(record.name, exc.message))
+            return None
+
+    def _campaign_tick(self, record: CampaignRecord, history: list[HistoryRow], rows: list[HistoryRow],
+                       decided: set[str], observed: dict[tuple[str, int | None], JobObservation],
+                       repaired: int, dry_run: bool) -> CampaignTick:
+        changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now))
+        summaries: dict[str, Summary] = {}
+        acting = not dry_run and self.tick_id is not None
+        causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
+        if acting:
+            assert self.tick_id is not None
+            self.store.record_observations(self.tick_id, changes)
+            summaries = ingest(self.store, record.run_dir, rows, changes)
+            ingest_metrics(self.store, record.run_dir, rows, changes)
+        views = task_views(history, decided, changes, causes)
+        return self._decide_and_act(record, views, rows, summaries, len(changes), repaired, dry_run)
 
     def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. Another user's campaign (a

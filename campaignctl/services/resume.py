@@ -39,7 +39,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     if record.state != "paused":
         raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
                             f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")
-    with manual_tick(store, f"resume {name}") as (log, tick_id):
+    with manual_tick(store, record, f"resume {name}") as (log, tick_id):
         policy, settings = current_policy(store, record)
         budget = budget_of(settings)
         assessment = assess(budget, campaign_spend(store.usage_groups(record.id), policy.prices))

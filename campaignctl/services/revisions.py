@@ -176,7 +176,7 @@ def _revision(store: Store, record: CampaignRecord, number: int) -> RevisionReco
 
 def _log_campaign_decision(store: Store, record: CampaignRecord, scope: str, decision: Decision) -> None:
     """A record-only decision written by hand (no Slurm call), in its own log tick."""
-    with manual_tick(store, scope) as (log, tick_id):
+    with manual_tick(store, record, scope) as (log, tick_id):
         policy = policy_from_dict(json.loads(store.revision(record.id, record.current_revision).policy_json))
         Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs).act(
             [decision], {}, lambda: uuid.uuid4().hex[:12], None)

@@ -63,7 +63,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
         return RollbackResult(name, record.current_revision, target.number, None, True,
                               [Step(d.task_index, d.action, d.reason, "planned") for d in steps],
                               left_alone, [e.id for e in withdrawn])
-    with manual_tick(store, f"rollback {name}") as (log, tick_id):
+    with manual_tick(store, record, f"rollback {name}") as (log, tick_id):
         why = reason or f"rollback to revision {target.number}"
         number = store.insert_revision(replace(target, author=getpass.getuser(), reason=why, kind="rollback",
                                                source_revision=target.number))

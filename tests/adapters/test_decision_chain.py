@@ -12,6 +12,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decide import Decision
+from campaignctl.core.errors import StateError
 from campaignctl.core.policy import Policy
 
 BEFORE_CHAIN = [name for name, _ in store_module.MIGRATIONS].index("006_decision_chain")
@@ -55,7 +56,7 @@ def test_migration_006_chains_a_log_written_before_it_and_keeps_it_append_only(
     assert verified(store, "decision") == (True, 7, "")
     assert verified(store, "outcome") == (True, 5, "")
     for sql in ("UPDATE decisions SET reason = 'x' WHERE id = 1", "DELETE FROM decision_outcomes WHERE id = 1"):
-        with pytest.raises(sa.exc.IntegrityError, match="the decision log is append-only"), \
+        with pytest.raises(StateError, match="refused a write: the decision log is append-only"), \
                 store.engine.begin() as conn:
             conn.execute(sa.text(sql))
 
@@ -68,11 +69,11 @@ def test_a_tick_of_10000_decisions_is_chained_in_one_write(state_home: object) -
     seed_unchained(store, decisions=0, outcomes=0)
     planned = [(Decision(i, f"tok.{i}", "failed", "give_up" if i % 2 else "resize_pending", f"reason {i}",
                          {"exit_code": 1}, mode="shadow" if i % 3 == 0 else "enforce"), "")
-               for i in range(10_000)]
+               for i in range(10_003)]
     log = DecisionLog(store.engine)
-    ids = log.write_intents(1, 1, Policy(), planned, [], revision=1)
+    ids = log.write_intents(1, 1, Policy(), planned[:10_000], [], revision=1)
     assert ids == list(range(1, 10_001))
     assert verified(store, "decision") == (True, 10_000, "")
     assert verified(store, "outcome")[:2] == (True, len(log.entries()) - len(log.entries(open_only=True)))
-    again = log.write_intents(1, 1, Policy(), planned[:3], [], revision=1)
+    again = log.write_intents(1, 1, Policy(), planned[10_000:], [], revision=1)
     assert again == [10_001, 10_002, 10_003] and verified(store, "decision")[:2] == (True, 10_003)

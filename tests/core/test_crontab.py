@@ -138,6 +138,7 @@ def test_a_command_cron_would_truncate_is_refused() -> None:
      (("SLURM_CONF", "/c"), ("PATH", "/bin"), ("XDG_STATE_HOME", "/s"), ("CAMPAIGNCTL_DB_URL", "sqlite:////x.db"))),
     ({"CAMPAIGNCTL_CHAIN_HEAD": "/safe/head.json"}, (("CAMPAIGNCTL_CHAIN_HEAD", "/safe/head.json"),)),
     ({"CAMPAIGNCTL_STALL_AFTER": "20m"}, (("CAMPAIGNCTL_STALL_AFTER", "20m"),)),  # the locked tick judges by it
+    ({"CAMPAIGNCTL_LEASE_TTL": "10m"}, (("CAMPAIGNCTL_LEASE_TTL", "10m"),)),  # every tick's leases last as long
 ])
 def test_cron_environment_picks_what_a_cron_shell_lacks(environ: dict[str, str],
                                                         expected: tuple[tuple[str, str], ...]) -> None:

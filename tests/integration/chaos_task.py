@@ -1,6 +1,7 @@
 """A task that fails on purpose, by mode, so reconcile's policies can be watched on real Slurm.
 
-ok: exit 0 · bug: exit 3 every time · flaky: exit 75 (EX_TEMPFAIL) on attempt 1 · oom MB: allocate
+ok: exit 0 · bug: exit 3 every time · flaky: exit 75 (EX_TEMPFAIL) on attempt 1 · late_flaky S: the
+same after S seconds (so failures of one campaign arrive over time) · oom MB: allocate
 MB megabytes · late_oom MB: run 20 s on attempt 1, then allocate MB megabytes (a retry exits 0) ·
 slow: on attempt 1 write a checkpoint and sleep (the test then provokes TIMEOUT, NODE_FAIL or
 preemption); a retry finds the checkpoint and exits 0.
@@ -19,6 +20,9 @@ if mode == "ok":
 if mode == "bug":
     sys.exit(3)
 if mode == "flaky":
+    sys.exit(75 if attempt == 1 else 0)
+if mode == "late_flaky":
+    time.sleep(float(sys.argv[2]) if attempt == 1 else 0)
     sys.exit(75 if attempt == 1 else 0)
 if mode == "oom":
     block = bytearray(int(sys.argv[2]) * 2**20)
