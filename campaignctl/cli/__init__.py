@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -18,17 +18,37 @@ from campaignctl.cli import report as report_cmd
 from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
-from campaignctl.cli.common import err_console, styled
-from campaignctl.core.errors import CampaignctlError
+from campaignctl.cli.boundary import BoundaryGroup, flush_stdout
+from campaignctl.cli.help_format import plain_parameters
 
+plain_parameters()
 app = typer.Typer(
     name="campaignctl",
+    cls=BoundaryGroup,
     help="Orchestrate ML training campaigns on Slurm: submit a YAML campaign as job arrays, "
          "watch it, keep it moving.\n\nExample: campaignctl submit templates/sweep.yaml",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    context_settings={"help_option_names": ["--help", "-h"]},  # inherited by every subcommand
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version  # only here: it costs more than the rest of --help
+
+        typer.echo(f"campaignctl {version('campaignctl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print campaignctl's version and exit.")] = False,
+) -> None:
+    pass
+
+
 app.command("submit")(submit_cmd.submit)
 app.command("status")(status_cmd.status)
 app.command("reconcile")(reconcile_cmd.reconcile)
@@ -46,23 +66,14 @@ app.command("metrics")(metrics_cmd.metrics)
 
 
 def main() -> None:
-    """Entry point. typer's standalone mode handles usage errors (exit 2) and Ctrl-C; every
-    CampaignctlError becomes `error:`/`hint:` on stderr and its exit code; anything else is a bug."""
+    """Entry point. typer reports usage errors (exit 2) and Ctrl-C (130); every other way a
+    command ends goes through the boundary (cli/boundary.py). The name is fixed so that shell
+    completion (`--install-completion`) works the same under `python -m campaignctl`."""
     _escape_unencodable_output()
     try:
-        app()
-    except CampaignctlError as exc:
-        err_console.print(styled(("error:", "bold red"), f" {exc.message}"), soft_wrap=True)
-        if exc.hint:
-            err_console.print(styled(("hint:", "bold"), f" {exc.hint}"), soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # the boundary: no traceback unless asked for
-        if os.environ.get("CAMPAIGNCTL_DEBUG"):
-            raise
-        err_console.print(styled(("error:", "bold red"), f" internal error: {type(exc).__name__}: {exc}"),
-                          soft_wrap=True)
-        err_console.print(styled(("hint:", "bold"), " rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it"))
-        sys.exit(1)
+        app(prog_name="campaignctl")
+    finally:
+        flush_stdout()  # help and --version are written outside the boundary
 
 
 def _escape_unencodable_output() -> None:

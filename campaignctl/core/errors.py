@@ -1,4 +1,5 @@
-"""The one exception family. The CLI catches `CampaignctlError` once and maps `exit_code`."""
+"""The one exception family. The CLI catches `CampaignctlError` once and maps `exit_code`;
+`kind` names the error in the `--json` error envelope (a stable word scripts may branch on)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ class CampaignctlError(Exception):
     """A user-facing error: `message` says what is wrong, `hint` what to do next."""
 
     exit_code = 1
+    kind = "error"
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -18,6 +20,7 @@ class SpecError(CampaignctlError):
     """The campaign spec (or another input file) is invalid."""
 
     exit_code = 3
+    kind = "spec"
 
     def __init__(self, problems: list[str], source: str,
                  hint: str = "fix the keys above; the spec reference is in README.md#spec-reference") -> None:
@@ -30,18 +33,21 @@ class NotFoundError(CampaignctlError):
     """A named campaign (or other object) does not exist."""
 
     exit_code = 4
+    kind = "not_found"
 
 
 class SlurmUnavailableError(CampaignctlError):
     """A Slurm command is missing or failed for a non-transient reason (EX_UNAVAILABLE)."""
 
     exit_code = 69
+    kind = "slurm_unavailable"
 
 
 class SlurmTransientError(CampaignctlError):
     """Slurm failed transiently even after retries (EX_TEMPFAIL): try again later."""
 
     exit_code = 75
+    kind = "slurm_transient"
 
 
 class DatabaseBusyError(CampaignctlError):
@@ -49,27 +55,32 @@ class DatabaseBusyError(CampaignctlError):
     command changed nothing; run it again later."""
 
     exit_code = 75
+    kind = "database_busy"
 
 
 class StateError(CampaignctlError):
     """The local state directory or database cannot be used (EX_CANTCREAT)."""
 
     exit_code = 73
+    kind = "state"
 
 
 class ConflictError(CampaignctlError):
     """The campaign is not in a state that allows this (e.g. resume while the budget is still spent)."""
 
     exit_code = 5
+    kind = "conflict"
 
 
 class IntegrityError(CampaignctlError):
     """The decision log's hash chain is broken, or does not match a recorded head (EX_DATAERR)."""
 
     exit_code = 65
+    kind = "integrity"
 
 
 class OutputError(CampaignctlError):
     """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
 
     exit_code = 73
+    kind = "output"
