@@ -28,6 +28,13 @@ class BoundaryGroup(TyperGroup):
     """The root command: runs the subcommand inside the boundary. (click itself turns a broken
     pipe into exit 1 and prints usage errors only as text, so both are caught before it sees them.)"""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Context | None = None,
+                     **extra: Any) -> Context:
+        try:  # `campaignctl --help` and `--version` print while the arguments are parsed
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            exit_broken_pipe()
+
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         ctx.meta["campaignctl.args"] = list(args)
         return super().parse_args(ctx, args)
@@ -57,16 +64,19 @@ class BoundaryGroup(TyperGroup):
 
 
 def fail(code: int, kind: str, message: str, hint: str, root: TyperGroup, args: Sequence[str]) -> NoReturn:
-    if wants_json(args):
-        error = {"code": code, "kind": kind, "message": message, "hint": hint}
-        envelope = {"schema": JSON_SCHEMA, "command": " ".join(command_words(root, args)), "ok": False,
-                    "error": error}
-        typer.echo(json.dumps(envelope, indent=2))
-    else:
-        err_console.print(styled(("error:", "bold red"), f" {message}"), soft_wrap=True)
-        if hint:
-            err_console.print(styled(("hint:", "bold"), f" {hint}"), soft_wrap=True)
-    flush_stdout()
+    try:
+        if wants_json(args):
+            error = {"code": code, "kind": kind, "message": message, "hint": hint}
+            envelope = {"schema": JSON_SCHEMA, "command": " ".join(command_words(root, args)), "ok": False,
+                        "error": error}
+            typer.echo(json.dumps(envelope, indent=2))
+            sys.stdout.flush()
+        else:
+            err_console.print(styled(("error:", "bold red"), f" {message}"), soft_wrap=True)
+            if hint:
+                err_console.print(styled(("hint:", "bold"), f" {hint}"), soft_wrap=True)
+    except BrokenPipeError:
+        exit_broken_pipe()
     sys.exit(code)
 
 

@@ -29,8 +29,15 @@ TextfileOption = Annotated[Path | None, typer.Option(
 # Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist
 # `node[1-2]`, sbatch's refusal) prints as written; `[/]` in it used to raise MarkupError in the
 # error boundary and `node[1-2]` printed as `node`. Style goes through `styled`, never `[bold]`.
-console = Console(highlight=False, markup=False)
-err_console = Console(stderr=True, highlight=False, markup=False)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1; the CLI's boundary makes a reader that went away exit 141."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console(highlight=False, markup=False)
+err_console = _Console(stderr=True, highlight=False, markup=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:

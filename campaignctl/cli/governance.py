@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
-from campaignctl.services.approvals import VerdictResult, pending_approvals
-from campaignctl.services.approvals import approve as approve_service
-from campaignctl.services.approvals import reject as reject_service
-from campaignctl.services.revisions import RevisionsResult, list_revisions, mark_good
-from campaignctl.services.rollback import RollbackResult
-from campaignctl.services.rollback import rollback as rollback_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.approvals import VerdictResult
+    from campaignctl.services.revisions import RevisionsResult
+    from campaignctl.services.rollback import RollbackResult
 
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why, for the decision log.")]
 
@@ -29,6 +28,8 @@ def revisions(
 
     Example: campaignctl revisions lr-sweep --diff 3
     """
+    from campaignctl.services.revisions import list_revisions, mark_good
+
     result = mark_good(campaign, mark_good_rev, reason) if mark_good_rev is not None else list_revisions(campaign)
     if json_out:
         print_json("revisions", result.to_dict())
@@ -64,6 +65,8 @@ def rollback(
 
     Example: campaignctl rollback lr-sweep --dry-run
     """
+    from campaignctl.services.rollback import rollback as rollback_service
+
     result = rollback_service(campaign, to, dry_run, reason)
     if json_out:
         print_json("rollback", result.to_dict())
@@ -97,6 +100,8 @@ def approvals(
 
     Example: campaignctl approvals lr-sweep
     """
+    from campaignctl.services.approvals import pending_approvals
+
     waiting = pending_approvals(campaign)
     if json_out:
         print_json("approvals", [e.to_dict() for e in waiting])
@@ -119,6 +124,8 @@ def approve(
 
     Example: campaignctl approve 42 --reason "memory checked with the data team"
     """
+    from campaignctl.services.approvals import approve as approve_service
+
     _render_verdict(approve_service(decision_id, reason), json_out)
 
 
@@ -131,6 +138,8 @@ def reject(
 
     Example: campaignctl reject 42 --reason "too large for this allocation"
     """
+    from campaignctl.services.approvals import reject as reject_service
+
     _render_verdict(reject_service(decision_id, reason), json_out)
 
 

@@ -9,7 +9,6 @@ from campaignctl.cli import log_chain
 from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.cli.default_group import DefaultGroup
 from campaignctl.core.clock import shown
-from campaignctl.services.log import decision_log
 
 STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow", "proposed": "magenta",
                 "awaiting-approval": "yellow", "rejected": "red", "expired": "red", "withdrawn": "red"}
@@ -36,6 +35,8 @@ def show(
 
     Example: campaignctl log show lr-sweep --task 3 --inputs
     """
+    from campaignctl.services.log import decision_log
+
     entries = decision_log(campaign, task, last)
     if json_out:
         print_json("log", [e.to_dict() for e in entries])

@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json
-from campaignctl.services.resume import resume as resume_service
 
 
 def resume(
@@ -19,6 +18,8 @@ def resume(
 
     Example: campaignctl resume lr-sweep --reason "budget raised to 40 GPU-h"
     """
+    from campaignctl.services.resume import resume as resume_service
+
     result = resume_service(campaign, force=force, reason=reason)
     if json_out:
         print_json("resume", result.to_dict())

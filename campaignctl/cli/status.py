@@ -1,17 +1,17 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli import live
 from campaignctl.cli.common import JsonOption, console, print_json, styled
-from campaignctl.core.status import TaskRow
-from campaignctl.services.status import SpendView, StatusResult
-from campaignctl.services.status import status as status_service
+
+if TYPE_CHECKING:
+    from campaignctl.core.status import TaskRow
+    from campaignctl.services.status import SpendView, StatusResult
 
 STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
                "TIMEOUT": "red", "OUT_OF_MEMORY": "red", "NODE_FAIL": "red", "UNKNOWN": "magenta"}
@@ -29,7 +29,11 @@ def status(
     """
     if watch and json_out:
         raise typer.BadParameter("--watch redraws a table for people; for scripts, run --json in a loop")
+    from campaignctl.services.status import status as status_service
+
     if watch:
+        from campaignctl.cli import live
+
         live.watch(lambda: view(status_service(campaign), campaign), interval)
         return
     result = status_service(campaign)
