@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from campaignctl.core.clock import read_time
 
 JSON_SCHEMA = "campaignctl/v1"
 
@@ -43,6 +46,13 @@ err_console = _Console(stderr=True, highlight=False, markup=False)
 def styled(*parts: str | tuple[str, str]) -> Text:
     """One line of literal text; `(text, style)` parts are styled, nothing is read as markup."""
     return Text.assemble(*parts)
+
+
+def local_time(value: datetime | str) -> str:
+    """A stored time (UTC) as people read it: this machine's local time (TZ), naming the zone
+    (`2026-11-24 07:12:08 CET`). `--json` keeps the stored ISO 8601 UTC (`…T06:12:08+00:00`)."""
+    moment = read_time(value) if isinstance(value, str) else value
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def print_json(command: str, data: Any, ok: bool = True) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
+from campaignctl.cli.common import DryRunOption, JsonOption, console, local_time, print_json, styled
 
 if TYPE_CHECKING:
     from campaignctl.services.approvals import VerdictResult
@@ -38,12 +38,12 @@ def revisions(
 
 
 def render_revisions(result: RevisionsResult, diff: int | None) -> None:
-    table = Table("rev", "kind", "when (UTC)", "author", "reason", "policy", "shadow", "known-good", "hash")
+    table = Table("rev", "kind", "when", "author", "reason", "policy", "shadow", "known-good", "hash")
     for r in result.revisions:
         shadow = ", ".join(filter(None, [r.shadow_policy and f"candidate {r.shadow_policy}", *r.shadow_rules]))
         table.add_row(f"{r.number}{' *' if r.current else ''}",
                       r.kind + (f" ← {r.source_revision}" if r.source_revision else ""),
-                      r.created_at.replace("T", " ")[:19], r.author, r.reason, r.policy, shadow or "-",
+                      local_time(r.created_at), r.author, r.reason, r.policy, shadow or "-",
                       "yes" if r.known_good else "-", r.content_hash[:12])
     console.print(table)
     console.print(f"* current revision of {result.campaign}: {result.current}")
@@ -110,7 +110,7 @@ def approvals(
         console.print("nothing waits for approval")
     for e in waiting:
         console.print(styled((f"#{e.id}", "bold"), f" {e.campaign} task {e.task_index}: {e.rule} → {e.action} "
-                             f"({e.created_at.replace('T', ' ')[:19]} UTC)"), soft_wrap=True)
+                             f"({local_time(e.created_at)})"), soft_wrap=True)
         console.print(f"    {e.reason}", soft_wrap=True)
         console.print(f"    waits because: {e.gate}", soft_wrap=True)
 

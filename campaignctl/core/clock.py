@@ -55,8 +55,3 @@ def to_slurm(value: datetime) -> str:
     """`value` as a Slurm client running under `TZ=UTC` reads it (`sacct -S`)."""
     return utc(value).strftime("%Y-%m-%dT%H:%M:%S")
 
-
-def shown(value: datetime | str) -> str:
-    """For people: UTC, and saying so (`2026-11-24 03:12:08 UTC`)."""
-    moment = read_time(value) if isinstance(value, str) else utc(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
