@@ -30,7 +30,9 @@ def revisions(
     """
     from campaignctl.services.revisions import list_revisions, mark_good
 
-    result = mark_good(campaign, mark_good_rev, reason) if mark_good_rev is not None else list_revisions(campaign)
+    if mark_good_rev is not None:
+        mark_good(campaign, mark_good_rev, reason)
+    result = list_revisions(campaign, diff)
     if json_out:
         print_json("revisions", result.to_dict())
         return
@@ -47,9 +49,9 @@ def render_revisions(result: RevisionsResult, diff: int | None) -> None:
                       "yes" if r.known_good else "-", r.content_hash[:12])
     console.print(table)
     console.print(f"* current revision of {result.campaign}: {result.current}")
-    if diff is not None:
-        found = [r for r in result.revisions if r.number == diff]
-        console.print(found[0].diff if found else f"no revision {diff}", soft_wrap=True)
+    for r in result.revisions:
+        if r.number == diff:
+            console.print(r.diff, soft_wrap=True)
 
 
 def rollback(
