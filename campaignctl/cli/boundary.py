@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from campaignctl.cli.common import JSON_SCHEMA, err_console, styled
-from campaignctl.core.errors import CampaignctlError
+from campaignctl.cli.common import JSON_SCHEMA, err_console, error_body, styled
+from campaignctl.core.errors import CampaignctlError, InternalError, UsageError
 
 if TYPE_CHECKING:  # recent typer vendors click as typer._click; only the annotation needs it
     from typer._click import Context
 
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for any tool whose reader went away
-USAGE_EXIT = 2  # click's exit code for a usage error
-INTERNAL_EXIT = 1
 
 
 class BoundaryGroup(TyperGroup):
@@ -52,32 +50,31 @@ class BoundaryGroup(TyperGroup):
         except typer.TyperException as exc:  # a usage error: typer prints it, unless --json
             if not wants_json(args):
                 raise
-            fail(USAGE_EXIT, "usage", exc.format_message(),
-                 f"see `campaignctl {' '.join(command_words(self, args))} --help`", self, args)
+            command = " ".join(["campaignctl", *command_words(self, args)])
+            fail(UsageError(exc.format_message(), f"see `{command} --help`"), self, args)
         except CampaignctlError as exc:
-            fail(exc.exit_code, exc.kind, exc.message, exc.hint, self, args)
+            fail(exc, self, args)
         except Exception as exc:  # a bug: no traceback unless asked for
             if os.environ.get("CAMPAIGNCTL_DEBUG"):
                 raise
-            fail(INTERNAL_EXIT, "internal", f"internal error: {type(exc).__name__}: {exc}",
-                 "rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it", self, args)
+            fail(InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                               "rerun with CAMPAIGNCTL_DEBUG=1 for a traceback and report it"), self, args)
 
 
-def fail(code: int, kind: str, message: str, hint: str, root: TyperGroup, args: Sequence[str]) -> NoReturn:
+def fail(exc: CampaignctlError, root: TyperGroup, args: Sequence[str]) -> NoReturn:
     try:
         if wants_json(args):
-            error = {"code": code, "kind": kind, "message": message, "hint": hint}
             envelope = {"schema": JSON_SCHEMA, "command": " ".join(command_words(root, args)), "ok": False,
-                        "error": error}
+                        "error": error_body(exc)}
             typer.echo(json.dumps(envelope, indent=2))
             sys.stdout.flush()
         else:
-            err_console.print(styled(("error:", "bold red"), f" {message}"), soft_wrap=True)
-            if hint:
-                err_console.print(styled(("hint:", "bold"), f" {hint}"), soft_wrap=True)
+            err_console.print(styled(("error:", "bold red"), f" {exc.message}"), soft_wrap=True)
+            if exc.hint:
+                err_console.print(styled(("hint:", "bold"), f" {exc.hint}"), soft_wrap=True)
     except BrokenPipeError:
         exit_broken_pipe()
-    sys.exit(code)
+    sys.exit(exc.exit_code)
 
 
 def wants_json(args: Sequence[str]) -> bool:

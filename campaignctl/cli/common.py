@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from campaignctl.core.clock import read_time
+from campaignctl.core.errors import CampaignctlError
 
 JSON_SCHEMA = "campaignctl/v1"
 
@@ -55,6 +56,13 @@ def local_time(value: datetime | str) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def print_json(command: str, data: Any, ok: bool = True) -> None:
+def error_body(exc: CampaignctlError) -> dict[str, object]:
+    """The `error` of a `--json` envelope (README: exit codes)."""
+    return {"code": exc.exit_code, "kind": exc.kind, "message": exc.message, "hint": exc.hint}
+
+
+def print_json(command: str, data: Any, ok: bool = True, error: CampaignctlError | None = None) -> None:
     envelope = {"schema": JSON_SCHEMA, "command": command, "ok": ok, "data": data}
+    if error is not None:
+        envelope["error"] = error_body(error)
     typer.echo(json.dumps(envelope, indent=2, default=str))

@@ -37,14 +37,18 @@ def verify(
     from campaignctl.services.chain import verify_log
 
     result = verify_log(campaign, head)
-    if json_out:
-        print_json("log verify", result.to_dict(), ok=result.ok)
-    elif result.ok:
+    broken = None if result.ok else IntegrityError(
+        "the decision log does not verify: " + "; ".join(result.problems),
+        "a row was changed outside campaignctl (the log is append-only); keep "
+        "the database as it is for inspection and restore a backup to continue")
+    if json_out:  # one document: what was checked, and the error
+        print_json("log verify", result.to_dict(), ok=result.ok, error=broken)
+        if broken is not None:
+            raise typer.Exit(broken.exit_code)
+    elif broken is not None:
+        raise broken
+    else:
         render_verified(result)
-    if not result.ok:
-        raise IntegrityError("the decision log does not verify: " + "; ".join(result.problems),
-                             "a row was changed outside campaignctl (the log is append-only); keep "
-                             "the database as it is for inspection and restore a backup to continue")
 
 
 def render_verified(result: VerifyResult) -> None:

@@ -16,6 +16,20 @@ class CampaignctlError(Exception):
         self.hint = hint
 
 
+class UsageError(CampaignctlError):
+    """The command line itself is wrong (click's exit 2); raised by the CLI boundary only for the
+    `--json` envelope, click reports it otherwise."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+class InternalError(CampaignctlError):
+    """A bug: an exception no command expected (the CLI boundary's last resort)."""
+
+    kind = "internal"
+
+
 class SpecError(CampaignctlError):
     """The campaign spec (or another input file) is invalid."""
 
