@@ -43,6 +43,15 @@ def test_show_completion_prints_a_bash_script_for_campaignctl(tmp_path: Path) ->
     assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in done.stdout
 
 
+def test_install_completion_writes_the_script_and_sources_it_from_bashrc(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "campaignctl", "--install-completion"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "SHELL": "/bin/bash", "HOME": str(tmp_path)})
+    script = tmp_path / ".bash_completions" / "campaignctl.sh"
+    assert done.returncode == 0 and f"bash completion installed in {script}" in done.stdout
+    assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in script.read_text()
+    assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()
+
+
 def test_completion_completes_subcommands(tmp_path: Path) -> None:
     env = {**os.environ, "_CAMPAIGNCTL_COMPLETE": "complete_bash", "COMP_WORDS": "campaignctl pol",
            "COMP_CWORD": "1"}
