@@ -18,7 +18,7 @@ from tests.cli.test_log_chain import logged  # noqa: F401  (fixture: a campaign 
 from tests.conftest import REPO
 
 
-@pytest.mark.parametrize("command", ["", "status", "log export", "policy replay"])
+@pytest.mark.parametrize("command", ["", "status", "log", "log export", "policy replay"])
 def test_h_is_help(command: str, tmp_path: Path) -> None:
     short, long = (run_cli(*command.split(), flag, state=tmp_path) for flag in ("-h", "--help"))
     assert short.returncode == 0 and short.stdout == long.stdout
