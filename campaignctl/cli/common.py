@@ -30,9 +30,6 @@ TextfileOption = Annotated[Path | None, typer.Option(
     "--textfile", callback=_prom_file, show_default=False,
     help="Prometheus textfile (*.prom) for node_exporter: written as a temp file, mode 0644, then renamed.")]
 
-# Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist
-# `node[1-2]`, sbatch's refusal) prints as written; `[/]` in it used to raise MarkupError in the
-# error boundary and `node[1-2]` printed as `node`. Style goes through `styled`, never `[bold]`.
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         """rich would exit 1; the CLI's boundary makes a reader that went away exit 141."""
@@ -40,6 +37,9 @@ class _Console(Console):
         raise BrokenPipeError
 
 
+# Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist
+# `node[1-2]`, sbatch's refusal) prints as written; `[/]` in it used to raise MarkupError in the
+# error boundary and `node[1-2]` printed as `node`. Style goes through `styled`, never `[bold]`.
 console = _Console(highlight=False, markup=False)
 err_console = _Console(stderr=True, highlight=False, markup=False)
 
