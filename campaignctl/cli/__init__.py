@@ -55,20 +55,21 @@ def _root(
     pass
 
 
-app.command("submit")(submit_cmd.submit)
-app.command("status")(status_cmd.status)
-app.command("reconcile")(reconcile_cmd.reconcile)
-app.add_typer(log_cmd.log_app, name="log")
-app.command("resume")(resume_cmd.resume)
-app.command("revisions")(governance_cmd.revisions)
-app.command("rollback")(governance_cmd.rollback)
-app.command("approvals")(governance_cmd.approvals)
-app.command("approve")(governance_cmd.approve)
-app.command("reject")(governance_cmd.reject)
-app.add_typer(cron_cmd.cron_app, name="cron")
-app.add_typer(policy_cmd.policy_app, name="policy")
-app.command("report")(report_cmd.report)
-app.command("metrics")(metrics_cmd.metrics)
+# short_help: the one line each gets in `campaignctl --help` (click cuts a longer docstring line with "...")
+app.command("submit", short_help="Submit a campaign spec as Slurm job arrays.")(submit_cmd.submit)
+app.command("status", short_help="Where campaigns, or one campaign's tasks, stand.")(status_cmd.status)
+app.command("reconcile", short_help="One tick of the control loop (what cron runs).")(reconcile_cmd.reconcile)
+app.add_typer(log_cmd.log_app, name="log", short_help="Show, verify or export the decision log.")
+app.command("resume", short_help="Resume a campaign its budget paused.")(resume_cmd.resume)
+app.command("revisions", short_help="List a campaign's revisions and their diffs.")(governance_cmd.revisions)
+app.command("rollback", short_help="Return a campaign to an earlier revision.")(governance_cmd.rollback)
+app.command("approvals", short_help="List decisions waiting for approval.")(governance_cmd.approvals)
+app.command("approve", short_help="Approve a decision that waits for approval.")(governance_cmd.approve)
+app.command("reject", short_help="Reject a decision that waits for approval.")(governance_cmd.reject)
+app.add_typer(cron_cmd.cron_app, name="cron", short_help="Run reconcile from your crontab.")
+app.add_typer(policy_cmd.policy_app, name="policy", short_help="Change, shadow, promote or replay a policy.")
+app.command("report", short_help="Write an HTML report with charts.")(report_cmd.report)
+app.command("metrics", short_help="Campaign metrics for Prometheus.")(metrics_cmd.metrics)
 
 
 def main() -> None:

@@ -60,6 +60,8 @@ def test_help_names_values_in_words_not_python_types(tmp_path: Path) -> None:
         assert marker not in helps
     assert "Usage: campaignctl revisions [OPTIONS] CAMPAIGN\n" in helps
     assert "--diff INTEGER" in helps and "--json  " in helps and "-h, --help" in helps
+    commands = run_cli("--help", state=tmp_path).stdout.split("Commands:\n")[1]
+    assert "  submit     Submit a campaign spec as Slurm job arrays.\n" in commands and "..." not in commands
 
 
 def test_help_of_every_command_loads_no_service_or_heavy_library() -> None:
