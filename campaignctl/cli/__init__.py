@@ -2,7 +2,7 @@
 
 Command modules import their services inside the command function, never at the top: typer
 builds every command's `--help` from signatures alone, and `campaignctl --help` should not pay
-for SQLAlchemy, submitit or YAML (they took it from 0.15 s to 0.7 s; tests/cli/test_entry.py
+for SQLAlchemy, submitit or YAML (they took it from 0.15 s to 0.8 s; tests/cli/test_entry.py
 holds the line, scripts/bench_cli.py measures it)."""
 
 from __future__ import annotations
