@@ -24,6 +24,7 @@ class CrontabUnavailableError(CampaignctlError):
     """`crontab` is missing, refused this user, or rejected the file (EX_UNAVAILABLE)."""
 
     exit_code = 69
+    kind = "crontab_unavailable"
 
 
 def read_crontab() -> str:

@@ -10,7 +10,7 @@ from campaignctl.core.errors import NotFoundError, SpecError
 from campaignctl.core.policy import Policy, read_policy
 from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.reader import Reader
-from campaignctl.core.spec import policy_reference
+from campaignctl.core.spec import names_policy_file, policy_reference
 
 
 def builtin_names() -> list[str]:
@@ -20,7 +20,7 @@ def builtin_names() -> list[str]:
 
 def load_policy(reference: str, base_dir: str) -> Policy:
     """`reference` is a packaged policy name (`default`) or a path, relative to `base_dir`."""
-    if "/" in reference or reference.endswith((".yaml", ".yml")):
+    if names_policy_file(reference):
         path = Path(reference) if reference.startswith("/") else Path(base_dir) / reference
         if not path.is_file():
             raise NotFoundError(f"policy file {str(path)!r} not found",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from campaignctl.core.clock import read_time
+from campaignctl.core.errors import CampaignctlError
 
 JSON_SCHEMA = "campaignctl/v1"
 
@@ -26,11 +30,18 @@ TextfileOption = Annotated[Path | None, typer.Option(
     "--textfile", callback=_prom_file, show_default=False,
     help="Prometheus textfile (*.prom) for node_exporter: written as a temp file, mode 0644, then renamed.")]
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1; the CLI's boundary makes a reader that went away exit 141."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 # Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist
 # `node[1-2]`, sbatch's refusal) prints as written; `[/]` in it used to raise MarkupError in the
 # error boundary and `node[1-2]` printed as `node`. Style goes through `styled`, never `[bold]`.
-console = Console(highlight=False, markup=False)
-err_console = Console(stderr=True, highlight=False, markup=False)
+console = _Console(highlight=False, markup=False)
+err_console = _Console(stderr=True, highlight=False, markup=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
@@ -38,6 +49,20 @@ def styled(*parts: str | tuple[str, str]) -> Text:
     return Text.assemble(*parts)
 
 
-def print_json(command: str, data: Any, ok: bool = True) -> None:
+def local_time(value: datetime | str) -> str:
+    """A stored time (UTC) as people read it: this machine's local time (TZ), naming the zone
+    (`2026-11-24 07:12:08 CET`). `--json` keeps the stored ISO 8601 UTC (`…T06:12:08+00:00`)."""
+    moment = read_time(value) if isinstance(value, str) else value
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def error_body(exc: CampaignctlError) -> dict[str, object]:
+    """The `error` of a `--json` envelope (README: exit codes)."""
+    return {"code": exc.exit_code, "kind": exc.kind, "message": exc.message, "hint": exc.hint}
+
+
+def print_json(command: str, data: Any, ok: bool = True, error: CampaignctlError | None = None) -> None:
     envelope = {"schema": JSON_SCHEMA, "command": command, "ok": ok, "data": data}
+    if error is not None:
+        envelope["error"] = error_body(error)
     typer.echo(json.dumps(envelope, indent=2, default=str))

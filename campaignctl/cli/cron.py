@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json
-from campaignctl.services import cron as cron_service
-from campaignctl.services.cron import CronResult
+
+if TYPE_CHECKING:
+    from campaignctl.services.cron import CronResult
 
 cron_app = typer.Typer(
     name="cron",
@@ -34,6 +35,8 @@ def install(
 
     Example: campaignctl cron install --every 5 --textfile /var/lib/node_exporter/textfile/campaignctl.prom
     """
+    from campaignctl.services import cron as cron_service
+
     render(cron_service.install(every, campaign, dry_run=dry_run, textfile=textfile), json_out)
 
 
@@ -43,6 +46,8 @@ def remove(dry_run: DryRunOption = False, json_out: JsonOption = False) -> None:
 
     Example: campaignctl cron remove --dry-run
     """
+    from campaignctl.services import cron as cron_service
+
     render(cron_service.remove(dry_run=dry_run), json_out)
 
 
@@ -52,6 +57,8 @@ def show(json_out: JsonOption = False) -> None:
 
     Example: campaignctl cron show --json
     """
+    from campaignctl.services import cron as cron_service
+
     render(cron_service.show(), json_out)
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
-from campaignctl.services.approvals import VerdictResult, pending_approvals
-from campaignctl.services.approvals import approve as approve_service
-from campaignctl.services.approvals import reject as reject_service
-from campaignctl.services.revisions import RevisionsResult, list_revisions, mark_good
-from campaignctl.services.rollback import RollbackResult
-from campaignctl.services.rollback import rollback as rollback_service
+from campaignctl.cli.common import DryRunOption, JsonOption, console, local_time, print_json, styled
+
+if TYPE_CHECKING:
+    from campaignctl.services.approvals import VerdictResult
+    from campaignctl.services.revisions import RevisionsResult
+    from campaignctl.services.rollback import RollbackResult
 
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why, for the decision log.")]
 
@@ -29,7 +28,11 @@ def revisions(
 
     Example: campaignctl revisions lr-sweep --diff 3
     """
-    result = mark_good(campaign, mark_good_rev, reason) if mark_good_rev is not None else list_revisions(campaign)
+    from campaignctl.services.revisions import list_revisions, mark_good
+
+    if mark_good_rev is not None:
+        mark_good(campaign, mark_good_rev, reason)
+    result = list_revisions(campaign, diff)
     if json_out:
         print_json("revisions", result.to_dict())
         return
@@ -37,18 +40,18 @@ def revisions(
 
 
 def render_revisions(result: RevisionsResult, diff: int | None) -> None:
-    table = Table("rev", "kind", "when (UTC)", "author", "reason", "policy", "shadow", "known-good", "hash")
+    table = Table("rev", "kind", "when", "author", "reason", "policy", "shadow", "known-good", "hash")
     for r in result.revisions:
         shadow = ", ".join(filter(None, [r.shadow_policy and f"candidate {r.shadow_policy}", *r.shadow_rules]))
         table.add_row(f"{r.number}{' *' if r.current else ''}",
                       r.kind + (f" ← {r.source_revision}" if r.source_revision else ""),
-                      r.created_at.replace("T", " ")[:19], r.author, r.reason, r.policy, shadow or "-",
+                      local_time(r.created_at), r.author, r.reason, r.policy, shadow or "-",
                       "yes" if r.known_good else "-", r.content_hash[:12])
     console.print(table)
     console.print(f"* current revision of {result.campaign}: {result.current}")
-    if diff is not None:
-        found = [r for r in result.revisions if r.number == diff]
-        console.print(found[0].diff if found else f"no revision {diff}", soft_wrap=True)
+    for r in result.revisions:
+        if r.number == diff:
+            console.print(r.diff, soft_wrap=True)
 
 
 def rollback(
@@ -64,6 +67,8 @@ def rollback(
 
     Example: campaignctl rollback lr-sweep --dry-run
     """
+    from campaignctl.services.rollback import rollback as rollback_service
+
     result = rollback_service(campaign, to, dry_run, reason)
     if json_out:
         print_json("rollback", result.to_dict())
@@ -97,6 +102,8 @@ def approvals(
 
     Example: campaignctl approvals lr-sweep
     """
+    from campaignctl.services.approvals import pending_approvals
+
     waiting = pending_approvals(campaign)
     if json_out:
         print_json("approvals", [e.to_dict() for e in waiting])
@@ -105,7 +112,7 @@ def approvals(
         console.print("nothing waits for approval")
     for e in waiting:
         console.print(styled((f"#{e.id}", "bold"), f" {e.campaign} task {e.task_index}: {e.rule} → {e.action} "
-                             f"({e.created_at.replace('T', ' ')[:19]} UTC)"), soft_wrap=True)
+                             f"({local_time(e.created_at)})"), soft_wrap=True)
         console.print(f"    {e.reason}", soft_wrap=True)
         console.print(f"    waits because: {e.gate}", soft_wrap=True)
 
@@ -119,6 +126,8 @@ def approve(
 
     Example: campaignctl approve 42 --reason "memory checked with the data team"
     """
+    from campaignctl.services.approvals import approve as approve_service
+
     _render_verdict(approve_service(decision_id, reason), json_out)
 
 
@@ -131,6 +140,8 @@ def reject(
 
     Example: campaignctl reject 42 --reason "too large for this allocation"
     """
+    from campaignctl.services.approvals import reject as reject_service
+
     _render_verdict(reject_service(decision_id, reason), json_out)
 
 

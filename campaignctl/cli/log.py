@@ -6,10 +6,8 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli import log_chain
-from campaignctl.cli.common import JsonOption, console, print_json, styled
+from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled
 from campaignctl.cli.default_group import DefaultGroup
-from campaignctl.core.clock import shown
-from campaignctl.services.log import decision_log
 
 STATUS_STYLE = {"applied": "green", "failed": "red", "pending": "yellow", "proposed": "magenta",
                 "awaiting-approval": "yellow", "rejected": "red", "expired": "red", "withdrawn": "red"}
@@ -36,6 +34,8 @@ def show(
 
     Example: campaignctl log show lr-sweep --task 3 --inputs
     """
+    from campaignctl.services.log import decision_log
+
     entries = decision_log(campaign, task, last)
     if json_out:
         print_json("log", [e.to_dict() for e in entries])
@@ -49,7 +49,7 @@ def show(
         who = "campaign" if e.task_index < 0 else f"task {e.task_index}" + (
             f" attempt {e.inputs['attempt']}" if "attempt" in e.inputs else "")
         shadow = ("SHADOW ", "magenta") if e.mode == "shadow" else ""
-        console.print(styled((f"#{e.id}", "bold"), f" {shown(e.created_at)}  {who}  ", shadow,
+        console.print(styled((f"#{e.id}", "bold"), f" {local_time(e.created_at)}  {who}  ", shadow,
                              f"{e.rule} → ", (e.action, "bold"), " ", (status, STATUS_STYLE.get(e.status, "white")),
                              (f", job {job}" if job else "") + f"  ({e.policy}, tick {e.tick_id})"),
                       soft_wrap=True)

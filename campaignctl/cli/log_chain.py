@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json
 from campaignctl.core.errors import IntegrityError
-from campaignctl.services.chain import EXPORT_FORMATS, VerifyResult, export_log, verify_log
 
-BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for any tool whose reader went away
-
+if TYPE_CHECKING:
+    from campaignctl.services.chain import VerifyResult
 
 def verify(
     campaign: Annotated[str | None, typer.Argument(
@@ -36,15 +34,21 @@ def verify(
 
     Example: campaignctl log verify --head ~/campaignctl-head.json
     """
+    from campaignctl.services.chain import verify_log
+
     result = verify_log(campaign, head)
-    if json_out:
-        print_json("log verify", result.to_dict(), ok=result.ok)
-    elif result.ok:
+    broken = None if result.ok else IntegrityError(
+        "the decision log does not verify: " + "; ".join(result.problems),
+        "a row was changed outside campaignctl (the log is append-only); keep "
+        "the database as it is for inspection and restore a backup to continue")
+    if json_out:  # one document: what was checked, and the error
+        print_json("log verify", result.to_dict(), ok=result.ok, error=broken)
+        if broken is not None:
+            raise typer.Exit(broken.exit_code)
+    elif broken is not None:
+        raise broken
+    else:
         render_verified(result)
-    if not result.ok:
-        raise IntegrityError("the decision log does not verify: " + "; ".join(result.problems),
-                             "a row was changed outside campaignctl (the log is append-only); keep "
-                             "the database as it is for inspection and restore a backup to continue")
 
 
 def render_verified(result: VerifyResult) -> None:
@@ -58,6 +62,8 @@ def render_verified(result: VerifyResult) -> None:
 
 
 def _known_format(value: str) -> str:
+    from campaignctl.services.chain import EXPORT_FORMATS
+
     if value not in EXPORT_FORMATS:
         raise typer.BadParameter(f"{value!r} is not an export format; use one of: {', '.join(EXPORT_FORMATS)}")
     return value
@@ -83,12 +89,9 @@ def export(
     """
     if json_out and output is None:
         raise typer.BadParameter("--json needs --output: without it stdout carries the JSON lines")
-    try:
-        result = export_log(campaign, output, sys.stdout)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `log export NAME | head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        sys.exit(BROKEN_PIPE_EXIT)
+    from campaignctl.services.chain import export_log
+
+    result = export_log(campaign, output, sys.stdout)  # `| head`: exit 141 (cli/boundary.py)
     if json_out:
         print_json("log export", {"format": fmt, "decisions": result.decisions, "output": result.output})
     elif output is not None:

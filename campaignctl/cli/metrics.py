@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli.common import JsonOption, TextfileOption, console, print_json
-from campaignctl.services.prometheus import export_metrics
 
 
 def metrics(
@@ -19,6 +18,8 @@ def metrics(
 
     Example: campaignctl metrics --textfile /var/lib/node_exporter/textfile/campaignctl.prom
     """
+    from campaignctl.services.prometheus import export_metrics
+
     export = export_metrics(campaign, textfile)
     if json_out:
         print_json("metrics", export.to_dict())

@@ -6,7 +6,6 @@ import typer
 from rich.table import Table
 
 from campaignctl.cli.common import JsonOption, console, print_json
-from campaignctl.services.notify import notify_queue, send_test
 
 notify_app = typer.Typer(
     name="notify",
@@ -28,6 +27,8 @@ def test(
 
     Example: campaignctl notify test lr-sweep
     """
+    from campaignctl.services.notify import send_test
+
     result = send_test(campaign)
     if json_out:
         print_json("notify test", result.to_dict())
@@ -46,6 +47,8 @@ def list_(
 
     Example: campaignctl notify list lr-sweep
     """
+    from campaignctl.services.notify import notify_queue
+
     result = notify_queue(campaign)
     if json_out:
         print_json("notify list", result.to_dict())

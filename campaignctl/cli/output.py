@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 from typing import Annotated
@@ -10,10 +9,8 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli.common import err_console
-from campaignctl.services.output import first_offset, follow, locate, read_text
 
 INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C while following
-BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`), as a shell reports it
 
 
 def output(
@@ -34,6 +31,8 @@ def output(
 
     Example: campaignctl output lr-sweep 4 --tail 50 -f
     """
+    from campaignctl.services.output import first_offset, follow, locate, read_text
+
     target = locate(campaign, task, attempt)
     if path_only:
         typer.echo(target.path)
@@ -50,11 +49,6 @@ def _write(chunks: Iterable[str]) -> None:
     try:
         for text in chunks:
             sys.stdout.write(text)
-            sys.stdout.flush()
+            sys.stdout.flush()  # a reader that went away (`| head`): exit 141 at the CLI's boundary
     except KeyboardInterrupt:
         raise typer.Exit(INTERRUPTED) from None
-    except BrokenPipeError:
-        # Python ignores SIGPIPE, so the write raised; stdout goes to /dev/null so that the flush
-        # at exit does not raise again (docs.python.org/3/library/signal.html, "Note on SIGPIPE")
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(BROKEN_PIPE) from None

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from campaignctl.cli.common import JsonOption, console, print_json
-from campaignctl.cli.replay_view import render_replay
-from campaignctl.services.replay import replay_policy
-from campaignctl.services.revisions import RevisionsResult, set_policy
-from campaignctl.services.revisions import promote as promote_service
+from campaignctl.cli.common import JsonOption, console, err_console, print_json
+
+if TYPE_CHECKING:
+    from campaignctl.services.revisions import RevisionsResult
 
 policy_app = typer.Typer(help="Change, shadow, promote and replay a campaign's policy.\n\n"
-                              "Example: campaignctl policy replay policies/default.yaml lr-sweep",
+                              "Example: campaignctl policy replay lr-sweep policies/default.yaml",
                          no_args_is_help=True)
 
 
@@ -32,6 +31,8 @@ def set_(
 
     Example: campaignctl policy set lr-sweep my-policy.yaml --reason "grow memory faster"
     """
+    from campaignctl.services.revisions import set_policy
+
     _render(set_policy(campaign, policy_file, reason, shadow), json_out, "policy set")
 
 
@@ -47,27 +48,51 @@ def promote(
 
     Example: campaignctl policy promote lr-sweep --rule data_starved
     """
+    from campaignctl.services.revisions import promote as promote_service
+
     _render(promote_service(campaign, reason, rule), json_out, "policy promote")
 
 
 @policy_app.command("replay")
 def replay(
+    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
     policy_file: Annotated[str, typer.Argument(help="Policy YAML file (or a built-in policy name).",
                                                show_default=False)],
-    campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
     json_out: JsonOption = False,
 ) -> None:
     """Re-run the policy's decisions over the campaign's recorded ticks and show where they differ
     from what was actually decided, with the worst-case cost of each side's retries. Changes
     nothing; exits 0 whether or not the decisions differ.
 
-    Example: campaignctl policy replay policies/cost-saver.yaml lr-sweep
+    The campaign comes first, as in every command; the old order (FILE NAME) still works for now
+    when the first word can only be a policy file, with a note on stderr.
+
+    Example: campaignctl policy replay lr-sweep policies/cost-saver.yaml
     """
+    from campaignctl.cli.replay_view import render_replay
+    from campaignctl.services.replay import replay_policy
+
+    campaign, policy_file = _campaign_first(campaign, policy_file)
     result = replay_policy(policy_file, campaign)
     if json_out:
         print_json("policy replay", result.to_dict())
     else:
         render_replay(result)
+
+
+def _campaign_first(first: str, second: str) -> tuple[str, str]:
+    """(campaign, policy) from `replay NAME FILE`, or from the old `replay FILE NAME` when only
+    that reading fits: the first word is an existing policy file (a campaign name holds no `/`,
+    and `x.yaml` is no name anyone gives) and the second cannot be a policy file."""
+    from pathlib import Path
+
+    from campaignctl.core.spec import names_policy_file
+
+    if names_policy_file(first) and Path(first).is_file() and not names_policy_file(second):
+        err_console.print(f"note: `policy replay FILE NAME` is deprecated; the campaign comes first: "
+                          f"campaignctl policy replay {second} {first}", soft_wrap=True)
+        return second, first
+    return first, second
 
 
 def _render(result: RevisionsResult, json_out: bool, command: str) -> None:

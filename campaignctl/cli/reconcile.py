@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -15,10 +15,10 @@ from campaignctl.cli.common import (
     styled,
 )
 from campaignctl.cli.status import skipped_view
-from campaignctl.services.notify import NotifyResult
-from campaignctl.services.prometheus import export_metrics
-from campaignctl.services.reconcile import ReconcileResult
-from campaignctl.services.reconcile import reconcile as reconcile_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.notify import NotifyResult
+    from campaignctl.services.reconcile import ReconcileResult
 
 
 def reconcile(
@@ -45,6 +45,9 @@ def reconcile(
     """
     if (campaign is None) == (not all_campaigns):
         raise typer.BadParameter("give a campaign name or --all (not both)")
+    from campaignctl.services.prometheus import export_metrics
+    from campaignctl.services.reconcile import reconcile as reconcile_service
+
     result = reconcile_service(campaign, dry_run=dry_run)
     if result.stall:
         err_console.print(result.stall, markup=False, soft_wrap=True)

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json, styled
-from campaignctl.services.report import ReportResult
-from campaignctl.services.report import report as report_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.report import ReportResult
 
 
 def report(
@@ -24,6 +25,8 @@ def report(
 
     Example: campaignctl report lr-sweep --out reports/lr-sweep
     """
+    from campaignctl.services.report import report as report_service
+
     result = report_service(campaign, out, metric)
     if json_out:
         print_json("report", result.to_dict())

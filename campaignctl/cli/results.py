@@ -3,7 +3,7 @@ from __future__ import annotations
 import csv
 import sys
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
@@ -13,8 +13,9 @@ from rich.text import Text
 from campaignctl.cli.common import JsonOption, console, print_json, styled
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.results import ConfigResult, param_column
-from campaignctl.services.results import ResultsResult
-from campaignctl.services.results import results as results_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.results import ResultsResult
 
 
 class By(str, Enum):
@@ -47,6 +48,8 @@ def results(
     """
     if csv_out and json_out:
         raise typer.BadParameter("--csv or --json, not both")
+    from campaignctl.services.results import results as results_service
+
     result = results_service(campaign, metric, by.value, goal.value if goal else None)
     if json_out:
         print_json("results", result.rows())

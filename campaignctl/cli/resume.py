@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json
-from campaignctl.services.resume import resume as resume_service
 
 
 def resume(
@@ -17,8 +16,13 @@ def resume(
     """Resume a campaign its budget paused: release the held pending jobs (a logged decision).
     Raise the budget first: edit the spec and `campaignctl submit` it again.
 
+    A progressive campaign paused before its next rung resumes once the budget pays for that
+    rung (exit 5 while it does not); --force lets the promotion through anyway.
+
     Example: campaignctl resume lr-sweep --reason "budget raised to 40 GPU-h"
     """
+    from campaignctl.services.resume import resume as resume_service
+
     result = resume_service(campaign, force=force, reason=reason)
     if json_out:
         print_json("resume", result.to_dict())
@@ -26,3 +30,5 @@ def resume(
     released = ", ".join(f"{a}_[{','.join(map(str, i))}]" for a, i in result.released.items()) or "nothing held"
     console.print(f"{result.campaign}: {result.state}; released {released} ({result.status})"
                   + (f": {result.error}" if result.error else ""))
+    if result.promotion:
+        console.print(result.promotion, soft_wrap=True)

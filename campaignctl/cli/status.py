@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli import live
-from campaignctl.cli.common import JsonOption, console, print_json, styled
+from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled
 from campaignctl.cli.status_table import COMPACT, STATE_STYLE, WIDE, Shown, task_table
-from campaignctl.core.clock import brief, shown
+from campaignctl.core.clock import brief
 from campaignctl.core.stall import loop_warnings
 from campaignctl.core.status import collapse, index_ranges, varying_keys
-from campaignctl.services.status import SpendView, StatusResult
-from campaignctl.services.status import status as status_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.status import SpendView, StatusResult
 
 LIVE_STATES = ("active", "paused")  # campaigns the control loop still works on
 
@@ -41,11 +41,14 @@ def status(
         raise typer.BadParameter("--watch redraws a table for people; for scripts, run --json in a loop")
     if campaign is None and (state or task):
         raise typer.BadParameter("--state and --task pick tasks of one campaign: name it")
+    from campaignctl.services.status import status as status_service
 
     def build() -> StatusResult:
         return status_service(campaign, state or (), task or ())
 
     if watch:
+        from campaignctl.cli import live
+
         live.watch(lambda: view(build(), campaign, wide, bool(state)), interval)
         return
     result = build()
@@ -83,7 +86,7 @@ def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
         title.append(f" · {age}{every}", style="dim")
     lines: list[RenderableType] = [title]
     if result.stale:
-        when = shown(ticks.last_tick_at) + " (last tick)" if ticks and ticks.last_tick_at else "submit"
+        when = local_time(ticks.last_tick_at) + " (last tick)" if ticks and ticks.last_tick_at else "submit"
         lines.append(Text(f"stale: Slurm unreachable ({result.stale}), showing state from {when}",
                           style="bold yellow"))
     if ticks is not None and ticks.stalled:

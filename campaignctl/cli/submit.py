@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from campaignctl.cli.common import DryRunOption, JsonOption, console, print_json, styled
-from campaignctl.services.submit import SubmitResult
-from campaignctl.services.submit import submit as submit_service
+
+if TYPE_CHECKING:
+    from campaignctl.services.submit import SubmitResult
 
 
 def submit(
@@ -22,6 +23,8 @@ def submit(
 
     Example: campaignctl submit templates/sweep.yaml --dry-run
     """
+    from campaignctl.services.submit import submit as submit_service
+
     result = submit_service(spec, dry_run=dry_run, reason=reason)
     if json_out:
         print_json("submit", result.to_dict())

@@ -56,12 +56,6 @@ def to_slurm(value: datetime) -> str:
     return utc(value).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def shown(value: datetime | str) -> str:
-    """For people: UTC, and saying so (`2026-11-24 03:12:08 UTC`)."""
-    moment = read_time(value) if isinstance(value, str) else utc(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def brief(seconds: int | float | None) -> str:
     """A duration in one or two units for a narrow column: 45 → '45s', 2280 → '38m',
     7500 → '2h05m', 190000 → '2d04h'; None → '-'."""

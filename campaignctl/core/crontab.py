@@ -34,6 +34,7 @@ class CronError(CampaignctlError):
     """A cron entry cannot be rendered from these inputs (exit 3, like any invalid input)."""
 
     exit_code = 3
+    kind = "cron"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The one exception family. The CLI catches `CampaignctlError` once and maps `exit_code`."""
+"""The one exception family. The CLI catches `CampaignctlError` once and maps `exit_code`;
+`kind` names the error in the `--json` error envelope (a stable word scripts may branch on)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ class CampaignctlError(Exception):
     """A user-facing error: `message` says what is wrong, `hint` what to do next."""
 
     exit_code = 1
+    kind = "error"
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -15,15 +17,24 @@ class CampaignctlError(Exception):
 
 
 class UsageError(CampaignctlError):
-    """A setting in the environment cannot be used (the exit code of a bad option)."""
+    """The command line, or a setting in the environment (CAMPAIGNCTL_LEASE_TTL), is wrong: click's
+    exit 2. The CLI boundary raises it for the `--json` envelope; click reports it otherwise."""
 
     exit_code = 2
+    kind = "usage"
+
+
+class InternalError(CampaignctlError):
+    """A bug: an exception no command expected (the CLI boundary's last resort)."""
+
+    kind = "internal"
 
 
 class SpecError(CampaignctlError):
     """The campaign spec (or another input file) is invalid."""
 
     exit_code = 3
+    kind = "spec"
 
     def __init__(self, problems: list[str], source: str,
                  hint: str = "fix the keys above; the spec reference is in docs/spec.md") -> None:
@@ -37,30 +48,35 @@ class InputError(CampaignctlError):
     reported): the same exit code as an invalid spec, the input was wrong."""
 
     exit_code = 3
+    kind = "input"
 
 
 class NotFoundError(CampaignctlError):
     """A named campaign (or other object) does not exist."""
 
     exit_code = 4
+    kind = "not_found"
 
 
 class NotStartedError(CampaignctlError):
     """The attempt has written no output yet: it is pending, or ended before it started."""
 
     exit_code = 6
+    kind = "not_started"
 
 
 class SlurmUnavailableError(CampaignctlError):
     """A Slurm command is missing or failed for a non-transient reason (EX_UNAVAILABLE)."""
 
     exit_code = 69
+    kind = "slurm_unavailable"
 
 
 class SlurmTransientError(CampaignctlError):
     """Slurm failed transiently even after retries (EX_TEMPFAIL): try again later."""
 
     exit_code = 75
+    kind = "slurm_transient"
 
 
 class DatabaseBusyError(CampaignctlError):
@@ -68,6 +84,7 @@ class DatabaseBusyError(CampaignctlError):
     command changed nothing; run it again later."""
 
     exit_code = 75
+    kind = "database_busy"
 
 
 class WriteConflictError(CampaignctlError):
@@ -76,6 +93,7 @@ class WriteConflictError(CampaignctlError):
     names what was violated: PostgreSQL's constraint or index name, SQLite's `table.column` list."""
 
     exit_code = 75
+    kind = "write_conflict"
 
     def __init__(self, message: str, hint: str = "", constraint: str = "") -> None:
         super().__init__(message, hint)
@@ -93,33 +111,39 @@ class LeaseHeldError(CampaignctlError):
     command again once it is done."""
 
     exit_code = 75
+    kind = "lease_held"
 
 
 class StateError(CampaignctlError):
     """The local state directory or database cannot be used (EX_CANTCREAT)."""
 
     exit_code = 73
+    kind = "state"
 
 
 class ConflictError(CampaignctlError):
     """The campaign is not in a state that allows this (e.g. resume while the budget is still spent)."""
 
     exit_code = 5
+    kind = "conflict"
 
 
 class IntegrityError(CampaignctlError):
     """The decision log's hash chain is broken, or does not match a recorded head (EX_DATAERR)."""
 
     exit_code = 65
+    kind = "integrity"
 
 
 class OutputError(CampaignctlError):
     """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
 
     exit_code = 73
+    kind = "output"
 
 
 class NotifyError(CampaignctlError):
     """A notify channel (webhook or command) did not take a test event (EX_UNAVAILABLE)."""
 
     exit_code = 69
+    kind = "notify"

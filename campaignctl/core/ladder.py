@@ -194,19 +194,26 @@ def promotion_cost(plan: PromotionPlan, settings: Mapping[str, Any], prices: Pri
     return hourly(resources, "", prices).times(resources.time_min / 60 * len(plan.survivors))
 
 
-def promotion_block(plan: PromotionPlan, cost: Amount, assessment: Assessment) -> Decision | None:
-    """The budget gates promotion: the next rung's projected cost must fit what remains after
-    spent, committed and already projected work. If it does not, hold: pause the campaign (no
-    element to hold; `campaignctl resume` after raising the budget tries again)."""
+def promotion_shortfall(plan: PromotionPlan, cost: Amount, assessment: Assessment) -> str:
+    """Why the budget cannot pay for the promotion ('' when it can): the next rung's projected
+    cost must fit what remains after spent, committed and already projected work."""
     short = [line for line in assessment.lines if line.remaining - line.projected < cost.get(line.dimension) - 1e-12]
     if not short:
-        return None
+        return ""
     first = short[0]
     unit = UNITS[first.dimension]
-    reason = (f"promotion of {len(plan.survivors)} config(s) into rung {plan.to_rung} would cost up to "
-              f"{cost.get(first.dimension):.4g}{' ' + unit if unit else ''} but only "
-              f"{first.remaining - first.projected:.4g} of {first.limit:g} remains; the campaign is paused "
-              "until the budget is raised and `campaignctl resume` is run.")
+    return (f"promotion of {len(plan.survivors)} config(s) into rung {plan.to_rung} would cost up to "
+            f"{cost.get(first.dimension):.4g}{' ' + unit if unit else ''} but only "
+            f"{first.remaining - first.projected:.4g} of {first.limit:g} remains")
+
+
+def promotion_block(plan: PromotionPlan, cost: Amount, assessment: Assessment) -> Decision | None:
+    """The budget gates promotion. If it cannot pay, hold: pause the campaign (no element to
+    hold; `campaignctl resume` after raising the budget tries again, `resume --force` lets it pass)."""
+    shortfall = promotion_shortfall(plan, cost, assessment)
+    if not shortfall:
+        return None
+    reason = (f"{shortfall}; the campaign is paused until the budget is raised and `campaignctl resume` is run.")
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
                     {"rung": plan.from_rung, "to_rung": plan.to_rung, "survivors": list(plan.survivors),
                      "cost": {d: round(cost.get(d), 6) for d in DIMENSIONS}, "budget": assessment.to_dict()},

@@ -114,6 +114,11 @@ def policy_reference(doc: RawDoc) -> str:
     return value if isinstance(value, str) and value else "default"
 
 
+def names_policy_file(reference: str) -> bool:
+    """A policy reference with a `/` or a YAML suffix is a path; any other is a built-in's name."""
+    return "/" in reference or reference.endswith((".yaml", ".yml"))
+
+
 def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None) -> CampaignSpec:
     """Validate `doc`; relative paths are taken from `spec_dir`; `base_policy` is the policy the
     spec names (loaded by the caller), which the spec's `policy:` mapping may override.

@@ -18,6 +18,7 @@ from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.rules import current_policy
+from campaignctl.services.status import find_campaign
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +46,7 @@ def pending_approvals(campaign: str | None = None) -> list[LoggedDecision]:
     store = Store.open()
     record_id = None
     if campaign is not None:
-        record = store.campaign(campaign)
-        if record is None:
-            raise NotFoundError(f"no campaign named {campaign!r}", "`campaignctl status` lists campaigns")
-        record_id = record.id
+        record_id = find_campaign(store, campaign).id
     return DecisionLog(store.engine).awaiting(record_id)
 
 
@@ -57,7 +55,8 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     log = DecisionLog(store.engine)
     entry = log.entry(decision_id)
     if entry is None:
-        raise NotFoundError(f"no decision #{decision_id}", "`campaignctl approvals` lists what waits for approval")
+        waiting = ", ".join(f"#{e.id}" for e in log.awaiting(None)) or "none"
+        raise NotFoundError(f"no decision #{decision_id}", f"awaiting approval: {waiting} (`campaignctl approvals`)")
     record = store.campaign(entry.campaign)
     assert record is not None
     _still_awaiting(log, record.id, entry)

@@ -10,7 +10,7 @@ from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
-from campaignctl.core.budget import assess
+from campaignctl.core.budget import Assessment, assess
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
 from campaignctl.core.ladder import (
@@ -21,6 +21,7 @@ from campaignctl.core.ladder import (
     promotion_block,
     promotion_cost,
     promotion_decisions,
+    promotion_shortfall,
     unstarted_label,
 )
 from campaignctl.services.rules import CampaignContext, budget_of
@@ -39,21 +40,62 @@ class LadderStep:
 def ladder_step(ctx: CampaignContext, paused: bool) -> LadderStep:
     if not ctx.settings.get("rungs"):
         return LadderStep(None)
-    ends = _task_ends(ctx)
-    decided = set(promotions(ctx.log, ctx.record.id))
-    state = ladder_state(ctx.settings, ends, {}, decided)  # metrics are read only once a rung is due
+    state = _ladder(ctx, ranked=False)  # metrics are read only once a rung is due
     if state.plan is None or paused:  # a paused campaign promotes nothing until it is resumed
         return LadderStep(state)
-    curves = MetricsStore(ctx.store.engine).curves(ctx.record.id, state.plan.rule.metric)
-    state = ladder_state(ctx.settings, ends, curves, decided)
+    state = _ladder(ctx, ranked=True)
     assert state.plan is not None
-    budget = budget_of(ctx.settings)
-    if state.plan.survivors and budget.limits():
-        assessment = assess(budget, campaign_spend(ctx.store.usage_groups(ctx.record.id), ctx.policy.prices))
-        block = promotion_block(state.plan, promotion_cost(state.plan, ctx.settings, ctx.policy.prices), assessment)
+    if state.plan.from_rung not in forced_rungs(ctx.log, ctx.record.id):
+        block = promotion_block(state.plan, promotion_cost(state.plan, ctx.settings, ctx.policy.prices),
+                                _assessment(ctx))
         if block is not None:
             return LadderStep(state, [block])
     return LadderStep(state, promotion_decisions(state.plan, ctx.settings))
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The promotion the budget gate holds: out of `rung` into `to_rung`; `shortfall` says why
+    it still cannot pass ('' when the budget now pays for it)."""
+
+    rung: int
+    to_rung: int
+    shortfall: str
+
+
+def promotion_gate(ctx: CampaignContext) -> Gate | None:
+    """For `resume`: the promotion due now and whether the budget pays for it (None: none due)."""
+    if not ctx.settings.get("rungs"):
+        return None
+    state = _ladder(ctx, ranked=True)
+    if state.plan is None:
+        return None
+    cost = promotion_cost(state.plan, ctx.settings, ctx.policy.prices)
+    return Gate(state.plan.from_rung, state.plan.to_rung, promotion_shortfall(state.plan, cost, _assessment(ctx)))
+
+
+def forced_rungs(log: DecisionLog, campaign_id: int) -> set[int]:
+    """Rungs whose promotion a person let past the budget gate (`resume --force`, a logged release)."""
+    rungs = set()
+    for e in log.entries(campaign_id, actions=("release",)):
+        gate = e.inputs.get("promotion")
+        if e.mode == "enforce" and isinstance(gate, dict) and gate.get("forced"):
+            rungs.add(int(gate["rung"]))
+    return rungs
+
+
+def _ladder(ctx: CampaignContext, ranked: bool) -> LadderState:
+    ends = _task_ends(ctx)
+    decided = set(promotions(ctx.log, ctx.record.id))
+    state = ladder_state(ctx.settings, ends, {}, decided)
+    if not ranked or state.plan is None:
+        return state
+    curves = MetricsStore(ctx.store.engine).curves(ctx.record.id, state.plan.rule.metric)
+    return ladder_state(ctx.settings, ends, curves, decided)
+
+
+def _assessment(ctx: CampaignContext) -> Assessment:
+    return assess(budget_of(ctx.settings), campaign_spend(ctx.store.usage_groups(ctx.record.id), ctx.policy.prices))
 
 
 def _task_ends(ctx: CampaignContext) -> dict[int, TaskEnd]:

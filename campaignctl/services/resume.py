@@ -1,22 +1,29 @@
 """`resume`: release what a budget hold held and make a paused campaign active again, as a
-logged `release` decision carried out like a tick's (under the same lock, so no tick races it)."""
+logged `release` decision carried out like a tick's (under the same lock, so no tick races it).
+
+A progressive campaign paused at the promotion gate (the next rung costs more than the budget
+has left) is resumed only when the budget now pays for that promotion, or with --force: the
+release then records `promotion.forced`, and the next tick promotes instead of holding again."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
+from campaignctl.core.clock import UTC
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.observe import task_views
 from campaignctl.services.act import Actor
+from campaignctl.services.ladder import Gate, promotion_gate
 from campaignctl.services.manual import manual_tick
-from campaignctl.services.rules import budget_of, current_policy
+from campaignctl.services.rules import CampaignContext, budget_of, current_policy
 from campaignctl.services.status import find_campaign
 
 
@@ -28,6 +35,7 @@ class ResumeResult:
     status: str  # applied | failed
     error: str
     budget: dict[str, object]
+    promotion: str = ""  # the promotion the budget gate held, now let through ('' if none was due)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -47,21 +55,46 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
             raise ConflictError(f"campaign {name!r} is still over its budget: {_binding(assessment)}",
                                 "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
                                 "then resume; or resume --force to release anyway")
+        ctx = CampaignContext(store, log, record, policy, settings, datetime.now(UTC), slurm.own_queued_jobs)
+        gate = promotion_gate(ctx)
+        if gate is not None and gate.shortfall and not force:
+            raise ConflictError(f"campaign {name!r} cannot pay for its next rung: {gate.shortfall}",
+                                "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
+                                "then resume; or resume --force to promote anyway")
         held = _held_by_budget(log, record.id)
         views = task_views(store.history(record.id, done_tasks=False), log.decided_tokens(record.id))
         pending = pending_elements(views)
         still_held = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items()}
         arrays = {a: i for a, i in still_held.items() if i}
-        why = reason or ("forced" if assessment.exhausted else "the budget admits more work")
+        forced = assessment.exhausted or bool(gate and gate.shortfall)
+        why = reason or ("forced" if forced else "the budget admits more work")
+        promotion = _promotion_note(gate)
         decision = Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "release",
-                            f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released.",
-                            {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision},
+                            f"resumed by hand ({why}): {sum(map(len, arrays.values()))} held element(s) released"
+                            + (f"; {promotion}." if promotion else "."),
+                            {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision,
+                             **_gate_inputs(gate)},
                             {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
         outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,
-                            assessment.to_dict())
+                            assessment.to_dict(), promotion)
+
+
+def _gate_inputs(gate: Gate | None) -> dict[str, object]:
+    """What the next tick's promotion gate reads back (services/ladder.py forced_rungs)."""
+    if gate is None:
+        return {}
+    return {"promotion": {"rung": gate.rung, "to_rung": gate.to_rung, "forced": bool(gate.shortfall),
+                          "shortfall": gate.shortfall}}
+
+
+def _promotion_note(gate: Gate | None) -> str:
+    if gate is None:
+        return ""
+    past = f", past the budget ({gate.shortfall})" if gate.shortfall else ""
+    return f"the promotion into rung {gate.to_rung} may proceed{past}"
 
 
 def _held_by_budget(log: DecisionLog, campaign_id: int) -> dict[str, list[int]]:

@@ -61,9 +61,12 @@ def known_good_revisions(log: DecisionLog, campaign_id: int) -> dict[int, str]:
             for e in log.entries(campaign_id, actions=(KNOWN_GOOD,))}
 
 
-def list_revisions(name: str) -> RevisionsResult:
+def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:
+    """Every revision of the campaign; `diff`, a revision the caller will show, must exist."""
     store = Store.open()
     record = find_campaign(store, name)
+    if diff is not None:
+        _revision(store, record, diff)
     good = known_good_revisions(DecisionLog(store.engine), record.id)
     revs = store.revisions(record.id)
     rows = []

@@ -19,7 +19,7 @@ from campaignctl.services.resume import resume
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import run_cli
-from tests.conftest import write_spec
+from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 LOSS = {0: 0.6, 1: 0.2, 2: 0.9, 3: 0.4, 4: 0.3, 5: 0.8}  # by config; rung 0 keeps 1, 4, 3
@@ -149,3 +149,32 @@ def test_a_later_rung_slurm_would_refuse_is_refused_at_submit_before_anything_ru
     fake_slurm.fail_next["sbatch"] = "sbatch: fatal: Could not establish a configuration source"
     with pytest.raises(SlurmUnavailableError):  # not a refusal: Slurm could not be asked
         submit(ladder_spec(tmp_path, budget=30.0))
+
+
+def test_resume_at_the_promotion_gate_says_the_budget_still_cannot_pay_and_force_lets_it_pass(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    submit(ladder_spec(tmp_path, budget=1.0))  # rung 1 would need 3 × 1 GPU × 20 min = 1 GPU-h more
+    finish_rung(tmp_path, fake_slurm, newest_array(fake_slurm), LOSS)
+    assert reconcile("lad").campaigns[0].state == "paused"
+    code, out, err = run_main(monkeypatch, capsys, "resume", "lad")  # the budget was not raised
+    assert code == 5 and out == ""
+    assert err.startswith("error: campaign 'lad' cannot pay for its next rung: promotion of 3 config(s) into "
+                          "rung 1 would cost up to 1 GPU-h but only ")
+    assert "resume --force to promote anyway" in err
+    tick = reconcile("lad").campaigns[0]
+    assert tick.state == "paused" and tick.decisions == [] and len(fake_slurm.jobs) == 1  # nothing was released
+
+    code, out, _ = run_main(monkeypatch, capsys, "resume", "lad", "--force", "--reason", "rung 1 is worth it")
+    assert code == 0 and out.startswith("lad: active; released nothing held (applied)\n"
+                                        "the promotion into rung 1 may proceed, past the budget (promotion of 3")
+    tick = reconcile("lad").campaigns[0]  # the next tick promotes: the person's decision is not held again
+    assert sorted(d.task for d in tick.decisions if d.action == "promote") == [7, 9, 10]
+    assert tick.state == "active" and len(fake_slurm.jobs) == 2
+    store = Store.open()
+    record = store.campaign("lad")
+    assert record is not None
+    release = DecisionLog(store.engine).entries(record.id, actions=("release",))[-1]
+    assert release.inputs["promotion"]["forced"] is True and release.inputs["promotion"]["rung"] == 0
+    assert release.reason.startswith("resumed by hand (rung 1 is worth it): 0 held element(s) released; "
+                                     "the promotion into rung 1 may proceed, past the budget")

@@ -97,8 +97,11 @@ def test_a_row_changed_with_the_sqlite3_tool_is_named_and_verify_exits_65(
     sqlite3_cli(database(state_home), sql)
     done = run_cli("log", "verify", state=state_home)
     assert_user_error(done, 65, "the decision log does not verify", named)
-    envelope = json.loads(run_cli("log", "verify", "--json", state=state_home).stdout)
+    as_json = run_cli("log", "verify", "--json", state=state_home)
+    envelope = json.loads(as_json.stdout)  # one document: what was checked, and the error
+    assert as_json.returncode == 65 and as_json.stderr == ""
     assert envelope["ok"] is False and named in json.dumps(envelope["data"], ensure_ascii=False)
+    assert envelope["error"]["kind"] == "integrity" and named in envelope["error"]["message"]
 
 
 def test_the_head_file_is_written_after_each_tick_and_catches_a_deleted_last_row(

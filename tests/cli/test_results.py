@@ -96,14 +96,16 @@ def test_an_unknown_metric_exits_3_naming_the_known_ones(driven: Path, monkeypat
 
 def test_an_unknown_campaign_exits_4(state_home: Path, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_main(monkeypatch, capsys, "results", "nope", "--json")
-    assert code == 4 and "no campaign named 'nope'" in err
+    code, out, err = run_main(monkeypatch, capsys, "results", "nope", "--json")
+    assert code == 4 and err == ""  # under --json the error is the document on stdout
+    assert json.loads(out)["error"] == {"code": 4, "kind": "not_found", "message": "no campaign named 'nope'",
+                                        "hint": "known campaigns: none yet"}
 
 
 def test_csv_and_json_together_is_a_usage_error(state_home: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_main(monkeypatch, capsys, "results", NAME, "--csv", "--json")
-    assert code == 2 and "--csv or --json" in err
+    code, out, _ = run_main(monkeypatch, capsys, "results", NAME, "--csv", "--json")
+    assert code == 2 and json.loads(out)["error"]["kind"] == "usage" and "--csv or --json" in out
 
 
 @pytest.mark.parametrize(("asked", "objective", "reported", "chosen"), [

@@ -79,13 +79,13 @@ def test_a_real_gpu_oom_traceback_is_retried_with_a_smaller_batch_until_it_fits(
     # default policy (no params, no gpu_memory) would have given up at the first OOM
     same = tmp_path / "halving.yaml"
     same.write_text(f"name: halving\nmax_failures: 6\nrules: {{gpu_out_of_memory: {{params: {HALVING}}}}}\n")
-    replayed = cli("policy", "replay", str(same), name, "--json")
+    replayed = cli("policy", "replay", name, str(same), "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout)["data"]["reproduced"] == 2
     quarter = tmp_path / "quarter.yaml"
     quarter.write_text(same.read_text().replace("factor: 0.5", "factor: 0.25"))
-    assert json.loads(cli("policy", "replay", str(quarter), name, "--json").stdout)["data"]["reproduced"] == 0
-    default = json.loads(cli("policy", "replay", "default", name, "--json").stdout)["data"]
+    assert json.loads(cli("policy", "replay", name, str(quarter), "--json").stdout)["data"]["reproduced"] == 0
+    default = json.loads(cli("policy", "replay", name, "default", "--json").stdout)["data"]
     assert not default["identical"] and "gpu_out_of_memory" in json.dumps(default["differences"])
 
 

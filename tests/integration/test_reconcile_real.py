@@ -135,9 +135,9 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     same = (REPO / "campaignctl" / "policies" / "default.yaml").read_text().replace("backoff: 1m", "backoff: 2s")
     (tmp_path / "same.yaml").write_text(same)
     (tmp_path / "changed.yaml").write_text(same.replace("    mem_factor: 1.5", "    mem_factor: 3"))
-    replayed = json.loads(cli("policy", "replay", str(tmp_path / "same.yaml"), name, "--json").stdout)["data"]
+    replayed = json.loads(cli("policy", "replay", name, str(tmp_path / "same.yaml"), "--json").stdout)["data"]
     assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 6 + len(resized)
-    changed = json.loads(cli("policy", "replay", str(tmp_path / "changed.yaml"), name, "--json").stdout)["data"]
+    changed = json.loads(cli("policy", "replay", name, str(tmp_path / "changed.yaml"), "--json").stdout)["data"]
     differences = {(d["task_index"], d["kind"]) for d in changed["differences"]}
     assert differences == {(t, "changed") for t in [OOM, *(e.task_index for e in resized)]}, changed["differences"]
 
