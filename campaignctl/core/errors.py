@@ -73,3 +73,10 @@ class OutputError(CampaignctlError):
     """An output file (a report, a Prometheus textfile) cannot be written (EX_CANTCREAT)."""
 
     exit_code = 73
+
+
+class PermissionDeniedError(CampaignctlError):
+    """The caller may read this campaign but not change it: it belongs to another Unix user and
+    does not share it with a group of the caller (EX_NOPERM)."""
+
+    exit_code = 77

@@ -17,6 +17,7 @@ from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
 from campaignctl.services.rules import current_policy
 
 
@@ -60,6 +61,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         raise NotFoundError(f"no decision #{decision_id}", "`campaignctl approvals` lists what waits for approval")
     record = store.campaign(entry.campaign)
     assert record is not None
+    require_may_act(store, record, f"{verdict} decisions of")
     if entry.id not in {e.id for e in log.awaiting(record.id)}:  # gated, unanswered and not yet approved
         raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
                             "`campaignctl approvals` lists what waits for approval")

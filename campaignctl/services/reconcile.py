@@ -7,13 +7,12 @@ decisions and submission intents in one transaction → act per group → outcom
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
-from campaignctl.adapters import proc, slurm
+from campaignctl.adapters import identity, proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
@@ -40,6 +39,7 @@ from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
+from campaignctl.services.ownership import may_act, require_may_act
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -82,6 +82,7 @@ class ReconcileResult:
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
     stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
+    left_out: int = 0  # --all: active campaigns of others, not shared with the caller, left alone
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -111,6 +112,10 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
     records = _campaigns(store, name)
     if dry_run:
         return _Tick(store, None, now).run(records, dry_run=True)
+    if name is not None:
+        require_may_act(store, records[0], "reconcile", "`reconcile --dry-run` shows what a tick would decide")
+    mine = [r for r in records if may_act(store, r)]
+    left_out, records = len(records) - len(mine), mine
     with exclusive("reconcile") as holder:
         if holder is not None:
             health = tick_health(store)
@@ -122,7 +127,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
         tick_id = log.begin_tick(name or "--all", stamp(clock))
         calls = proc.call_count()
         try:
-            result = _Tick(store, tick_id, clock).run(records, dry_run=False)
+            result = replace(_Tick(store, tick_id, clock).run(records, dry_run=False), left_out=left_out)
         except SlurmTransientError as exc:
             log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
             raise
@@ -184,13 +189,16 @@ class _Tick:
                                skipped=skipped[:slurm.SHOWN_SKIPS])
 
     def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
-        """What counts as still queued when sacct misses an attempt. Another user's campaign (a
-        shared CAMPAIGNCTL_DB_URL): with `PrivateData=jobs` in slurm.conf sacct prints nothing
-        for jobs of other users, and `squeue --me` never lists them, so their absence says
-        nothing; they count as queued and are never declared lost from here."""
-        if record.owner == getpass.getuser():
+        """What counts as still queued when sacct misses an attempt. A job another user submitted
+        (a shared CAMPAIGNCTL_DB_URL, a campaign shared with a group): with `PrivateData=jobs` in
+        slurm.conf sacct prints nothing for jobs of other users, and `squeue --me` never lists
+        them, so their absence says nothing; they count as queued and are never declared lost
+        from here. Only the submitter's own tick can tell a lost job of its own."""
+        me = identity.user_name()
+        others = {s.job_id for s in self.store.submissions(record.id) if s.job_id and s.submitted_by != me}
+        if not others.intersection(key_of(r)[0] for r in rows):
             return self.squeue.arrays
-        return lambda: {key_of(r)[0] for r in rows}
+        return lambda: {*self.squeue.arrays(), *others}
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})

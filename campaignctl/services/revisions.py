@@ -22,6 +22,7 @@ from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.revisions import content_hash, revision_diff
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
 from campaignctl.services.status import find_campaign
 
 KNOWN_GOOD = "mark_known_good"
@@ -81,6 +82,7 @@ def list_revisions(name: str) -> RevisionsResult:
 def mark_good(name: str, number: int, reason: str = "") -> RevisionsResult:
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "mark a revision known-good of")
     _revision(store, record, number)
     why = f"marked known-good by {getpass.getuser()}" + (f": {reason}" if reason else "")
     _log_campaign_decision(store, record, f"mark-good {name}", Decision(
@@ -95,6 +97,7 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
     policy = load_policy(str(policy_file), str(Path.cwd()))  # a path, or a built-in name
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "set the policy of")
     unknown = unknown_rule_params(policy, list(store.task_params(record.id).values()))
     if unknown:
         raise SpecError([problem for *_, problem in unknown], str(policy_file),
@@ -115,6 +118,7 @@ def promote(name: str, reason: str = "", rule: str | None = None) -> RevisionsRe
     candidate) the enforced policy's shadow rules — all, or only `rule` — start to act."""
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "promote the policy of")
     current = store.revision(record.id, record.current_revision)
     if current.shadow_policy_json and rule is None:
         policy = _enforcing(policy_from_dict(json.loads(current.shadow_policy_json)), None)

@@ -17,12 +17,14 @@ from campaignctl.core.clock import UTC
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.observe import task_views
+from campaignctl.core.ownership import share_of
 from campaignctl.core.policy import policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow, RevisionRecord
 from campaignctl.core.revisions import content_hash
 from campaignctl.core.rollback import RULE, LoggedChange, plan_rollback
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
 from campaignctl.services.revisions import known_good_revisions
 from campaignctl.services.status import find_campaign
 
@@ -63,6 +65,8 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
         return RollbackResult(name, record.current_revision, target.number, None, True,
                               [Step(d.task_index, d.action, d.reason, "planned") for d in steps],
                               left_alone, [e.id for e in withdrawn])
+    require_may_act(store, record, "roll back", "`rollback --dry-run` shows what it would do")
+    require_owner_for_share_change(store, record, share_of(json.loads(target.settings_json)))
     with manual_tick(store, f"rollback {name}") as (log, tick_id):
         why = reason or f"rollback to revision {target.number}"
         number = store.insert_revision(replace(target, author=getpass.getuser(), reason=why, kind="rollback",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import tempfile
@@ -11,7 +10,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters import faults, slurm
+from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
@@ -23,6 +22,7 @@ from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
+from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,11 @@ def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     doc = load_yaml(spec_path)
     text = spec_path.read_text(encoding="utf-8")
     spec_dir = str(spec_path.resolve().parent)
-    return validate_spec(doc, spec_dir, spec_policy(doc, spec_dir)), text
+    spec = validate_spec(doc, spec_dir, spec_policy(doc, spec_dir))
+    if spec.share_group and not identity.group_exists(spec.share_group):
+        raise SpecError([f"share.group: no Unix group named {spec.share_group!r} on this host"], str(spec_path),
+                        "name a group `getent group` lists (one you are in), or leave share out")
+    return spec, text
 
 
 def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:
@@ -70,20 +74,23 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     notes = _rung_notes(spec)
     store = Store.open()
     record = store.campaign(spec.name)
+    if record is not None:
+        require_may_act(store, record, "submit a spec named", "or give your spec another `name:`")
+        require_owner_for_share_change(store, record, spec.share_group)
     unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash
     if not unchanged:  # a new campaign or revision: would Slurm take its later rungs?
         refusals = later_rung_refusals(spec)
         if refusals:
             raise SpecError(refusals, str(spec_path), REFUSED_HINT)
     if record is None:
-        store.create_campaign(spec, text, str(spec_path.resolve()), getpass.getuser(), capture(spec))
+        store.create_campaign(spec, text, str(spec_path.resolve()), identity.user_name(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
         assert record is not None
     elif unchanged:
         outcome = "unchanged"
     else:
         number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
-                                    getpass.getuser(), reason or "spec changed at submit", capture(spec))
+                                    identity.user_name(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
@@ -99,7 +106,8 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
 def capture(spec: CampaignSpec) -> str:
     """Store this shell's environment (narrowed by `env_capture`) for the new revision; every
     attempt of it runs on it, whoever submits it (core/job_env.py)."""
-    return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture))
+    return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture),
+                              spec.share_group)
 
 
 REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has "
