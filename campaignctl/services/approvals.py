@@ -5,11 +5,10 @@ token a resubmit will use, so it is never submitted twice)."""
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from dataclasses import asdict, dataclass
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.decide import Decision
@@ -65,7 +64,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     if entry.id not in {e.id for e in log.awaiting(record.id)}:  # gated, unanswered and not yet approved
         raise ConflictError(f"decision #{decision_id} is {entry.status}, not awaiting approval",
                             "`campaignctl approvals` lists what waits for approval")
-    who = getpass.getuser()
+    who = identity.user_name()
     token = uuid.uuid4().hex[:12]
     with manual_tick(store, f"{verdict} #{decision_id}") as (log, tick_id):
         policy, _ = current_policy(store, record)

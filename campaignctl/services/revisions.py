@@ -3,13 +3,12 @@ by hand, and the policy changes that create them (`policy set`, `policy promote`
 
 from __future__ import annotations
 
-import getpass
 import json
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
@@ -84,9 +83,9 @@ def mark_good(name: str, number: int, reason: str = "") -> RevisionsResult:
     record = find_campaign(store, name)
     require_may_act(store, record, "mark a revision known-good of")
     _revision(store, record, number)
-    why = f"marked known-good by {getpass.getuser()}" + (f": {reason}" if reason else "")
+    why = f"marked known-good by {identity.user_name()}" + (f": {reason}" if reason else "")
     _log_campaign_decision(store, record, f"mark-good {name}", Decision(
-        CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, why, {"by": getpass.getuser()},
+        CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, why, {"by": identity.user_name()},
         {"revision": number}))
     return list_revisions(name)
 
@@ -159,7 +158,7 @@ def _add(store: Store, record: CampaignRecord, draft: RevisionRecord, reason: st
         raise ConflictError(f"campaign {record.name!r}: revision {record.current_revision} already has this content",
                             "nothing to change; `campaignctl revisions NAME` shows the revisions")
     # spec_hash stays the submitted spec's: `submit` of that same file again changes nothing
-    return store.insert_revision(replace(draft, author=getpass.getuser(), reason=reason, source_revision=None))
+    return store.insert_revision(replace(draft, author=identity.user_name(), reason=reason, source_revision=None))
 
 
 def _revision(store: Store, record: CampaignRecord, number: int) -> RevisionRecord:
