@@ -174,7 +174,8 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
 def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJob], campaign: str) -> list[str]:
     """Queued jobs of ours under a token of `subs` that are not the job recorded for it: a
     duplicate whose sbatch reached slurmctld after its token was looked up (a reply lost under
-    load), or a job of an abandoned submission. None of them was ever released: cancel them."""
+    load), or a job of an abandoned submission. None of them was ever released: cancel them.
+    `queued` is `squeue --me`: another user's job (a member of a shared campaign) is never in it."""
     by_token = {s.token: s for s in subs}
     found = set()
     for q in queued:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import faults
+from campaignctl.adapters import store as store_module
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.store_schema import MIGRATIONS
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.adapters.test_reconcile_fake_slurm import Crash
@@ -85,3 +87,19 @@ def test_a_shared_run_dir_is_the_groups_and_an_unshared_one_stays_private(
         assert stat.S_IMODE((private / part).stat().st_mode) == 0o700, part
     [env] = (private / ".campaignctl-private").glob("env.solo.*")
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
+
+
+def test_migration_012_says_the_owner_submitted_what_was_submitted_before_it(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = [m for m in store_module.MIGRATIONS if m[0] != "012_submitted_by"]
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    old = Store.open()
+    with old.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO campaigns (id, name, state, current_revision, run_dir, owner, created_at) "
+                             "VALUES (7, 'old', 'active', 1, '/r', 'alice', 't')")
+        conn.exec_driver_sql("INSERT INTO submissions (campaign_id, revision, token, state, job_id, array_spec, size, "
+                             "folder, resources_json, created_at, updated_at) "
+                             "VALUES (7, 1, 'tok', 'released', '12', '0-1', 2, '/r/slurm', '{}', 't', 't')")
+    old.engine.dispose()
+    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
+    assert [s.submitted_by for s in Store.open().submissions(7)] == ["alice"]
