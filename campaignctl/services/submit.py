@@ -61,10 +61,21 @@ def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     text = spec_path.read_text(encoding="utf-8")
     spec_dir = str(spec_path.resolve().parent)
     spec = validate_spec(doc, spec_dir, spec_policy(doc, spec_dir))
-    if spec.share_group and not identity.group_exists(spec.share_group):
-        raise SpecError([f"share.group: no Unix group named {spec.share_group!r} on this host"], str(spec_path),
-                        "name a group `getent group` lists (one you are in), or leave share out")
+    problem = _share_problem(spec.share_group) if spec.share_group else ""
+    if problem:
+        raise SpecError([problem], str(spec_path), "name a group `id -Gn` lists, or leave share out")
     return spec, text
+
+
+def _share_problem(group: str) -> str:
+    """Why the run directory cannot be made `group`'s: chgrp(2) takes only a group the caller
+    is in (root aside)."""
+    if not identity.group_exists(group):
+        return f"share.group: no Unix group named {group!r} on this host"
+    who = identity.current_identity()
+    if os.geteuid() != 0 and group not in who.groups:
+        return f"share.group: {who.user} is not in Unix group {group!r}, so cannot give it the run directory"
+    return ""
 
 
 def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:

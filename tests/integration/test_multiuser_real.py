@@ -219,6 +219,11 @@ def carol_can_read_but_not_change(team: Team) -> None:
         refused = team.cctl(CAROL, *args, cwd=carols)
         assert refused.returncode == 77, (args, refused.stdout, refused.stderr)
         assert f"it belongs to {ALICE}" in refused.stderr and "share: {group: GROUP}" in refused.stderr
+    sharing = carols / "sharing.yaml"
+    sharing.write_text(own_spec.read_text().replace(team.name, f"{team.name}-carol") + f"share: {{group: {GROUP}}}\n")
+    shutil.chown(sharing, CAROL, CAROL)
+    refused = team.cctl(CAROL, "submit", str(sharing), cwd=carols)  # a group she is not in
+    assert refused.returncode == 3 and f"cctl-carol is not in Unix group {GROUP!r}" in refused.stderr, refused.stderr
     tick = team.cctl(CAROL, "reconcile", "--all", "--json")
     assert tick.returncode == 0, tick.stderr
     assert team.name not in [c["name"] for c in json.loads(tick.stdout)["data"]["campaigns"]]
