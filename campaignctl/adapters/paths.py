@@ -146,6 +146,20 @@ def private_dir(path: Path, group: str | None = None, mode: int = 0o2770) -> Non
         _make_shared(path, grp.getgrnam(group).gr_gid, mode)
 
 
+def share_existing(run_dir: Path, group: str) -> None:
+    """A campaign shared after it ran: the directories its attempts made under `slurm/` and
+    `tasks/` (with the umask's mode, 0755 as a rule) become the group's (setgid 2770) where this
+    user owns them, so members' retries can write next to them. Files keep their modes."""
+    gid = grp.getgrnam(group).gr_gid
+    for part in ("slurm", "tasks"):
+        for top, dirs, _ in os.walk(run_dir / part):
+            for name in dirs:
+                path = Path(top) / name
+                if path.stat().st_uid == os.geteuid():
+                    os.chown(path, -1, gid)
+                    os.chmod(path, SHARED_DIR)
+
+
 SHARED_DIR = 0o2770  # a shared campaign's directories: the group may create and read, others nothing
 SHARED_READ_DIR = 0o2750  # … where only the owner writes (the captured environment)
 

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters import faults, identity, slurm
+from campaignctl.adapters import faults, identity, paths, slurm
 from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
@@ -22,7 +22,7 @@ from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
-from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
+from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,8 @@ def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitRe
     elif unchanged:
         outcome = "unchanged"
     else:
+        if spec.share_group and spec.share_group != ownership(store, record).share_group:
+            paths.share_existing(Path(spec.run_dir), spec.share_group)
         number = store.add_revision(record.id, spec, text, str(spec_path.resolve()),
                                     identity.user_name(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "

@@ -103,3 +103,15 @@ def test_migration_012_says_the_owner_submitted_what_was_submitted_before_it(
     old.engine.dispose()
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
     assert [s.submitted_by for s in Store.open().submissions(7)] == ["alice"]
+
+
+def test_sharing_a_campaign_later_gives_the_group_the_directories_its_attempts_made(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    as_user(monkeypatch, "alice", REAL_GROUP)
+    run_dir = shared_campaign(tmp_path, share=None)
+    attempt = run_dir / "tasks" / "0" / "tok.0"
+    attempt.mkdir(parents=True, mode=0o755)  # what a job made under the umask
+    (run_dir / "tasks" / "0").chmod(0o755)
+    shared_campaign(tmp_path, share=REAL_GROUP)  # alice shares it: a new revision
+    for path in (run_dir / "tasks", run_dir / "tasks" / "0", attempt):
+        assert mode(path) == (0o2770, REAL_GROUP), path
