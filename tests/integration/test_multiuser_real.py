@@ -185,16 +185,22 @@ def campaign_state(name: str) -> str:
 
 def drive(team: Team, actors: tuple[str, ...]) -> list[tuple[str, int, str]]:
     """Every actor's `reconcile --all` started at the same moment, round after round, until the
-    campaign finishes (at most ROUNDS rounds). Returns (user, exit code, stderr) of every tick."""
-    ticks = []
+    campaign finishes (at most ROUNDS rounds), and carol's too, which must leave it alone.
+    Returns (user, exit code, stderr) of every tick."""
+    ticks, left_alone = [], 0
     for _ in range(ROUNDS):
-        running = [(user, team.started(user, "reconcile", "--all", "--json")) for user in actors]
+        running = [(user, team.started(user, "reconcile", "--all", "--json")) for user in (*actors, CAROL)]
         for user, proc in running:
-            _, err = proc.communicate(timeout=300)
+            out, err = proc.communicate(timeout=300)
             ticks.append((user, proc.returncode, err))
+            if user == CAROL and proc.returncode == 0:
+                data = json.loads(out)["data"]
+                assert team.name not in [c["name"] for c in data["campaigns"]], data
+                left_alone += data["left_out"]
         if campaign_state(team.name) == "finished":
             break
         time.sleep(4)
+    assert left_alone >= 1  # carol's ticks saw the active campaign and said they left it alone
     return ticks
 
 
