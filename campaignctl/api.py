@@ -79,8 +79,8 @@ class Campaign:
         return str(self.workdir / f"{self.spec.name}.yaml")
 
     def _validated(self) -> CampaignSpec:
-        doc = parse_yaml(self.yaml, f"campaignctl.api ({self.doc.get('name', 'unnamed')})")
-        return spec_of(doc, str(self.workdir))
+        source = f"campaignctl.api ({self.doc.get('name', 'unnamed')})"
+        return spec_of(parse_yaml(self.yaml, source), str(self.workdir), source)
 
     def dry_run(self) -> SubmitResult:
         """What `submit` would do (array chunks, the sbatch script); nothing is submitted."""

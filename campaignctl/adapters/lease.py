@@ -17,7 +17,6 @@ background, while a tick runs (`keep`), and released together when it ends.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import math
 import os
 import socket
@@ -32,6 +31,7 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from campaignctl.adapters import identity
 from campaignctl.adapters.store_schema import leases
 from campaignctl.core.errors import CampaignctlError, UsageError
 from campaignctl.core.stall import human
@@ -93,7 +93,7 @@ class Leases:
         self.engine = engine
         self.ttl_s = ttl_setting() if ttl_s is None else ttl_s
         self.token = uuid.uuid4().hex
-        self.user, self.host, self.pid = getpass.getuser(), socket.gethostname(), os.getpid()
+        self.user, self.host, self.pid = identity.user_name(), socket.gethostname(), os.getpid()
         self._now: sa.ColumnClause[float] = sa.literal_column(_NOW[engine.dialect.name])
         self._fresh: dict[int, float] = {}  # campaign → `_clock()` when its lease was last extended
 

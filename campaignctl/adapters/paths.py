@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,23 +108,60 @@ def write_public(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
-def private_run_tree(run_dir: Path) -> None:
+def private_run_tree(run_dir: Path, group: str | None = None) -> None:
     """The run directory's campaignctl parts, owner-only (0700) whatever the umask: `slurm/` holds
     the scripts and pickled payloads jobs execute (another user able to write there could run code
     as the owner), `tasks/` what the attempts write. The run directory itself is made 0700 only
-    when created here: an existing one is the user's to share."""
+    when created here: an existing one is the user's to share.
+
+    With `group` (a campaign shared with a Unix group) the same parts are the group's instead:
+    members' retries run as themselves and stage into `slurm/` and write into `tasks/`, so each
+    part is setgid 2770 and owned by the group (on Linux what is created inside a setgid
+    directory takes its group, and a directory its setgid bit), and the run directory gets group
+    rwx and setgid added to what it has. Only directories this user owns are changed: a member
+    finds them made by the owner already."""
     try:
-        _make_private(run_dir, chmod_existing=False)
+        if group is None:
+            _make_private(run_dir, chmod_existing=False)
+            for part in ("slurm", "tasks"):
+                private_dir(run_dir / part)
+            return
+        gid = grp.getgrnam(group).gr_gid
+        _make_shared(run_dir, gid, SHARED_DIR, keep_bits=True)
         for part in ("slurm", "tasks"):
-            private_dir(run_dir / part)
-    except OSError as exc:
-        raise StateError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}",
-                         "set run_dir in the spec to a writable directory") from None
+            _make_shared(run_dir / part, gid, SHARED_DIR)
+    except (OSError, KeyError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise StateError(f"cannot create the run directory {run_dir}: {why}",
+                         "set run_dir in the spec to a writable directory"
+                         + (f" (and check that Unix group {group} exists)" if group else "")) from None
 
 
-def private_dir(path: Path) -> None:
-    """`path` and any missing parent created 0700 whatever the umask; `path` made 0700 if it existed."""
-    _make_private(path, chmod_existing=True)
+def private_dir(path: Path, group: str | None = None, mode: int = 0o2770) -> None:
+    """`path` and any missing parent created 0700 whatever the umask; `path` made 0700 if it
+    existed. With `group`: `mode` (setgid, the group's) instead, if this user owns it."""
+    if group is None:
+        _make_private(path, chmod_existing=True)
+    else:
+        _make_shared(path, grp.getgrnam(group).gr_gid, mode)
+
+
+def share_existing(run_dir: Path, group: str) -> None:
+    """A campaign shared after it ran: the directories its attempts made under `slurm/` and
+    `tasks/` (with the umask's mode, 0755 as a rule) become the group's (setgid 2770) where this
+    user owns them, so members' retries can write next to them. Files keep their modes."""
+    gid = grp.getgrnam(group).gr_gid
+    for part in ("slurm", "tasks"):
+        for top, dirs, _ in os.walk(run_dir / part):
+            for name in dirs:
+                path = Path(top) / name
+                if path.stat().st_uid == os.geteuid():
+                    os.chown(path, -1, gid)
+                    os.chmod(path, SHARED_DIR)
+
+
+SHARED_DIR = 0o2770  # a shared campaign's directories: the group may create and read, others nothing
+SHARED_READ_DIR = 0o2750  # … where only the owner writes (the captured environment)
 
 
 def _make_private(path: Path, chmod_existing: bool) -> None:
@@ -133,6 +171,18 @@ def _make_private(path: Path, chmod_existing: bool) -> None:
         os.chmod(directory, 0o700)
     if chmod_existing and path not in missing:
         os.chmod(path, 0o700)
+
+
+def _make_shared(path: Path, gid: int, mode: int, keep_bits: bool = False) -> None:
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        os.chown(directory, -1, gid)
+        os.chmod(directory, mode)
+    if path in missing or path.stat().st_uid != os.geteuid():
+        return
+    os.chown(path, -1, gid)
+    os.chmod(path, (path.stat().st_mode & 0o7777 | 0o2070) if keep_bits else mode)
 
 
 def task_dir(run_dir: str, task_index: int) -> Path:

@@ -57,6 +57,9 @@ class TaskLaunch:
     setup: tuple[str, ...] = ()  # shell lines run before the program (adapters/setup_lines.py)
     output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (adapters/output_metrics.py)
     causes: tuple[tuple[str, str], ...] = ()  # the policy's own `causes:` (name, pattern), matched at exit
+    # a campaign shared with a Unix group: other members' attempts resume this task's checkpoint
+    # and their ticks read this attempt's files, so the job runs under umask 007 (group rw)
+    shared: bool = False
 
     @property
     def attempt_dir(self) -> Path:
@@ -90,6 +93,8 @@ def run_task(launch: TaskLaunch) -> None:
         # first thing: from here an early warning signal can neither kill this process nor reach
         # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
         signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
+    if getattr(launch, "shared", False):  # a payload pickled by an older campaignctl has no such field
+        os.umask(0o007)  # inherited by the program; directories made inside `tasks/` stay setgid
     attempt_dir = launch.attempt_dir
     attempt_dir.mkdir(parents=True, exist_ok=True)
     launch.checkpoint.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from campaignctl.adapters import paths
+from campaignctl.adapters import identity, paths
 from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
 from campaignctl.adapters.store_schema import (
     MIGRATIONS,
@@ -438,7 +438,8 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
     submission_id = conn.execute(submissions.insert().values(
         campaign_id=campaign_id, revision=revision, token=token, state="intent",
         array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
-        kind=kind, requeue=int(requeue), created_at=now, updated_at=now)).inserted_primary_key[0]  # type: ignore[index]
+        kind=kind, requeue=int(requeue), created_at=now, updated_at=now,
+        submitted_by=identity.user_name())).inserted_primary_key[0]  # type: ignore[index]
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,

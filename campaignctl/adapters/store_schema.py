@@ -163,6 +163,13 @@ ALTER TABLE submissions ADD COLUMN last_error TEXT NOT NULL DEFAULT '';
 ALTER TABLE submissions ADD COLUMN next_try_at TEXT
 """
 
+# Who ran sbatch for a submission: a shared campaign's members submit as themselves, and only the
+# submitter's `squeue --me` shows (and only the submitter may adopt, release or cancel) the job.
+# Rows written before this were submitted by the campaign's owner.
+_012_SUBMITTED_BY = """
+ALTER TABLE submissions ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
+UPDATE submissions SET submitted_by = (SELECT owner FROM campaigns WHERE campaigns.id = submissions.campaign_id)
+"""
 
 # PostgreSQL takes the declared types literally: REAL is 4 bytes (0.30000001 and 0.30000002 both
 # read back as 0.3; a Unix time in `t` rounded to 128 s) and INTEGER is 4 bytes (a 64-bit inode, as
@@ -272,6 +279,7 @@ MIGRATIONS.append(("008_output_causes", _ddl(_008_OUTPUT_CAUSES)))
 MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
 MIGRATIONS.append(("010_wide_numbers", _010_wide_numbers))
 MIGRATIONS.append(("011_leases", _011_leases))
+MIGRATIONS.append(("012_submitted_by", _ddl(_012_SUBMITTED_BY)))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 
 metadata = sa.MetaData()
@@ -301,7 +309,7 @@ submissions = sa.Table(
     sa.Column("folder", sa.Text), sa.Column("resources_json", sa.Text),
     sa.Column("created_at", sa.Text), sa.Column("updated_at", sa.Text), sa.Column("requeue", sa.Integer),
     sa.Column("kind", sa.Text), sa.Column("tries", sa.Integer), sa.Column("last_error", sa.Text),
-    sa.Column("next_try_at", sa.Text))
+    sa.Column("next_try_at", sa.Text), sa.Column("submitted_by", sa.Text))
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("task_id", sa.Integer),

@@ -65,9 +65,10 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
 class ArraySubmission:
     """One array chunk on disk under `folder`: script, staged payloads, delivered payloads."""
 
-    def __init__(self, folder: Path, token: str, parameters: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, token: str, parameters: dict[str, Any], group: str | None = None) -> None:
         self.folder = folder
         self.token = token
+        self.group = group  # a shared campaign's Unix group: the folders are its (paths.private_run_tree)
         self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
         self.executor.update_parameters(**{k: v for k, v in parameters.items() if k != "map_count"})
         self.executor.parameters["map_count"] = parameters["map_count"]
@@ -89,8 +90,8 @@ class ArraySubmission:
 
     def stage(self, launches: Sequence[TaskLaunch]) -> None:
         """Write the script and one pickled `run_task(launch)` per array index (idempotent)."""
-        private_run_tree(self.folder.parent)
-        private_dir(self.staging_dir)
+        private_run_tree(self.folder.parent, self.group)
+        private_dir(self.staging_dir, self.group)
         for index, launch in enumerate(launches):
             payload = self.staging_dir / f"{index}.pkl"
             DelayedSubmission(run_task, launch).dump(payload)

@@ -81,7 +81,8 @@ def render(result: ReconcileResult) -> None:
     if result.status != "locked":
         console.print(f"{result.status}; {result.slurm_calls} Slurm call(s)"
                       + (f"; tick {result.tick_id}" if result.tick_id else "")
-                      + (f"; {result.skipped_lines} line(s) skipped" if result.skipped_lines else ""))
+                      + (f"; {result.skipped_lines} line(s) skipped" if result.skipped_lines else "")
+                      + (f"; {result.left_out} campaign(s) of other users left alone" if result.left_out else ""))
 
 
 def notify_view(n: NotifyResult) -> list[str]:

@@ -147,3 +147,11 @@ class NotifyError(CampaignctlError):
 
     exit_code = 69
     kind = "notify"
+
+
+class PermissionDeniedError(CampaignctlError):
+    """The caller may read this campaign but not change it: it belongs to another Unix user and
+    does not share it with a group of the caller (EX_NOPERM)."""
+
+    exit_code = 77
+    kind = "permission"

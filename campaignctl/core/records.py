@@ -54,6 +54,7 @@ class SubmissionRecord:
     tries: int = 0  # tries Slurm refused (sbatch refused or unreadable, release failed)
     last_error: str = ""  # Slurm's message of the last refused try
     next_try_at: str | None = None  # UTC: a refused submission is not tried again before
+    submitted_by: str = ""  # the Unix user who runs its sbatch (members of a shared campaign: themselves)
 
 
 @dataclass(frozen=True, slots=True)

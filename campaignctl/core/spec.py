@@ -12,6 +12,7 @@ from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
 from campaignctl.core.notify_config import read_notify
 from campaignctl.core.output_metrics import read_output_patterns
+from campaignctl.core.ownership import read_share
 from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
@@ -28,7 +29,8 @@ from campaignctl.core.safety import (
 )
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
-            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify")
+            "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
+            "share")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -75,6 +77,7 @@ class CampaignSpec:
     captured_env: str = ""  # the revision's captured environment file: set from the store, not the YAML
     command: tuple[str, ...] = ()  # the argv template ({param} placeholders), to render a retry's new params
     env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
+    share_group: str | None = None  # `share: {group: G}`: G's members may act on the campaign too
 
     @property
     def configs(self) -> int:
@@ -97,6 +100,8 @@ class CampaignSpec:
             "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money, "warn_at": b.warn_at}}
         if self.rungs:
             settings.update(configs=self.configs, rungs=[rung.to_settings() for rung in self.rungs])
+        if self.share_group:
+            settings["share"] = {"group": self.share_group}
         return settings
 
 
@@ -139,6 +144,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
+    share_group = read_share(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
@@ -147,7 +153,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
-                        env={str(k): str(v) for k, v in (top.get("env") or {}).items()})
+                        env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
+                        share_group=share_group)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:

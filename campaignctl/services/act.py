@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from campaignctl.adapters import faults, slurm
+from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
 from campaignctl.core.actions import (
@@ -256,7 +256,10 @@ class Actor:
         refused, once due), redo its resizes (setting the same values twice is harmless), then
         write the missing outcomes. A submission still waiting for its next try stays open."""
         done = {d.token: d for d in recover(self.store, self.record, self.policy)}
+        me = identity.user_name()  # another member's submissions are its own tick's to finish (recover)
         states = {s.token: s for s in self.store.submissions(self.record.id)}
+        open_entries = [e for e in open_entries if states.get(e.group_token) is None
+                        or states[e.group_token].submitted_by == me or e.action not in SUBMITTING]
         repaired = 0
         for group_token in {e.group_token for e in open_entries if e.action in SUBMITTING}:
             ids = [e.id for e in open_entries if e.group_token == group_token]

@@ -5,11 +5,10 @@ token a resubmit will use, so it is never submitted twice)."""
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from dataclasses import asdict, dataclass
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.decide import Decision
@@ -17,6 +16,7 @@ from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
 from campaignctl.services.rules import current_policy
 from campaignctl.services.status import find_campaign
 
@@ -59,8 +59,9 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         raise NotFoundError(f"no decision #{decision_id}", f"awaiting approval: {waiting} (`campaignctl approvals`)")
     record = store.campaign(entry.campaign)
     assert record is not None
+    require_may_act(store, record, f"{verdict} decisions of")
     _still_awaiting(log, record.id, entry)
-    who = getpass.getuser()
+    who = identity.user_name()
     token = uuid.uuid4().hex[:12]
     with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id):
         _still_awaiting(log, record.id, entry)  # two people's verdicts at once: the second finds it answered

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from campaignctl.adapters import faults, paths, slurm
+from campaignctl.adapters import faults, identity, paths, slurm
 from campaignctl.adapters.runner import TaskLaunch
 from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
@@ -73,7 +73,7 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,
                        from_node=spec.env_capture.from_node, setup=spec.setup,
                        output_metrics=spec.output_metrics,
-                       causes=tuple(spec.policy.causes.items()))
+                       causes=tuple(spec.policy.causes.items()), shared=spec.share_group is not None)
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
 
 
@@ -85,7 +85,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     on 4000 MB nodes: rc 0) and, once released, leaves it PENDING (BadConstraints) for ever,
     while the same job without --hold is refused with "Requested node configuration is not
     available"; --test-only says the latter."""
-    submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params)
+    submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
     if job_id is None:
         submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
         refused = slurm.refusal(str(submission.script_path))
@@ -131,8 +131,13 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
     first (squeue, by job name): a job found is adopted and any duplicate cancelled, so sbatch
     never runs twice for one token. With `policy` (reconcile), a submission Slurm refused waits
     for its next try and, refused `policy.submit_tries` times, is abandoned (`gave_up`);
-    without (`submit`, run by a person) each is tried now and a refusal raises."""
-    pending = store.submissions(record.id, states=("intent", "submitted"))
+    without (`submit`, run by a person) each is tried now and a refusal raises.
+
+    Only the caller's own submissions: another member of a shared campaign may be between its
+    intent row and its sbatch right now, and its held job is in its `squeue --me`, not ours, so
+    taking it up here would submit its retry a second time, as our job."""
+    me = identity.user_name()
+    pending = [sub for sub in store.submissions(record.id, states=("intent", "submitted")) if sub.submitted_by == me]
     if policy is not None:
         pending = [sub for sub in pending if is_due(sub, now)]
     if not pending:
@@ -169,7 +174,8 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
 def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJob], campaign: str) -> list[str]:
     """Queued jobs of ours under a token of `subs` that are not the job recorded for it: a
     duplicate whose sbatch reached slurmctld after its token was looked up (a reply lost under
-    load), or a job of an abandoned submission. None of them was ever released: cancel them."""
+    load), or a job of an abandoned submission. None of them was ever released: cancel them.
+    `queued` is `squeue --me`: another user's job (a member of a shared campaign) is never in it."""
     by_token = {s.token: s for s in subs}
     found = set()
     for q in queued:

@@ -11,7 +11,6 @@ or must be adopted) → pure diff and decide → decisions and submission intent
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
@@ -19,7 +18,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from campaignctl.adapters import proc, slurm
+from campaignctl.adapters import identity, proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
@@ -49,6 +48,7 @@ from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
+from campaignctl.services.ownership import may_act, require_may_act
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -103,6 +103,7 @@ class ReconcileResult:
     stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
     notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
     left_alone: list[LeftAlone] = field(default_factory=list)
+    left_out: int = 0  # --all: active campaigns of others, not shared with the caller, left alone
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -135,6 +136,10 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
     records = _campaigns(store, name)
     if dry_run:
         return _Tick(store, None, now).run(records, dry_run=True)
+    if name is not None:
+        require_may_act(store, records[0], "reconcile", "`reconcile --dry-run` shows what a tick would decide")
+    mine = [r for r in records if may_act(store, r)]
+    left_out, records = len(records) - len(mine), mine
     with exclusive("reconcile") as holder:
         if holder is not None:
             health = tick_health(store)
@@ -146,7 +151,8 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             records, held = _leased(store, leases, records, name)
             if held and not records:
                 return ReconcileResult("locked", None, [], 0, "another process holds the lease of every campaign "
-                                       "of this tick; nothing done", left_alone=held)
+                                       "of this tick; nothing done", left_alone=held,
+                                       left_out=left_out)
             clock = _tick_clock(now)
             result = _run_tick(store, leases, records, name, clock)
             write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
@@ -155,7 +161,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             dropped = {c.name for c in result.left_alone}
             notify = notify_after_tick(store, [r for r in records if r.name not in dropped], name is None,
                                        clock, leases)
-        return replace(result, left_alone=held + result.left_alone, notify=notify)
+        return replace(result, left_alone=held + result.left_alone, notify=notify, left_out=left_out)
 
 
 def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
@@ -271,13 +277,16 @@ class _Tick:
         return self._decide_and_act(record, views, rows, summaries, len(changes), repaired, dry_run)
 
     def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
-        """What counts as still queued when sacct misses an attempt. Another user's campaign (a
-        shared CAMPAIGNCTL_DB_URL): with `PrivateData=jobs` in slurm.conf sacct prints nothing
-        for jobs of other users, and `squeue --me` never lists them, so their absence says
-        nothing; they count as queued and are never declared lost from here."""
-        if record.owner == getpass.getuser():
+        """What counts as still queued when sacct misses an attempt. A job another user submitted
+        (a shared CAMPAIGNCTL_DB_URL, a campaign shared with a group): with `PrivateData=jobs` in
+        slurm.conf sacct prints nothing for jobs of other users, and `squeue --me` never lists
+        them, so their absence says nothing; they count as queued and are never declared lost
+        from here. Only the submitter's own tick can tell a lost job of its own."""
+        me = identity.user_name()
+        others = {s.job_id for s in self.store.submissions(record.id) if s.job_id and s.submitted_by != me}
+        if not others.intersection(key_of(r)[0] for r in rows):
             return self.squeue.arrays
-        return lambda: {key_of(r)[0] for r in rows}
+        return lambda: {*self.squeue.arrays(), *others}
 
     def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
         job_ids = sorted({key_of(r)[0] for r in live})

@@ -23,6 +23,7 @@ from campaignctl.core.observe import task_views
 from campaignctl.services.act import Actor
 from campaignctl.services.ladder import Gate, promotion_gate
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
 from campaignctl.services.rules import CampaignContext, budget_of, current_policy
 from campaignctl.services.status import find_campaign
 
@@ -44,6 +45,7 @@ class ResumeResult:
 def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "resume")
     if record.state != "paused":
         raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
                             f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")

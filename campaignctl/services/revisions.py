@@ -3,13 +3,12 @@ by hand, and the policy changes that create them (`policy set`, `policy promote`
 
 from __future__ import annotations
 
-import getpass
 import json
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
@@ -22,6 +21,7 @@ from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.revisions import content_hash, revision_diff
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
 from campaignctl.services.status import find_campaign
 
 KNOWN_GOOD = "mark_known_good"
@@ -84,10 +84,11 @@ def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:
 def mark_good(name: str, number: int, reason: str = "") -> RevisionsResult:
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "mark a revision known-good of")
     _revision(store, record, number)
-    why = f"marked known-good by {getpass.getuser()}" + (f": {reason}" if reason else "")
+    why = f"marked known-good by {identity.user_name()}" + (f": {reason}" if reason else "")
     _log_campaign_decision(store, record, f"mark-good {name}", Decision(
-        CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, why, {"by": getpass.getuser()},
+        CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, why, {"by": identity.user_name()},
         {"revision": number}))
     return list_revisions(name)
 
@@ -98,6 +99,7 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
     policy = load_policy(str(policy_file), str(Path.cwd()))  # a path, or a built-in name
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "set the policy of")
     unknown = unknown_rule_params(policy, list(store.task_params(record.id).values()))
     if unknown:
         raise SpecError([problem for *_, problem in unknown], str(policy_file),
@@ -118,6 +120,7 @@ def promote(name: str, reason: str = "", rule: str | None = None) -> RevisionsRe
     candidate) the enforced policy's shadow rules — all, or only `rule` — start to act."""
     store = Store.open()
     record = find_campaign(store, name)
+    require_may_act(store, record, "promote the policy of")
     current = store.revision(record.id, record.current_revision)
     if current.shadow_policy_json and rule is None:
         policy = _told_as_before(_enforcing(policy_from_dict(json.loads(current.shadow_policy_json)), None), current)
@@ -166,7 +169,7 @@ def _add(store: Store, record: CampaignRecord, draft: RevisionRecord, reason: st
         raise ConflictError(f"campaign {record.name!r}: revision {record.current_revision} already has this content",
                             "nothing to change; `campaignctl revisions NAME` shows the revisions")
     # spec_hash stays the submitted spec's: `submit` of that same file again changes nothing
-    return store.insert_revision(replace(draft, author=getpass.getuser(), reason=reason, source_revision=None))
+    return store.insert_revision(replace(draft, author=identity.user_name(), reason=reason, source_revision=None))
 
 
 def _revision(store: Store, record: CampaignRecord, number: int) -> RevisionRecord:

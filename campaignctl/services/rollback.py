@@ -3,13 +3,12 @@ work that has not started the resources it would have under it, every step a log
 
 from __future__ import annotations
 
-import getpass
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
@@ -17,12 +16,14 @@ from campaignctl.core.clock import UTC
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.observe import task_views
+from campaignctl.core.ownership import share_of
 from campaignctl.core.policy import policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow, RevisionRecord
 from campaignctl.core.revisions import content_hash
 from campaignctl.core.rollback import RULE, LoggedChange, plan_rollback
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
 from campaignctl.services.revisions import known_good_revisions
 from campaignctl.services.status import find_campaign
 
@@ -56,6 +57,8 @@ class RollbackResult:
 def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: str = "") -> RollbackResult:
     store = Store.open()
     record = find_campaign(store, name)
+    if not dry_run:
+        require_may_act(store, record, "roll back", "`rollback --dry-run` shows what it would do")
     log = DecisionLog(store.engine)
     target = _target(store, log, record, to)
     steps, left_alone, withdrawn, views = _plan(store, log, record, target)
@@ -63,15 +66,16 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
         return RollbackResult(name, record.current_revision, target.number, None, True,
                               [Step(d.task_index, d.action, d.reason, "planned") for d in steps],
                               left_alone, [e.id for e in withdrawn])
+    require_owner_for_share_change(store, record, share_of(json.loads(target.settings_json)))
     with manual_tick(store, record, f"rollback {name}") as (log, tick_id):
         why = reason or f"rollback to revision {target.number}"
-        number = store.insert_revision(replace(target, author=getpass.getuser(), reason=why, kind="rollback",
+        number = store.insert_revision(replace(target, author=identity.user_name(), reason=why, kind="rollback",
                                                source_revision=target.number))
         current = find_campaign(store, name)
         made_current = Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "make_current",
                                 f"revision {number} made current with the content of revision {target.number} "
-                                f"(by {getpass.getuser()}: {why}); {len(steps)} compensating step(s).",
-                                {"from_revision": record.current_revision, "by": getpass.getuser()},
+                                f"(by {identity.user_name()}: {why}); {len(steps)} compensating step(s).",
+                                {"from_revision": record.current_revision, "by": identity.user_name()},
                                 {"revision": number, "target_revision": target.number})
         policy = policy_from_dict(json.loads(target.policy_json))
         actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs)

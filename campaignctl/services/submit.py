@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import tempfile
@@ -11,7 +10,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters import faults, slurm
+from campaignctl.adapters import faults, identity, paths, slurm
 from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
@@ -25,6 +24,7 @@ from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
+from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +61,28 @@ class SubmitResult:
 def load_spec(spec_path: Path) -> tuple[CampaignSpec, str]:
     doc = load_yaml(spec_path)
     text = spec_path.read_text(encoding="utf-8")
-    return spec_of(doc, str(spec_path.resolve().parent)), text
+    return spec_of(doc, str(spec_path.resolve().parent), str(spec_path)), text
 
 
-def spec_of(doc: RawDoc, spec_dir: str) -> CampaignSpec:
-    """Validate a parsed spec whose relative paths (workdir, a policy file) start at `spec_dir`."""
-    return validate_spec(doc, spec_dir, spec_policy(doc, spec_dir))
+def spec_of(doc: RawDoc, spec_dir: str, source: str) -> CampaignSpec:
+    """Validate a parsed spec whose relative paths (workdir, a policy file) start at `spec_dir`;
+    `source` names it in errors."""
+    spec = validate_spec(doc, spec_dir, spec_policy(doc, spec_dir))
+    problem = _share_problem(spec.share_group) if spec.share_group else ""
+    if problem:
+        raise SpecError([problem], source, "name a group `id -Gn` lists, or leave share out")
+    return spec
+
+
+def _share_problem(group: str) -> str:
+    """Why the run directory cannot be made `group`'s: chgrp(2) takes only a group the caller
+    is in (root aside)."""
+    if not identity.group_exists(group):
+        return f"share.group: no Unix group named {group!r} on this host"
+    who = identity.current_identity()
+    if os.geteuid() != 0 and group not in who.groups:
+        return f"share.group: {who.user} is not in Unix group {group!r}, so cannot give it the run directory"
+    return ""
 
 
 def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:
@@ -83,20 +99,25 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     notes = _rung_notes(spec) + missing_cron_note()
     store = Store.open()
     record = store.campaign(spec.name)
+    if record is not None:
+        require_may_act(store, record, "submit a spec named", "or give your spec another `name:`")
+        require_owner_for_share_change(store, record, spec.share_group)
     unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash
     if not unchanged:  # a new campaign or revision: would Slurm take its later rungs?
         refusals = later_rung_refusals(spec)
         if refusals:
             raise SpecError(refusals, spec_path, REFUSED_HINT)
     if record is None:
-        store.create_campaign(spec, text, spec_path, getpass.getuser(), capture(spec))
+        store.create_campaign(spec, text, spec_path, identity.user_name(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
         assert record is not None
     elif unchanged:
         outcome = "unchanged"
     else:
+        if spec.share_group and spec.share_group != ownership(store, record).share_group:
+            paths.share_existing(Path(spec.run_dir), spec.share_group)
         number = store.add_revision(record.id, spec, text, spec_path,
-                                    getpass.getuser(), reason or "spec changed at submit", capture(spec))
+                                    identity.user_name(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
@@ -112,7 +133,8 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
 def capture(spec: CampaignSpec) -> str:
     """Store this shell's environment (narrowed by `env_capture`) for the new revision; every
     attempt of it runs on it, whoever submits it (core/job_env.py)."""
-    return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture))
+    return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture),
+                              spec.share_group)
 
 
 REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has "

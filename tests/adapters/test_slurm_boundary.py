@@ -19,8 +19,11 @@ from campaignctl.cli import app
 from campaignctl.core.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
+from campaignctl.services.submit import submit
 from tests.adapters.test_reconcile_fake_slurm import campaign
+from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
+from tests.users import REAL_GROUP, as_user
 
 
 @pytest.mark.parametrize("name", [
@@ -150,20 +153,29 @@ def test_the_tick_and_status_count_and_show_skipped_lines(tmp_path: Path, fake_s
     assert [(r.state, r.exit_code) for r in rows] == [("RUNNING", None)] * 3  # no exit code while running
 
 
-def test_another_users_campaign_absent_from_sacct_is_never_declared_lost(
+def test_another_users_jobs_absent_from_sacct_are_never_declared_lost(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
     """With `PrivateData=jobs` sacct prints nothing for another user's jobs and `squeue --me` never
-    lists them: for a campaign submitted by alice (a shared store), bob's tick must not take their
-    absence for a lost job. The campaign's own user still sees a vanished job go lost."""
-    monkeypatch.setattr("getpass.getuser", lambda: "alice")
-    campaign(tmp_path, fake_slurm, 3, name="alices")
+    lists them: for alice's jobs of a campaign shared with bob (a shared store), bob's tick must
+    not take their absence for a lost job. The jobs' own submitter still sees a vanished job go lost."""
+    as_user(monkeypatch, "alice", REAL_GROUP)
+    spec = write_spec(tmp_path, f"""\
+name: alices
+command: [python3, train.py, "{{i}}"]
+matrix: {{i: [0, 1, 2]}}
+share: {{group: {REAL_GROUP}}}
+""", name="alices.yaml")
+    submit(spec)
     campaign(tmp_path, fake_slurm, 3, name="mine")
     fake_slurm.vanished.update(fake_slurm.jobs)  # what bob's sacct and squeue show: nothing
-    monkeypatch.setattr("getpass.getuser", lambda: "bob")
+    as_user(monkeypatch, "bob", REAL_GROUP)
     later = datetime.now() + timedelta(hours=1)
     assert reconcile("alices", now=later).campaigns[0].decisions == []
     assert reconcile("alices", now=later + timedelta(hours=1)).campaigns[0].decisions == []
-    monkeypatch.setattr("getpass.getuser", lambda: "alice")
+    as_user(monkeypatch, "alice", REAL_GROUP)
     reconcile("mine", now=later)
     lost = reconcile("mine", now=later + timedelta(hours=1)).campaigns[0].decisions
+    assert [(d.rule, d.action) for d in lost] == [("lost", "resubmit")] * 3
+    reconcile("alices", now=later)
+    lost = reconcile("alices", now=later + timedelta(hours=1)).campaigns[0].decisions
     assert [(d.rule, d.action) for d in lost] == [("lost", "resubmit")] * 3

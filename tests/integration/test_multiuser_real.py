@@ -1,0 +1,277 @@
+"""Teams on one database (issue 15), with real Unix users on the real cluster: alice owns a
+campaign shared with group cctl-team, bob (in the group) runs `reconcile --all` from his own
+cron at the same moments as alice; carol (not in it) may read the campaign, never change it.
+
+The users are real (useradd; the test runs as root, as CI does) and each command runs as that
+user through `runuser` with the environment a cron line gives (`env -i`, our crontab words), so
+Slurm sees three submitters and the files in the run directory three owners. Each user runs a
+Python it can reach: root's virtualenv may sit under a private /root (pyenv here, the CI clone
+there), so a world-readable virtualenv is built once under /var/tmp from the system python3
+(same minor version) and the test's own site-packages, and this working tree's package is
+copied into it on every run. The jobs run that interpreter too: submitit's batch script starts
+`sys.executable -m submitit.core._submit`."""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.store import Store
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slurm
+HERE = Path(__file__).parent
+ROOT = Path("/var/tmp/campaignctl-multiuser")
+GROUP = "cctl-team"
+ALICE, BOB, CAROL = "cctl-alice", "cctl-bob", "cctl-carol"
+TASKS = 4
+ROUNDS = 30
+
+
+@pytest.fixture(scope="module")
+def unix_users() -> None:
+    """alice and bob in cctl-team, carol not (idempotent: kept between runs)."""
+    if os.geteuid() != 0:
+        message = "the multi-user test creates Unix users: run it as root (CI does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    _run(["groupadd", "-f", GROUP])
+    for user in (ALICE, BOB, CAROL):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            _run(["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", user])
+    for user in (ALICE, BOB):
+        _run(["usermod", "-aG", GROUP, user])
+    assert set(grp.getgrnam(GROUP).gr_mem) >= {ALICE, BOB} and CAROL not in grp.getgrnam(GROUP).gr_mem
+
+
+@pytest.fixture(scope="module")
+def user_python(unix_users: None) -> Path:
+    """A virtualenv every user can run: the system python3 of this minor version, this test's
+    site-packages (rebuilt when the installed distributions change) and this tree's package."""
+    base = _system_python()
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    installed = sorted(p.name for p in purelib.iterdir() if p.name.endswith(".dist-info"))
+    stamp = hashlib.sha256("\n".join([str(base), *installed]).encode()).hexdigest()[:16]
+    venv = ROOT / "venv"
+    target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    ROOT.mkdir(mode=0o755, exist_ok=True)
+    if not (venv / f".deps-{stamp}").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([str(base), "-m", "venv", "--without-pip", str(venv)])
+        shutil.copytree(purelib, target, dirs_exist_ok=True, symlinks=True,
+                        ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
+        (venv / f".deps-{stamp}").touch()
+    shutil.rmtree(target / "campaignctl", ignore_errors=True)
+    shutil.copytree(REPO / "campaignctl", target / "campaignctl", ignore=shutil.ignore_patterns("__pycache__"))
+    _run(["chmod", "-R", "a+rX", str(venv)])
+    python = venv / "bin" / "python"
+    assert _as(BOB, python, ["-c", "import campaignctl.cli, submitit, psycopg"], {}, Path("/")).returncode == 0
+    return python
+
+
+def _system_python() -> Path:
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        found = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                               capture_output=True, text=True, check=False) if Path(candidate).exists() else None
+        if found is not None and found.stdout.strip() == str(sys.version_info[:2]):
+            return Path(candidate)
+    pytest.fail(f"no system python3 {sys.version_info[:2]} that other users can run (/usr/bin, /usr/local/bin)")
+
+
+def _run(argv: list[str]) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
+
+
+def _as(user: str, python: Path, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`args` run by `user` with only `env`: what a crontab line of that user runs."""
+    return subprocess.run(["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+                           str(python), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+class Team:
+    """Three users on one database, each with a private state directory and a cron-like env."""
+
+    def __init__(self, python: Path, base: Path, db_url: str, slurm_conf: str) -> None:
+        self.python, self.base = python, base
+        self.project = base / "alice"  # alice's project directory, which her group may use
+        self.project.mkdir()
+        shutil.chown(self.project, ALICE, GROUP)
+        os.chmod(self.project, 0o2770)
+        shutil.copy(HERE / "chaos_task.py", self.project / "chaos.py")
+        self.name = f"owner-team-{base.name}"
+        self.envs = {}
+        for user in (ALICE, BOB, CAROL):
+            state = base / f"state-{user}"
+            state.mkdir(mode=0o700)
+            shutil.chown(state, user, user)
+            self.envs[user] = {"HOME": "/nonexistent", "LOGNAME": user, "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin",
+                               "SLURM_CONF": slurm_conf, "XDG_STATE_HOME": str(state),
+                               "CAMPAIGNCTL_DB_URL": db_url, "COLUMNS": "200"}
+
+    def cctl(self, user: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return _as(user, self.python, ["-m", "campaignctl", *args], self.envs[user], cwd or self.project)
+
+    def started(self, user: str, *args: str) -> subprocess.Popen[str]:
+        env = self.envs[user]
+        return subprocess.Popen(["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+                                 str(self.python), "-m", "campaignctl", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.project)
+
+
+@pytest.fixture
+def team(user_python: Path, pg_url: str, slurm_conf: str) -> Iterator[Team]:
+    base = ROOT / uuid.uuid4().hex[:8]
+    base.mkdir(mode=0o755)
+    yield Team(user_python, base, pg_url, slurm_conf)
+    for user in (ALICE, BOB, CAROL):  # whatever a failed run left queued: only these test users' jobs
+        subprocess.run(["scancel", "-u", user], capture_output=True, check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def spec_for(team: Team, directory: Path, owner: str, share: bool = True) -> Path:
+    tasks = "\n".join("  - {mode: flaky, mb: 0}" for _ in range(TASKS))
+    spec = directory / "spec.yaml"
+    spec.write_text(f"""\
+name: {team.name}
+command: [{team.python}, chaos.py, "{{mode}}", "{{mb}}"]
+tasks:
+{tasks}
+resources: {{mem: 200M, time: "00:05:00"}}
+telemetry: {{interval: 0}}
+policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
+""" + (f"share: {{group: {GROUP}}}\n" if share else ""))
+    shutil.chown(spec, owner, GROUP)
+    os.chmod(spec, 0o640)
+    return spec
+
+
+def attempts_per_task(name: str) -> Counter[int]:
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    return Counter(a.task_index for a in store.attempts(record.id))
+
+
+def retry_submitters(name: str) -> set[str]:
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    return {s.submitted_by for s in store.submissions(record.id) if s.kind == "retry"}
+
+
+def campaign_state(name: str) -> str:
+    record = Store.open().campaign(name)
+    assert record is not None
+    return record.state
+
+
+def drive(team: Team, actors: tuple[str, ...]) -> list[tuple[str, int, str]]:
+    """Every actor's `reconcile --all` started at the same moment, round after round, until the
+    campaign finishes (at most ROUNDS rounds), and carol's too, which must leave it alone.
+    Returns (user, exit code, stderr) of every tick."""
+    ticks, left_alone = [], 0
+    for _ in range(ROUNDS):
+        running = [(user, team.started(user, "reconcile", "--all", "--json")) for user in (*actors, CAROL)]
+        for user, proc in running:
+            out, err = proc.communicate(timeout=300)
+            ticks.append((user, proc.returncode, err))
+            if user == CAROL and proc.returncode == 0:
+                data = json.loads(out)["data"]
+                assert team.name not in [c["name"] for c in data["campaigns"]], data
+                left_alone += data["left_out"]
+        if campaign_state(team.name) == "finished":
+            break
+        time.sleep(4)
+    assert left_alone >= 1  # carol's ticks saw the active campaign and said they left it alone
+    return ticks
+
+
+def carol_can_read_but_not_change(team: Team) -> None:
+    store = Store.open()
+    record = store.campaign(team.name)
+    assert record is not None
+    before = (len(store.revisions(record.id)), len(DecisionLog(store.engine).entries(record.id)),
+              attempts_per_task(team.name), record.state)
+    for args in (["status", team.name], ["log", "show", team.name], ["revisions", team.name]):
+        shown = team.cctl(CAROL, *args)
+        assert shown.returncode == 0, (args, shown.stdout, shown.stderr)
+    assert team.name in team.cctl(CAROL, "status", team.name).stdout
+    carols = team.base / "carol"
+    carols.mkdir()
+    shutil.chown(carols, CAROL, CAROL)
+    own_spec = spec_for(team, carols, CAROL, share=False)
+    shutil.chown(own_spec, CAROL, CAROL)
+    shutil.copy(HERE / "chaos_task.py", carols / "chaos.py")
+    for args in (["policy", "set", team.name, "conservative"], ["rollback", team.name, "--to", "1"],
+                 ["resume", team.name], ["submit", str(own_spec)], ["reconcile", team.name]):
+        refused = team.cctl(CAROL, *args, cwd=carols)
+        assert refused.returncode == 77, (args, refused.stdout, refused.stderr)
+        assert f"it belongs to {ALICE}" in refused.stderr and "share: {group: GROUP}" in refused.stderr
+    sharing = carols / "sharing.yaml"
+    sharing.write_text(own_spec.read_text().replace(team.name, f"{team.name}-carol") + f"share: {{group: {GROUP}}}\n")
+    shutil.chown(sharing, CAROL, CAROL)
+    refused = team.cctl(CAROL, "submit", str(sharing), cwd=carols)  # a group she is not in
+    assert refused.returncode == 3 and f"cctl-carol is not in Unix group {GROUP!r}" in refused.stderr, refused.stderr
+    tick = team.cctl(CAROL, "reconcile", "--all", "--json")
+    assert tick.returncode == 0, tick.stderr
+    assert team.name not in [c["name"] for c in json.loads(tick.stdout)["data"]["campaigns"]]
+    record = store.campaign(team.name)
+    assert record is not None
+    after = (len(store.revisions(record.id)), len(DecisionLog(store.engine).entries(record.id)),
+             attempts_per_task(team.name), record.state)
+    assert after == before
+
+
+def run_scenario(team: Team, actors: tuple[str, ...]) -> None:
+    submitted = team.cctl(ALICE, "submit", str(spec_for(team, team.project, ALICE)))
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    ticks = drive(team, actors)
+    failed = [(user, code, err[:600]) for user, code, err in ticks if code not in (0, 75)]
+    assert failed == [], failed  # 75: the database or Slurm was busy, try again: never a crash (1)
+    assert campaign_state(team.name) == "finished", ticks[-2:]
+    assert attempts_per_task(team.name) == {t: 2 for t in range(TASKS)}  # each task retried exactly once
+    assert retry_submitters(team.name) <= set(actors)  # each acting user's retries are its own jobs
+    if len(actors) == 1:
+        assert retry_submitters(team.name) == set(actors)
+    for user in (ALICE, BOB, CAROL):
+        verified = team.cctl(user, "log", "verify")
+        assert verified.returncode == 0, (user, verified.stdout, verified.stderr)
+    run_dir = team.project / "runs" / team.name
+    for part in ("slurm", "tasks"):
+        st = (run_dir / part).stat()
+        assert (oct(st.st_mode & 0o7777), grp.getgrgid(st.st_gid).gr_name) == ("0o2770", GROUP)
+    [env_file] = (run_dir / ".campaignctl-private").glob("env.*")
+    assert oct(env_file.stat().st_mode & 0o777) == "0o640"  # the group's members' retries read it, others never
+    carol_can_read_but_not_change(team)
+
+
+def test_two_users_reconciling_a_shared_campaign_at_the_same_moments(team: Team) -> None:
+    """The issue's standard: alice and bob tick together for up to 30 rounds over tasks that each
+    fail once with a retryable code: exactly one retry per task, no tick exits 1, the log verifies."""
+    run_scenario(team, (ALICE, BOB))
+
+
+@pytest.mark.parametrize("actor", [ALICE, BOB])
+def test_one_user_reconciling_a_shared_campaign(team: Team, actor: str) -> None:
+    """The same campaign with only alice, or only bob, ticking: what ownership and sharing must
+    give without the race (ticks racing each other need the per-campaign lease). With bob, every
+    retry is his job: it reads alice's staged environment and writes into her run directory."""
+    run_scenario(team, (actor,))
