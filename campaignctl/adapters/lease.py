@@ -8,7 +8,8 @@ rounds); flock over NFS is not to be trusted either. A lease is taken (or kept),
 released by one statement each, so two takers never both win. Expiry is judged by the database's
 clock, never a login node's (their clocks differ): a holder that crashed, or whose host died,
 loses the lease once it lapses, with nothing to clean up. SQLite has no server: its clock is the
-clock of the host running the command (the same for every user of that host).
+clock of the host running the command (the same for every user of that host). A holder on this
+host whose process is gone (killed right after sbatch, say) gives its leases up at once.
 
 One process holds all its leases under one random token: they are renewed together, in the
 background, while a tick runs (`keep`), and released together when it ends.
@@ -53,6 +54,18 @@ def _clock() -> float:
     """Seconds that pass as the database's do, a suspended host's included (CLOCK_BOOTTIME, Linux;
     CLOCK_MONOTONIC stops while the machine sleeps, and the wall clock jumps when it is set)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 checks, sends nothing; EPERM:
+    it exists, owned by another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +130,27 @@ class Leases:
         asked = _clock()
         with self.engine.begin() as conn:
             taken = set(conn.execute(statement).scalars())
+            taken |= self._take_from_the_dead(conn, [i for i in ids if i not in taken])
             self._extended(taken, asked)
             return self._holders(conn, [i for i in ids if i not in taken])
+
+    def _take_from_the_dead(self, conn: sa.Connection, ids: list[int]) -> set[int]:
+        """Leases held by a process of this host that no longer exists (killed, crashed: the
+        flock it held died with it, its lease would block the campaign for up to a TTL). Taken
+        over by token, so a holder that renewed in between keeps it. A pid is only known dead on
+        its own host: a holder elsewhere lapses by the clock."""
+        if not ids:
+            return set()
+        rows = conn.execute(sa.select(leases.c.campaign_id, leases.c.token, leases.c.pid).where(
+            leases.c.campaign_id.in_(ids), leases.c.host == self.host)).all()
+        taken = set()
+        for row in rows:
+            if _alive(row.pid):
+                continue
+            swap = (leases.update().where(leases.c.campaign_id == row.campaign_id, leases.c.token == row.token)
+                    .values(self._row(row.campaign_id)).returning(leases.c.campaign_id))
+            taken |= set(conn.execute(swap).scalars())
+        return taken
 
     def holds(self, campaign_id: int) -> bool:
         """Still ours? False once another took it after it lapsed (a holder suspended past its

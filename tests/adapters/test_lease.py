@@ -4,7 +4,9 @@ state directories on one database."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -70,6 +72,25 @@ def test_the_holder_takes_its_own_lease_again_and_keeps_its_start(store: Store) 
     time.sleep(1.1)
     assert holder.take([a]) == {}
     assert Leases(store.engine, 60).take([a])[a].since == first
+
+
+def test_a_holder_on_this_host_whose_process_is_gone_gives_its_lease_up_at_once(store: Store) -> None:
+    """A tick killed right after sbatch (its flock died with it) must not block the campaign for a
+    TTL; a live process of this host, or one on another host, keeps its lease."""
+    a, b = ids(store)
+    me = Leases(store.engine, 60)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: the pid names no process now
+    gone, living = Leases(store.engine, 60), Leases(store.engine, 60)
+    gone.pid, living.pid = dead.pid, os.getppid()  # the test runner's parent: alive
+    assert gone.take([a]) == {} and living.take([b]) == {}
+    assert list(me.take([a, b])) == [b]  # a taken from the dead; b's holder lives
+    assert list(gone.take([a])) == [a]  # and it is ours now, not the dead holder's
+    elsewhere = alice(store)  # login1 pid 4242: a pid there says nothing here
+    elsewhere.host = "login1"
+    me.release()
+    assert elsewhere.take([a]) == {}
+    assert list(me.take([a])) == [a]
 
 
 def test_a_lapsed_lease_is_taken_by_the_next_and_its_old_holder_knows_it_lost_it(store: Store) -> None:

@@ -30,17 +30,23 @@ def test_version_names_the_installed_package(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout == f"campaignctl {version('campaignctl')}\n"
 
 
+# typer finds the user's shell by walking up the process tree (shellingham); a test run from cron,
+# setsid or CI may have no shell above it ("Shell None is not supported"). typer's own test switch
+# makes both options take the shell by name instead, as they do where shellingham is not installed.
+EXPLICIT_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1", "SHELL": "/bin/bash"}
+
+
 def test_show_completion_prints_a_bash_script_for_campaignctl(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "campaignctl", "--show-completion", "bash"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "SHELL": "/bin/bash"})
+                          text=True, timeout=60, env={**os.environ, **EXPLICIT_SHELL})
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F _campaignctl_completion campaignctl" in done.stdout
     assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in done.stdout
 
 
 def test_install_completion_writes_the_script_and_sources_it_from_bashrc(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "campaignctl", "--install-completion"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "SHELL": "/bin/bash", "HOME": str(tmp_path)})
+    done = subprocess.run([sys.executable, "-m", "campaignctl", "--install-completion", "bash"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **EXPLICIT_SHELL, "HOME": str(tmp_path)})
     script = tmp_path / ".bash_completions" / "campaignctl.sh"
     assert done.returncode == 0 and f"bash completion installed in {script}" in done.stdout
     assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in script.read_text()

@@ -63,7 +63,7 @@ policy:
     row = shown_to_user.tasks[0]
     assert row.state == "RUNNING" and row.flag == "data_starved" and set(row.spark) == {"▁"}, row
     assert shown_to_user.spend is not None and shown_to_user.spend.spent["gpu_hours"] > 0
-    status_cli = cli("status", "starved")
+    status_cli = cli("status", "starved", "--wide", env_extra={"COLUMNS": "250"})  # the flag is a --wide column
     assert "data-starved" in status_cli.stdout and "gpu_hours:" in status_cli.stdout, status_cli.stdout
 
     pending = latest("starved")[1].job_id
