@@ -19,19 +19,28 @@ from tests.fakeslurm import FakeSlurm
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the caller's own store, fault injection or head file: a CAMPAIGNCTL_DB_URL
+    set during a test is the one its fixtures made, and is passed on to the processes it starts."""
+    for name in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
     """A private, empty campaignctl state directory for this test. Its store is a SQLite file in
-    it, or, with CAMPAIGNCTL_TEST_STORE=postgresql, a new database on the lab server (to run any
-    test that does not look at the file itself against PostgreSQL)."""
+    it, or, with CAMPAIGNCTL_TEST_STORE=postgresql, a new database on the lab server (every test
+    but those marked `sqlite_only`, which that run skips with their reason)."""
     home = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    monkeypatch.delenv("CAMPAIGNCTL_DB_URL", raising=False)
-    monkeypatch.delenv("CAMPAIGNCTL_FAULT", raising=False)
-    monkeypatch.delenv("CAMPAIGNCTL_CHAIN_HEAD", raising=False)
     if os.environ.get("CAMPAIGNCTL_TEST_STORE") != "postgresql":
         yield home
         return
+    if (marker := request.node.get_closest_marker("sqlite_only")) is not None:
+        if not marker.kwargs.get("reason"):
+            pytest.fail("@pytest.mark.sqlite_only needs reason=: why the test cannot run on PostgreSQL")
+        pytest.skip(f"SQLite only: {marker.kwargs['reason']}")
     with pg_database() as url:
         monkeypatch.setenv("CAMPAIGNCTL_DB_URL", url)
         yield home
@@ -77,6 +86,23 @@ def pg_url(state_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with pg_database() as url:
         monkeypatch.setenv("CAMPAIGNCTL_DB_URL", url)
         yield url
+
+
+@pytest.fixture
+def stranger(pg_url: str) -> Iterator[tuple[str, sa.Engine]]:
+    """A login role with no rights on the test database's tables, and the owner's engine on it."""
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    admin = pg_admin_engine()
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN PASSWORD 'stranger'")
+    owner = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    yield sa.make_url(pg_url).set(username=role, password="stranger").render_as_string(hide_password=False), owner
+    with owner.connect() as conn:  # its grants live in the test database: revoked, so that it may be dropped
+        for kind in ("TABLES", "SEQUENCES"):
+            conn.exec_driver_sql(f"REVOKE ALL ON ALL {kind} IN SCHEMA public FROM {role}")
+            conn.exec_driver_sql(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON {kind} FROM {role}")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP ROLE {role}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

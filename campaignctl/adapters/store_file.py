@@ -12,7 +12,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, StateError
+from campaignctl.adapters.store_schema import APPEND_ONLY_MESSAGE, APPEND_ONLY_TABLES
+from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, IntegrityError, StateError
 
 # SQLite result codes (sqlite.org/rescode.html) by what they mean for the user. BUSY/LOCKED: another
 # connection holds the lock past busy_timeout. FULL: the disk (or max_page_count) is full.
@@ -97,6 +98,8 @@ def translate_errors(engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "handle_error")
     def _translate(context: sa.engine.ExceptionContext) -> None:
         state = getattr(context.original_exception, "sqlstate", None) or ""
+        if APPEND_ONLY_MESSAGE in str(context.original_exception):
+            raise append_only_error(context.original_exception, where) from None
         if state in _PG_DENIED:
             raise permission_error(context.original_exception, where, user) from None
         if isinstance(context.sqlalchemy_exception, _CODE_SIGNALS) and not state.startswith(("40", "08")):
@@ -104,9 +107,21 @@ def translate_errors(engine: sa.Engine) -> None:
         raise database_error(context.original_exception, where) from None
 
 
+def app_grants(role: str) -> list[str]:
+    """What the owner role runs to let `role` use the database: read and write every table, but only
+    read and append the decision log; and the same for the tables later versions' migrations create
+    (default privileges apply to objects the role running ALTER DEFAULT PRIVILEGES creates)."""
+    return [f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+            f"REVOKE UPDATE, DELETE ON {', '.join(APPEND_ONLY_TABLES)} FROM {role}",
+            f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}"]
+
+
 def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlError:
     """PostgreSQL refused the role a privilege: on a table (the application role was not granted
-    it) or on the schema (only the owner role may create tables, i.e. run a new version's migrations)."""
+    it, or asked to change the decision log) or on the schema (only the owner role may create
+    tables, i.e. run a new version's migrations)."""
     text = str(exc).strip()
     role = user or "this role"
     if "for schema" in text.lower():
@@ -114,9 +129,18 @@ def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlEr
                 f"owner role (the role that owns the schema), then {role} can go on; or have the owner run "
                 f"GRANT CREATE ON SCHEMA public TO {role}")
     else:
-        hint = (f"the owner role must grant {role} its rights: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES "
-                f"IN SCHEMA public TO {role}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
+        hint = (f"the owner role must grant {role} its rights (the decision log, {' and '.join(APPEND_ONLY_TABLES)}, "
+                f"is append-only: no UPDATE or DELETE there) as the owner runs: {'; '.join(app_grants(role))}")
     return StateError(f"the database {where} refused {role}: {text}", hint)
+
+
+def append_only_error(exc: BaseException, where: str) -> CampaignctlError:
+    """A trigger refused to change or delete a row of the decision log (SQLite since 002,
+    PostgreSQL since 013): nothing was written."""
+    first_line = str(exc).strip().splitlines()[0]
+    return IntegrityError(f"the database {where} refused to change the decision log: {first_line}",
+                          "its rows are only ever appended; this command changed nothing. If a script or a "
+                          "tool ran this, stop it; `campaignctl log verify` checks that the log is intact")
 
 
 def database_error(exc: BaseException, where: str) -> CampaignctlError:
