@@ -72,11 +72,12 @@ class PostgresStores:
         self._point(directory, name)
 
     def seal(self, directory: Path) -> None:
-        """A template may have no sessions: the pooled connections of the engines used so far end."""
+        """A template may have no sessions: the pooled connections of the engines used so far end
+        (CREATE DATABASE itself stops an autovacuum worker there, which only a superuser may)."""
         gc.collect()
         with self.admin.connect() as conn:
             conn.exec_driver_sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                 f"WHERE datname = '{self.database(directory)}'")
+                                 f"WHERE datname = '{self.database(directory)}' AND backend_type = 'client backend'")
 
     def copy(self, template: Path, directory: Path) -> None:
         self.remove(directory)

@@ -102,9 +102,9 @@ def pg_database() -> Iterator[str]:
 
 
 def _empty(admin: sa.Engine, url: sa.URL) -> None:
-    with admin.connect() as conn:
-        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                             "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": url.database})
+    with admin.connect() as conn:  # the test's sessions (an autovacuum worker there is the server's, yields)
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n "
+                             "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"), {"n": url.database})
     engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     with engine.connect() as conn:  # waits for the locks of the sessions ending
         conn.exec_driver_sql("DROP SCHEMA public CASCADE")  # tables, functions, default privileges
