@@ -129,8 +129,9 @@ def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlEr
                 f"owner role (the role that owns the schema), then {role} can go on; or have the owner run "
                 f"GRANT CREATE ON SCHEMA public TO {role}")
     else:
-        hint = (f"the owner role must grant {role} its rights (the decision log, {' and '.join(APPEND_ONLY_TABLES)}, "
-                f"is append-only: no UPDATE or DELETE there) as the owner runs: {'; '.join(app_grants(role))}")
+        hint = (f"the decision log ({', '.join(APPEND_ONLY_TABLES)}) is append-only, so no role gets UPDATE or "
+                f"DELETE there; for the rest, the owner role grants {role} its rights by running: "
+                f"{'; '.join(app_grants(role))}")
     return StateError(f"the database {where} refused {role}: {text}", hint)
 
 

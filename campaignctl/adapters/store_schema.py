@@ -208,9 +208,10 @@ END $$"""
 
 
 def _013_append_only_pg(conn: sa.Connection) -> None:
-    """The triggers, and no role but the tables' owner keeps UPDATE, DELETE or TRUNCATE on them:
-    default privileges (`ALTER DEFAULT PRIVILEGES … GRANT … ON TABLES`) gave the application role
-    every right on these tables when 002 created them; a GRANT later is the administrator's to answer for."""
+    """The triggers; and no role but the tables' owner keeps UPDATE, DELETE or TRUNCATE on them:
+    default privileges (`ALTER DEFAULT PRIVILEGES … GRANT … ON TABLES`, as the README sets up)
+    gave the application role every right on them when 002 created them. A GRANT made after this
+    migration stays, and meets the triggers."""
     if conn.dialect.name != "postgresql":
         return
     conn.exec_driver_sql(_013_PG_FUNCTION)

@@ -116,7 +116,7 @@ def test_a_role_without_grants_gets_exit_73_with_the_grant_to_run_and_then_works
     assert "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO r_" in grants
     assert "REVOKE UPDATE, DELETE ON decisions, decision_outcomes FROM r_" in grants
     with owner.connect() as conn:  # what the hint says, run by the owner
-        for statement in grants.split("as the owner runs: ")[1].split("; "):
+        for statement in grants.split("by running: ")[1].split("; "):
             conn.exec_driver_sql(statement)
     code, out, err = run_main(monkeypatch, capsys, "status")
     assert code == 0, err
