@@ -53,7 +53,7 @@ def test_watch_and_json_are_refused_together(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_ends_a_real_watch_with_130_and_the_view_left_on_screen(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "SLURM_CONF")}
     env.update(XDG_STATE_HOME=str(tmp_path), COLUMNS="120", TTY_COMPATIBLE="1")  # rich draws live, as on a tty
     proc = subprocess.Popen([sys.executable, "-m", "campaignctl", "status", "--watch", "--interval", "0.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
