@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -204,14 +204,38 @@ class StubSlurm:
         return proc.call_count() - self.calls_at_start
 
 
+class SqliteStores:
+    """Where a run's store lives: the default SQLite file under XDG_STATE_HOME=directory. A
+    database for PostgreSQL instead: scripts/bench_store.py's PostgresStores, same methods."""
+
+    name = "SQLite"
+
+    def use(self, directory: Path) -> None:
+        """Make the store at `directory` the one campaignctl opens (created on first use)."""
+        use_state(directory)
+
+    def seal(self, directory: Path) -> None:
+        """Make the store at `directory` a consistent template to copy."""
+        checkpoint(directory)
+
+    def copy(self, template: Path, directory: Path) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(template, directory)
+        use_state(directory)
+
+    def remove(self, directory: Path) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @dataclass
 class Prepared:
     n: int
-    template: Path  # XDG_STATE_HOME holding the primed database
+    template: Path  # XDG_STATE_HOME holding the primed database (its name, for another store)
     text: str  # the timed tick's sacct output
     sacct_file: Path  # the same, on disk, for the stub sacct
     states: Counter[str]
     prime_s: float
+    stores: Any = field(default_factory=SqliteStores)
 
 
 def use_state(directory: Path) -> None:
@@ -219,10 +243,11 @@ def use_state(directory: Path) -> None:
     os.environ["XDG_STATE_HOME"] = str(directory)
 
 
-def prepare(root: Path, n: int, seed: int) -> Prepared:
+def prepare(root: Path, n: int, seed: int, stores: Any = None) -> Prepared:
     """Campaign of n tasks as `submit` leaves it, then one tick that saw every element RUNNING."""
+    stores = stores or SqliteStores()
     template = root / f"template-{n}"
-    use_state(template)
+    stores.use(template)
     spec_path = root / f"bench-{n}.yaml"
     values = ", ".join(str(i) for i in range(n))
     spec_path.write_text(f"name: {CAMPAIGN}\ncommand: [python3, -c, pass, \"{{i}}\"]\nmatrix: {{i: [{values}]}}\n"
@@ -253,11 +278,11 @@ def prepare(root: Path, n: int, seed: int) -> Prepared:
     states = tick_states(n, seed)
     del primed, fake
     proc.EXECUTOR = proc.subprocess_executor
-    checkpoint(template)
+    stores.seal(template)
     text = sacct_text(chunks, states, 90, submit)
     sacct_file = root / f"sacct-{n}.txt"
     sacct_file.write_text(text)
-    return Prepared(n, template, text, sacct_file, Counter(states), prime_s)
+    return Prepared(n, template, text, sacct_file, Counter(states), prime_s, stores)
 
 
 def checkpoint(state_home: Path) -> None:
@@ -272,9 +297,7 @@ def checkpoint(state_home: Path) -> None:
 
 
 def fresh_copy(prepared: Prepared, directory: Path) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
-    shutil.copytree(prepared.template, directory)
-    use_state(directory)
+    prepared.stores.copy(prepared.template, directory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +346,7 @@ def time_tick(prepared: Prepared, run_dir: Path, hook: Callable[[Callable[[], An
     tick = result.campaigns[0]
     del result
     gc.collect()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    prepared.stores.remove(run_dir)
     return TickRun(seconds, tick.observed, tick.changed,
                    Counter(f"{d.rule}:{d.action}:{d.status}" for d in tick.decisions), calls)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, StateError, WriteConflictError
+from campaignctl.adapters.store_schema import APPEND_ONLY_MESSAGE, APPEND_ONLY_TABLES
+from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, IntegrityError, StateError, WriteConflictError
 
 # SQLite result codes (sqlite.org/rescode.html) by what they mean for the user. BUSY/LOCKED: another
 # connection holds the lock past busy_timeout. FULL: the disk (or max_page_count) is full.
@@ -102,6 +103,8 @@ def translate_errors(engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "handle_error")
     def _translate(context: sa.engine.ExceptionContext) -> None:
         state = getattr(context.original_exception, "sqlstate", None) or ""
+        if APPEND_ONLY_MESSAGE in str(context.original_exception):
+            raise append_only_error(context.original_exception, where) from None
         if state in _PG_DENIED:
             raise permission_error(context.original_exception, where, user) from None
         if isinstance(context.sqlalchemy_exception, sa.exc.IntegrityError):
@@ -111,9 +114,21 @@ def translate_errors(engine: sa.Engine) -> None:
         raise database_error(context.original_exception, where) from None
 
 
+def app_grants(role: str) -> list[str]:
+    """What the owner role runs to let `role` use the database: read and write every table, but only
+    read and append the decision log; and the same for the tables later versions' migrations create
+    (default privileges apply to objects the role running ALTER DEFAULT PRIVILEGES creates)."""
+    return [f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+            f"REVOKE UPDATE, DELETE ON {', '.join(APPEND_ONLY_TABLES)} FROM {role}",
+            f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}"]
+
+
 def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlError:
     """PostgreSQL refused the role a privilege: on a table (the application role was not granted
-    it) or on the schema (only the owner role may create tables, i.e. run a new version's migrations)."""
+    it, or asked to change the decision log) or on the schema (only the owner role may create
+    tables, i.e. run a new version's migrations)."""
     text = str(exc).strip()
     role = user or "this role"
     if "for schema" in text.lower():
@@ -121,15 +136,16 @@ def permission_error(exc: BaseException, where: str, user: str) -> CampaignctlEr
                 f"owner role (the role that owns the schema), then {role} can go on; or have the owner run "
                 f"GRANT CREATE ON SCHEMA public TO {role}")
     else:
-        hint = (f"the owner role must grant {role} its rights: GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES "
-                f"IN SCHEMA public TO {role}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
+        hint = (f"the decision log ({', '.join(APPEND_ONLY_TABLES)}) is append-only, so no role gets UPDATE or "
+                f"DELETE there; for the rest, the owner role grants {role} its rights by running: "
+                f"{'; '.join(app_grants(role))}")
     return StateError(f"the database {where} refused {role}: {text}", hint)
 
 
 def constraint_error(exc: BaseException, where: str) -> CampaignctlError:
     """A write the schema refused. A unique key another writer took first is a race (75, run again:
     the next try reads what the other wrote); any other rule (NOT NULL, a foreign key, a check,
-    SQLite's append-only triggers) refused what this campaignctl wrote (73)."""
+    checks) refused what this campaignctl wrote (73)."""
     text = str(exc).strip()
     state = getattr(exc, "sqlstate", None) or ""
     diag = getattr(exc, "diag", None)
@@ -142,6 +158,15 @@ def constraint_error(exc: BaseException, where: str) -> CampaignctlError:
     return StateError(f"the database {where} refused a write: {text}",
                       "nothing of this transaction was written; unless the schema was changed by hand, "
                       "this is a bug in campaignctl: please report the message")
+
+
+def append_only_error(exc: BaseException, where: str) -> CampaignctlError:
+    """A trigger refused to change or delete a row of the decision log (SQLite since 002,
+    PostgreSQL since 013): nothing was written."""
+    first_line = str(exc).strip().splitlines()[0]
+    return IntegrityError(f"the database {where} refused to change the decision log: {first_line}",
+                          "its rows are only ever appended; this command changed nothing. If a script or a "
+                          "tool ran this, stop it; `campaignctl log verify` checks that the log is intact")
 
 
 def database_error(exc: BaseException, where: str) -> CampaignctlError:

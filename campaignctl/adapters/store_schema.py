@@ -87,11 +87,14 @@ CREATE INDEX decisions_attempt ON decisions (attempt_token);
 CREATE INDEX observations_attempt ON observations (attempt_id);
 CREATE INDEX attempts_task ON attempts (task_id)
 """
-# The decision log is append-only: SQLite refuses to change or delete a written row.
+# The decision log is append-only: the database refuses to change or delete a written row (SQLite
+# since 002, PostgreSQL since 013), with this message, which the error mapping recognises.
+APPEND_ONLY_TABLES = ("decisions", "decision_outcomes")
+APPEND_ONLY_MESSAGE = "the decision log is append-only"
 _002_SQLITE_TRIGGERS = [
     f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
-    f"BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END"
-    for table in ("decisions", "decision_outcomes") for verb in ("UPDATE", "DELETE")]
+    f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
+    for table in APPEND_ONLY_TABLES for verb in ("UPDATE", "DELETE")]
 
 
 def _002(conn: sa.Connection) -> None:
@@ -240,13 +243,50 @@ CREATE INDEX notifications_status ON notifications (status, campaign_id)
 """
 
 
+# PostgreSQL gets the guard SQLite has had since 002. A row trigger refuses UPDATE and DELETE; TRUNCATE
+# fires no DELETE trigger (postgresql.org/docs/15/sql-truncate.html), so a statement trigger refuses
+# it too (TRUNCATE ticks CASCADE fires it as well: tried on the lab's 15). The message is built by
+# concatenation: psycopg reads a '%' in the SQL as a placeholder. restrict_violation (23001) is the
+# SQLSTATE PostgreSQL itself raises for a delete that a foreign key's RESTRICT forbids.
+_013_PG_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION campaignctl_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'restrict_violation',
+    MESSAGE = '{APPEND_ONLY_MESSAGE}: ' || TG_OP || ' on ' || TG_TABLE_NAME || ' refused';
+END $$"""
+
+
+def _013_append_only_pg(conn: sa.Connection) -> None:
+    """The triggers; and no role but the tables' owner keeps UPDATE, DELETE or TRUNCATE on them:
+    default privileges (`ALTER DEFAULT PRIVILEGES … GRANT … ON TABLES`, as the README sets up)
+    gave the application role every right on them when 002 created them. A GRANT made after this
+    migration stays, and meets the triggers."""
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql(_013_PG_FUNCTION)
+    for table in APPEND_ONLY_TABLES:
+        conn.exec_driver_sql(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                             "FOR EACH ROW EXECUTE FUNCTION campaignctl_append_only()")
+        conn.exec_driver_sql(f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                             "FOR EACH STATEMENT EXECUTE FUNCTION campaignctl_append_only()")
+    grantees = conn.execute(sa.text(
+        "SELECT DISTINCT grantee FROM information_schema.table_privileges p "
+        "JOIN pg_tables t ON t.schemaname = p.table_schema AND t.tablename = p.table_name "
+        "WHERE p.table_schema = current_schema() AND p.table_name IN :tables "
+        "AND p.privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE') AND p.grantee <> t.tableowner"
+    ).bindparams(sa.bindparam("tables", expanding=True)), {"tables": list(APPEND_ONLY_TABLES)}).scalars().all()
+    for grantee in grantees:
+        role = "PUBLIC" if grantee == "PUBLIC" else conn.dialect.identifier_preparer.quote_identifier(grantee)
+        conn.exec_driver_sql(f"REVOKE UPDATE, DELETE, TRUNCATE ON {', '.join(APPEND_ONLY_TABLES)} FROM {role}")
+
+
 def _006_decision_chain(conn: sa.Connection) -> None:
     """Chain the rows written before the chain existed, in id order. The append-only triggers
     are lifted for the backfill (the only UPDATE this log ever gets) and put back as they were.
     The hashes vouch for the rows as they are now, not for their history before this migration."""
     sqlite = conn.dialect.name == "sqlite"
     if sqlite:
-        for table in ("decisions", "decision_outcomes"):
+        for table in APPEND_ONLY_TABLES:
             for verb in ("update", "delete"):
                 conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {table}_no_{verb}")
     _backfill_chain(conn, "decisions", DECISION_FIELDS)
@@ -280,6 +320,7 @@ MIGRATIONS.append(("009_submission_tries", _ddl(_009_SUBMISSION_TRIES)))
 MIGRATIONS.append(("010_wide_numbers", _010_wide_numbers))
 MIGRATIONS.append(("011_leases", _011_leases))
 MIGRATIONS.append(("012_submitted_by", _ddl(_012_SUBMITTED_BY)))
+MIGRATIONS.append(("013_append_only_pg", _013_append_only_pg))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 
 metadata = sa.MetaData()

@@ -129,7 +129,8 @@ class ConflictError(CampaignctlError):
 
 
 class IntegrityError(CampaignctlError):
-    """The decision log's hash chain is broken, or does not match a recorded head (EX_DATAERR)."""
+    """The decision log's hash chain is broken or does not match a recorded head, or the database
+    refused a change to a row of it (EX_DATAERR)."""
 
     exit_code = 65
     kind = "integrity"

@@ -12,7 +12,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decide import Decision
-from campaignctl.core.errors import StateError
+from campaignctl.core.errors import IntegrityError
 from campaignctl.core.policy import Policy
 
 BEFORE_CHAIN = [name for name, _ in store_module.MIGRATIONS].index("006_decision_chain")
@@ -56,7 +56,7 @@ def test_migration_006_chains_a_log_written_before_it_and_keeps_it_append_only(
     assert verified(store, "decision") == (True, 7, "")
     assert verified(store, "outcome") == (True, 5, "")
     for sql in ("UPDATE decisions SET reason = 'x' WHERE id = 1", "DELETE FROM decision_outcomes WHERE id = 1"):
-        with pytest.raises(StateError, match="refused a write: the decision log is append-only"), \
+        with pytest.raises(IntegrityError, match="the decision log is append-only"), \
                 store.engine.begin() as conn:
             conn.execute(sa.text(sql))
 

@@ -48,6 +48,7 @@ def test_every_file_and_directory_submit_writes_is_private_under_umask_000(
     assert db in databases and {p.name: oct(mode(p)) for p in databases if mode(p) != 0o600} == {}
 
 
+@pytest.mark.sqlite_only(reason="the mode of the default SQLite file and its directory")
 def test_the_default_database_is_private_under_umask_000(
         umask_000: None, tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path) -> None:
     submit(write_spec(tmp_path, "name: priv\ncommand: [echo]\n"))

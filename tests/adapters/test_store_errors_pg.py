@@ -45,6 +45,9 @@ def test_postgres_errors_map_to_75_when_a_retry_may_pass_and_73_otherwise(exc: E
 @pytest.mark.parametrize(("text", "grant"), [
     ("permission denied for table schema_migrations", "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES"),
     ("permission denied for sequence campaigns_id_seq", "GRANT USAGE, SELECT ON ALL SEQUENCES"),
+    ("permission denied for table decisions", "is append-only, so no role gets UPDATE or DELETE there"),
+    ("permission denied for table attempts", "REVOKE UPDATE, DELETE ON decisions, decision_outcomes FROM"),
+    ("permission denied for table ticks", "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE"),
     ("permission denied for schema public", "owner role"),
 ])
 def test_a_missing_privilege_is_73_naming_what_to_grant_or_who_migrates(text: str, grant: str) -> None:

@@ -57,6 +57,8 @@ def slurm_mutations(fake: FakeSlurm) -> int:
     return sum(n for name, n in fake.calls.items() if name in ("sbatch", "scontrol", "scancel"))
 
 
+@pytest.mark.sqlite_only(reason="the sqlite3 tool holds the file's write lock; PostgreSQL's lock timeout: "
+                                "test_store_postgres.py::test_a_lock_timeout_is_exit_75")
 @pytest.mark.parametrize("command", ["reconcile", "submit"])
 def test_a_write_locked_database_is_exit_75_with_a_hint_and_nothing_reaches_slurm(
         command: str, campaign: Path, fake_slurm: FakeSlurm, state_home: Path, tmp_path: Path,
@@ -74,6 +76,7 @@ def test_a_write_locked_database_is_exit_75_with_a_hint_and_nothing_reaches_slur
     assert code == 0, err
 
 
+@pytest.mark.sqlite_only(reason="SQLITE_FULL, provoked with PRAGMA max_page_count")
 def test_a_full_disk_is_exit_73_with_a_hint(
         campaign: Path, fake_slurm: FakeSlurm, state_home: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,6 +100,7 @@ def test_a_full_disk_is_exit_73_with_a_hint(
     assert code == 73 and "full" in err and "hint: free space" in err, err
 
 
+@pytest.mark.sqlite_only(reason="damages the SQLite file; PostgreSQL's DataCorrupted: test_store_errors_pg.py")
 @pytest.mark.parametrize(("damage", "fragment"), [
     (lambda db: db.write_bytes(b"this is not a database, just text " * 200), "damaged"),
     (lambda db: db.write_bytes(db.read_bytes()[:5000]), "damaged"),
@@ -119,7 +123,7 @@ def test_a_damaged_or_emptied_database_is_exit_73_not_a_fresh_start(
 
 def test_a_database_from_a_newer_campaignctl_is_refused(
         campaign: Path, state_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    engine = sa.create_engine(f"sqlite:///{database(state_home)}")
+    engine = store_module.Store.open().engine
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO schema_migrations VALUES ('099_from_the_future', 'later')")
     engine.dispose()

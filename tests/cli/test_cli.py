@@ -16,10 +16,7 @@ from tests.fakeslurm import FakeSlurm
 
 
 def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD")}
-    if os.environ.get("CAMPAIGNCTL_TEST_STORE") == "postgresql" and "CAMPAIGNCTL_DB_URL" in os.environ:
-        env["CAMPAIGNCTL_DB_URL"] = os.environ["CAMPAIGNCTL_DB_URL"]  # state_home's database (conftest)
+    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD")}
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
     env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,

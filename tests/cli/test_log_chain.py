@@ -1,16 +1,19 @@
 """The tamper-evident decision log as a user meets it: a real log written by reconcile ticks
-against the fake Slurm, then changed behind campaignctl's back with the sqlite3 tool, the way
-someone with access to the database file would; `log verify` must name what was done."""
+against the fake Slurm, then changed behind campaignctl's back with the stock client (sqlite3, or
+psql as the owner role), the way someone with access to the database would, lifting the
+append-only triggers first; `log verify` must name what was done."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
@@ -31,13 +34,26 @@ def database(state: Path) -> Path:
     return state / "campaignctl" / "campaignctl.db"
 
 
-def sqlite3_cli(db: Path, sql: str) -> None:
-    """Change the database with the stock sqlite3 tool, outside campaignctl."""
-    binary = shutil.which("sqlite3")
+def tamper(state: Path, sql: str, *lifted: str) -> None:
+    """Run `sql` on the store with its stock client, outside campaignctl, after lifting the
+    append-only triggers of the `lifted` tables: sqlite3 drops them, psql (as the owner, who may)
+    disables them."""
+    url = os.environ.get("CAMPAIGNCTL_DB_URL")
+    if url:
+        lift = "".join(f"ALTER TABLE {table} DISABLE TRIGGER USER; " for table in lifted)
+        libpq_url = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        client("psql", "postgresql-client", "-X", "-q", "-v", "ON_ERROR_STOP=1", libpq_url, "-c", lift + sql)
+    else:
+        lift = "".join(f"DROP TRIGGER {table}_no_{verb}; " for table in lifted for verb in ("update", "delete"))
+        client("sqlite3", "sqlite3", str(database(state)), lift + sql)
+
+
+def client(name: str, package: str, *args: str) -> None:
+    binary = shutil.which(name)
     if binary is None:
-        pytest.fail("the sqlite3 command-line tool is missing: `apt-get install sqlite3` (scripts/setup "
-                    "installs it); these tests tamper with the database through it")
-    done = subprocess.run([binary, str(db), sql], capture_output=True, text=True, timeout=30)
+        pytest.fail(f"the {name} command-line tool is missing: `apt-get install {package}` (scripts/setup and "
+                    "scripts/pglab install it); these tests tamper with the database through it")
+    done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
 
 
@@ -79,22 +95,21 @@ def test_an_untouched_log_verifies_with_counts_and_heads(logged: int, state_home
     assert len(envelope["data"]["decisions"]["head"]["row_hash"]) == 64
 
 
-@pytest.mark.parametrize(("sql", "named"), [
-    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET reason='x' WHERE id=3;",
+@pytest.mark.parametrize(("tables", "sql", "named"), [
+    ("decisions", "UPDATE decisions SET reason='x' WHERE id=3;",
      "decision #3: content does not match its hash (edited)"),
-    ("DROP TRIGGER decisions_no_delete; DELETE FROM decisions WHERE id=3;",
+    ("decisions decision_outcomes",  # with its outcome: PostgreSQL holds the foreign key against psql too
+     "DELETE FROM decision_outcomes WHERE decision_id=3; DELETE FROM decisions WHERE id=3;",
      "decision #3 is missing (deleted)"),
-    ("DROP TRIGGER decision_outcomes_no_update; UPDATE decision_outcomes SET error='edited' WHERE id=4;",
+    ("decision_outcomes", "UPDATE decision_outcomes SET error='edited' WHERE id=4;",
      "outcome #4: content does not match its hash (edited)"),
-    ("DROP TRIGGER decision_outcomes_no_delete; DELETE FROM decision_outcomes WHERE id=2;",
-     "outcome #2 is missing (deleted)"),
-    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET prev_hash=(SELECT row_hash FROM decisions "
-     "WHERE id=1) WHERE id=4;",
+    ("decision_outcomes", "DELETE FROM decision_outcomes WHERE id=2;", "outcome #2 is missing (deleted)"),
+    ("decisions", "UPDATE decisions SET prev_hash=(SELECT row_hash FROM decisions WHERE id=1) WHERE id=4;",
      "decision #4: content does not match its hash (edited)"),
 ], ids=["edited-decision", "deleted-decision", "edited-outcome", "deleted-outcome", "relinked-decision"])
-def test_a_row_changed_with_the_sqlite3_tool_is_named_and_verify_exits_65(
-        logged: int, state_home: Path, sql: str, named: str) -> None:
-    sqlite3_cli(database(state_home), sql)
+def test_a_row_changed_with_the_database_client_is_named_and_verify_exits_65(
+        logged: int, state_home: Path, tables: str, sql: str, named: str) -> None:
+    tamper(state_home, sql, *tables.split())
     done = run_cli("log", "verify", state=state_home)
     assert_user_error(done, 65, "the decision log does not verify", named)
     as_json = run_cli("log", "verify", "--json", state=state_home)
@@ -112,16 +127,16 @@ def test_the_head_file_is_written_after_each_tick_and_catches_a_deleted_last_row
     submit(write_spec(tmp_path, "name: rc\ncommand: [python3, x.py]\nmatrix: {i: [0, 1, 2]}\n"
                                 "policy: {use: default, rules: {failed: {backoff: 0}}}\n"))
     first = min(fake_slurm.jobs, key=int)
-    fake_slurm.set_state(first, 0, "FAILED", "75:0")
-    fake_slurm.set_state(first, 1, "FAILED", "1:0")
+    for index in (0, 1):  # two give-ups: decision #n and its outcome #n (PostgreSQL keeps the foreign key)
+        fake_slurm.set_state(first, index, "FAILED", "1:0")
     reconcile("rc")
     assert stat.S_IMODE(head.stat().st_mode) == 0o600
     recorded = json.loads(head.read_text())
     assert recorded["decisions"]["id"] == recorded["outcomes"]["id"] == 2 and recorded["written_at"]
     assert run_cli("log", "verify", "--head", str(head), state=state_home).returncode == 0
 
-    sqlite3_cli(database(state_home), "DROP TRIGGER decisions_no_delete; DROP TRIGGER decision_outcomes_no_delete; "
-                                      "DELETE FROM decision_outcomes WHERE id=2; DELETE FROM decisions WHERE id=2;")
+    tamper(state_home, "DELETE FROM decision_outcomes WHERE id=2; DELETE FROM decisions WHERE id=2;",
+           "decisions", "decision_outcomes")
     assert run_cli("log", "verify", state=state_home).returncode == 0  # a shorter chain is a valid chain
     done = run_cli("log", "verify", "--head", str(head), state=state_home)
     assert_user_error(done, 65, "the log ends at decision #1 but the head file recorded #2: 1 row(s) removed "
@@ -181,25 +196,30 @@ def test_log_name_still_shows_the_log_and_equals_log_show(logged: int, state_hom
 
 # Edits that the old verifier missed or died on: it cast every integer column with int() before
 # hashing, so 3 → 3.5 hashed as 3, and text in an integer column raised ValueError (exit 1).
-@pytest.mark.parametrize(("sql", "named"), [
-    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET task_index = task_index + 0.5 WHERE id=3;",
-     "decision #3: task_index holds a real number"),
-    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET tick_id = 'one' WHERE id=2;",
-     "decision #2: tick_id holds text"),
-    ("DROP TRIGGER decisions_no_update; UPDATE decisions SET reason = CAST(x'ff41' AS TEXT) WHERE id=2;",
-     "decision #2: reason holds text that is not valid UTF-8"),
-    ("DROP TRIGGER decision_outcomes_no_update; UPDATE decision_outcomes SET error = x'41' WHERE id=1;",
-     "outcome #1: error holds bytes"),
-    ("DROP TABLE decision_outcomes;", "the decision_outcomes table is missing"),
-], ids=["real-in-integer", "text-in-integer", "invalid-utf8", "blob-in-text", "dropped-table"])
+# SQLite's columns take a value of any type; PostgreSQL's refuse one of another type.
+SQLITE_TYPING = pytest.mark.sqlite_only(reason="a value of another type than its column's: SQLite's dynamic typing")
+
+
+@pytest.mark.parametrize(("tables", "sql", "named"), [
+    pytest.param("decisions", "UPDATE decisions SET task_index = task_index + 0.5 WHERE id=3;",
+                 "decision #3: task_index holds a real number", marks=SQLITE_TYPING, id="real-in-integer"),
+    pytest.param("decisions", "UPDATE decisions SET tick_id = 'one' WHERE id=2;", "decision #2: tick_id holds text",
+                 marks=SQLITE_TYPING, id="text-in-integer"),
+    pytest.param("decisions", "UPDATE decisions SET reason = CAST(x'ff41' AS TEXT) WHERE id=2;",
+                 "decision #2: reason holds text that is not valid UTF-8", marks=SQLITE_TYPING, id="invalid-utf8"),
+    pytest.param("decision_outcomes", "UPDATE decision_outcomes SET error = x'41' WHERE id=1;",
+                 "outcome #1: error holds bytes", marks=SQLITE_TYPING, id="blob-in-text"),
+    pytest.param("", "DROP TABLE decision_outcomes;", "the decision_outcomes table is missing", id="dropped-table"),
+])
 def test_a_value_of_the_wrong_type_or_a_dropped_table_is_named_and_exits_65(
-        logged: int, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, named: str) -> None:
+        logged: int, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tables: str, sql: str,
+        named: str) -> None:
     head = tmp_path / "head.json"
     monkeypatch.setenv("CAMPAIGNCTL_CHAIN_HEAD", str(head))
     assert run_cli("log", "verify", state=state_home).returncode == 0
     from campaignctl.adapters.decision_chain import write_head_file
     write_head_file(Store.open().engine, head)
-    sqlite3_cli(database(state_home), sql)
+    tamper(state_home, sql, *tables.split())
     for args in ((), ("--head", str(head))):
         assert_user_error(run_cli("log", "verify", *args, state=state_home), 65, named)
 

@@ -31,7 +31,7 @@ from tests.report_campaign import NAME, drive
 
 
 def metrics_cli(*args: str, state: Path, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "SLURM_CONF")}
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     env["XDG_STATE_HOME"] = str(state)
     return subprocess.run([sys.executable, "-m", "campaignctl", "metrics", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=60, preexec_fn=lambda: os.umask(umask))

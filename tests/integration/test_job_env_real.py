@@ -57,6 +57,8 @@ def cron_env(state_home: Path, slurm_conf: str) -> dict[str, str]:
     env = {"HOME": os.environ.get("HOME", "/root"), "LOGNAME": os.environ.get("LOGNAME", "root"),
            "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh"}
     on_line = {"SLURM_CONF": slurm_conf, "XDG_STATE_HOME": str(state_home)}
+    if url := os.environ.get("CAMPAIGNCTL_DB_URL"):  # the test's PostgreSQL database (conftest)
+        on_line["CAMPAIGNCTL_DB_URL"] = url
     assert set(on_line) <= set(ENV_NAMES)
     return {**env, **on_line}
 

@@ -24,6 +24,7 @@ def state_of(job_id: str) -> str:
     return out[0] if out else ""
 
 
+@pytest.mark.sqlite_only(reason="the sqlite3 tool holds the file's write lock")
 def test_a_tick_under_a_write_lock_exits_75_changes_nothing_and_the_next_tick_converges(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     name = chaos_campaign(tmp_path, "locked", ["oom", "ok"])
