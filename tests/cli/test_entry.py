@@ -127,7 +127,7 @@ def closed_pipe_run(args: list[str], state: Path) -> subprocess.CompletedProcess
     """Run with stdout on a pipe whose reader is already gone (what `| head -c 10` becomes)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
-    env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_DB_URL", "SLURM_CONF")}
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}  # the test's store (its DB URL) kept
     env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
     try:
         return subprocess.run([sys.executable, "-m", "campaignctl", *args], stdout=write_end, stderr=subprocess.PIPE,
