@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import faults
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.services.approvals import pending_approvals
@@ -18,6 +17,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import promote, set_policy
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 
 GOOD = [0.9, 0.7, 0.6, 0.55, 0.5]
@@ -99,15 +99,8 @@ def test_the_trailing_task_is_stopped_once_and_the_campaign_finishes_without_ret
 def test_a_crash_between_decision_and_outcome_is_repaired_by_the_next_tick(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
     campaign(tmp_path, fake_slurm)
-    armed = [True]
-
-    def crash_at(name: str) -> None:
-        if name == point and armed[0]:
-            armed[0] = False
-            raise RuntimeError(name)
-
-    monkeypatch.setattr(faults, "crash_point", crash_at)
-    with pytest.raises(RuntimeError):
+    crash_once_at(monkeypatch, point)
+    with pytest.raises(Crash):
         reconcile("es")
     assert reconcile("es").campaigns[0].repaired == 1
     [stop] = entries()

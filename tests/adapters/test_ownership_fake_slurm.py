@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import faults
 from campaignctl.adapters import store as store_module
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import MIGRATIONS
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.adapters.test_reconcile_fake_slurm import Crash
 from tests.conftest import write_spec
+from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 from tests.users import REAL_GROUP, as_user
 
@@ -42,14 +41,7 @@ def test_a_member_never_takes_up_another_members_unfinished_submission(
     as_user(monkeypatch, "alice", REAL_GROUP)
     shared_campaign(tmp_path)
     fake_slurm.set_state(min(fake_slurm.jobs, key=int), 0, "FAILED", "75:0", "node1")
-    armed = [True]
-
-    def crash_at(name: str) -> None:
-        if name == point and armed[0]:
-            armed[0] = False
-            raise Crash(name)
-
-    monkeypatch.setattr(faults, "crash_point", crash_at)
+    crash_once_at(monkeypatch, point)
     with pytest.raises(Crash):
         reconcile("team")
     jobs = dict(fake_slurm.jobs)

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from campaignctl.adapters import faults
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
@@ -23,6 +22,7 @@ from campaignctl.core.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
+from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 
 # task index → (sacct state, exit code, node) provoked in the first array
@@ -94,23 +94,13 @@ def test_one_decision_per_failure_with_the_resources_the_policy_chose(
 CRASH_POINTS = ["after_decisions", "after_sbatch", "before_release", "before_outcome"]
 
 
-class Crash(Exception):
-    pass
-
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_killed_at_any_step_of_the_act_protocol_then_rerun_no_duplicate_no_lost_task(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
     campaign(tmp_path, fake_slurm, 8)
     provoke(fake_slurm)
-    armed = [True]
-
-    def crash_at(name: str) -> None:
-        if name == point and armed[0]:
-            armed[0] = False
-            raise Crash(name)
-
-    monkeypatch.setattr(faults, "crash_point", crash_at)
+    crash_once_at(monkeypatch, point)
     with pytest.raises(Crash):
         reconcile("rc")
     reconcile("rc")  # repairs
