@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,14 +30,15 @@ def test_watch_redraws_with_one_sacct_each_until_ctrl_c(tmp_path: Path, fake_slu
     submit(write_spec(tmp_path, "name: w\ncommand: [python3, t.py, '{i}']\nmatrix: {i: [0, 1]}\n"))
     sleeps: list[float] = []
 
-    def sleep(seconds: float) -> None:
+    def pause(stop: threading.Event, seconds: float) -> bool:
         sleeps.append(seconds)
         if len(sleeps) == 2:  # Slurm busy for the third view
             fake_slurm.fail_always["sacct"] = BUSY
         elif len(sleeps) == 3:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the watch's handler asks the loop to stop
+        return stop.wait(0.5 if len(sleeps) == 3 else 0)
 
-    monkeypatch.setattr(live, "sleep", sleep)
+    monkeypatch.setattr(live, "_pause", pause)
     monkeypatch.setenv("COLUMNS", "200")
     done = CliRunner().invoke(app, ["status", "w", "--watch", "--interval", "2"])
     assert done.exit_code == 130, done.output
