@@ -38,6 +38,8 @@ def results(
                                               help="min: lower is better (default: the objective's).")] = None,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (a header, then one line per "
                                                          "config).")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Add the efficiency columns: cpu, mem, time, gpu, "
+                                                      "gpu mem (% of what Slurm allocated).")] = False,
     json_out: JsonOption = False,
 ) -> None:
     """One row per config, the winner first: its params, the rung it reached, its state, its final
@@ -56,7 +58,7 @@ def results(
     elif csv_out:
         write_csv(result.rows())
     else:
-        console.print(view(result))
+        console.print(view(result, wide))
 
 
 def write_csv(rows: list[dict[str, object]]) -> None:
@@ -71,16 +73,22 @@ def _value(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def view(result: ResultsResult) -> RenderableType:
+SHORT = ("GPU-h", "cost")  # what fits 80 columns next to the params and the metric; --wide adds the rest
+
+
+def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     params = list(dict.fromkeys(k for c in result.configs for k in c.params))
     rungs = any(c.rung for c in result.configs)
+    shown = [i for i, name in enumerate(COLUMNS) if wide or name in SHORT]
     table = Table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state", "final",
-                  "best", *COLUMNS,
+                  "best", *(COLUMNS[i] for i in shown), box=None, padding=(0, 1), collapse_padding=True,
+                  pad_edge=False, header_style="bold underline",
                   title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
     for c in result.configs:
+        figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
                       *(str(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
-                      _value(c.final), _value(c.best), *cells(c.efficiency))
+                      _value(c.final), _value(c.best), *(figures[i] for i in shown))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
                                                "(cpu, mem, time, gpu: % of what Slurm allocated)"))
 

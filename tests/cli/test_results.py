@@ -81,10 +81,18 @@ def test_csv_is_a_header_and_one_line_per_config(driven: Path, monkeypatch: pyte
 
 def test_the_table_names_the_winner_and_the_unit(driven: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_main(monkeypatch, capsys, "results", NAME)
     assert code == 0
     assert "winner: config 0 (lr=0.1)" in out and "min (assumed; --goal max if higher is better)" in out
-    assert "% of what Slurm allocated" in out and "18%" in out  # task 2's GPU utilisation
+    assert "% of what Slurm allocated" in out
+    header = next(line for line in out.splitlines() if line.startswith("rank"))
+    assert header.split() == ["rank", "config", "lr", "state", "final", "best", "GPU-h", "cost"]  # fits 80
+    rows = [line for line in out.splitlines() if line.split()[:1] in (["rank"], ["1"], ["2"], ["3"], ["4"])]
+    assert len(rows) == 5 and all(len(line) <= 80 and "…" not in line for line in rows)
+    monkeypatch.setenv("COLUMNS", "160")
+    code, out, _ = run_main(monkeypatch, capsys, "results", NAME, "--wide")
+    assert code == 0 and "18%" in out  # task 2's GPU utilisation
 
 
 def test_an_unknown_metric_exits_3_naming_the_known_ones(driven: Path, monkeypatch: pytest.MonkeyPatch,
