@@ -12,26 +12,20 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 
 from campaignctl.cli.common import console, styled
-from campaignctl.core.errors import SlurmTransientError
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
 class _Frames:
-    """The latest view with a footer; a transient Slurm error keeps the last good view and says so."""
+    """The latest view with a footer. (A Slurm that does not answer is `status`'s to show: the
+    stored state, marked stale.)"""
 
     def __init__(self, build: Callable[[], RenderableType], interval: float) -> None:
         self.build, self.interval = build, interval
-        self.last: RenderableType = ""
 
     def next(self) -> RenderableType:
         stamp = datetime.now().astimezone().strftime("%H:%M:%S %Z")  # local, and which zone
-        try:
-            self.last = self.build()
-            note: str | tuple[str, str] = ""
-        except SlurmTransientError as exc:  # the queue is busy: keep watching, try again next time
-            note = (f"{stamp}: Slurm did not answer ({exc.message}); showing the last view\n", "yellow")
-        return Group(self.last, styled(note, (f"updated {stamp}, every {self.interval:g}s; Ctrl-C to stop", "dim")))
+        return Group(self.build(), styled((f"updated {stamp}, every {self.interval:g}s; Ctrl-C to stop", "dim")))
 
 
 def _pause(stop: threading.Event, seconds: float) -> bool:
