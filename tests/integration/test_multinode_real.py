@@ -1,0 +1,77 @@
+"""Multi-node attempts on the real cluster: a real torch.distributed (Gloo, CPU) all-reduce over
+2 nodes × 2 processes, with each launcher. The lab's nodes have 2 CPUs each, so one such attempt
+holds two whole nodes and may queue behind other tests' jobs: the waits are long."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters.paths import task_dir
+from campaignctl.services.submit import submit
+from tests.conftest import REPO, write_spec
+from tests.integration.test_reconcile_real import history, ticking_until_finished
+
+pytestmark = pytest.mark.slurm
+PROGRAM = REPO / "tests" / "programs" / "allreduce.py"
+
+
+@pytest.fixture
+def torch_python() -> str:
+    """The Python that has torch (the test extra installs the CPU build). In CI a missing torch
+    fails the test, it never skips."""
+    if importlib.util.find_spec("torch") is None:
+        message = "the multi-node tests need torch: `pip install torch==2.13.0` (scripts/setup does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sys.executable
+
+
+def allreduce_campaign(tmp_path: Path, name: str, python: str, launcher: str, hold_s: int = 0,
+                       tasks: int = 1, extra: str = "") -> str:
+    bindir = Path(python).parent  # torchrun lives beside the Python that has torch
+    submit(write_spec(tmp_path, f"""\
+name: {name}
+command: [{python}, {PROGRAM}, "4", "2", "{hold_s}"]
+tasks: [{", ".join(f"{{n: {i}}}" for i in range(tasks))}]
+env: {{PATH: "{bindir}:/usr/bin:/bin"}}
+resources: {{nodes: 2, tasks_per_node: 2, launcher: {launcher}, cpus_per_task: 1, mem: 1500M, time: "00:10:00"}}
+{extra}""", name=f"{name}.yaml"))
+    return name
+
+
+def rank_lines(attempt: Path) -> dict[int, str]:
+    """Each rank's output, from rank 0's output.log and output.rank<r>.log (or torchrun's
+    prefixed lines), keyed by the rank the program printed."""
+    text = "".join(p.read_text() for p in sorted(attempt.glob("output*.log")))
+    return {int(m[1]): m[0] for m in re.finditer(r"rank (\d) all_reduce sum .*", text)}
+
+
+def check_allreduce(run_dir: Path, name: str) -> Path:
+    rows = history(name)
+    assert [r.state for r in rows] == ["COMPLETED"], rows
+    attempt = task_dir(str(run_dir), 0) / rows[0].token
+    lines = rank_lines(attempt)
+    assert sorted(lines) == [0, 1, 2, 3], (attempt / "output.log").read_text()
+    assert all("sum 10 (expected 10)" in line and "'node" in line for line in lines.values()), lines
+    nodes = set(re.findall(r"node\d", " ".join(lines.values())))
+    assert len(nodes) == 2, lines
+    assert json.loads((attempt / "exit.json").read_text())["returncode"] == 0
+    return attempt
+
+
+def test_two_nodes_two_processes_each_all_reduce_with_srun(
+        slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
+    name = allreduce_campaign(tmp_path, "mn-srun-multinode", torch_python, "srun")
+    ticking_until_finished(name, timeout_s=900)
+    attempt = check_allreduce(tmp_path / "runs" / name, name)
+    ranks = {json.loads(p.read_text())["node"] for p in attempt.glob("exit*.json")}
+    assert len(ranks) == 2 and len(list(attempt.glob("exit*.json"))) == 4  # one exit file per rank
+    assert (attempt / "telemetry.jsonl").exists() and (attempt / "telemetry.node1.jsonl").exists()
