@@ -75,3 +75,11 @@ def test_two_nodes_two_processes_each_all_reduce_with_srun(
     ranks = {json.loads(p.read_text())["node"] for p in attempt.glob("exit*.json")}
     assert len(ranks) == 2 and len(list(attempt.glob("exit*.json"))) == 4  # one exit file per rank
     assert (attempt / "telemetry.jsonl").exists() and (attempt / "telemetry.node1.jsonl").exists()
+
+
+def test_two_nodes_two_processes_each_all_reduce_with_torchrun(
+        slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
+    name = allreduce_campaign(tmp_path, "mn-torchrun-multinode", torch_python, "torchrun")
+    ticking_until_finished(name, timeout_s=900)
+    attempt = check_allreduce(tmp_path / "runs" / name, name)
+    assert len(list(attempt.glob("exit*.json"))) == 2  # one torchrun per node, each forking 2 processes
