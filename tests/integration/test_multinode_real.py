@@ -13,10 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from campaignctl.adapters import proc
 from campaignctl.adapters.paths import task_dir
+from campaignctl.core.hostlist import split_nodes
+from campaignctl.core.records import HistoryRow
+from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
-from tests.integration.test_reconcile_real import history, ticking_until_finished
+from tests.integration.test_reconcile_real import history, latest, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 PROGRAM = REPO / "tests" / "programs" / "allreduce.py"
@@ -58,13 +62,17 @@ def check_allreduce(run_dir: Path, name: str) -> Path:
     rows = history(name)
     assert [r.state for r in rows] == ["COMPLETED"], rows
     attempt = task_dir(str(run_dir), 0) / rows[0].token
+    check_allreduce_lines(attempt)
+    return attempt
+
+
+def check_allreduce_lines(attempt: Path) -> None:
     lines = rank_lines(attempt)
     assert sorted(lines) == [0, 1, 2, 3], (attempt / "output.log").read_text()
     assert all("sum 10 (expected 10)" in line and "'node" in line for line in lines.values()), lines
     nodes = set(re.findall(r"node\d", " ".join(lines.values())))
     assert len(nodes) == 2, lines
     assert json.loads((attempt / "exit.json").read_text())["returncode"] == 0
-    return attempt
 
 
 def test_two_nodes_two_processes_each_all_reduce_with_srun(
@@ -83,3 +91,42 @@ def test_two_nodes_two_processes_each_all_reduce_with_torchrun(
     ticking_until_finished(name, timeout_s=900)
     attempt = check_allreduce(tmp_path / "runs" / name, name)
     assert len(list(attempt.glob("exit*.json"))) == 2  # one torchrun per node, each forking 2 processes
+
+
+def test_a_node_set_down_mid_run_fails_the_attempt_and_the_retry_avoids_only_that_node(
+        slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
+    name = allreduce_campaign(tmp_path, "mn-nodefail-multinode", torch_python, "srun", hold_s=45, tasks=2)
+    run_dir = tmp_path / "runs" / name
+    first = wait_running(name, run_dir, task=0)
+    nodes = proc.run(["squeue", "-h", "-j", first.job_id or "", "-o", "%N"]).stdout.strip()
+    down = split_nodes(nodes)[-1]
+    try:  # the lab's fastest NODE_FAIL (slurm-lab NOTES.md): DOWN ends the job within a second
+        proc.run(["scontrol", "update", f"NodeName={down}", "State=DOWN", "Reason=multinode-test"])
+        wait_for(f"{first.job_id} to end NODE_FAIL", lambda: job_state(first.job_id or "") == "NODE_FAIL")
+    finally:
+        # RESUME is refused once the node re-registered idle by itself ("Invalid node state specified")
+        proc.run(["scontrol", "update", f"NodeName={down}", "State=RESUME"], check=False)
+    ticking_until_finished(name, timeout_s=1200)
+    rows = [r for r in history(name) if r.task_index == 0]
+    assert [r.state for r in rows] == ["NODE_FAIL", "COMPLETED"], rows
+    assert rows[0].evidence.startswith(f"{down}|") and "DOWN|multinode-test" in rows[0].evidence
+    assert json.loads(rows[1].resources_json)["exclude"] == down  # the healthy node of the pair stays usable
+    assert down not in split_nodes(rows[1].nodes) and len(split_nodes(rows[1].nodes)) == 2
+    assert {r.state for r in history(name) if r.task_index == 1} == {"COMPLETED"}
+    check_allreduce_lines(task_dir(str(run_dir), 0) / rows[1].token)
+
+
+def job_state(job_id: str) -> str:
+    """sacct's State, '' while sacct lags behind the change (seen for ~1 s after the DOWN)."""
+    out = proc.run(["sacct", "-X", "-n", "-P", f"-j{job_id}", "--format=State"]).stdout.split()
+    return out[0] if out else ""
+
+
+def wait_running(name: str, run_dir: Path, task: int) -> HistoryRow:
+    """The task's attempt once its program runs on every rank (reconcile ticking meanwhile)."""
+    def started() -> bool:
+        reconcile(name)
+        row = latest(name).get(task)
+        return row is not None and len(list((task_dir(str(run_dir), task) / row.token).glob("started*.json"))) == 4
+    wait_for(f"task {task} of {name} to start", started, timeout_s=900)
+    return latest(name)[task]
