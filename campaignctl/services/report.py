@@ -16,6 +16,7 @@ from campaignctl.core.budget import UNITS
 from campaignctl.core.cost import DIMENSIONS
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.errors import OutputError
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.status import NOT_SUBMITTED
@@ -113,13 +114,16 @@ def _rung_label(task: int, settings: dict[str, Any]) -> str:
 
 
 def task_table(inputs: ReportInputs) -> Table:
+    """One row per task; with a `nodes` column when an attempt spanned several nodes."""
     states = latest_states(inputs)
+    multi = any(len(split_nodes(nodes)) > 1 for nodes in inputs.nodes.values())
     rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
-             states[task][0], str(states[task][1]), *cells(inputs.efficiency.get(task))]
+             states[task][0], *([inputs.nodes.get(task) or "-"] if multi else []), str(states[task][1]),
+             *cells(inputs.efficiency.get(task))]
             for task, params in sorted(inputs.params.items())]
     return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
-                 ("task", "rung", "params", "state", "attempts", *COLUMNS), rows[:TABLE_ROWS],
-                 max(0, len(rows) - TABLE_ROWS))
+                 ("task", "rung", "params", "state", *(["nodes"] if multi else []), "attempts", *COLUMNS),
+                 rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))
 
 
 def decision_table(inputs: ReportInputs) -> Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
@@ -46,6 +46,7 @@ class ReportInputs:
     spend: Spend
     efficiency: dict[int, Efficiency]  # per task: its latest attempt's, GPU-hours and cost of all
     campaign_efficiency: Efficiency
+    nodes: dict[int, str] = field(default_factory=dict)  # per task: its latest attempt's node list
 
     @property
     def points(self) -> list[DecisionPoint]:
@@ -75,7 +76,8 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
          for a in attempts if samples.get(a.id)],
         sources, MetricsStore(store.engine).rows(record.id), DecisionLog(store.engine).entries(record.id),
         campaign_spend(store.usage_groups(record.id), policy.prices),
-        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices))
+        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
+        {a.task_index: a.nodes or "" for a in attempts})
 
 
 def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:

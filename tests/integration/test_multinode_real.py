@@ -20,6 +20,7 @@ from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
+from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import history, latest, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -114,6 +115,10 @@ def test_a_node_set_down_mid_run_fails_the_attempt_and_the_retry_avoids_only_tha
     assert down not in split_nodes(rows[1].nodes) and len(split_nodes(rows[1].nodes)) == 2
     assert {r.state for r in history(name) if r.task_index == 1} == {"COMPLETED"}
     check_allreduce_lines(task_dir(str(run_dir), 0) / rows[1].token)
+    shown = cli("status", name)  # what a user reads: the node pair each task ran on
+    assert shown.returncode == 0 and "nodes" in shown.stdout and rows[1].nodes in shown.stdout, shown.stdout
+    assert cli("report", name, "--out", str(tmp_path / "report")).returncode == 0
+    assert f"<td>{rows[1].nodes}</td>" in (tmp_path / "report" / "index.html").read_text()
 
 
 def job_state(job_id: str) -> str:
