@@ -46,6 +46,15 @@ class Resources:
         return self.cpus_per_task * (self.tasks_per_node if self.launcher == TORCHRUN else 1)
 
     @property
+    def total_cpus(self) -> int:
+        """What the whole allocation holds: every node's processes' CPUs."""
+        return self.nodes * self.tasks_per_node * self.cpus_per_task
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus
+
+    @property
     def gres(self) -> str | None:
         """sbatch --gres value: gpu:<type>:<n> or gpu:<n>."""
         if not self.gpus:
