@@ -40,11 +40,11 @@ def torch_python() -> str:
 
 
 def allreduce_campaign(tmp_path: Path, name: str, python: str, launcher: str, hold_s: int = 0,
-                       tasks: int = 1, extra: str = "") -> str:
+                       tasks: int = 1, extra: str = "", hang: str = "") -> str:
     bindir = Path(python).parent  # torchrun lives beside the Python that has torch
     submit(write_spec(tmp_path, f"""\
 name: {name}
-command: [{python}, {PROGRAM}, "4", "2", "{hold_s}"]
+command: [{python}, {PROGRAM}, "4", "2", "{hold_s}"{hang}]
 tasks: [{", ".join(f"{{n: {i}}}" for i in range(tasks))}]
 env: {{PATH: "{bindir}:/usr/bin:/bin"}}
 resources: {{nodes: 2, tasks_per_node: 2, launcher: {launcher}, cpus_per_task: 1, mem: 1500M, time: "00:10:00"}}
@@ -135,3 +135,21 @@ def wait_running(name: str, run_dir: Path, task: int) -> HistoryRow:
         return row is not None and len(list((task_dir(str(run_dir), task) / row.token).glob("started*.json"))) == 4
     wait_for(f"task {task} of {name} to start", started, timeout_s=900)
     return latest(name)[task]
+
+
+def test_a_collective_timeout_is_retried_without_the_node_whose_ranks_never_reported(
+        slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
+    # attempt 1: node rank 1's processes stall 45 s; ranks 0-1 time out in Gloo's all-reduce after 15 s
+    name = allreduce_campaign(tmp_path, "mn-collective-multinode", torch_python, "srun", hang=', "1", "15"')
+    ticking_until_finished(name, timeout_s=1200)
+    rows = history(name)
+    assert [r.state for r in rows] == ["FAILED", "COMPLETED"], rows
+    first, retry = rows
+    assert first.cause == "collective_timeout", (first.cause, first.evidence)
+    assert "Timed out waiting 15000ms for recv operation" in first.evidence
+    reporting = set(re.findall(r"\[rank [01] on (node\d)\]", first.evidence))
+    stalled = [n for n in split_nodes(first.nodes) if n not in reporting]
+    assert len(reporting) == 1 and len(stalled) == 1, first.evidence
+    assert json.loads(retry.resources_json)["exclude"] == stalled[0]
+    assert stalled[0] not in split_nodes(retry.nodes)
+    check_allreduce_lines(task_dir(str(tmp_path / "runs" / name), 0) / retry.token)
