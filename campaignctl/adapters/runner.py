@@ -186,6 +186,7 @@ def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: Bi
     name = f"telemetry.node{where.node_rank}.jsonl" if where and where.node_rank else "telemetry.jsonl"
     sampler = TelemetrySampler(launch.attempt_dir / name, pid, interval,
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
-                               note=lambda text: log.write(text.encode()))
+                               note=lambda text: log.write(text.encode()),
+                               node=os.environ.get("SLURMD_NODENAME", "") if where else "")
     return sampler.start()
 

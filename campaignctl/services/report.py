@@ -18,6 +18,7 @@ from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.errors import OutputError
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
+from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.status import NOT_SUBMITTED
 from campaignctl.services.report_charts import build_charts
@@ -48,7 +49,8 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     inputs = gather(store, record, time.time() if now is None else now)
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
-                summary_rows(inputs), charts, [task_table(inputs), decision_table(inputs)])
+                summary_rows(inputs), charts,
+                [task_table(inputs), *node_table(inputs), decision_table(inputs)])
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
                         {c.id: c.note for c in charts}, drawn)
@@ -124,6 +126,15 @@ def task_table(inputs: ReportInputs) -> Table:
     return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
                  ("task", "rung", "params", "state", *(["nodes"] if multi else []), "attempts", *COLUMNS),
                  rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))
+
+
+def node_table(inputs: ReportInputs) -> list[Table]:
+    """Multi-node attempts, one row per node from its own sampler: a straggler shows."""
+    if not inputs.node_lines:
+        return []
+    rows = [node_cells(line) for line in inputs.node_lines]
+    return [Table("nodes", "Nodes of multi-node attempts (each node's own sampler)", NODE_HEADERS,
+                  rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))]
 
 
 def decision_table(inputs: ReportInputs) -> Table:

@@ -84,6 +84,10 @@ def test_two_nodes_two_processes_each_all_reduce_with_srun(
     ranks = {json.loads(p.read_text())["node"] for p in attempt.glob("exit*.json")}
     assert len(ranks) == 2 and len(list(attempt.glob("exit*.json"))) == 4  # one exit file per rank
     assert (attempt / "telemetry.jsonl").exists() and (attempt / "telemetry.node1.jsonl").exists()
+    assert cli("report", name, "--out", str(tmp_path / "report")).returncode == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    nodes_table = page[page.index("Nodes of multi-node attempts"):]
+    assert all(f"<td>{node}</td>" in nodes_table for node in ranks), nodes_table[:2000]  # one line per node
 
 
 def test_two_nodes_two_processes_each_all_reduce_with_torchrun(
