@@ -29,6 +29,7 @@ from campaignctl.adapters.paths import OUTPUT_LOG, write_atomic
 from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
+from campaignctl.core.errors import CampaignctlError
 from campaignctl.core.rendezvous import Placement, placement, rank_environment, torchrun_argv
 from campaignctl.core.resources import TORCHRUN
 
@@ -93,7 +94,7 @@ def _rank_setup(launch: TaskLaunch, where: Placement, env: dict[str, str], log_p
     could not be had (said in the log)."""
     try:
         addr, port = meet(launch.attempt_dir, where, os.environ.get("SLURMD_NODENAME", socket.gethostname()))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, CampaignctlError) as exc:  # no free port, rank 0 never wrote, scontrol failed
         with open(log_path, "ab", buffering=0) as log:
             log.write(f"campaignctl: no rendezvous point for rank {where.rank}: {exc}\n".encode())
         return None
