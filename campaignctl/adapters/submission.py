@@ -52,9 +52,7 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}
     params.update({k: v for k, v in optional.items() if v})
     params["setup"] = ["export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"]
-    srun_args = ["--ntasks=1"]
-    if resources.distributed:
-        srun_args = _spread(resources, params)
+    srun_args = _spread(resources, params) if resources.distributed else ["--ntasks=1"]
     if resources.cpu_bind:
         srun_args.append(f"--cpu-bind={resources.cpu_bind}")
     if resources.gpu_bind and resources.gpus:
