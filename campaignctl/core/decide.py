@@ -16,7 +16,7 @@ from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.spec import Resources
-from campaignctl.core.suspects import suspect_nodes
+from campaignctl.core.suspects import blamed, suspect_nodes
 
 # Domain state → the policy rule that answers it. COMPLETED, PENDING, RUNNING need no decision.
 CAUSE_OF_STATE = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout", "NODE_FAIL": "node_fail",
@@ -192,7 +192,7 @@ def _described(attempt: AttemptView, cause: str) -> str:
         return f"lost: in neither sacct nor squeue since {attempt.missing_since}"
     if cause not in CAUSE_OF_STATE.values():
         return f"failed with exit {attempt.exit_code}, {cause.replace('_', ' ')} by its output"
-    return attempt.state.lower().replace("_", " ")
+    return attempt.state.lower().replace("_", " ") + blamed(attempt.nodes, attempt.cause, attempt.evidence)
 
 
 def _first_line(evidence: str) -> str:

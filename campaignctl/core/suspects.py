@@ -100,3 +100,13 @@ def suspect_nodes(nodelist: str, cause: str | None, evidence: str) -> list[str]:
         reported = {m[2] for m in RANK_PREFIX.finditer(evidence)}
         return [n for n in nodes if n not in reported] if reported else []
     return nodes
+
+
+def blamed(nodelist: str, cause: str | None, evidence: str) -> str:
+    """` of node2 (of node[1-2]; DOWN at …, reason …)` for a multi-node NODE_FAIL whose event was
+    found; '' otherwise (the state says it all)."""
+    if cause != NODE_EVENTS:
+        return ""
+    events = parse_node_events(evidence)
+    said = "; ".join(f"{e.node} {e.state} at {e.start}, reason {e.reason or 'none'}" for e in events)
+    return f" of {', '.join(suspect_nodes(nodelist, cause, evidence))} (of {nodelist}: {said})"

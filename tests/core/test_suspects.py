@@ -83,3 +83,10 @@ def test_the_retry_excludes_the_suspect_node_only(state: str, cause: str, eviden
     assert decision is not None and decision.rule == rule and decision.action == "resubmit"
     assert decision.resources is not None and decision.resources.exclude == "node2"
     assert "exclude None → node2" in decision.reason
+
+
+def test_the_reason_names_the_node_that_failed_and_what_slurm_recorded() -> None:
+    decision = decide_task(failed_attempt("NODE_FAIL", NODE_EVENTS,
+                                          "node2|2026-11-24T08:30:19|2026-11-24T08:30:19|DOWN|mnprobe"), POLICY, NOW)
+    assert decision is not None and decision.reason.startswith(
+        "node fail of node2 (of node[1-2]: node2 DOWN at 2026-11-24T08:30:19, reason mnprobe) (attempt 1); retry 1")

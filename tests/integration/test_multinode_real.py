@@ -119,6 +119,7 @@ def test_a_node_set_down_mid_run_fails_the_attempt_and_the_retry_avoids_only_tha
     assert down not in split_nodes(rows[1].nodes) and len(split_nodes(rows[1].nodes)) == 2
     assert {r.state for r in history(name) if r.task_index == 1} == {"COMPLETED"}
     check_allreduce_lines(task_dir(str(run_dir), 0) / rows[1].token)
+    assert f"node fail of {down} (of {rows[0].nodes}: {down} DOWN at " in cli("log", name).stdout
     shown = cli("status", name)  # what a user reads: the node pair each task ran on
     assert shown.returncode == 0 and "nodes" in shown.stdout and rows[1].nodes in shown.stdout, shown.stdout
     assert cli("report", name, "--out", str(tmp_path / "report")).returncode == 0
