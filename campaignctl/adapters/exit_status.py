@@ -5,7 +5,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from campaignctl.core.suspects import RankCause
+
 EVIDENCE_LIMIT = 4096
+
+
+def read_rank_causes(attempt_dir: Path) -> list[RankCause]:
+    """Every rank's named cause: exit.json (rank 0, or the only process) and, in a multi-node
+    attempt, each exit.rank<r>.json beside it (adapters/runner.py)."""
+    found = []
+    for path in sorted(attempt_dir.glob("exit*.json")):
+        rank = path.name[len("exit.rank"):-len(".json")] if path.name.startswith("exit.rank") else "0"
+        cause = read_cause(path)
+        if cause is not None and rank.isdigit():
+            found.append(RankCause(int(rank), _node(path), *cause))
+    return found
+
+
+def _node(path: Path) -> str:
+    try:
+        data = json.loads(path.read_bytes()[:256 * 1024])
+    except (OSError, ValueError):
+        return ""
+    node = data.get("node") if isinstance(data, dict) else None
+    return node if isinstance(node, str) else ""
 
 
 def read_cause(path: Path) -> tuple[str, str] | None:

@@ -9,6 +9,7 @@ then exits with the program's status, so sacct shows FAILED n:0 for a failing pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,8 +26,12 @@ from typing import BinaryIO
 from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.output_metrics import metrics_from_output
 from campaignctl.adapters.paths import OUTPUT_LOG, write_atomic
+from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
+from campaignctl.core.errors import CampaignctlError
+from campaignctl.core.rendezvous import Placement, placement, rank_environment, torchrun_argv
+from campaignctl.core.resources import TORCHRUN
 
 DEFAULT_TELEMETRY_S = 10.0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
@@ -60,6 +65,9 @@ class TaskLaunch:
     # a campaign shared with a Unix group: other members' attempts resume this task's checkpoint
     # and their ticks read this attempt's files, so the job runs under umask 007 (group rw)
     shared: bool = False
+    # a multi-node attempt (resources.nodes …): srun | torchrun, '' for one process (core/rendezvous.py)
+    launcher: str = ""
+    procs_per_node: int = 1
 
     @property
     def attempt_dir(self) -> Path:
@@ -76,6 +84,26 @@ def task_environment(launch: TaskLaunch) -> dict[str, str]:
     return base_environment(launch, os.environ)
 
 
+def _placement(launch: TaskLaunch) -> Placement | None:
+    # a payload pickled by an older campaignctl has no launcher: one process
+    return placement(os.environ) if getattr(launch, "launcher", "") else None
+
+
+def _rank_setup(launch: TaskLaunch, where: Placement, env: dict[str, str], log_path: Path) -> tuple[str, ...] | None:
+    """The program's argv, the rendezvous variables added to `env`; None when rank 0's point
+    could not be had (said in the log)."""
+    try:
+        addr, port = meet(launch.attempt_dir, where, os.environ.get("SLURMD_NODENAME", socket.gethostname()))
+    except (OSError, ValueError, CampaignctlError) as exc:  # no free port, rank 0 never wrote, scontrol failed
+        with open(log_path, "ab", buffering=0) as log:
+            log.write(f"campaignctl: no rendezvous point for rank {where.rank}: {exc}\n".encode())
+        return None
+    env.update(rank_environment(where, addr, port, launch.launcher, launch.procs_per_node))
+    if launch.launcher == TORCHRUN:
+        return torchrun_argv(launch.argv, where, addr, port, launch.procs_per_node)
+    return launch.argv
+
+
 def _context() -> dict[str, object]:
     return {
         "node": os.environ.get("SLURMD_NODENAME", socket.gethostname()),
@@ -88,40 +116,52 @@ def _context() -> dict[str, object]:
 
 
 def run_task(launch: TaskLaunch) -> None:
-    """Entry point inside the job. Never returns normally unless the program exited 0."""
+    """Entry point inside the job. Never returns normally unless the program exited 0.
+    In a multi-node attempt every rank runs this: rank 0 writes the attempt's files, rank r
+    writes its own beside them (`output.rank<r>.log`, `exit.rank<r>.json`)."""
     for sig in IGNORED_UNLESS_HANDLED:
         # first thing: from here an early warning signal can neither kill this process nor reach
         # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
         signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
     if getattr(launch, "shared", False):  # a payload pickled by an older campaignctl has no such field
         os.umask(0o007)  # inherited by the program; directories made inside `tasks/` stay setgid
+    where = _placement(launch)
+    suffix = where.suffix if where else ""
     attempt_dir = launch.attempt_dir
     attempt_dir.mkdir(parents=True, exist_ok=True)
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    write_atomic(attempt_dir / "started.json", json.dumps({**_context(), "started_at": started}))
-    log_path = attempt_dir / OUTPUT_LOG
+    write_atomic(attempt_dir / f"started{suffix}.json", json.dumps({**_context(), "started_at": started}))
+    log_path = attempt_dir / rank_file(OUTPUT_LOG, suffix)
     log_path.touch()
     prepared = prepare_environment(launch, log_path)
-    with metrics_from_output(launch, log_path):
-        code = prepared.code or _run_program(launch, log_path, prepared.env)
+    argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
+    with metrics_from_output(launch, log_path) if not suffix else contextlib.nullcontext():
+        code = prepared.code or (1 if argv is None else _run_program(launch, argv, log_path, prepared.env, where))
     # a failed setup line is the cause; otherwise the output's own (a payload pickled by an older
     # campaignctl has no `causes`: built-in signatures only)
     cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
              else output_cause(log_path, code, getattr(launch, "causes", ())))
-    write_atomic(attempt_dir / "exit.json", json.dumps({
+    write_atomic(attempt_dir / f"exit{suffix}.json", json.dumps({
         **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
 
 
-def _run_program(launch: TaskLaunch, log_path: Path, env: Mapping[str, str]) -> int:
+def rank_file(name: str, suffix: str) -> str:
+    """`output.log` → `output.rank3.log` for rank 3."""
+    stem, dot, ext = name.rpartition(".")
+    return f"{stem}{suffix}{dot}{ext}" if dot else name + suffix
+
+
+def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env: Mapping[str, str],
+                 where: Placement | None) -> int:
     with open(log_path, "ab", buffering=0) as log:
         try:
-            child = subprocess.Popen(list(launch.argv), cwd=launch.workdir, env=env,
+            child = subprocess.Popen(list(argv), cwd=launch.workdir, env=env,
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         except OSError as exc:  # program missing or not executable: the shell's 127/126
-            log.write(f"campaignctl: cannot start {launch.argv[0]!r}: {exc}\n".encode())
+            log.write(f"campaignctl: cannot start {argv[0]!r}: {exc}\n".encode())
             return 127 if isinstance(exc, FileNotFoundError) else 126
 
         def forward(signum: int, _frame: FrameType | None) -> None:
@@ -129,7 +169,8 @@ def _run_program(launch: TaskLaunch, log_path: Path, env: Mapping[str, str]) -> 
 
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, forward)
-        sampler = _start_sampler(launch, child.pid, env, log)
+        # one sampler per node, in its first process (a node's line: core/telemetry.py)
+        sampler = _start_sampler(launch, child.pid, env, log, where) if not where or where.local_rank == 0 else None
         try:
             return child.wait()
         finally:
@@ -137,13 +178,16 @@ def _run_program(launch: TaskLaunch, log_path: Path, env: Mapping[str, str]) -> 
                 sampler.stop()  # final sample and end line, before the log closes
 
 
-def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO) -> TelemetrySampler | None:
+def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO,
+                   where: Placement | None) -> TelemetrySampler | None:
     # a payload pickled by an older campaignctl has no such field: sample at the default
     interval = getattr(launch, "telemetry_interval_s", DEFAULT_TELEMETRY_S)
     if interval <= 0:
         return None
-    sampler = TelemetrySampler(launch.attempt_dir / "telemetry.jsonl", pid, interval,
+    name = f"telemetry.node{where.node_rank}.jsonl" if where and where.node_rank else "telemetry.jsonl"
+    sampler = TelemetrySampler(launch.attempt_dir / name, pid, interval,
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
-                               note=lambda text: log.write(text.encode()))
+                               note=lambda text: log.write(text.encode()),
+                               node=os.environ.get("SLURMD_NODENAME", "") if where else "")
     return sampler.start()
 

@@ -218,8 +218,9 @@ class TelemetrySampler:
     """
 
     def __init__(self, path: Path, root_pid: int, interval_s: float, *,
-                 cuda_visible: str | None, note: Note = lambda _text: None) -> None:
+                 cuda_visible: str | None, note: Note = lambda _text: None, node: str = "") -> None:
         self.path = path
+        self.node = node  # a multi-node attempt's node, named in the start line
         self.interval_s = float(interval_s)
         self.samples = 0
         self.setup_cpu_s = 0.0  # the sampler thread's own CPU: NVML init + baseline read
@@ -257,7 +258,8 @@ class TelemetrySampler:
             self._note(f"campaignctl: GPU telemetry off: {status}\n")
         try:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
-                                "nvml": status, "gpus": gpus.indices if gpus else []})
+                                "nvml": status, "gpus": gpus.indices if gpus else [],
+                                **({"node": self.node} if self.node else {})})
             self._tree.read()  # baseline for the first interval's CPU delta
             self.setup_cpu_s = time.thread_time() - started
             self._loop(write, gpus)

@@ -13,6 +13,7 @@ from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
+from campaignctl.core.suspects import EVENT_FIELDS
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
 _SKIPPED: list[str] = []  # every output line a parser skipped in this process, "command: why: line"
@@ -220,6 +221,14 @@ def gpu_nodes() -> list[NodeGpus]:
     out = proc.run(["sinfo", "-N", "--noheader", "-O", "NodeList:|,Gres:|,GresUsed:|,StateLong:"],
                    timeout=60).stdout
     return parse_sinfo_gpus(out)
+
+
+def node_events(nodes: Sequence[str], since: datetime, until: datetime) -> str:
+    """The accounting database's state changes of `nodes` between the two times, one per line:
+    `node2|2026-11-24T08:30:19|2026-11-24T08:30:19|DOWN|mnprobe|root(0)` (core/suspects.py)."""
+    return proc.run(["sacctmgr", "--noheader", "--parsable2", "show", "event", f"Nodes={','.join(nodes)}",
+                     f"Start={to_slurm(since)}", f"End={to_slurm(until)}",
+                     f"format={','.join(EVENT_FIELDS)}"], timeout=60).stdout
 
 
 def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:

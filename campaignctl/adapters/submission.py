@@ -52,7 +52,7 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}
     params.update({k: v for k, v in optional.items() if v})
     params["setup"] = ["export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"]
-    srun_args = ["--ntasks=1"]
+    srun_args = _spread(resources, params) if resources.distributed else ["--ntasks=1"]
     if resources.cpu_bind:
         srun_args.append(f"--cpu-bind={resources.cpu_bind}")
     if resources.gpu_bind and resources.gpus:
@@ -60,6 +60,15 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     params["srun_args"] = srun_args
     params["signal_delay_s"] = resources.warning_signal_delay_s or NO_WARNING_SIGNAL
     return params
+
+
+def _spread(resources: Resources, params: dict[str, Any]) -> list[str]:
+    """A multi-node attempt: one array element holding `nodes` nodes, `--gres`, `--mem` and
+    `--cpus-per-task` per node (sbatch's meaning), and its srun step starting the runner on
+    every Slurm task (core/rendezvous.py: one per process, or one per node for torchrun)."""
+    per_node = resources.slurm_tasks_per_node
+    params.update(nodes=resources.nodes, ntasks_per_node=per_node, cpus_per_task=resources.slurm_cpus_per_task)
+    return [f"--ntasks={resources.nodes * per_node}", f"--ntasks-per-node={per_node}"]
 
 
 class ArraySubmission:

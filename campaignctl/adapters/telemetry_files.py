@@ -37,6 +37,21 @@ def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
     return lines, Position(st.st_ino, offset + end)
 
 
+def node_files(attempt_dir: str, first: str) -> list[str]:
+    """Every node's sampler file of a multi-node attempt: `first` (telemetry.jsonl, the first
+    node's), then telemetry.node1.jsonl … in node order (adapters/runner.py names them)."""
+    stem, _, ext = first.rpartition(".")
+    try:
+        names = [n for n in os.listdir(attempt_dir) if n.startswith(f"{stem}.node") and n.endswith(f".{ext}")]
+    except OSError:
+        return []
+    def rank(name: str) -> int:
+        digits = name[len(f"{stem}.node"):-len(f".{ext}")]
+        return int(digits) if digits.isdigit() else 1 << 30
+    found = [first] if os.path.exists(os.path.join(attempt_dir, first)) else []
+    return [os.path.join(attempt_dir, n) for n in found + sorted(names, key=rank)]
+
+
 def read_tail_lines(path: str, max_bytes: int = 32 * 2**20) -> list[str]:
     """The complete lines of a whole file, or of its last `max_bytes` (the first, partial line
     of that tail dropped): what the report draws. A missing file has none."""

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled
-from campaignctl.cli.status_table import COMPACT, STATE_STYLE, WIDE, Shown, task_table
+from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
 from campaignctl.core.stall import loop_warnings
 from campaignctl.core.status import collapse, index_ranges, varying_keys
@@ -119,7 +119,7 @@ def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False)
     rows, quiet = (list(result.tasks), {}) if by_state else collapse(result.tasks)
     keys = None if wide else varying_keys(result.tasks)
     if rows:
-        parts.append(task_table(rows, WIDE if wide else COMPACT, Shown(keys)))
+        parts.append(task_table(rows, columns_for(rows, wide), Shown(keys)))
     elif not quiet:
         parts.append(Text("no task matches"))
     parts += [Text(f"{state}: {len(tasks)} task(s) ({index_ranges(tasks)})", style="dim")

@@ -14,6 +14,7 @@ from rich.text import Text
 from campaignctl.core.clock import brief
 from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
 from campaignctl.core.efficiency import cells
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.status import TaskRow, param_text
 
 STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
@@ -82,6 +83,15 @@ WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state),
         Column("decision", lambda r, _: r.last_decision or "-", flexible=True),
         Column("shadow proposal", lambda r, _: r.shadow or "-", flexible=True),
         Column("attempt token", lambda r, _: r.token or "-"))
+NODES = Column("nodes", lambda r, _: r.node or "-")
+
+
+def columns_for(rows: Sequence[TaskRow], wide: bool) -> Sequence[Column]:
+    """WIDE, or COMPACT with the node list beside the state when an attempt spans several nodes
+    (`node[1-2]`: which nodes a multi-node task holds, or held when it failed)."""
+    if wide or not any(len(split_nodes(r.node)) > 1 for r in rows):
+        return WIDE if wide else COMPACT
+    return (*COMPACT[:2], NODES, *COMPACT[2:])
 
 
 def task_table(rows: Sequence[TaskRow], columns: Sequence[Column], shown: Shown) -> Table:

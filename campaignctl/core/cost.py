@@ -2,7 +2,9 @@
 
 - spent: every attempt's elapsed time × what Slurm allocated to it (sacct AllocTRES, e.g.
   `billing=2,cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M,node=1`); before Slurm allocated anything,
-  what was asked for. A running attempt has spent its elapsed time so far.
+  what was asked for. A multi-node job's AllocTRES is its whole allocation (`billing=4,cpu=4,
+  mem=600M,node=2` for 2 nodes × 2 CPUs, tests/fixtures/slurm_events/SOURCES.md), and what it
+  asks for is nodes × the per-node resources. A running attempt has spent its elapsed time so far.
 - committed: what running attempts may still spend, up to their time limit.
 - projected: pending attempts × their time limit.
 """
@@ -93,8 +95,8 @@ def _mem_mb(text: str) -> int | None:
 def hourly(resources: Resources, alloc_tres: str, prices: Prices) -> Amount:
     """What one hour of one attempt costs: allocated TRES if known, else what was requested."""
     alloc = parse_alloc_tres(alloc_tres) if alloc_tres else None
-    cpus = alloc.cpus if alloc else resources.cpus_per_task
-    gpus = alloc.gpus if alloc else resources.gpus
+    cpus = alloc.cpus if alloc else resources.total_cpus
+    gpus = alloc.gpus if alloc else resources.total_gpus
     gpu_type = (alloc.gpu_type if alloc else None) or resources.gpu_type
     return Amount(gpus, cpus, gpus * prices.gpu(gpu_type) + cpus * prices.cpu_hour)
 

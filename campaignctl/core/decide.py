@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.clock import read_time, utc
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.spec import Resources
+from campaignctl.core.suspects import blamed, suspect_nodes
 
 # Domain state → the policy rule that answers it. COMPLETED, PENDING, RUNNING need no decision.
 CAUSE_OF_STATE = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout", "NODE_FAIL": "node_fail",
@@ -190,7 +192,7 @@ def _described(attempt: AttemptView, cause: str) -> str:
         return f"lost: in neither sacct nor squeue since {attempt.missing_since}"
     if cause not in CAUSE_OF_STATE.values():
         return f"failed with exit {attempt.exit_code}, {cause.replace('_', ' ')} by its output"
-    return attempt.state.lower().replace("_", " ")
+    return attempt.state.lower().replace("_", " ") + blamed(attempt.nodes, attempt.cause, attempt.evidence)
 
 
 def _first_line(evidence: str) -> str:
@@ -214,7 +216,8 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     new = replace(old, **adjust)  # type: ignore[arg-type]
     new = replace(new, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
                   time_min=_grow(old.time_min, rule.time_factor, rule.time_cap_min))
-    failed_nodes = set(split_nodes(latest.nodes)) if rule.exclude_failed_node else set()
+    suspects = suspect_nodes(latest.nodes, latest.cause, latest.evidence)
+    failed_nodes = set(suspects) if rule.exclude_failed_node else set()
     exclude = sorted(set(split_nodes(old.exclude or "")) | failed_nodes | excluded)
     new = replace(new, exclude=",".join(exclude) or None)
     changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
@@ -277,38 +280,13 @@ def _inputs(latest: AttemptView, counts: Mapping[str, int], failures: int) -> di
                           "gpus": r.gpus, "gpu_type": r.gpu_type, "exclude": r.exclude}}
 
 
-def split_nodes(nodelist: str) -> list[str]:
-    """`node[1-3],gpu7` → node1 node2 node3 gpu7 (Slurm hostlist; ranges and lists inside [])."""
-    out: list[str] = []
-    depth, start = 0, 0
-    for i, ch in enumerate(nodelist + ","):
-        depth += {"[": 1, "]": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            out.extend(_expand_host(nodelist[start:i].strip()))
-            start = i + 1
-    return [n for n in out if n and n != "None assigned"]
-
-
-def _expand_host(item: str) -> list[str]:
-    if "[" not in item:
-        return [item]
-    prefix, _, rest = item.partition("[")
-    body, _, suffix = rest.partition("]")
-    hosts: list[str] = []
-    for part in body.split(","):
-        lo, _, hi = part.partition("-")
-        width = len(lo)
-        hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi or lo) + 1))
-    return hosts
-
-
 def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy) -> frozenset[str]:
     """Nodes where `campaign_exclude_after` attempts of this campaign died of a node failure."""
     failures: Counter[str] = Counter()
     for task in tasks:
         for attempt in task.attempts:
             if CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES:
-                failures.update(set(split_nodes(attempt.nodes)))
+                failures.update(set(suspect_nodes(attempt.nodes, attempt.cause, attempt.evidence)))
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
 
 

@@ -100,6 +100,10 @@ def plan_fallbacks(waiting: Sequence[TaskView], gpu_types: Sequence[str], policy
         if not is_waiting_for_nodes(reason):
             continue
         res = latest.resources
+        if res.nodes > 1:
+            # `free` is the most GPUs of a type free on ONE node: it cannot say whether `nodes`
+            # nodes have room each, and a move that does not start the task sooner is a loss
+            continue
         hours = res.time_min / 60
         options = sorted((policy.prices.gpu(t) * res.gpus * hours, gpu_types.index(t), t) for t in gpu_types
                          if t != res.gpu_type and free.get(t, 0) >= res.gpus)

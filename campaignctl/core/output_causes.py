@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 GPU_OOM = "gpu_out_of_memory"
+COLLECTIVE_TIMEOUT = "collective_timeout"  # a rank waited too long for its peers (core/suspects.py)
 SETUP_FAILED = "setup_failed"  # written by the runner when a `setup:` line fails (not matched here)
-BUILTIN_CAUSES = (GPU_OOM, SETUP_FAILED)
+BUILTIN_CAUSES = (GPU_OOM, COLLECTIVE_TIMEOUT, SETUP_FAILED)
 TAIL_BYTES = 64 * 1024
 EVIDENCE_BYTES = 4096
 
@@ -34,8 +35,8 @@ class Signature:
     pattern: re.Pattern[str]
 
 
-def _sig(label: str, regex: str) -> Signature:
-    return Signature(GPU_OOM, label, re.compile(regex))
+def _sig(label: str, regex: str, cause: str = GPU_OOM) -> Signature:
+    return Signature(cause, label, re.compile(regex))
 
 
 BUILTIN_SIGNATURES = (
@@ -52,6 +53,12 @@ BUILTIN_SIGNATURES = (
     _sig("JAX/XLA RESOURCE_EXHAUSTED", r"RESOURCE_EXHAUSTED: Out of memory"),
     # TensorFlow: ResourceExhaustedError … OOM when allocating tensor with shape[…] … by allocator GPU_0_bfc
     _sig("TensorFlow ResourceExhaustedError", r"OOM when allocating tensor"),
+    # ProcessGroupNCCL.cpp's watchdog: `[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(…)`
+    _sig("NCCL watchdog", r"Watchdog caught collective operation timeout", COLLECTIVE_TIMEOUT),
+    # Gloo (gloo/transport/tcp/unbound_buffer.cc, pair.cc), raised by ProcessGroupGloo: `RuntimeError:
+    # [.../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 5000ms for recv operation to complete`
+    _sig("Gloo timeout", r"gloo/transport/\S+\] Timed out waiting \d+ms for (?:recv|send) operation",
+         COLLECTIVE_TIMEOUT),
 )
 
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from campaignctl.core.notify_config import Notify, notify_from_dict, read_notify
-from campaignctl.core.output_causes import BUILTIN_CAUSES, GPU_OOM, SETUP_FAILED, check_pattern
+from campaignctl.core.output_causes import BUILTIN_CAUSES, COLLECTIVE_TIMEOUT, GPU_OOM, SETUP_FAILED, check_pattern
 from campaignctl.core.policy_sections import (
     MODES,
     SECTION_RULES,
@@ -84,6 +84,7 @@ class Rule:
 # memory, or gives up saying how to configure either); a failed setup line is a broken
 # environment, which a retry would only repeat.
 OUTPUT_CAUSE_DEFAULTS = {GPU_OOM: Rule(action="resubmit", max_retries=6),
+                         COLLECTIVE_TIMEOUT: Rule(action="resubmit", max_retries=2, exclude_failed_node=True),
                          SETUP_FAILED: Rule(action="give_up")}
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SRUN, TORCHRUN = "srun", "torchrun"
+LAUNCHERS = (SRUN, TORCHRUN)
+
 
 @dataclass(frozen=True, slots=True)
 class Resources:
@@ -19,6 +22,37 @@ class Resources:
     qos: str | None = None
     constraint: str | None = None
     exclude: str | None = None
+    nodes: int = 1  # one attempt spans this many nodes; gpus, cpus and mem are per node
+    tasks_per_node: int = 1  # processes per node (the srun launcher: one Slurm task each)
+    launcher: str = SRUN  # srun: one Slurm task per process; torchrun: one per node, torchrun forks
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def distributed(self) -> bool:
+        """The runner sets the rendezvous variables (RANK, WORLD_SIZE, MASTER_ADDR …)."""
+        return self.world_size > 1 or self.launcher == TORCHRUN
+
+    @property
+    def slurm_tasks_per_node(self) -> int:
+        """sbatch --ntasks-per-node: torchrun is one Slurm task per node that starts the processes."""
+        return 1 if self.launcher == TORCHRUN else self.tasks_per_node
+
+    @property
+    def slurm_cpus_per_task(self) -> int:
+        """sbatch --cpus-per-task: torchrun's one task holds the CPUs of all its processes."""
+        return self.cpus_per_task * (self.tasks_per_node if self.launcher == TORCHRUN else 1)
+
+    @property
+    def total_cpus(self) -> int:
+        """What the whole allocation holds: every node's processes' CPUs."""
+        return self.nodes * self.tasks_per_node * self.cpus_per_task
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus
 
     @property
     def gres(self) -> str | None:

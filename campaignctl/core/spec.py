@@ -17,7 +17,7 @@ from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
-from campaignctl.core.resources import Resources
+from campaignctl.core.resources import LAUNCHERS, SRUN, Resources
 from campaignctl.core.rungs import Rung, read_rungs
 from campaignctl.core.safety import (
     CAMPAIGN_NAME,
@@ -34,7 +34,7 @@ TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
-                 "gpu_bind", "account", "qos", "constraint", "exclude")
+                 "gpu_bind", "account", "qos", "constraint", "exclude", "nodes", "tasks_per_node", "launcher")
 ARRAY_KEYS = ("max_parallel",)
 BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money")
 BUDGET_WARN_AT = 0.8
@@ -187,6 +187,7 @@ def _resources(r: Reader) -> tuple[Resources, tuple[str, ...], int]:
     if min_gpus > gpus:
         r.problem((*p, "min_gpus"), f"is {min_gpus}, more than resources.gpus ({gpus})")
     gpu_type = gpu_types[0] if gpu_types else None
+    nodes, tasks_per_node, launcher = _layout(r, p, gpus)
     return Resources(
         partition=r.pattern((*p, "partition"), SLURM_WORD, "a partition name such as batch"),
         gpus=gpus or 0,
@@ -200,7 +201,19 @@ def _resources(r: Reader) -> tuple[Resources, tuple[str, ...], int]:
         qos=r.pattern((*p, "qos"), SLURM_WORD, "a QOS name"),
         constraint=r.pattern((*p, "constraint"), CONSTRAINT, "a feature expression such as a100|v100"),
         exclude=r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]"),
+        nodes=nodes, tasks_per_node=tasks_per_node, launcher=launcher,
     ), gpu_types, min_gpus
+
+
+def _layout(r: Reader, p: KeyPath, gpus: int) -> tuple[int, int, str]:
+    """`nodes`, `tasks_per_node`, `launcher`. A spec that names neither nodes nor launcher runs one
+    process, as before; one that does gets one process per GPU on each node by default (the
+    usual DDP layout), or one per node without GPUs."""
+    nodes = r.integer((*p, "nodes"), 1, 1024, default=1) or 1
+    launcher = r.choice((*p, "launcher"), LAUNCHERS) or SRUN
+    multi = r.get((*p, "nodes")) is not Reader.MISSING or r.get((*p, "launcher")) is not Reader.MISSING
+    tasks = r.integer((*p, "tasks_per_node"), 1, 256, default=max(gpus, 1) if multi else 1) or 1
+    return nodes, tasks, launcher
 
 
 def _gpu_types(r: Reader, path: KeyPath) -> tuple[str, ...]:

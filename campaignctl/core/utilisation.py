@@ -50,7 +50,12 @@ def window_of(summary: Summary, seconds: float) -> Window | None:
 
 
 def classify(window: Window, resources: Resources, u: Utilisation) -> str | None:
-    """data_starved, gpu_idle or None; only for a task with GPUs whose window has GPU figures."""
+    """data_starved, gpu_idle or None; only for a task with GPUs whose window has GPU figures.
+    Never for a multi-process attempt: its window is the first node's first process tree (one
+    rank, or torchrun's whole node against one process's CPUs), and fewer GPUs per node would
+    break its one-process-per-GPU layout."""
+    if resources.distributed:
+        return None
     if not resources.gpus or window.gpu_mean_pct is None or window.gpu_mean_pct >= u.gpu_low_pct:
         return None
     capacity = 100.0 * resources.cpus_per_task

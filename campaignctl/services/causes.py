@@ -3,29 +3,59 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
-from campaignctl.adapters.exit_status import read_cause
+from campaignctl.adapters import slurm
+from campaignctl.adapters.exit_status import read_rank_causes
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
+from campaignctl.core.clock import read_time
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.suspects import (
+    NODE_EVENTS,
+    attempt_cause,
+    failed_node_events,
+    node_events_evidence,
+    parse_node_events,
+)
 
-EXIT_FILE = "exit.json"
+# slurmctld marks the node DOWN and ends the job in the same second (the lab: event 08:30:19, job
+# End 08:30:19); a node that stops answering is marked after SlurmdTimeout, maybe after the End
+EVENT_SLACK = timedelta(minutes=5)
 
 
 def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
                   changes: Sequence[ObservedChange]) -> dict[int, tuple[str, str]]:
     """(cause, evidence) by attempt id, stored with the attempt (not with `store` None: a dry
-    run). One small read per attempt that turned FAILED this tick; nothing for any other (a
-    cause only refines FAILED)."""
+    run). One small read per rank of an attempt that turned FAILED this tick (a cause refines
+    FAILED), and one `sacctmgr show event` per multi-node attempt that turned NODE_FAIL (which of
+    its nodes failed); nothing for any other."""
     by_id = {r.id: r for r in rows}
     causes = {}
     for change in changes:
         row = by_id.get(change.attempt_id)
-        if change.state != "FAILED" or row is None or row.state == "FAILED":
+        if row is None or row.state == change.state:
             continue
-        found = read_cause(task_dir(run_dir, row.task_index) / row.token / EXIT_FILE)
+        found = None
+        if change.state == "FAILED":
+            found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), change.nodes)
+        elif change.state == "NODE_FAIL" and len(split_nodes(change.nodes)) > 1:
+            found = failed_nodes_of(change)
         if found is not None:
             causes[row.id] = found
     if store is not None:
         store.set_attempt_causes(causes)
     return causes
+
+
+def failed_nodes_of(change: ObservedChange) -> tuple[str, str] | None:
+    """(NODE_EVENTS, sacctmgr's lines) for the nodes of a multi-node NODE_FAIL that went down
+    during its run (core/suspects.py); None when the accounting database has none yet."""
+    if not change.ended_at:
+        return None
+    ended = read_time(change.ended_at)
+    started = ended - timedelta(seconds=change.elapsed_s or 0)
+    text = slurm.node_events(split_nodes(change.nodes), started - EVENT_SLACK, ended + EVENT_SLACK)
+    failed = failed_node_events(parse_node_events(text), change.nodes)
+    return (NODE_EVENTS, node_events_evidence(failed)) if failed else None

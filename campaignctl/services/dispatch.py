@@ -73,8 +73,15 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,
                        from_node=spec.env_capture.from_node, setup=spec.setup,
                        output_metrics=spec.output_metrics,
-                       causes=tuple(spec.policy.causes.items()), shared=spec.share_group is not None)
+                       causes=tuple(spec.policy.causes.items()), shared=spec.share_group is not None,
+                       **_layout(spec.resources_of(t)))
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
+
+
+def _layout(resources: Resources) -> dict[str, Any]:
+    if not resources.distributed:
+        return {}
+    return {"launcher": resources.launcher, "procs_per_node": resources.tasks_per_node}
 
 
 def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,

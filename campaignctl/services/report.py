@@ -16,7 +16,9 @@ from campaignctl.core.budget import UNITS
 from campaignctl.core.cost import DIMENSIONS
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.errors import OutputError
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
+from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.status import NOT_SUBMITTED
 from campaignctl.services.report_charts import build_charts
@@ -47,7 +49,8 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     inputs = gather(store, record, time.time() if now is None else now)
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
-                summary_rows(inputs), charts, [task_table(inputs), decision_table(inputs)])
+                summary_rows(inputs), charts,
+                [task_table(inputs), *node_table(inputs), decision_table(inputs)])
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
                         {c.id: c.note for c in charts}, drawn)
@@ -113,13 +116,25 @@ def _rung_label(task: int, settings: dict[str, Any]) -> str:
 
 
 def task_table(inputs: ReportInputs) -> Table:
+    """One row per task; with a `nodes` column when an attempt spanned several nodes."""
     states = latest_states(inputs)
+    multi = any(len(split_nodes(nodes)) > 1 for nodes in inputs.nodes.values())
     rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
-             states[task][0], str(states[task][1]), *cells(inputs.efficiency.get(task))]
+             states[task][0], *([inputs.nodes.get(task) or "-"] if multi else []), str(states[task][1]),
+             *cells(inputs.efficiency.get(task))]
             for task, params in sorted(inputs.params.items())]
     return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
-                 ("task", "rung", "params", "state", "attempts", *COLUMNS), rows[:TABLE_ROWS],
-                 max(0, len(rows) - TABLE_ROWS))
+                 ("task", "rung", "params", "state", *(["nodes"] if multi else []), "attempts", *COLUMNS),
+                 rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))
+
+
+def node_table(inputs: ReportInputs) -> list[Table]:
+    """Multi-node attempts, one row per node from its own sampler: a straggler shows."""
+    if not inputs.node_lines:
+        return []
+    rows = [node_cells(line) for line in inputs.node_lines]
+    return [Table("nodes", "Nodes of multi-node attempts (each node's own sampler)", NODE_HEADERS,
+                  rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))]
 
 
 def decision_table(inputs: ReportInputs) -> Table:

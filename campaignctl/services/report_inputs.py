@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
@@ -13,11 +13,13 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_files import read_tail_lines
+from campaignctl.adapters.telemetry_files import node_files, read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
+from campaignctl.core.hostlist import split_nodes
+from campaignctl.core.node_telemetry import NodeLine, node_line
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
@@ -46,6 +48,8 @@ class ReportInputs:
     spend: Spend
     efficiency: dict[int, Efficiency]  # per task: its latest attempt's, GPU-hours and cost of all
     campaign_efficiency: Efficiency
+    nodes: dict[int, str] = field(default_factory=dict)  # per task: its latest attempt's node list
+    node_lines: list[NodeLine] = field(default_factory=list)  # multi-node attempts: one per node
 
     @property
     def points(self) -> list[DecisionPoint]:
@@ -75,7 +79,19 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
          for a in attempts if samples.get(a.id)],
         sources, MetricsStore(store.engine).rows(record.id), DecisionLog(store.engine).entries(record.id),
         campaign_spend(store.usage_groups(record.id), policy.prices),
-        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices))
+        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
+        {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts))
+
+
+def _node_lines(run_dir: str, attempts: list[AttemptTimes]) -> list[NodeLine]:
+    """Each node's sampler file of every multi-node attempt still on disk, first node first."""
+    tasks = task_dir(run_dir, 0).parent
+    out = []
+    for a in attempts:
+        if len(split_nodes(a.nodes or "")) > 1:
+            files = node_files(os.path.join(tasks, str(a.task_index), a.token), TELEMETRY_FILE)
+            out += [node_line(a.task_index, a.attempt_number, read_tail_lines(path)) for path in files]
+    return out
 
 
 def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:

@@ -54,3 +54,26 @@ def test_the_warning_signal_never_falls_due_while_a_short_task_is_starting() -> 
     assert signals[3] == ["#SBATCH --signal=USR2@60"]
     assert signals[4] == signals[600] == ["#SBATCH --signal=USR2@90"]
     assert any(line.startswith("#SBATCH --time=1") for line in script_for(1))  # nothing else dropped
+
+
+def multinode_script(launcher: str) -> list[str]:
+    resources = Resources(nodes=2, tasks_per_node=4, gpus=4, cpus_per_task=2, launcher=launcher)
+    chunk = ArrayChunk(task_indices=(0,), throttle=None)
+    params = executor_parameters(resources, "cc.t.n", "campaignctl campaign=n", chunk)
+    return ArraySubmission(Path("/runs/n/slurm"), "tok", params).render().splitlines()
+
+
+def test_a_multi_node_element_holds_its_nodes_and_starts_one_runner_per_process() -> None:
+    lines = multinode_script("srun")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "#SBATCH --cpus-per-task=2",
+                 "#SBATCH --gres=gpu:4", "#SBATCH --array=0-0"):
+        assert line in lines
+    srun = next(line for line in lines if line.startswith("srun "))
+    assert "--ntasks=8 --ntasks-per-node=4" in srun and "--ntasks=1 " not in srun
+
+
+def test_torchrun_is_one_task_per_node_holding_every_processs_cpus() -> None:
+    lines = multinode_script("torchrun")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=8"):
+        assert line in lines
+    assert "--ntasks=2 --ntasks-per-node=1" in next(line for line in lines if line.startswith("srun "))

@@ -3,6 +3,8 @@ time limit, projected for pending work; warn, admission throttle, hold + pause."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from campaignctl.core.budget import assess, guard, pending_elements
@@ -106,3 +108,14 @@ def test_a_paused_campaign_is_not_held_again() -> None:
 def test_pending_elements_lists_only_pending_latest_attempts_by_array() -> None:
     views = [*pending_views(2), TaskView(5, (AttemptView("r.5", 1, "RUNNING", "12_5", ONE_GPU_HOUR),))]
     assert pending_elements(views) == {"12": [0, 1]}
+
+
+def test_a_multi_node_attempt_counts_every_node() -> None:
+    # 2 nodes × (1 GPU, 2 processes × 2 CPUs): pending, the whole allocation at its time limit
+    two_nodes = replace(ONE_GPU_HOUR, nodes=2, tasks_per_node=2)
+    spend = campaign_spend([group("pending", 1, res=two_nodes)], PRICES)
+    assert (spend.projected.gpu_hours, spend.projected.cpu_hours) == (2.0, 8.0)
+    assert spend.per_task == spend.projected  # what admitting one more such task costs
+    # ended: sacct's job line is already the whole allocation (lab cluster, 2 nodes × 2 CPUs)
+    ended = campaign_spend([group("ended", 1, 3600, "billing=4,cpu=4,mem=600M,node=2", res=two_nodes)], PRICES)
+    assert ended.spent.cpu_hours == 4.0

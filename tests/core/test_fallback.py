@@ -120,3 +120,10 @@ def test_resize_next_reaches_the_tasks_next_attempt() -> None:
     [d] = decide(with_requests([failed], standing_requests([req])), policy, NOW)
     assert d.action == "resubmit" and d.resources is not None and d.resources.cpus_per_task == 4
     assert d.params["changes"] == {"cpus_per_task": [1, 4]}
+
+
+def test_a_multi_node_task_is_not_moved_on_one_nodes_free_gpus() -> None:
+    # v100 has 2 free on one node: room for a one-node task, no evidence of room on two nodes
+    two_nodes = replace(A100, nodes=2)
+    assert plan_fallbacks([pending(res=two_nodes)], TYPES, POLICY, {"12_0": "Resources"}, {"v100": 2}) == []
+    assert plan_fallbacks([pending()], TYPES, POLICY, {"12_0": "Resources"}, {"v100": 2}) != []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.output_causes import GPU_OOM, check_pattern, match_output, site_signatures
+from campaignctl.core.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM, check_pattern, match_output, site_signatures
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "output"
 NCCL = site_signatures([("nccl_timeout", "Watchdog caught collective operation timeout")])
@@ -26,6 +26,7 @@ CASES = [
     ("tf_oom_when_allocating.txt", GPU_OOM, "OOM when allocating tensor with shape[16,112,112,147]"),
     ("nccl_watchdog_timeout.txt", "nccl_timeout", "WorkNCCL(SeqNum=808, OpType=ALLREDUCE"),
     ("rank_oom_then_nccl_watchdog.txt", GPU_OOM, "Tried to allocate 22.00 MiB"),
+    ("gloo_collective_timeout.txt", COLLECTIVE_TIMEOUT, "Timed out waiting 5000ms for recv operation to complete"),
     ("negative_training_log.txt", None, ""),
     ("negative_python_bug.txt", None, ""),
 ]
@@ -46,8 +47,10 @@ def test_every_fixture_is_in_the_table_and_the_sources() -> None:
     assert all(f"| {name} |" in sources for name in files)
 
 
-def test_without_the_site_pattern_an_nccl_timeout_is_no_cause() -> None:
-    assert match_output((FIXTURES / "nccl_watchdog_timeout.txt").read_text()) is None
+def test_without_the_site_pattern_an_nccl_timeout_is_the_builtin_collective_timeout() -> None:
+    match = match_output((FIXTURES / "nccl_watchdog_timeout.txt").read_text())
+    assert match is not None and match.cause == COLLECTIVE_TIMEOUT
+    assert match.evidence.startswith("[NCCL watchdog] [rank1]")
 
 
 def test_a_site_pattern_wins_over_a_builtin_on_the_same_line() -> None:

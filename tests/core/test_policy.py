@@ -14,6 +14,7 @@ import pytest
 from campaignctl.adapters.policy_source import builtin_names, load_policy
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.errors import NotFoundError, SpecError
+from campaignctl.core.output_causes import BUILTIN_CAUSES
 from campaignctl.core.policy import (
     CAUSES,
     Policy,
@@ -65,7 +66,7 @@ def test_the_three_builtins_are_packaged() -> None:
 def test_every_builtin_loads_and_answers_every_cause(name: str) -> None:
     policy = load_policy(name, "/nowhere")
     assert policy.name == name and policy.version >= 1 and policy.label == f"{name}@v{policy.version}"
-    assert set(CAUSES) <= set(policy.rules) <= {*CAUSES, "gpu_out_of_memory", "setup_failed"}
+    assert set(CAUSES) <= set(policy.rules) <= {*CAUSES, *BUILTIN_CAUSES}
     assert policy.rule("gpu_out_of_memory").action == "resubmit"  # its own rule, or the built-in default
     assert policy.rule("setup_failed").action == "give_up"
     for rule in policy.rules.values():

@@ -51,6 +51,14 @@ CASES = [
     # only step .0 says OUT_OF_MEMORY 0:125; the domain state comes from the step
     ("oom_srun_step.txt", ("31", None), State.OUT_OF_MEMORY, "FAILED", None, (1, 0), 1, "node1",
      ("batch:FAILED", "0:OUT_OF_MEMORY")),
+    # 2 nodes × 2 tasks, --mem=300M per node, `srun --ntasks=4`, task 3 (on node2) allocating
+    # 2 GB: one rank's OOM; the step is OUT_OF_MEMORY, and so is the task (retried with more memory)
+    ("oom_one_rank_two_nodes.txt", ("4712", None), State.OUT_OF_MEMORY, "FAILED", None, (1, 0), 5, "node[1-2]",
+     ("batch:FAILED", "0:OUT_OF_MEMORY")),
+    # the same layout, node2 set DOWN 5 s in: NODE_FAIL on the whole allocation, no word of which
+    # node failed (core/suspects.py asks the accounting database's node events)
+    ("node_fail_two_nodes.txt", ("4692", None), State.NODE_FAIL, "NODE_FAIL", None, (0, 0), 5, "node[1-2]",
+     ("batch:CANCELLED", "0:CANCELLED")),
     # --no-requeue job on node3, then scontrol update NodeName=node3 State=DOWN; .batch has no ExitCode
     ("node_fail.txt", ("32", None), State.NODE_FAIL, "NODE_FAIL", None, (0, 0), 5, "node3",
      ("batch:CANCELLED",)),

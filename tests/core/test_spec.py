@@ -145,3 +145,24 @@ def test_same_content_hashes_equal_regardless_of_formatting() -> None:
     reordered = GOOD.replace("policy: default\n", "") + "policy:   default\n"
     assert spec_of(GOOD).spec_hash == spec_of(reordered).spec_hash
     assert spec_of(GOOD).spec_hash != spec_of(GOOD.replace("0.01", "0.02")).spec_hash
+
+
+@pytest.mark.parametrize(("resources", "layout"), [
+    ("{gpus: 2}", (1, 1, "srun")),  # no nodes key: one process, as before multi-node existed
+    ("{nodes: 2, gpus: 2}", (2, 2, "srun")),  # one process per GPU on each node
+    ("{nodes: 2}", (2, 1, "srun")),
+    ("{nodes: 4, tasks_per_node: 8, launcher: torchrun}", (4, 8, "torchrun")),
+    ("{launcher: torchrun, gpus: 4}", (1, 4, "torchrun")),
+])
+def test_multi_node_layout(resources: str, layout: tuple[int, int, str]) -> None:
+    r = spec_of(with_line(f"resources: {resources}")).resources
+    assert (r.nodes, r.tasks_per_node, r.launcher) == layout
+
+
+@pytest.mark.parametrize(("resources", "fragment"), [
+    ("{nodes: 0}", "resources.nodes"),
+    ("{nodes: 2, launcher: mpirun}", "use one of: srun, torchrun"),
+    ("{nodes: 2, tasks_per_node: 0}", "resources.tasks_per_node"),
+])
+def test_bad_multi_node_keys_are_refused(resources: str, fragment: str) -> None:
+    assert fragment in problems_of(with_line(f"resources: {resources}"))

@@ -97,3 +97,12 @@ def test_gpu_idle_with_cancel_running_cancels_only_if_still_running() -> None:
 
 def test_rules_are_off_until_a_policy_turns_them_on() -> None:
     assert decide_utilisation([running(0)], {"tok.0": recorded(190.0, 4.0)}, Policy(), 1, ()) == []
+
+
+def test_a_multi_process_attempt_is_left_alone() -> None:
+    # the window is one rank's (or one torchrun's) process tree on the first node: it does not
+    # speak for the others, and fewer GPUs per node would break one process per GPU
+    window = window_of(recorded(40.0, 5.0), WINDOW)
+    assert window is not None and classify(window, Resources(cpus_per_task=2, gpus=1), ON) == "gpu_idle"
+    assert classify(window, Resources(cpus_per_task=2, gpus=1, nodes=2), ON) is None
+    assert classify(window, Resources(cpus_per_task=2, gpus=2, tasks_per_node=2), ON) is None
