@@ -18,7 +18,8 @@ Sections, in this order, over the views with their standing requests (resize_nex
 6. throttles: max_parallel, tightened by the budget's cap (not while paused);
 7. governance: shadow rules' decisions become proposals (once per attempt), the rest pass the
    approval gate; then the current revision's known-good mark;
-8. expiry: decisions that waited for approval longer than approval.expire_after;
+8. expiry: decisions that waited for approval longer than approval.expire_after (those 7 gates
+   have waited 0 s);
 9. candidate: a shadow candidate policy runs sections 1-6 over the same views, as proposals;
 10. finished: every task that will ever run has run and settled (or is given up by 1), unless an
     answered attempt is still unresolved after acting (`finished`).
@@ -117,6 +118,7 @@ class TickPlan:
     decisions: tuple[Decision, ...]  # the enforced policy's, in section order, governed; the known-good mark last
     proposals: tuple[Decision, ...]  # the candidate policy's, every one mode shadow
     expired: tuple[int, ...]  # ids of awaiting decisions to close as expired
+    expire_gated: bool  # the decisions this plan gates expire at once too (approval.expire_after 0)
     paused: bool  # the campaign was paused, or this tick's budget hold pauses it
     max_parallel: int | None  # the campaign's cap this tick: max_parallel tightened by the budget's
     retry_parallel: int | None  # what a retry array starts throttled to (the cap minus running)
@@ -178,7 +180,9 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
                                  snapshot.candidate, logged)
     cap = enforced.max_parallel
     late = expired(snapshot.awaiting, now, policy.approval.expire_after_s)
-    return TickPlan(tuple(decisions), tuple(proposals), tuple(late), enforced.paused, cap,
+    gated_expire = any(d.gate for d in decisions) and bool(expired([Awaiting(0, now)], now,
+                                                                   policy.approval.expire_after_s))
+    return TickPlan(tuple(decisions), tuple(proposals), tuple(late), gated_expire, enforced.paused, cap,
                     max(1, cap - running_now(views)) if cap else None, enforced.assessment, enforced.ladder,
                     _finishing(snapshot, views, enforced.ladder, decisions))
 

@@ -24,7 +24,7 @@ from campaignctl.core.replay import (
 )
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
 from campaignctl.core.spec import Resources
-from campaignctl.services.rules import current_policy
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.status import find_campaign
 
 CAVEATS = (
@@ -72,7 +72,7 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     history = HistoryStore(store.engine).campaign_history(record)
     current, settings = current_policy(store, record)
     actual = actual_decisions(history)
-    gpu_types = tuple(settings.get("gpu_types") or ())
+    gpu_types = settings.gpu_types
     comparison = compare(actual, replay(history, policy, gpu_types), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
     return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
