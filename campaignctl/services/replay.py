@@ -30,10 +30,17 @@ from campaignctl.services.status import find_campaign
 CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "
     "other attempts, which no replay can observe; later decisions are over the recorded attempts",
-    "replayed: resubmit, give_up and resize_pending (decide); not replayed: utilisation, GPU fallback, "
-    "budget and throttle rules, whose inputs are not recorded per tick, nor early stopping (an attempt "
-    "it stopped counts as answered)",
-    "a tick that a budget pause kept from resubmitting is replayed without the pause",
+    "replayed: every section of the tick (core/tick.py) — retries, give-ups and resizes, budget alerts, "
+    "holds and admission throttles, utilisation, GPU-type fallback, early stopping, promotion, max_parallel — "
+    "with the current revision's settings; not replayed: known-good marks, approvals and their expiry "
+    "(a decision the gate holds counts as made), and a person's `resume` (its release is history for both sides)",
+    "squeue's pending reasons and sinfo's free GPUs are not recorded: a task is moved to another GPU type only "
+    "at a tick where the recorded policy moved one (its decision wrote them down)",
+    "telemetry is stored as one summary per attempt with its latest samples only: utilisation at a tick sees "
+    "the samples up to that tick's clock, so a decision made early in a long attempt may not be reproduced",
+    "metric points count from the time the task reported them (an undated point from the first tick); "
+    "spend at a tick is priced from the attempts' observed states and elapsed times, with the allocation "
+    "last stored",
     "cost: each side's resubmits, the new attempt at its time limit, priced with the replayed policy",
 )
 
@@ -70,10 +77,9 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     store = Store.open()
     record = find_campaign(store, name)
     history = HistoryStore(store.engine).campaign_history(record)
-    current, settings = current_policy(store, record)
+    current, _ = current_policy(store, record)
     actual = actual_decisions(history)
-    gpu_types = settings.gpu_types
-    comparison = compare(actual, replay(history, policy, gpu_types), policy.prices, _resources_given(history),
+    comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
     return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
 
