@@ -2,8 +2,9 @@
 tick as it saw the campaign. Pure.
 
 What a tick saw is rebuilt from the store's append-only history, never from today's rows:
-- an attempt exists at tick t if its submission was there: a retry submission from the tick
-  AFTER the resubmit decision that created it (its group token), any other once created;
+- an attempt exists at tick t if its submission was there: a retry or promotion submission from
+  the tick AFTER the resubmit or promote decisions that created it (their group token), any other
+  once created;
 - its facts are its latest observation written at or before t (reconcile records the tick's
   observations before deciding), else it is SUBMITTED with no facts yet;
 - its resources are its submission's, or those of an applied `resize_pending` of an earlier tick;
@@ -148,7 +149,8 @@ class Timeline:
         self._obs_ticks = {a: [o.tick_id for o in obs] for a, obs in self._obs.items()}
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
-        self._born = {d.group_token: d.tick_id for d in enforced if d.action == "resubmit" and d.group_token}
+        self._born = {d.group_token: d.tick_id for d in enforced
+                      if d.action in ("resubmit", "promote") and d.group_token}
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
             if d.action == "resize_pending" and d.status == "applied" and "resources" in d.params:
@@ -166,7 +168,7 @@ class Timeline:
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
-        if attempt.submission_kind == "retry" and born is not None:
+        if attempt.submission_kind in ("retry", "promotion") and born is not None:
             return tick.id > born
         return attempt.created_at <= tick.started_at  # an initial array, or a retry approved later
 
