@@ -3,7 +3,9 @@
 lock (this user's flock, then each campaign's lease in the database: a campaign another process,
 of any user on any host, holds is left alone this tick) → finish what a crashed tick left open →
 ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
-or must be adopted) → pure diff and decide → decisions and submission intents in one transaction
+or must be adopted) → pure diff → per campaign, one snapshot of what the tick decides from
+(services/tick_snapshot.py) and one pure decide_tick (core/tick.py: every section in a fixed
+order) → decisions and submission intents in one transaction
 → act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
 (services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
 → leases released.
