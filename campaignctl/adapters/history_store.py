@@ -1,5 +1,6 @@
 """Read one campaign's recorded history for replay: the ticks that saw it, its attempts with
-their submissions, every observation and every decision (with its outcome). Read-only."""
+their submissions, every observation and every decision (with its outcome), the current
+revision's settings, the stored telemetry summaries and the metric points. Read-only."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from campaignctl.adapters.store_schema import (
     attempts,
     decision_outcomes,
     decisions,
+    metrics,
     observations,
+    revisions,
     submissions,
     tasks,
+    telemetry,
     ticks,
 )
 from campaignctl.core.clock import read_time
@@ -24,8 +28,11 @@ from campaignctl.core.replay import (
     RecordedAttempt,
     RecordedDecision,
     RecordedObservation,
+    RecordedPoint,
     RecordedTick,
 )
+from campaignctl.core.settings import CampaignSettings, campaign_settings
+from campaignctl.core.telemetry import Summary, summary_from_dict
 
 # Ticks that decided nothing at all: sacct failed before anything was observed.
 _SILENT = ("observed-nothing",)
@@ -42,7 +49,11 @@ class HistoryStore:
             logged = _decisions(conn, record.id)
             touched = {o.tick_id for o in seen} | {d.tick_id for d in logged}
             ran = _ticks(conn, record, touched)
-        return CampaignHistory(tuple(ran), tuple(recorded), tuple(seen), tuple(logged))
+            settings = _settings(conn, record)
+            summaries = _summaries(conn, record.id)
+            points = _points(conn, record.id)
+        return CampaignHistory(tuple(ran), tuple(recorded), tuple(seen), tuple(logged), settings, summaries,
+                               tuple(points))
 
 
 def _attempts(conn: sa.Connection, campaign_id: int) -> list[RecordedAttempt]:
@@ -50,12 +61,13 @@ def _attempts(conn: sa.Connection, campaign_id: int) -> list[RecordedAttempt]:
     query = (sa.select(a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, s.token.label("sub"),
                        s.kind, s.resources_json.label("sub_res"), a.resources_json, a.created_at,
                        sa.func.coalesce(a.params_json, t.params_json).label("params"),
-                       a.params_json.label("own_params"), a.cause, a.evidence)
+                       a.params_json.label("own_params"), a.cause, a.evidence, a.alloc_tres, s.array_spec)
              .join(tasks, t.id == a.task_id).join(submissions, s.id == a.submission_id)
              .where(t.campaign_id == campaign_id).order_by(t.task_index, a.attempt_number))
     return [RecordedAttempt(r.id, r.task_index, r.attempt_number, r.array_index, r.token, r.job_id, r.sub,
                             r.kind, r.sub_res, r.resources_json is not None, _aware(r.created_at),
-                            r.params, r.own_params is not None, r.cause, r.evidence or "")
+                            r.params, r.own_params is not None, r.cause, r.evidence or "", r.alloc_tres or "",
+                            int(r.array_spec.split("%")[1]) if r.array_spec and "%" in r.array_spec else None)
             for r in conn.execute(query)]
 
 
@@ -72,13 +84,36 @@ def _observations(conn: sa.Connection, campaign_id: int) -> list[RecordedObserva
 def _decisions(conn: sa.Connection, campaign_id: int) -> list[RecordedDecision]:
     d, out = decisions.c, decision_outcomes.c
     query = (sa.select(d.id, d.tick_id, d.task_index, d.attempt_token, d.policy, d.policy_digest, d.rule,
-                       d.action, d.params_json, d.reason, d.mode, d.group_token, d.gate, out.status)
+                       d.action, d.params_json, d.reason, d.mode, d.group_token, d.gate, out.status, d.inputs_json)
              .outerjoin(decision_outcomes, out.decision_id == d.id)
              .where(d.campaign_id == campaign_id).order_by(d.id))
     return [RecordedDecision(r.id, r.tick_id, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
                              r.action, json.loads(r.params_json), r.reason, r.mode, r.group_token,
-                             r.status or ("awaiting-approval" if r.gate else "pending"))
+                             r.status or ("awaiting-approval" if r.gate else "pending"),
+                             json.loads(r.inputs_json or "{}"))
             for r in conn.execute(query)]
+
+
+def _settings(conn: sa.Connection, record: CampaignRecord) -> CampaignSettings:
+    query = sa.select(revisions.c.settings_json).where(revisions.c.campaign_id == record.id,
+                                                       revisions.c.number == record.current_revision)
+    return campaign_settings(json.loads(conn.execute(query).scalar_one() or "{}"))
+
+
+def _summaries(conn: sa.Connection, campaign_id: int) -> dict[int, Summary]:
+    query = (sa.select(telemetry.c.attempt_id, telemetry.c.summary_json)
+             .join(attempts, attempts.c.id == telemetry.c.attempt_id).join(tasks, tasks.c.id == attempts.c.task_id)
+             .where(tasks.c.campaign_id == campaign_id))
+    return {r.attempt_id: summary_from_dict(json.loads(r.summary_json)) for r in conn.execute(query)}
+
+
+def _points(conn: sa.Connection, campaign_id: int) -> list[RecordedPoint]:
+    m = metrics.c
+    query = (sa.select(m.attempt_id, tasks.c.task_index, m.step, m.name, m.value, m.t.label("reported"))
+             .join(attempts, attempts.c.id == m.attempt_id).join(tasks, tasks.c.id == attempts.c.task_id)
+             .where(tasks.c.campaign_id == campaign_id)
+             .order_by(tasks.c.task_index, attempts.c.attempt_number, m.id))
+    return [RecordedPoint(r.attempt_id, r.task_index, r.step, r.name, r.value, r.reported) for r in conn.execute(query)]
 
 
 def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int]) -> list[RecordedTick]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
@@ -18,28 +17,21 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.metrics import Curve, best_until, better, describe, final_value, last_step
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
+from campaignctl.core.rungs import Promotion
+from campaignctl.core.settings import CampaignSettings
 
 
-def configs_of(settings: Mapping[str, Any]) -> int:
-    """How many configs each rung has (the settings stored with a revision); 0 without rungs."""
-    return int(settings.get("configs") or 0) if settings.get("rungs") else 0
+def rung_of(task_index: int, settings: CampaignSettings) -> int:
+    return task_index // settings.configs if settings.configs else 0
 
 
-def rung_of(task_index: int, settings: Mapping[str, Any]) -> int:
-    configs = configs_of(settings)
-    return task_index // configs if configs else 0
+def config_of(task_index: int, settings: CampaignSettings) -> int:
+    return task_index % settings.configs if settings.configs else task_index
 
 
-def config_of(task_index: int, settings: Mapping[str, Any]) -> int:
-    configs = configs_of(settings)
-    return task_index % configs if configs else task_index
-
-
-def rung_names(settings: Mapping[str, Any]) -> list[str]:
+def rung_names(settings: CampaignSettings) -> list[str]:
     """Rung names in order; a campaign without rungs has one unnamed rung."""
-    rungs = settings.get("rungs") or []
-    return [str(r.get("name") or f"rung{i}") for i, r in enumerate(rungs)] or [""]
+    return [r.name or f"rung{r.number}" for r in settings.rungs] or [""]
 
 
 # --- promotion ------------------------------------------------------------------------------
@@ -92,15 +84,11 @@ class LadderState:
     waiting: int = 0  # tasks of `rung` still to settle
 
 
-def rungs_of(settings: Mapping[str, Any]) -> tuple[Rung, ...]:
-    return tuple(rung_from_settings(i, r) for i, r in enumerate(settings.get("rungs") or []))
-
-
-def ladder_state(settings: Mapping[str, Any], ends: Mapping[int, TaskEnd], curves: Mapping[int, Curve],
+def ladder_state(settings: CampaignSettings, ends: Mapping[int, TaskEnd], curves: Mapping[int, Curve],
                  decided_rungs: Collection[int]) -> LadderState:
     """Where a progressive campaign stands. `ends`: every started task's latest attempt;
     `curves`: the promoting metric per task; `decided_rungs`: rungs whose promotion is logged."""
-    rungs = rungs_of(settings)
+    rungs = settings.rungs
     current = max((rung_of(i, settings) for i in ends), default=0)
     unsettled = sum(1 for i, end in ends.items() if rung_of(i, settings) == current and not end.settled)
     if unsettled or not ends:
@@ -114,7 +102,7 @@ def ladder_state(settings: Mapping[str, Any], ends: Mapping[int, TaskEnd], curve
     return LadderState(current, False, PromotionPlan(current, current + 1, promote, standings, survivors, keep))
 
 
-def _standings(settings: Mapping[str, Any], rung: int, ends: Mapping[int, TaskEnd],
+def _standings(settings: CampaignSettings, rung: int, ends: Mapping[int, TaskEnd],
                curves: Mapping[int, Curve], promote: Promotion) -> tuple[Standing, ...]:
     out = []
     for i in sorted(i for i in ends if rung_of(i, settings) == rung):
@@ -153,12 +141,11 @@ def _select(standings: Sequence[Standing], promote: Promotion) -> tuple[tuple[in
     return tuple(s.config for s in ranked if s.value is not None and not better(threshold, s.value, promote.goal)), None
 
 
-def promotion_decisions(plan: PromotionPlan, settings: Mapping[str, Any]) -> list[Decision]:
+def promotion_decisions(plan: PromotionPlan, settings: CampaignSettings) -> list[Decision]:
     """One `promote` per survivor (its task in the next rung, to be submitted as a new array
     with that rung's resources) and one `retire` per config left behind, each with the ranking."""
-    rungs = rungs_of(settings)
-    configs = configs_of(settings)
-    source, target = rungs[plan.from_rung], rungs[plan.to_rung]
+    configs = settings.configs
+    source, target = settings.rungs[plan.from_rung], settings.rungs[plan.to_rung]
     ranking = describe({s.config: s.value for s in plan.standings})
     shared = {"rung": plan.from_rung, "to_rung": plan.to_rung, "metric": plan.rule.metric, "goal": plan.rule.goal,
               "by": plan.rule.by, "eta": plan.rule.eta, "threshold": plan.rule.threshold, "keep": plan.keep,
@@ -188,9 +175,9 @@ def _describe(s: Standing, plan: PromotionPlan, rung_name: str) -> str:
             f"{sum(1 for x in plan.standings if x.rank)} in rung {rung_name}")
 
 
-def promotion_cost(plan: PromotionPlan, settings: Mapping[str, Any], prices: Prices) -> Amount:
+def promotion_cost(plan: PromotionPlan, settings: CampaignSettings, prices: Prices) -> Amount:
     """What the next rung costs at its time limit: survivors × its resources × its hours."""
-    resources = rungs_of(settings)[plan.to_rung].resources
+    resources = settings.rungs[plan.to_rung].resources
     return hourly(resources, "", prices).times(resources.time_min / 60 * len(plan.survivors))
 
 
@@ -240,12 +227,12 @@ class RungProgress:
         return f"{self.name} [{states}]{kept}"
 
 
-def ladder_progress(settings: Mapping[str, Any], states: Mapping[int, str],
+def ladder_progress(settings: CampaignSettings, states: Mapping[int, str],
                     promoted_from: Mapping[int, int]) -> list[RungProgress]:
     """Per rung: what ran and how it ended, and how many it promoted. `states`: latest state of
     every started task; `promoted_from`: rung → configs promoted out of it (decided rungs only)."""
     out = []
-    for rung in rungs_of(settings):
+    for rung in settings.rungs:
         mine = [s for i, s in states.items() if rung_of(i, settings) == rung.number]
         counts: dict[str, int] = {}
         for s in mine:
@@ -255,7 +242,7 @@ def ladder_progress(settings: Mapping[str, Any], states: Mapping[int, str],
     return out
 
 
-def unstarted_label(task_index: int, settings: Mapping[str, Any], decided_rungs: Collection[int]) -> str | None:
+def unstarted_label(task_index: int, settings: CampaignSettings, decided_rungs: Collection[int]) -> str | None:
     """NOT_PROMOTED for a task whose config its previous rung did not keep; None otherwise."""
     rung = rung_of(task_index, settings)
     return NOT_PROMOTED if rung > 0 and rung - 1 in decided_rungs else None

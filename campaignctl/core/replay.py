@@ -1,13 +1,22 @@
-"""Replay: run `decide` over a campaign's recorded ticks, each tick as it saw the campaign. Pure.
+"""Replay: run the whole tick (core/tick.py decide_tick) over a campaign's recorded ticks, each
+tick as it saw the campaign. Pure.
 
 What a tick saw is rebuilt from the store's append-only history, never from today's rows:
-- an attempt exists at tick t if its submission was there: a retry submission from the tick
-  AFTER the resubmit decision that created it (its group token), any other once created;
+- an attempt exists at tick t if its submission was there: a retry or promotion submission from
+  the tick AFTER the resubmit or promote decisions that created it (their group token), any other
+  once created;
 - its facts are its latest observation written at or before t (reconcile records the tick's
   observations before deciding), else it is SUBMITTED with no facts yet;
 - its resources are its submission's, or those of an applied `resize_pending` of an earlier tick;
-- `decided` holds what the REPLAYED policy answered (resubmit/give up) in earlier ticks, and the
-  attempts a recorded early-stopping `stop` ended (that rule is not replayed: its stop is history).
+- what the REPLAYED policy answered (resubmit, give up, stop) in earlier ticks counts as answered,
+  and so do the attempts a recorded `stop` ended (the CANCELLED it caused is history);
+- the spend at the tick: its attempts' observed states and elapsed times, grouped as the store
+  groups them; telemetry: each attempt's stored summary, its samples cut at the tick's clock;
+  metrics: the points reported by the tick's clock (or undated); array throttles: as the
+  applied throttle decisions left them; squeue's pending reasons and sinfo's free GPUs are not
+  recorded except in the fallback decisions of that tick, so elsewhere no task is moved;
+- the replayed side's own alerts, holds (a hold pauses it until a person's recorded release)
+  and promotions carry into its later ticks.
 
 History after a divergence is what actually happened: a replayed give-up does not remove the
 retry the recorded policy made, so later ticks still show it. Replay answers "what would this
@@ -19,18 +28,25 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from campaignctl.core.decide import Decision, decide
+from campaignctl.core.clock import read_time
+from campaignctl.core.cost import UsageGroup, phase_of
+from campaignctl.core.decide import Decision
+from campaignctl.core.governance import ProposalKey, proposal_key
+from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.metrics import curves_by_task
 from campaignctl.core.observe import task_views
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import HistoryRow
-from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests, with_requests
+from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.spec import Resources
+from campaignctl.core.telemetry import Summary
+from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_facts
 
 ANSWERS = ("resubmit", "give_up")  # decisions that answer an attempt for good
-REPLAYED_ACTIONS = (*ANSWERS, "resize_pending")  # what `decide` produces; other rules are not replayed
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +73,8 @@ class RecordedAttempt:
     params_changed: bool = False
     cause: str | None = None  # named by its output once it FAILED
     evidence: str = ""
+    alloc_tres: str = ""  # what Slurm allocated (as last stored)
+    array_throttle: int | None = None  # its array's `%N` as stored now (the last throttle applied)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +106,19 @@ class RecordedDecision:
     mode: str  # enforce | shadow
     group_token: str
     status: str  # the outcome: applied | failed | proposed | pending (none written) …
+    inputs: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedPoint:
+    """One metric report of an attempt."""
+
+    attempt_id: int
+    task_index: int
+    step: int
+    name: str
+    value: float
+    t: float | None  # when the task reported it (epoch seconds); None: not said
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +127,9 @@ class CampaignHistory:
     attempts: tuple[RecordedAttempt, ...]
     observations: tuple[RecordedObservation, ...]
     decisions: tuple[RecordedDecision, ...]  # every mode and action, oldest first
+    settings: CampaignSettings | None = None  # the current revision's; None: only the cause rules replay
+    summaries: Mapping[int, Summary] = field(default_factory=dict)  # attempt id → telemetry as stored
+    points: tuple[RecordedPoint, ...] = ()  # metric reports, in report order
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +149,8 @@ class Timeline:
         self._obs_ticks = {a: [o.tick_id for o in obs] for a, obs in self._obs.items()}
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
-        self._born = {d.group_token: d.tick_id for d in enforced if d.action == "resubmit" and d.group_token}
+        self._born = {d.group_token: d.tick_id for d in enforced
+                      if d.action in ("resubmit", "promote") and d.group_token}
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
             if d.action == "resize_pending" and d.status == "applied" and "resources" in d.params:
@@ -123,10 +158,17 @@ class Timeline:
                     (d.tick_id, json.dumps(d.params["resources"], sort_keys=True)))
         self._requests = [d for d in history.decisions if d.action in STANDING_ACTIONS]
         self._stops = [(d.tick_id, d.attempt_token) for d in enforced if d.action == "stop" and d.status == "applied"]
+        self._releases = [(d.tick_id, d) for d in enforced if d.action == "release" and d.status == "applied"]
+        self._fallbacks = [d for d in enforced if d.rule == "gpu_fallback" and d.action == "cancel"]
+        self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
+        for d in enforced:
+            if d.action == "throttle" and d.status == "applied":
+                self._throttle_changes.setdefault(str(d.params.get("array_job_id")), []).append(
+                    (d.tick_id, d.inputs.get("throttle"), d.params.get("throttle")))  # type: ignore[arg-type]
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
-        if attempt.submission_kind == "retry" and born is not None:
+        if attempt.submission_kind in ("retry", "promotion") and born is not None:
             return tick.id > born
         return attempt.created_at <= tick.started_at  # an initial array, or a retry approved later
 
@@ -164,6 +206,84 @@ class Timeline:
         """Attempts an applied early-stopping decision of an earlier tick answered."""
         return {token for t, token in self._stops if t < tick_id}
 
+    def released_after(self, tick_id: int | None) -> bool:
+        """A person released the campaign (`resume`) after that tick."""
+        return tick_id is not None and any(t > tick_id for t, _ in self._releases)
+
+    def snapshot(self, tick: RecordedTick, settings: CampaignSettings, answers: Mapping[str, str], state: str,
+                 alerted: set[str], proposed: set[ProposalKey], promoted: set[int]) -> TickSnapshot:
+        """What tick `tick` saw, with the replayed side's own answers, state, alerts, proposals and promotions."""
+        rows = self.rows(tick)
+        answers = {**dict.fromkeys(self.stopped(tick.id), "stop"), **answers}
+        views = task_views(rows, set(answers))
+        releases = [d for t, d in self._releases if t < tick.id]
+        latest = {r.task_index: r for r in rows}  # rows are ordered by attempt: the last one wins
+        return TickSnapshot(
+            campaign_state=state, revision=0, settings=settings, views=tuple(views),
+            requests=self.requests(tick.id),
+            pending_since={r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")},
+            summaries=self._summaries(rows, tick),
+            usage=self._usage(rows) if settings.budget.limits() else (),
+            alerted=frozenset(alerted),
+            released_limits=tuple(d.params["limits"] for d in releases  # type: ignore[misc]
+                                  if isinstance(d.params.get("limits"), dict)),
+            array_throttles=self._throttles(tick.id),
+            proposal_keys=frozenset(proposed),
+            task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, "")) for i, r in latest.items()},
+            promoted_rungs=frozenset(promoted),
+            forced_rungs=frozenset(int(p["rung"]) for d in releases  # type: ignore[call-overload]
+                                   if isinstance(p := d.inputs.get("promotion"), dict) and p.get("forced")),
+            tasks_started=len(latest))
+
+    def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
+        """The lazy facts as far as they were recorded: squeue's reasons and sinfo's free GPUs
+        only where a fallback decision of this tick wrote them down; metric points reported by
+        the tick's clock."""
+        moved = [d for d in self._fallbacks if d.tick_id == tick.id]
+        reasons = {str(d.inputs.get("job_id")): str(d.inputs.get("pending_reason", "")) for d in moved}
+        free = dict(moved[0].inputs.get("free_gpus") or {}) if moved else {}  # type: ignore[call-overload]
+        clock = tick.clock.timestamp()
+        exists = {a.id for a in self.history.attempts if self.exists(a, tick)}
+        curves = {m: curves_by_task(((p.task_index, p.step, p.name, p.value) for p in self.history.points
+                                     if p.attempt_id in exists and (p.t is None or p.t <= clock)), m)
+                  for m in wanted.metrics}
+        return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves)
+
+    def _summaries(self, rows: Sequence[HistoryRow], tick: RecordedTick) -> dict[str, Summary]:
+        """Each attempt's stored telemetry, its samples cut at the tick's clock."""
+        clock = tick.clock.timestamp()
+        out = {}
+        for r in rows:
+            summary = self.history.summaries.get(r.id)
+            if summary is not None:
+                out[r.token] = replace(summary, recent=tuple(x for x in summary.recent if x.t <= clock))
+        return out
+
+    def _usage(self, rows: Sequence[HistoryRow]) -> tuple[UsageGroup, ...]:
+        """The spend's groups as the store would have grouped them at the tick (core/cost.py)."""
+        groups: dict[tuple[str, str, str], tuple[int, int]] = {}
+        tres = {a.id: a.alloc_tres for a in self.history.attempts}
+        for r in rows:
+            if r.job_id is None:
+                continue
+            key = (r.state, r.resources_json, tres.get(r.id, "") if phase_of(r.state) != "pending" else "")
+            n, elapsed = groups.get(key, (0, 0))
+            groups[key] = (n + 1, elapsed + (r.elapsed_s or 0))
+        return tuple(UsageGroup(phase_of(state), Resources(**json.loads(res)), alloc, n, elapsed)
+                     for (state, res, alloc), (n, elapsed) in groups.items())
+
+    def _throttles(self, tick_id: int) -> dict[str, int | None]:
+        """Each array's `%N` at the tick: the last throttle applied before it; before the first
+        one, what that one found; with none, the array's as stored."""
+        out: dict[str, int | None] = {}
+        for a in self.history.attempts:
+            if a.job_id and "_" in a.job_id:
+                out.setdefault(a.job_id.partition("_")[0], a.array_throttle)
+        for array, changes in self._throttle_changes.items():
+            before = [to for t, _, to in changes if t < tick_id]
+            out[array] = before[-1] if before else changes[0][1]
+        return out
+
     def requests(self, tick_id: int) -> Requests:
         """Standing utilisation/fallback requests as earlier ticks left them (as reconcile reads
         them: the log's outcome as it stands now, which for these is written in the same tick)."""
@@ -172,31 +292,77 @@ class Timeline:
                                  for d in self._requests if d.tick_id < tick_id)
 
 
-def replay(history: CampaignHistory, policy: Policy, gpu_types: Sequence[str] = ()) -> list[ReplayedDecision]:
-    """`policy`'s decisions, tick by tick, over the recorded observations (and output causes)."""
+CAUSE_ACTIONS = (*ANSWERS, "resize_pending")  # what the cause rules (`decide`) make
+TICK_ACTIONS = (*CAUSE_ACTIONS, "resize_next", "cancel", "stop", "promote", "retire", "hold", "alert", "throttle")
+
+
+def replayed_actions(history: CampaignHistory) -> tuple[str, ...]:
+    """Every section of the tick replays when the history holds the revision's settings (every
+    one reads them: budget, max_parallel, GPU types, rungs); without them, only the cause rules."""
+    return TICK_ACTIONS if history.settings is not None else CAUSE_ACTIONS
+
+
+def replay(history: CampaignHistory, policy: Policy) -> list[ReplayedDecision]:
+    """`policy`'s enforced decisions, tick by tick: core/tick.py's decide_tick over a snapshot of
+    what each recorded tick saw. The replayed side's own answers, alerts, holds and promotions
+    carry into its later ticks; a person's releases are history, the same for both sides."""
     timeline = Timeline(history)
-    decided: set[str] = set()
+    settings = history.settings or CampaignSettings()
+    actions = replayed_actions(history)
+    own = _Own()
     out: list[ReplayedDecision] = []
     for tick in history.ticks:
-        views = with_requests(task_views(timeline.rows(tick), decided | timeline.stopped(tick.id)),
-                              timeline.requests(tick.id))
-        for d in decide(views, policy, tick.clock, gpu_types):
-            out.append(ReplayedDecision(tick.id, d))
-            if d.action in ANSWERS:
-                decided.add(d.attempt_token)
+        snapshot = timeline.snapshot(tick, settings, own.answers, own.state(timeline.released_after(own.held_at)),
+                                     own.alerted, own.proposed, own.promoted)
+        snapshot = timeline.lazy(tick, snapshot, needs(snapshot, policy, tick.clock))
+        plan = decide_tick(snapshot, policy, tick.clock)
+        for d in plan.decisions:
+            own.saw(d, policy, tick.id)
+            if d.mode == "enforce" and d.action in actions:
+                out.append(ReplayedDecision(tick.id, d))
     return out
 
 
+class _Own:
+    """What the replayed side decided so far, as its later ticks see it."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, str] = {}  # attempt token → how it answered it: resubmit | give_up | stop
+        self.alerted: set[str] = set()
+        self.proposed: set[ProposalKey] = set()
+        self.promoted: set[int] = set()
+        self.held_at: int | None = None  # the tick of its last hold
+
+    def state(self, released: bool) -> str:
+        return "paused" if self.held_at is not None and not released else "active"
+
+    def saw(self, d: Decision, policy: Policy, tick_id: int) -> None:
+        if d.mode == "shadow":
+            self.proposed.add(proposal_key(policy.digest, d))
+            return
+        if d.action in (*ANSWERS, "stop"):
+            self.answers[d.attempt_token] = d.action
+        elif d.action == "alert":
+            self.alerted.add(str(d.params.get("key")))
+        elif d.action == "hold":
+            self.held_at = tick_id
+        elif d.action in ("promote", "retire"):
+            self.promoted.add(int(d.params["from_rung"]))  # type: ignore[call-overload]
+
+
 def actual_decisions(history: CampaignHistory) -> list[RecordedDecision]:
-    """What was really decided of the kinds `decide` makes (a shadow proposal was not)."""
-    return [d for d in history.decisions if d.mode == "enforce" and d.action in REPLAYED_ACTIONS]
+    """What was really decided of the kinds the replay makes (a shadow proposal was not)."""
+    actions = replayed_actions(history)
+    return [d for d in history.decisions if d.mode == "enforce" and d.action in actions]
 
 
 def not_replayed(history: CampaignHistory) -> dict[str, int]:
-    """Enforced decisions of other rules (utilisation, fallback, budget, throttle), by action."""
+    """Enforced decisions the replay does not make (known-good marks, a person's release,
+    approvals; without settings, every rule but the cause rules), by action."""
+    actions = replayed_actions(history)
     counts: dict[str, int] = {}
     for d in history.decisions:
-        if d.mode == "enforce" and d.action not in REPLAYED_ACTIONS:
+        if d.mode == "enforce" and d.action not in actions:
             counts[d.action] = counts.get(d.action, 0) + 1
     return counts
 

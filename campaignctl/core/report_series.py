@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from campaignctl.core.cost import Amount
 from campaignctl.core.ladder import rung_names, rung_of
 from campaignctl.core.metrics import Curve, curves_by_task
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Sample
 
 Point = tuple[float, float]  # (time or step, value)
@@ -121,16 +121,15 @@ def metric_names(rows: Iterable[MetricRow]) -> list[str]:
     return list(dict.fromkeys(r[3] for r in rows))
 
 
-def default_metric(settings: Mapping[str, Any], names: Sequence[str]) -> str | None:
+def default_metric(settings: CampaignSettings, names: Sequence[str]) -> str | None:
     """The metric rungs promote by, if the campaign has rungs; else the first one reported."""
-    for rung in settings.get("rungs") or []:
-        promote = rung.get("promote") if isinstance(rung, Mapping) else None
-        if isinstance(promote, Mapping) and promote.get("metric"):
-            return str(promote["metric"])
+    for rung in settings.rungs:
+        if rung.promote is not None and rung.promote.metric:
+            return rung.promote.metric
     return names[0] if names else None
 
 
-def curves_by_rung(rows: Iterable[MetricRow], name: str, settings: Mapping[str, Any]) -> list[RungCurves]:
+def curves_by_rung(rows: Iterable[MetricRow], name: str, settings: CampaignSettings) -> list[RungCurves]:
     """One entry per rung (every rung, even one with no curve yet), each task's `name` curve in
     its task's rung."""
     curves = curves_by_task(((r[0], r[2], r[3], r[4]) for r in rows), name)

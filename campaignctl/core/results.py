@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
-from campaignctl.core.ladder import configs_of, rung_names
+from campaignctl.core.ladder import rung_names
 from campaignctl.core.metrics import Curve, final_value
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Prices
+from campaignctl.core.settings import CampaignSettings
 
 BY = ("last", "best")
 
@@ -29,14 +29,12 @@ class Objective:
     source: str  # where it was read: the spec key, or what the user gave
 
 
-def objective_of(settings: Mapping[str, Any], policy: Policy) -> Objective | None:
+def objective_of(settings: CampaignSettings, policy: Policy) -> Objective | None:
     """The metric the campaign optimises: what its rungs promote by, else what early stopping
     watches; None when the spec names neither."""
-    for number, rung in enumerate(settings.get("rungs") or []):
-        promote = rung.get("promote") if isinstance(rung, Mapping) else None
-        if isinstance(promote, Mapping) and promote.get("metric"):
-            return Objective(str(promote["metric"]), str(promote.get("goal") or "min"),
-                             f"rungs[{number}].promote")
+    for rung in settings.rungs:
+        if rung.promote is not None and rung.promote.metric:
+            return Objective(rung.promote.metric, rung.promote.goal or "min", f"rungs[{rung.number}].promote")
     stopping = policy.early_stopping
     if stopping.metric:
         return Objective(stopping.metric, stopping.goal, "policy.early_stopping")
@@ -66,16 +64,16 @@ class TaskFacts:
     uses: Sequence[AttemptUse] = ()
 
 
-def config_results(settings: Mapping[str, Any], params: Mapping[int, Mapping[str, Scalar]],
+def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str, Scalar]],
                    tasks: Mapping[int, TaskFacts], curves: Mapping[int, Curve], goal: str, by: str,
                    prices: Prices) -> list[ConfigResult]:
     """Every config, the winner first: ranked by its final (`by` last) or best value in the goal's
     direction; configs without a value last, in config order."""
-    configs = configs_of(settings) or len(params)
+    configs = settings.configs or len(params)
     names = rung_names(settings)
     rows = []
     for config in range(configs):
-        chain = list(range(config, len(params), configs)) if configs_of(settings) else [config]
+        chain = list(range(config, len(params), configs)) if settings.configs else [config]
         reached = max((t for t in chain if tasks.get(t, TaskFacts("", 0)).attempts), default=chain[0])
         facts = tasks.get(reached, TaskFacts("NOT_SUBMITTED", 0))
         values = [v for t in chain for _, v in curves.get(t, ())]

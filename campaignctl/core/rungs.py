@@ -66,8 +66,8 @@ class Rung:
 
 def rung_from_settings(number: int, data: Mapping[str, object]) -> Rung:
     promote = data.get("promote")
-    return Rung(number, str(data["name"]), dict(data.get("params") or {}),  # type: ignore[call-overload]
-                Resources(**data["resources"]),  # type: ignore[arg-type]
+    return Rung(number, str(data.get("name") or ""), dict(data.get("params") or {}),  # type: ignore[call-overload]
+                Resources(**data.get("resources") or {}),  # type: ignore[arg-type]
                 Promotion(**promote) if isinstance(promote, dict) else None)
 
 

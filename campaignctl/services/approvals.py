@@ -15,9 +15,9 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
-from campaignctl.services.rules import current_policy
 from campaignctl.services.status import find_campaign
 
 

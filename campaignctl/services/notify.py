@@ -28,7 +28,7 @@ from campaignctl.core.notify import (
 )
 from campaignctl.core.notify_config import Notify
 from campaignctl.core.records import CampaignRecord
-from campaignctl.services.rules import current_policy
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.status import find_campaign
 
 NOTIFY_BUDGET_S = 10.0  # what one tick may spend sending, all campaigns together
@@ -78,7 +78,7 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
     for record in (store.campaign(r.name) or r for r in records):  # the state this tick left (finished?)
         policy, settings = current_policy(store, record)
         configs[record.id] = policy.notify
-        queued += _queue(store, notices, record, policy.notify, int(settings.get("tasks") or 0), now)
+        queued += _queue(store, notices, record, policy.notify, settings.tasks, now)
     pending = notices.pending(None if scope_all else list(configs))
     others = {n.campaign_id for n in pending} - set(configs)
     others -= set(leases.take(others))

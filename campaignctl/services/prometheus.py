@@ -17,9 +17,8 @@ from campaignctl.core.errors import OutputError
 from campaignctl.core.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.status import stored_states
-from campaignctl.services.ladder import unstarted_labels
+from campaignctl.services.campaign_reads import current_policy, unstarted_labels
 from campaignctl.services.report_inputs import epoch
-from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.status import find_campaign
 from campaignctl.services.ticks import tick_health
 
@@ -53,7 +52,7 @@ def snapshot(store: Store, queries: ReportQueries, record: CampaignRecord) -> Ca
     policy, settings = current_policy(store, record)
     attempts = store.attempts(record.id)
     spend = campaign_spend(store.usage_groups(record.id), policy.prices)
-    budget = budget_of(settings)
+    budget = settings.budget
     latest = {a.task_index: a.state for a in attempts}  # ordered by task, then attempt
     running = {t for t, state in latest.items() if state == "RUNNING"}
     usage = {t: recent_use(s.window(policy.utilisation.window_s))

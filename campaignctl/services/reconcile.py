@@ -3,7 +3,9 @@
 lock (this user's flock, then each campaign's lease in the database: a campaign another process,
 of any user on any host, holds is left alone this tick) → finish what a crashed tick left open →
 ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
-or must be adopted) → pure diff and decide → decisions and submission intents in one transaction
+or must be adopted) → pure diff → per campaign, one snapshot of what the tick decides from
+(services/tick_snapshot.py) and one pure decide_tick (core/tick.py: every section in a fixed
+order) → decisions and submission intents in one transaction
 → act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
 (services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
 → leases released.
@@ -25,39 +27,29 @@ from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, read_time, stamp, utc
-from campaignctl.core.decide import Decision, TaskView, decide
+from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import AnsweredElsewhereError, NotFoundError, SlurmTransientError
 from campaignctl.core.observe import (
     diff_observations,
-    is_settled,
     key_of,
     needs_observing,
     task_views,
 )
 from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.requests import with_requests
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
-from campaignctl.core.throttle import plan_throttles, running_now
+from campaignctl.core.tick import decide_tick, finished, needs
 from campaignctl.services.act import Actor
 from campaignctl.services.approvals import carry_out
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.causes import ingest_causes
 from campaignctl.services.dispatch import stray_jobs
-from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
-from campaignctl.services.ladder import ladder_step
 from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
 from campaignctl.services.ownership import may_act, require_may_act
-from campaignctl.services.rules import (
-    CampaignContext,
-    budget_plan,
-    current_policy,
-    early_stops,
-    requests_of,
-    utilisation_and_fallback,
-)
 from campaignctl.services.telemetry import ingest
+from campaignctl.services.tick_snapshot import fill, gather
 from campaignctl.services.ticks import tick_health
 
 
@@ -298,26 +290,10 @@ class _Tick:
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
-        policy, settings = current_policy(self.store, record)
-        ctx = CampaignContext(self.store, self.log, record, policy, settings, self.now, self.squeue.jobs)
-        requests = requests_of(self.log, record.id)
-        views = with_requests(views, requests)
-        decisions = name_outputs(decide(views, policy, self.now, tuple(settings.get("gpu_types") or ())),
-                                 record.run_dir)
-        budget = budget_plan(ctx, views)
-        paused = record.state == "paused" or budget.pause
-        if paused:  # retries, moves and throttles would spend what the budget no longer has
-            decisions = [d for d in decisions if d.action == "give_up"]
-        else:
-            decisions += utilisation_and_fallback(ctx, views, rows, summaries, requests)
-        decisions += early_stops(ctx, views, requests.fired)  # a paused campaign too: a stop spends nothing
-        ladder = ladder_step(ctx, paused)
-        decisions += ladder.decisions
-        max_parallel = _tighter(settings.get("max_parallel"), budget.cap)
-        if not paused:
-            why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
-            decisions += plan_throttles(views, self.store.array_throttles(record.id), max_parallel, why)
-        decisions = governed(ctx, decisions + budget.decisions) + known_good_mark(ctx)
+        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries)
+        snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs)
+        plan = decide_tick(snapshot, policy, self.now)
+        decisions = name_outputs(plan.decisions, record.run_dir)
         observed = len(rows)
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
@@ -326,22 +302,22 @@ class _Tick:
         if decisions:
             assert self.tick_id is not None
             actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs)
-            # a retry array starts throttled to what the campaign cap leaves; later ticks rebalance
-            retry_parallel = max(1, max_parallel - running_now(views)) if max_parallel else None
             outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
-                                 retry_parallel)
-        expire_awaiting(ctx)
-        shadow_policy = candidate(ctx)
-        if shadow_policy is not None:  # a candidate proposes over the same views; it never acts
-            proposals = candidate_proposals(ctx, shadow_policy, views, summaries, requests.fired)
-            if proposals:
-                assert self.tick_id is not None
-                Actor(self.store, self.log, record, shadow_policy, self.tick_id, self.squeue.jobs).act(
-                    proposals, {}, lambda: "", None)
-        given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
+                                 plan.retry_parallel)
+        late = list(plan.expired)
+        if plan.expire_gated:
+            earlier = {a.decision_id for a in snapshot.awaiting}
+            late += [e.id for e in self.log.awaiting(record.id) if e.id not in earlier]
+        if late:
+            self.log.write_outcomes(late, "expired",
+                                    {"expire_after_s": policy.approval.expire_after_s},
+                                    "nobody approved or rejected it in time; not carried out")
+        if plan.proposals:
+            assert self.tick_id is not None and snapshot.candidate is not None
+            Actor(self.store, self.log, record, snapshot.candidate, self.tick_id, self.squeue.jobs).act(
+                list(plan.proposals), {}, lambda: "", None)
         state = self.store.campaign_state(record.id)
-        if ladder.complete(self.store.tasks_started(record.id), settings["tasks"]) and all(
-                is_settled(v) or v.latest.token in given_up for v in views) and not self._unresolved(record, views):
+        if finished(plan, self._unresolved(record, views)):
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,
@@ -380,11 +356,6 @@ class _Tick:
 def _tick_clock(now: datetime | None) -> datetime:
     """The UTC time a tick's rules compare against (a naive `now`, as tests give: local time)."""
     return utc(now or datetime.now(UTC)).replace(microsecond=0)
-
-
-def _tighter(*caps: int | None) -> int | None:
-    given = [c for c in caps if c]
-    return min(given) if given else None
 
 
 def _array_job_of(views: list[TaskView]) -> dict[str, str | None]:

@@ -24,16 +24,23 @@ from campaignctl.core.replay import (
 )
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
 from campaignctl.core.spec import Resources
-from campaignctl.services.rules import current_policy
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.status import find_campaign
 
 CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "
     "other attempts, which no replay can observe; later decisions are over the recorded attempts",
-    "replayed: resubmit, give_up and resize_pending (decide); not replayed: utilisation, GPU fallback, "
-    "budget and throttle rules, whose inputs are not recorded per tick, nor early stopping (an attempt "
-    "it stopped counts as answered)",
-    "a tick that a budget pause kept from resubmitting is replayed without the pause",
+    "replayed: every section of the tick (core/tick.py) — retries, give-ups and resizes, budget alerts, "
+    "holds and admission throttles, utilisation, GPU-type fallback, early stopping, promotion, max_parallel — "
+    "with the current revision's settings; not replayed: known-good marks, approvals and their expiry "
+    "(a decision the gate holds counts as made), and a person's `resume` (its release is history for both sides)",
+    "squeue's pending reasons and sinfo's free GPUs are not recorded: a task is moved to another GPU type only "
+    "at a tick where the recorded policy moved one (its decision wrote them down)",
+    "telemetry is stored as one summary per attempt with its latest samples only: utilisation at a tick sees "
+    "the samples up to that tick's clock, so a decision made early in a long attempt may not be reproduced",
+    "metric points count from the time the task reported them (an undated point from the first tick); "
+    "spend at a tick is priced from the attempts' observed states and elapsed times, with the allocation "
+    "last stored",
     "cost: each side's resubmits, the new attempt at its time limit, priced with the replayed policy",
 )
 
@@ -55,6 +62,8 @@ class ReplayResult:
     replay_cost: Amount
     cost_delta: Amount
     not_replayed: dict[str, int] = field(default_factory=dict)  # other recorded decisions, by action
+    only_actual: dict[str, int] = field(default_factory=dict)  # "rule → action": made by the recorded side alone
+    only_replay: dict[str, int] = field(default_factory=dict)  # … by the replayed policy alone
     caveats: list[str] = field(default_factory=list)
 
     @property
@@ -70,10 +79,9 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     store = Store.open()
     record = find_campaign(store, name)
     history = HistoryStore(store.engine).campaign_history(record)
-    current, settings = current_policy(store, record)
+    current, _ = current_policy(store, record)
     actual = actual_decisions(history)
-    gpu_types = tuple(settings.get("gpu_types") or ())
-    comparison = compare(actual, replay(history, policy, gpu_types), policy.prices, _resources_given(history),
+    comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
     return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
 
@@ -103,10 +111,12 @@ def _resources_given(history: CampaignHistory) -> Callable[[RecordedDecision], R
 
 def _result(name: str, policy_file: str, label: str, digest: str, history: CampaignHistory, current: str,
             c: Comparison) -> ReplayResult:
+    only_actual, only_replay = c.made_by_one_side()
     return ReplayResult(
         campaign=name, policy=label, policy_digest=digest, policy_file=policy_file,
         recorded_policies=[f"{p} ({d})" for p, d in recorded_policies(history.decisions)],
         current_policy=current, ticks=len(history.ticks), reproduced=c.reproduced,
         actual_decisions=c.actual, replayed_decisions=c.replayed, differences=list(c.differences),
         actual_cost=c.actual_cost, replay_cost=c.replay_cost, cost_delta=c.cost_delta,
-        not_replayed=not_replayed(history), caveats=list(CAVEATS))
+        not_replayed=not_replayed(history), only_actual=only_actual, only_replay=only_replay,
+        caveats=list(CAVEATS))

@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.store import Store
@@ -20,10 +19,10 @@ from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
 from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.core.report_page import Chart, Page, Table, render_page
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.status import NOT_SUBMITTED
 from campaignctl.services.report_charts import build_charts
 from campaignctl.services.report_inputs import ReportInputs, epoch, gather
-from campaignctl.services.rules import budget_of
 from campaignctl.services.status import find_campaign
 
 PAGE = "index.html"
@@ -98,7 +97,7 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 
 
 def spend_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
-    limits = budget_of(inputs.settings).limits()
+    limits = inputs.settings.budget.limits()
     s = inputs.spend
     rows = []
     for dim in DIMENSIONS:
@@ -110,7 +109,7 @@ def spend_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     return rows or [("spend", "nothing spent yet")]
 
 
-def _rung_label(task: int, settings: dict[str, Any]) -> str:
+def _rung_label(task: int, settings: CampaignSettings) -> str:
     names, rung = rung_names(settings), rung_of(task, settings)
     return (names[rung] or "-") if rung < len(names) else str(rung)
 

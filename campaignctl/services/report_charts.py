@@ -16,7 +16,6 @@ from campaignctl.core.report_series import (
 )
 from campaignctl.core.timeline import gantt_bars, time_window
 from campaignctl.services.report_inputs import ReportInputs
-from campaignctl.services.rules import budget_of
 
 GANTT_ROWS = 300  # tasks drawn; beyond that a Gantt chart is a texture, not a picture
 
@@ -62,7 +61,7 @@ def utilisation_chart(inputs: ReportInputs, window: tuple[float, float]) -> Char
 
 def spend_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
     title = "Spend vs budget"
-    budget = budget_of(inputs.settings)
+    budget = inputs.settings.budget
     limits = budget.limits()
     dims = spend_dimensions(limits, inputs.spend.spent)
     caption = ("Cumulative spend: each run costs what Slurm allocated to it per hour from its start to its "

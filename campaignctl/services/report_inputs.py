@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.metrics_store import MetricsStore
@@ -25,9 +24,10 @@ from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import AttemptSamples, MetricRow, RunCost
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Sample, samples_of
 from campaignctl.core.timeline import AttemptFacts, DecisionPoint, Span, span_of
-from campaignctl.services.rules import current_policy
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.telemetry import TELEMETRY_FILE
 from campaignctl.services.usage import attempt_usage, task_efficiencies
 
@@ -35,7 +35,7 @@ from campaignctl.services.usage import attempt_usage, task_efficiencies
 @dataclass(frozen=True, slots=True)
 class ReportInputs:
     record: CampaignRecord
-    settings: dict[str, Any]
+    settings: CampaignSettings
     policy: Policy
     now: float
     params: dict[int, dict[str, Scalar]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
@@ -16,9 +15,9 @@ from campaignctl.core.metrics import MODES, curves_by_task
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import metric_names
 from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.status import NOT_SUBMITTED
-from campaignctl.services.ladder import unstarted_labels
-from campaignctl.services.rules import current_policy
+from campaignctl.services.campaign_reads import current_policy, unstarted_labels
 from campaignctl.services.status import find_campaign
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
 
@@ -76,7 +75,7 @@ def choose_metric(asked: str | None, objective: Objective | None, reported: Sequ
     return reported[0] if reported else None
 
 
-def _task_facts(store: Store, record: CampaignRecord, settings: dict[str, Any],
+def _task_facts(store: Store, record: CampaignRecord, settings: CampaignSettings,
                 usage: Sequence[AttemptUsage], params: Iterable[int]) -> dict[int, TaskFacts]:
     """Every task: its latest attempt's state and its attempts; one never started is NOT_SUBMITTED,
     or NOT_PROMOTED when its rung did not keep its config."""

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import datetime
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
-from campaignctl.core.clock import UTC
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.observe import task_views
+from campaignctl.core.tick import Gate, gate_needs, promotion_gate
 from campaignctl.services.act import Actor
-from campaignctl.services.ladder import Gate, promotion_gate
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
-from campaignctl.services.rules import CampaignContext, budget_of, current_policy
 from campaignctl.services.status import find_campaign
+from campaignctl.services.tick_snapshot import fill, gather
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +48,22 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
         raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
                             f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")
     with manual_tick(store, record, f"resume {name}") as (log, tick_id):
-        policy, settings = current_policy(store, record)
-        budget = budget_of(settings)
-        assessment = assess(budget, campaign_spend(store.usage_groups(record.id), policy.prices))
+        history = store.history(record.id, done_tasks=False)
+        views = task_views(history, log.decided_tokens(record.id))
+        policy, snapshot = gather(store, log, record, views, history, {})
+        snapshot = fill(store, record, snapshot, gate_needs(snapshot), slurm.own_queued_jobs)
+        budget = snapshot.settings.budget
+        assessment = assess(budget, campaign_spend(snapshot.usage, policy.prices))
         if assessment.exhausted and not force:
             raise ConflictError(f"campaign {name!r} is still over its budget: {_binding(assessment)}",
                                 "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
                                 "then resume; or resume --force to release anyway")
-        ctx = CampaignContext(store, log, record, policy, settings, datetime.now(UTC), slurm.own_queued_jobs)
-        gate = promotion_gate(ctx)
+        gate = promotion_gate(snapshot, policy)
         if gate is not None and gate.shortfall and not force:
             raise ConflictError(f"campaign {name!r} cannot pay for its next rung: {gate.shortfall}",
                                 "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
                                 "then resume; or resume --force to promote anyway")
         held = _held_by_budget(log, record.id)
-        views = task_views(store.history(record.id, done_tasks=False), log.decided_tokens(record.id))
         pending = pending_elements(views)
         still_held = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items()}
         arrays = {a: i for a, i in still_held.items() if i}
@@ -85,7 +84,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
 
 
 def _gate_inputs(gate: Gate | None) -> dict[str, object]:
-    """What the next tick's promotion gate reads back (services/ladder.py forced_rungs)."""
+    """What the next tick's promotion gate reads back (services/tick_snapshot.py forced_rungs)."""
     if gate is None:
         return {}
     return {"promotion": {"rung": gate.rung, "to_rung": gate.to_rung, "forced": bool(gate.shortfall),

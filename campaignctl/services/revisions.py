@@ -19,12 +19,11 @@ from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.revisions import content_hash, revision_diff
+from campaignctl.core.tick import KNOWN_GOOD
 from campaignctl.services.act import Actor
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
 from campaignctl.services.status import find_campaign
-
-KNOWN_GOOD = "mark_known_good"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import Any
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
@@ -22,6 +21,7 @@ from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.spec import Resources
 from campaignctl.core.stall import TickHealth
 from campaignctl.core.status import (
@@ -36,9 +36,8 @@ from campaignctl.core.status import (
 )
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
+from campaignctl.services.campaign_reads import current_policy, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
-from campaignctl.services.ladder import promotions, unstarted_labels
-from campaignctl.services.rules import budget_of, current_policy
 from campaignctl.services.ticks import tick_health
 from campaignctl.services.usage import attempt_usage, by_task
 
@@ -224,7 +223,7 @@ def _refused(store: Store, record: CampaignRecord) -> list[str]:
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:
     """A progressive campaign: rung progress, and tasks its rungs did not keep marked as such."""
     _, settings = current_policy(store, record)
-    if not settings.get("rungs"):
+    if not settings.progressive:
         return rows, []
     log = DecisionLog(store.engine)
     label = unstarted_labels(log, record.id, settings)
@@ -234,9 +233,9 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
     return rows, ladder_progress(settings, started, promoted)
 
 
-def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: dict[str, Any]) -> SpendView:
+def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: CampaignSettings) -> SpendView:
     spend = campaign_spend(store.usage_groups(record.id), policy.prices)
-    budget = budget_of(settings)
+    budget = settings.budget
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
                      bool(budget.limits()) and assess(budget, spend).exhausted)
 

@@ -28,7 +28,8 @@ name: tz
 command: [python3, train.py, "{{i}}"]
 matrix: {{i: [{", ".join(str(i) for i in range(tasks))}]}}
 resources: {{mem: 1G, time: "00:10:00"}}
-policy: {{use: default, unknown_grace: 10m, rules: {{failed: {{backoff: {backoff}, retry_exit_codes: [75]}}}}}}
+policy: {{use: default, unknown_grace: 10m, known_good_after: 24h,
+         rules: {{failed: {{backoff: {backoff}, retry_exit_codes: [75]}}}}}}
 """, name="tz.yaml"))
 
 

@@ -20,8 +20,8 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.cli import app
 from campaignctl.core.cost import campaign_spend
+from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.reconcile import reconcile
-from campaignctl.services.rules import current_policy
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import assert_user_error, run_cli
 from tests.conftest import REPO, write_spec

@@ -19,6 +19,7 @@ from campaignctl.core.ladder import (
 )
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rawdoc import RawDoc
+from campaignctl.core.settings import CampaignSettings, campaign_settings
 from campaignctl.core.spec import Budget, CampaignSpec, validate_spec
 
 SPEC = {
@@ -55,7 +56,7 @@ def test_tasks_are_configs_times_rungs_with_cumulative_params_and_resources() ->
     assert [s.resources_of(i).time_min for i in (0, 9, 18)] == [10, 30, 30]
     settings = s.settings()
     assert settings["configs"] == 9 and [r["name"] for r in settings["rungs"]] == ["screen", "grow", "full"]
-    assert rung_of(20, settings) == 2
+    assert rung_of(20, campaign_settings(settings)) == 2
 
 
 def test_rung_mistakes_name_the_key() -> None:
@@ -73,7 +74,8 @@ def test_rung_mistakes_name_the_key() -> None:
          "promote": {"metric": "loss", "eta": 2}}, {}])
 
 
-def ends(settings: dict[str, Any], states: dict[int, str], answers: dict[int, str] | None = None) -> dict[int, TaskEnd]:
+def ends(settings: CampaignSettings, states: dict[int, str],
+         answers: dict[int, str] | None = None) -> dict[int, TaskEnd]:
     return {i: TaskEnd(i, f"tok.{i}", state, (answers or {}).get(i, "")) for i, state in states.items()}
 
 
@@ -85,7 +87,7 @@ def curves(values: dict[int, float], offset: int = 0) -> dict[int, tuple[tuple[i
 
 
 def test_rung_0_promotes_the_best_third_by_final_value_once_every_task_settled() -> None:
-    settings = spec().settings()
+    settings = campaign_settings(spec().settings())
     done = dict.fromkeys(range(9), "COMPLETED")
     waiting = ladder_state(settings, ends(settings, {**done, 4: "RUNNING"}), curves(LOSS), set())
     assert waiting.plan is None and waiting.waiting == 1 and not waiting.complete
@@ -105,7 +107,7 @@ def test_rung_0_promotes_the_best_third_by_final_value_once_every_task_settled()
 
 
 def test_stopped_failed_and_silent_configs_are_never_promoted() -> None:
-    settings = spec().settings()
+    settings = campaign_settings(spec().settings())
     states = {**dict.fromkeys(range(9), "COMPLETED"), 3: "CANCELLED", 7: "FAILED"}
     values = {c: v for c, v in LOSS.items() if c != 1}  # config 1 reported no loss
     unsettled = ladder_state(settings, ends(settings, states), curves(values), set())
@@ -117,13 +119,13 @@ def test_stopped_failed_and_silent_configs_are_never_promoted() -> None:
 
 
 def test_a_threshold_keeps_everyone_good_enough_and_max_goal_ranks_high_first() -> None:
-    settings = spec().settings()
+    settings = campaign_settings(spec().settings())
     rung1 = dict.fromkeys(range(9, 12), "COMPLETED")
     state = ladder_state(settings, ends(settings, {**dict.fromkeys(range(9), "COMPLETED"), **rung1}),
                          curves({0: 0.5, 1: 0.51, 2: 0.2}, offset=9), {0})
     assert state.rung == 1 and state.plan is not None and state.plan.survivors == (2, 0)  # 0.5 is good enough
     rungs = [{**SPEC["rungs"][0], "promote": {"metric": "acc", "goal": "max", "eta": 2}}, SPEC["rungs"][2]]
-    settings = spec(rungs=rungs).settings()
+    settings = campaign_settings(spec(rungs=rungs).settings())
     state = ladder_state(settings, ends(settings, dict.fromkeys(range(9), "COMPLETED")), curves(LOSS), set())
     assert state.plan is not None and state.plan.survivors == (8, 0, 2, 4)  # floor(9/2) = 4, highest first
 
@@ -132,12 +134,12 @@ def test_by_best_ranks_a_config_by_its_best_value_in_the_rung_not_where_it_ended
     # config 0 dipped to 0.05 then diverged to 0.9; config 1 ended on its best, 0.2
     diverged = {0: ((1, 0.5), (5, 0.05), (10, 0.9)), 1: ((1, 0.6), (10, 0.2)), 2: ((1, 0.7), (10, 0.4))}
     rung0 = {**SPEC["rungs"][0], "promote": {"metric": "loss", "eta": 3}}
-    by_last = spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[rung0, SPEC["rungs"][2]]).settings()
+    by_last = campaign_settings(spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[rung0, SPEC["rungs"][2]]).settings())
     done = dict.fromkeys(range(3), "COMPLETED")
     state = ladder_state(by_last, ends(by_last, done), diverged, set())
     assert state.plan is not None and state.plan.survivors == (1,)
     best = {**rung0, "promote": {"metric": "loss", "eta": 3, "by": "best"}}
-    by_best = spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[best, SPEC["rungs"][2]]).settings()
+    by_best = campaign_settings(spec(matrix={"lr": [0.1, 0.2, 0.3]}, rungs=[best, SPEC["rungs"][2]]).settings())
     state = ladder_state(by_best, ends(by_best, done), diverged, set())
     assert state.plan is not None and state.plan.survivors == (0,)
     [kept] = [d for d in promotion_decisions(state.plan, by_best) if d.action == "promote"]
@@ -148,7 +150,7 @@ def test_by_best_ranks_a_config_by_its_best_value_in_the_rung_not_where_it_ended
 
 
 def test_the_last_rung_or_nobody_promoted_completes_the_ladder() -> None:
-    settings = spec().settings()
+    settings = campaign_settings(spec().settings())
     all_done = dict.fromkeys([*range(9), 12, 16], "COMPLETED")
     assert not ladder_state(settings, ends(settings, all_done), {}, {0}).complete
     assert ladder_state(settings, ends(settings, {**all_done, 21: "COMPLETED"}), {}, {0, 1}).complete
@@ -156,7 +158,7 @@ def test_the_last_rung_or_nobody_promoted_completes_the_ladder() -> None:
 
 
 def test_the_budget_gates_promotion_by_the_next_rungs_projected_cost() -> None:
-    settings = spec().settings()
+    settings = campaign_settings(spec().settings())
     state = ladder_state(settings, ends(settings, dict.fromkeys(range(9), "COMPLETED")), curves(LOSS), set())
     assert state.plan is not None
     cost = promotion_cost(state.plan, settings, Prices())

@@ -15,6 +15,7 @@ from campaignctl.core.report_series import (
     spend_dimensions,
     utilisation,
 )
+from campaignctl.core.settings import CampaignSettings, campaign_settings
 from campaignctl.core.telemetry import Sample, samples_of
 
 
@@ -80,8 +81,9 @@ def test_spend_dimensions(limits: dict[str, float], spent: Amount, dims: list[st
 ROWS = [(0, 1, 0, "loss", 2.0, None), (0, 1, 0, "acc", 0.1, None), (0, 1, 10, "loss", 1.5, None),
         (2, 1, 0, "loss", 2.2, None), (3, 1, 0, "loss", 2.1, None),
         (0, 2, 10, "loss", 1.4, None), (0, 2, 20, "loss", 1.2, None)]  # task 0's retry resumes at step 10
-RUNGS = {"configs": 2, "rungs": [{"name": "screen", "promote": {"metric": "val_loss", "goal": "min", "eta": 2}},
-                                 {"name": "grow", "promote": None}, {"name": "full", "promote": None}]}
+RUNGS = campaign_settings({"configs": 2, "rungs": [
+    {"name": "screen", "promote": {"metric": "val_loss", "goal": "min", "eta": 2}},
+    {"name": "grow", "promote": None}, {"name": "full", "promote": None}]})
 
 
 def test_curves_one_panel_per_rung_one_curve_per_task() -> None:
@@ -92,23 +94,24 @@ def test_curves_one_panel_per_rung_one_curve_per_task() -> None:
 
 
 def test_without_rungs_every_task_is_in_one_unnamed_panel() -> None:
-    [only] = curves_by_rung(ROWS, "loss", {})
+    [only] = curves_by_rung(ROWS, "loss", CampaignSettings())
     assert (only.name, sorted(only.curves)) == ("", [0, 2, 3])
 
 
 def test_a_task_beyond_the_named_rungs_is_shown_not_dropped() -> None:
-    rungs = curves_by_rung([(9, 1, 0, "loss", 1.0, None)], "loss", {"configs": 2, "rungs": [{"name": "a"}, {}]})
+    rungs = curves_by_rung([(9, 1, 0, "loss", 1.0, None)], "loss",
+                           campaign_settings({"configs": 2, "rungs": [{"name": "a"}, {}]}))
     assert [(r.name, sorted(r.curves)) for r in rungs] == [("a", []), ("rung1", []), ("rung2", []),
                                                            ("rung3", []), ("rung4", [9])]
 
 
 @pytest.mark.parametrize(("settings", "names", "metric"), [
     (RUNGS, ["loss", "acc"], "val_loss"),  # what the rungs promote by, even before anyone reported it
-    ({}, ["loss", "acc"], "loss"),  # the first reported
-    ({"rungs": [{"name": "a"}]}, ["acc"], "acc"),
-    ({}, [], None),
+    (CampaignSettings(), ["loss", "acc"], "loss"),  # the first reported
+    (campaign_settings({"rungs": [{"name": "a"}]}), ["acc"], "acc"),
+    (CampaignSettings(), [], None),
 ])
-def test_default_metric(settings: dict[str, object], names: list[str], metric: str | None) -> None:
+def test_default_metric(settings: CampaignSettings, names: list[str], metric: str | None) -> None:
     assert default_metric(settings, names) == metric
 
 

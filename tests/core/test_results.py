@@ -8,12 +8,13 @@ from campaignctl.core.efficiency import AttemptUse
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import EarlyStopping, Prices
 from campaignctl.core.results import Objective, TaskFacts, config_results, objective_of, plain_row
+from campaignctl.core.settings import CampaignSettings, campaign_settings
 from campaignctl.core.spec import Resources
 
 # 3 configs × 2 rungs: tasks 0-2 screen, 3-5 full (core/ladder.py numbering)
-SETTINGS = {"configs": 3, "rungs": [
+SETTINGS = campaign_settings({"configs": 3, "rungs": [
     {"name": "screen", "params": {"steps": 2}, "resources": {}, "promote": {"metric": "loss", "goal": "min", "eta": 2}},
-    {"name": "full", "params": {"steps": 4}, "resources": {}, "promote": None}]}
+    {"name": "full", "params": {"steps": 4}, "resources": {}, "promote": None}]})
 PARAMS = {t: {"lr": [0.1, 0.01, 0.001][t % 3], "steps": 2 if t < 3 else 4} for t in range(6)}
 CURVES = {0: ((1, 0.9), (2, 0.5)), 3: ((3, 0.6), (4, 0.4)),  # config 0: promoted, finished at 0.4
           1: ((1, 0.8), (2, 0.7)),  # config 1: not promoted
@@ -44,7 +45,7 @@ def test_ranked_by_last_or_best_in_the_goals_direction(goal: str, by: str, order
 
 def test_configs_without_a_value_come_last_unranked() -> None:
     params = {0: {"lr": 0.1}, 1: {"lr": 0.2}, 2: {"lr": 0.3}}
-    rows = config_results({}, params, {0: TaskFacts("PENDING", 1), 1: TaskFacts("COMPLETED", 1)},
+    rows = config_results(CampaignSettings(), params, {0: TaskFacts("PENDING", 1), 1: TaskFacts("COMPLETED", 1)},
                           {1: ((5, 2.0),)}, "min", "last", Prices())
     assert [(r.config, r.rank, r.state, r.rung) for r in rows] == [
         (1, 1, "COMPLETED", ""), (0, None, "PENDING", ""), (2, None, "NOT_SUBMITTED", "")]
@@ -54,13 +55,13 @@ def test_configs_without_a_value_come_last_unranked() -> None:
 def test_the_objective_is_what_the_rungs_promote_by_else_what_early_stopping_watches() -> None:
     assert objective_of(SETTINGS, Policy()) == Objective("loss", "min", "rungs[0].promote")
     watching = Policy(early_stopping=EarlyStopping(metric="acc", goal="max"))
-    assert objective_of({}, watching) == Objective("acc", "max", "policy.early_stopping")
-    assert objective_of({}, Policy()) is None
+    assert objective_of(CampaignSettings(), watching) == Objective("acc", "max", "policy.early_stopping")
+    assert objective_of(CampaignSettings(), Policy()) is None
 
 
 def test_a_plain_row_keeps_params_apart_from_the_fixed_columns() -> None:
-    [row, *_] = config_results({}, {0: {"state": "x", "time": 3, "lr": 0.1}}, {0: TaskFacts("COMPLETED", 1, (RAN,))},
-                               {0: ((1, 0.5),)}, "min", "last", Prices())
+    [row, *_] = config_results(CampaignSettings(), {0: {"state": "x", "time": 3, "lr": 0.1}},
+                               {0: TaskFacts("COMPLETED", 1, (RAN,))}, {0: ((1, 0.5),)}, "min", "last", Prices())
     plain = plain_row(row, "loss")
     assert plain["state"] == "COMPLETED" and plain["param.state"] == "x" and plain["time"] == 3
     assert plain["time_eff"] == pytest.approx(0.5) and plain["lr"] == 0.1 and plain["metric"] == "loss"

@@ -1,0 +1,37 @@
+"""A revision's campaign settings, typed: what a tick needs without re-reading the spec. Stored
+as JSON with the revision (CampaignSpec.settings writes it); parsed once, here. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from campaignctl.core.rungs import Rung, rung_from_settings
+from campaignctl.core.spec import Budget
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignSettings:
+    tasks: int = 0  # how many tasks the campaign has, every rung's
+    max_parallel: int | None = None
+    gpu_types: tuple[str, ...] = ()  # acceptable GPU types, in the spec's order of preference
+    min_gpus: int = 0
+    budget: Budget = field(default_factory=Budget)
+    configs: int = 0  # configs per rung (0 without rungs)
+    rungs: tuple[Rung, ...] = ()  # () for a plain campaign
+
+    @property
+    def progressive(self) -> bool:
+        return bool(self.rungs)
+
+
+def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
+    """The settings of a revision's `settings_json` (older revisions lack keys: their defaults;
+    `share`, which says who may act rather than how, is read by core/ownership.py share_of)."""
+    rungs = tuple(rung_from_settings(i, r) for i, r in enumerate(data.get("rungs") or []))
+    return CampaignSettings(
+        tasks=int(data.get("tasks") or 0), max_parallel=data.get("max_parallel") or None,
+        gpu_types=tuple(data.get("gpu_types") or ()), min_gpus=int(data.get("min_gpus") or 0),
+        budget=Budget(**data.get("budget") or {}), configs=int(data.get("configs") or 0) if rungs else 0,
+        rungs=rungs)

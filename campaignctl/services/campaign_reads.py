@@ -1,0 +1,34 @@
+"""Reads several services share about one campaign: its current revision's policy and typed
+settings, and how far its ladder has promoted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.store import Store
+from campaignctl.core.ladder import promoted_by_rung, unstarted_label
+from campaignctl.core.policy import Policy, policy_from_dict
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.settings import CampaignSettings, campaign_settings
+
+
+def current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, CampaignSettings]:
+    """The policy and settings stored with the current revision (no YAML read on a tick)."""
+    revision = store.revision(record.id, record.current_revision)
+    return policy_from_dict(json.loads(revision.policy_json)), campaign_settings(json.loads(revision.settings_json))
+
+
+def promotions(log: DecisionLog, campaign_id: int) -> dict[int, int]:
+    """Rung → how many configs it promoted, for every rung whose promotion has been decided."""
+    entries = log.entries(campaign_id, actions=("promote", "retire"))
+    return promoted_by_rung((e.action, e.mode, e.inputs) for e in entries)
+
+
+def unstarted_labels(log: DecisionLog, campaign_id: int, settings: CampaignSettings) -> Callable[[int], str | None]:
+    """What to call a task that never started: NOT_PROMOTED when its config was not kept."""
+    if not settings.progressive:
+        return lambda _task: None
+    decided = set(promotions(log, campaign_id))
+    return lambda task: unstarted_label(task, settings, decided)

@@ -1,0 +1,93 @@
+"""What one campaign's tick decides from, read once: the TickSnapshot of core/tick.py, and the
+lazy facts it asks for — one squeue and one sinfo only when a task waited long enough for a
+GPU-type fallback (the tick's squeue, shared with the diff), a metric's curves only when a rung is
+due or a task early stopping could stop runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.governance_facts import revision_run
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.store import Store
+from campaignctl.core import fallback
+from campaignctl.core.clock import read_time
+from campaignctl.core.decide import TaskView
+from campaignctl.core.governance import Awaiting
+from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.policy import Policy, policy_from_dict
+from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
+from campaignctl.core.settings import campaign_settings
+from campaignctl.core.telemetry import Summary
+from campaignctl.core.tick import KNOWN_GOOD, Needs, TickSnapshot, with_facts
+from campaignctl.services.campaign_reads import promotions
+
+
+def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],
+           rows: Sequence[HistoryRow], summaries: Mapping[str, Summary]) -> tuple[Policy, TickSnapshot]:
+    """The enforced policy and the snapshot of `record` (its state as the tick began), `views`
+    and `rows` as the tick observed them, `summaries` the telemetry it read."""
+    revision = store.revision(record.id, record.current_revision)
+    policy = policy_from_dict(json.loads(revision.policy_json))
+    settings = campaign_settings(json.loads(revision.settings_json))
+    budgeted = bool(settings.budget.limits())
+    budget_entries = log.entries(record.id, actions=("alert", "release")) if budgeted or settings.progressive else []
+    releases = [e for e in budget_entries if e.action == "release"]
+    marked = {int(e.params["revision"]) for e in log.entries(record.id, actions=(KNOWN_GOOD,))}  # type: ignore[call-overload]
+    snapshot = TickSnapshot(
+        campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
+        requests=requests_of(log, record.id),
+        pending_since={r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")},
+        summaries=summaries,
+        usage=tuple(store.usage_groups(record.id)) if budgeted else (),
+        alerted=frozenset(str(e.params.get("key")) for e in budget_entries if e.action == "alert"),
+        released_limits=tuple(e.params["limits"] for e in releases  # type: ignore[misc]
+                              if isinstance(e.params.get("limits"), dict)),
+        array_throttles=store.array_throttles(record.id) if settings.max_parallel or budgeted else {},
+        proposal_keys=frozenset(log.proposal_keys(record.id)),
+        awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in log.awaiting(record.id)),
+        revision_run=None if record.current_revision in marked else revision_run(store.engine, revision),
+        task_ends=task_ends(store, log, record.id) if settings.progressive else {},
+        promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
+        forced_rungs=forced_rungs(releases),
+        candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
+        tasks_started=0 if settings.progressive else store.tasks_started(record.id))
+    return policy, snapshot
+
+
+def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,
+         queued: Callable[[], list[slurm.QueuedJob]]) -> TickSnapshot:
+    """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue."""
+    reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
+    free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
+    metrics = MetricsStore(store.engine)
+    return with_facts(snapshot, reasons, free, {m: metrics.curves(record.id, m) for m in sorted(wanted.metrics)})
+
+
+def requests_of(log: DecisionLog, campaign_id: int) -> Requests:
+    return standing_requests(
+        LoggedRequest(e.task_index, e.attempt_token, e.rule, e.action, e.params, e.reason, e.status)
+        for e in log.entries(campaign_id, actions=STANDING_ACTIONS))
+
+
+def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, TaskEnd]:
+    """Every started task's latest attempt, and the enforced decision that ended it for good."""
+    answers = {e.attempt_token: e.action for e in log.entries(campaign_id, actions=("give_up", "stop"))
+               if e.mode == "enforce"}
+    latest = {a.task_index: a for a in store.attempts(campaign_id)
+              if a.submission_state != "abandoned" or a.token in answers}
+    return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, "")) for i, a in latest.items()}
+
+
+def forced_rungs(releases: Sequence[LoggedDecision]) -> frozenset[int]:
+    """Rungs whose promotion a person let past the budget gate (`resume --force`, a logged release)."""
+    rungs = set()
+    for e in releases:
+        gate = e.inputs.get("promotion")
+        if e.mode == "enforce" and isinstance(gate, dict) and gate.get("forced"):
+            rungs.add(int(gate["rung"]))
+    return frozenset(rungs)
