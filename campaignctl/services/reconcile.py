@@ -39,7 +39,7 @@ from campaignctl.core.requests import with_requests
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
-from campaignctl.services.act import Actor
+from campaignctl.services.act import Actor, Outcomes
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.causes import ingest_causes
 from campaignctl.services.dispatch import stray_jobs
@@ -322,7 +322,7 @@ class _Tick:
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
-        outcomes: dict[int, tuple[str, str | None]] = {}
+        outcomes = Outcomes((), {})
         if decisions:
             assert self.tick_id is not None
             actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs)
@@ -345,7 +345,8 @@ class _Tick:
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,
-                            [_summary(d, *outcomes.get(id(d), ("pending", None))) for d in decisions],
+                            [_summary(d, *o) for d, o in zip(decisions, outcomes.in_order(("pending", None)),
+                                                             strict=True)],
                             repaired)
 
     def _unresolved(self, record: CampaignRecord, views: list[TaskView]) -> set[str]:

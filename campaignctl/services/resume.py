@@ -78,7 +78,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                              **_gate_inputs(gate)},
                             {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
-        outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]
+        (outcome,) = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None).in_order(("pending", None))
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,
                             assessment.to_dict(), promotion)

@@ -86,8 +86,9 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
             log.write_outcomes([e.id for e in withdrawn], "withdrawn", {"rollback_to": target.number},
                                f"rolled back to revision {target.number} before anyone approved it")
     return RollbackResult(name, record.current_revision, target.number, number, False,
-                          [Step(d.task_index, d.action, d.reason, *outcomes.get(id(d), ("applied", None)))
-                           for d in steps], left_alone, [e.id for e in withdrawn])
+                          [Step(d.task_index, d.action, d.reason, *o)
+                           for d, o in zip(steps, outcomes.in_order(("applied", None)), strict=True)],
+                          left_alone, [e.id for e in withdrawn])
 
 
 def _target(store: Store, log: DecisionLog, record: CampaignRecord, to: int | None) -> RevisionRecord:
