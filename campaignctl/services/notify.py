@@ -28,8 +28,8 @@ from campaignctl.core.notify import (
 )
 from campaignctl.core.notify_config import Notify
 from campaignctl.core.records import CampaignRecord
+from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.rules import current_policy
-from campaignctl.services.status import find_campaign
 
 NOTIFY_BUDGET_S = 10.0  # what one tick may spend sending, all campaigns together
 SHOWN_ERRORS = 3

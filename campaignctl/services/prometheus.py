@@ -12,15 +12,15 @@ from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
+from campaignctl.core.clock import epoch
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import OutputError
 from campaignctl.core.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.status import stored_states
+from campaignctl.services.campaigns import find_campaigns
 from campaignctl.services.ladder import unstarted_labels
-from campaignctl.services.report_inputs import epoch
 from campaignctl.services.rules import budget_of, current_policy
-from campaignctl.services.status import find_campaign
 from campaignctl.services.ticks import tick_health
 
 
@@ -37,7 +37,7 @@ class MetricsExport:
 
 def export_metrics(name: str | None = None, textfile: Path | None = None) -> MetricsExport:
     store = Store.open()
-    records = store.campaigns() if name is None else [find_campaign(store, name)]
+    records = find_campaigns(store, name)
     queries = ReportQueries(store.engine)
     last = queries.last_tick_at()
     families = campaign_families([snapshot(store, queries, r) for r in records], epoch(last) if last else None,

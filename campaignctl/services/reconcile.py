@@ -26,7 +26,7 @@ from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView, decide
-from campaignctl.core.errors import AnsweredElsewhereError, NotFoundError, SlurmTransientError
+from campaignctl.core.errors import AnsweredElsewhereError, SlurmTransientError
 from campaignctl.core.observe import (
     diff_observations,
     is_settled,
@@ -41,6 +41,7 @@ from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.services.act import Actor, Outcomes
 from campaignctl.services.approvals import carry_out
+from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.causes import ingest_causes
 from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
@@ -197,11 +198,7 @@ TICKED = ("active", "paused")  # the states `--all` ticks
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
     if name is None:
         return [c for c in store.campaigns() if c.state in TICKED]
-    record = store.campaign(name)
-    if record is None:
-        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
-        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
-    return [record]
+    return [find_campaign(store, name)]
 
 
 class _Tick:

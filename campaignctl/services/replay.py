@@ -24,8 +24,8 @@ from campaignctl.core.replay import (
 )
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
 from campaignctl.core.spec import Resources
+from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.rules import current_policy
-from campaignctl.services.status import find_campaign
 
 CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "

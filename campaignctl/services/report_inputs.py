@@ -15,7 +15,7 @@ from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.clock import read_time
+from campaignctl.core.clock import epoch
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.observe import resources_parser
@@ -51,11 +51,6 @@ class ReportInputs:
     def points(self) -> list[DecisionPoint]:
         return [DecisionPoint(epoch(e.created_at), e.task_index, e.rule, e.action, e.status, e.mode == "shadow")
                 for e in self.decisions]
-
-
-def epoch(text: str) -> float:
-    """A stored time → epoch seconds (core/clock.py: UTC; a naive one from before, local)."""
-    return read_time(text).timestamp()
 
 
 def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:

@@ -17,9 +17,9 @@ from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import metric_names
 from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
 from campaignctl.core.status import NOT_SUBMITTED
+from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.ladder import unstarted_labels
 from campaignctl.services.rules import current_policy
-from campaignctl.services.status import find_campaign
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
 
 ASSUMED_GOAL = "assumed; --goal max if higher is better"

@@ -36,6 +36,7 @@ from campaignctl.core.status import (
 )
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
+from campaignctl.services.campaigns import find_campaigns
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.ladder import promotions, unstarted_labels
 from campaignctl.services.rules import budget_of, current_policy
@@ -161,7 +162,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
     sacct call; from the store, marked stale, when Slurm does not answer."""
     store = Store.open()
-    records = store.campaigns() if name is None else [find_campaign(store, name)]
+    records = find_campaigns(store, name)
     attempts = {r.id: store.attempts(r.id) for r in records}
     seen = _look([a for group in attempts.values() for a in group])
     log = DecisionLog(store.engine)
@@ -261,11 +262,3 @@ def _usage_row(row: TaskRow, usage: Summary | None, resources: Resources | None,
     return replace(row, cpu_mean_pct=usage.cpu_mean, rss_max_mb=usage.rss_max_mb,
                    gpu_util_mean_pct=usage.gpu_util_mean, telemetry_note="" if usage.nvml == "ok" else usage.nvml,
                    spark=spark, flag=flag or "")
-
-
-def find_campaign(store: Store, name: str) -> CampaignRecord:
-    record = store.campaign(name)
-    if record is None:
-        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
-        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
-    return record
