@@ -15,10 +15,10 @@ from typing import Any
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
-from campaignctl.core.metrics import Curve, best_until, better, describe, final_value, last_step
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion, Rung, rung_from_settings
+from campaignctl.core.training_metrics import Curve, best_until, better, describe, final_value, last_step
 
 
 def configs_of(settings: Mapping[str, Any]) -> int:

@@ -14,10 +14,10 @@ from typing import Any
 
 from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
 from campaignctl.core.ladder import configs_of, rung_names
-from campaignctl.core.metrics import Curve, final_value
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Prices
+from campaignctl.core.training_metrics import Curve, final_value
 
 BY = ("last", "best")
 

@@ -46,7 +46,6 @@ from campaignctl.services.causes import ingest_causes
 from campaignctl.services.dispatch import stray_jobs
 from campaignctl.services.governance import candidate, candidate_proposals, expire_awaiting, governed, known_good_mark
 from campaignctl.services.ladder import ladder_step
-from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
 from campaignctl.services.ownership import may_act, require_may_act
@@ -60,6 +59,7 @@ from campaignctl.services.rules import (
 )
 from campaignctl.services.telemetry import ingest
 from campaignctl.services.ticks import tick_health
+from campaignctl.services.training_metrics import ingest_metrics
 
 
 @dataclass(frozen=True, slots=True)
