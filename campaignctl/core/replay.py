@@ -25,7 +25,7 @@ from datetime import datetime
 from campaignctl.core.decide import Decision, decide
 from campaignctl.core.observe import task_views
 from campaignctl.core.policy import Policy
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests, with_requests
 from campaignctl.core.spec import Resources
 
@@ -63,14 +63,7 @@ class RecordedAttempt:
 class RecordedObservation:
     attempt_id: int
     tick_id: int
-    state: str
-    slurm_state: str
-    exit_code: int | None
-    nodes: str
-    elapsed_s: int | None
-    max_rss: str
-    ended_at: str | None
-    missing_since: str | None
+    facts: AttemptFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +146,10 @@ class Timeline:
 
     def _row(self, a: RecordedAttempt, tick_id: int) -> HistoryRow:
         o = self.observation(a, tick_id)
-        facts = ((o.state, o.slurm_state, o.exit_code, o.nodes, o.elapsed_s, o.max_rss, o.ended_at, o.missing_since)
-                 if o else ("SUBMITTED", "", None, "", None, "", None, None))
-        failed = o is not None and o.state == "FAILED"  # the cause is read when sacct first shows FAILED
-        return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, *facts,
+        failed = o is not None and o.facts.state == "FAILED"  # the cause is read when sacct first shows FAILED
+        f = o.facts if o else AttemptFacts("SUBMITTED")
+        return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, f.state,
+                          f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
                           self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat(),
                           a.params_json, a.params_changed, a.cause if failed else None, a.evidence if failed else "")
 

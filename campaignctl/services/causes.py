@@ -21,7 +21,7 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
     causes = {}
     for change in changes:
         row = by_id.get(change.attempt_id)
-        if change.state != "FAILED" or row is None or row.state == "FAILED":
+        if change.facts.state != "FAILED" or row is None or row.state == "FAILED":
             continue
         found = read_cause(task_dir(run_dir, row.task_index) / row.token / EXIT_FILE)
         if found is not None:

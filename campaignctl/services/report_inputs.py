@@ -24,7 +24,7 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import AttemptSamples, MetricRow, RunCost
 from campaignctl.core.telemetry import Sample, samples_of
-from campaignctl.core.timeline import AttemptFacts, DecisionPoint, Span, span_of
+from campaignctl.core.timeline import DecisionPoint, Span, TimelineFacts, span_of
 from campaignctl.services.rules import current_policy
 from campaignctl.services.telemetry import TELEMETRY_FILE
 from campaignctl.services.usage import attempt_usage, task_efficiencies
@@ -73,8 +73,8 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
         task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices))
 
 
-def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:
-    return AttemptFacts(a.task_index, a.attempt_number, a.state, epoch(a.created_at),
+def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> TimelineFacts:
+    return TimelineFacts(a.task_index, a.attempt_number, a.state, epoch(a.created_at),
                         epoch(a.ended_at) if a.ended_at else None, a.elapsed_s,
                         {state: epoch(at) for state, at in seen.items()}, samples[0].t if samples else None)
 
