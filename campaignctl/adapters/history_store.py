@@ -22,7 +22,7 @@ from campaignctl.adapters.store_schema import (
     ticks,
 )
 from campaignctl.core.clock import read_time
-from campaignctl.core.records import CampaignRecord
+from campaignctl.core.records import AttemptFacts, CampaignRecord
 from campaignctl.core.replay import (
     CampaignHistory,
     RecordedAttempt,
@@ -77,8 +77,10 @@ def _observations(conn: sa.Connection, campaign_id: int) -> list[RecordedObserva
                        o.max_rss, o.ended_at, o.missing_since)
              .join(attempts, attempts.c.id == o.attempt_id).join(tasks, tasks.c.id == attempts.c.task_id)
              .where(tasks.c.campaign_id == campaign_id).order_by(o.id))
-    return [RecordedObservation(r.attempt_id, r.tick_id, r.state, r.slurm_state, r.exit_code, r.nodes, r.elapsed_s,
-                                r.max_rss, r.ended_at, r.missing_since) for r in conn.execute(query)]
+    return [RecordedObservation(r.attempt_id, r.tick_id, AttemptFacts(r.state, r.slurm_state, r.exit_code, r.nodes,
+                                                                      r.elapsed_s, r.max_rss, r.ended_at,
+                                                                      r.missing_since))
+            for r in conn.execute(query)]
 
 
 def _decisions(conn: sa.Connection, campaign_id: int) -> list[RecordedDecision]:

@@ -316,10 +316,10 @@ class Store:
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
                 "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres) WHERE id=?"),
-                [(c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
-                  c.missing_since, c.alloc_tres, c.attempt_id) for c in changes])
-            moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now,
-                      c.max_rss, c.ended_at, c.missing_since) for c in changes if c.for_history]
+                [(f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at,
+                  f.missing_since, c.alloc_tres, c.attempt_id) for c in changes for f in (c.facts,)])
+            moved = [(c.attempt_id, tick_id, f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, now,
+                      f.max_rss, f.ended_at, f.missing_since) for c in changes if c.for_history for f in (c.facts,)]
             if moved:
                 conn.exec_driver_sql(driver_sql(
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "

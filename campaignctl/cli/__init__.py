@@ -16,10 +16,10 @@ import typer
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
-from campaignctl.cli import metrics as metrics_cmd
 from campaignctl.cli import notify as notify_cmd
 from campaignctl.cli import output as output_cmd
 from campaignctl.cli import policy as policy_cmd
+from campaignctl.cli import prometheus as prometheus_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
 from campaignctl.cli import results as results_cmd
@@ -74,7 +74,7 @@ app.command("reject", short_help="Reject a decision that waits for approval.")(g
 app.add_typer(cron_cmd.cron_app, name="cron", short_help="Run reconcile from your crontab.")
 app.add_typer(policy_cmd.policy_app, name="policy", short_help="Change, shadow, promote or replay a policy.")
 app.command("report", short_help="Write an HTML report with charts.")(report_cmd.report)
-app.command("metrics", short_help="Campaign metrics for Prometheus.")(metrics_cmd.metrics)
+app.command("metrics", short_help="Campaign metrics for Prometheus.")(prometheus_cmd.metrics)
 app.add_typer(notify_cmd.notify_app, name="notify", short_help="Test a notify channel; list what it was told.")
 
 

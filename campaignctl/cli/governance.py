@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from campaignctl.services.rollback import RollbackResult
 
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why, for the decision log.")]
+DecisionIdArgument = Annotated[int, typer.Argument(help="Decision id (see `campaignctl approvals`).",
+                                                   show_default=False)]
 
 
 def revisions(
@@ -118,7 +120,7 @@ def approvals(
 
 
 def approve(
-    decision_id: Annotated[int, typer.Argument(help="Decision id (see `campaignctl approvals`).", show_default=False)],
+    decision_id: DecisionIdArgument,
     reason: ReasonOption = "",
     json_out: JsonOption = False,
 ) -> None:
@@ -132,7 +134,7 @@ def approve(
 
 
 def reject(
-    decision_id: Annotated[int, typer.Argument(help="Decision id (see `campaignctl approvals`).", show_default=False)],
+    decision_id: DecisionIdArgument,
     reason: ReasonOption = "",
     json_out: JsonOption = False,
 ) -> None:

@@ -29,6 +29,11 @@ def read_time(text: str) -> datetime:
     return utc(datetime.fromisoformat(text))
 
 
+def epoch(text: str) -> float:
+    """A stored time → seconds since the epoch (a naive string, from before times were UTC: local time)."""
+    return read_time(text).timestamp()
+
+
 def stamp(value: datetime) -> str:
     """The stored form: UTC, whole seconds, `+00:00`."""
     return utc(value).replace(microsecond=0).isoformat()

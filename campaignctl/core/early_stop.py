@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decide import Decision, TaskView
-from campaignctl.core.metrics import Curve, best_until, better, describe, last_step, median
 from campaignctl.core.policy_sections import EarlyStopping
+from campaignctl.core.training_metrics import Curve, best_until, better, describe, last_step, median
 
 RULE = "early_stopping"
 ACTION = "stop"

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
-from campaignctl.core.metrics import Curve, best_until, better, describe, final_value, last_step
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.training_metrics import Curve, best_until, better, describe, final_value, last_step
 
 
 def rung_of(task_index: int, settings: CampaignSettings) -> int:

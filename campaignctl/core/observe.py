@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from campaignctl.core.clock import read_time
 from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.params import Scalar
-from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.spec import Resources
 
@@ -17,7 +17,6 @@ UNKNOWN = "UNKNOWN"
 ABANDONED = "ABANDONED"  # a submission given up before any job of it ran
 FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
-_FIELDS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
 
 Key = tuple[str, int | None]
 
@@ -39,25 +38,24 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
     changes = []
     for row in rows:
-        old: tuple[object, ...] = (row.state, row.slurm_state, row.exit_code, row.nodes, row.elapsed_s, row.max_rss,
-               row.ended_at, row.missing_since)
+        old = row.facts
         key = key_of(row)
         obs = observed.get(key)
-        new: tuple[object, ...]
         if obs is not None:
-            new = (obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s, obs.max_rss,
-                   obs.end, None)
+            new = AttemptFacts(obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s,
+                               obs.max_rss, obs.end, None)
         elif key[0] in queued_arrays():
-            if row.missing_since is None:
+            if old.missing_since is None:
                 continue  # sacct lags squeue: nothing new
-            new = (*old[:7], None)
+            new = old._replace(missing_since=None)
         else:
-            new = (UNKNOWN, *old[1:7], row.missing_since or now)
+            new = old._replace(state=UNKNOWN, missing_since=old.missing_since or now)
+        # by position (AttemptFacts' order; slices are what a 100,000-attempt tick can afford): [:6] all
+        # but the times, [6:] ended_at and missing_since, [:4] the facts rules read
         if new[:6] != old[:6] or not _same_times(new[6:], old[6:]):
             # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
             for_history = new[:4] != old[:4] or not _same_times(new[6:], old[6:])
-            changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
-                                          obs.alloc_tres if obs is not None else ""))
+            changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else ""))
     return changes
 
 
@@ -78,10 +76,10 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
     parse = resources_parser()
     parse_params = _params_parser()
     causes = causes or {}
-    changed = {c.attempt_id: c for c in changes}
+    changed = {c.attempt_id: c.facts for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
     for r in rows:
-        f = changed.get(r.id, r)  # a change carries the same fact fields as a row
+        f: AttemptFacts | HistoryRow = changed.get(r.id, r)  # a row carries the facts' fields itself
         if r.attempt_number == 1 and f.state == "COMPLETED":
             continue  # a completed first attempt is its task's only one
         cause, evidence = causes.get(r.id, (r.cause, r.evidence))

@@ -14,9 +14,9 @@ import math
 import re
 from collections.abc import Sequence
 
-from campaignctl.core.metrics import METRIC_NAME, RESERVED
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
+from campaignctl.core.training_metrics import METRIC_NAME, RESERVED
 
 METRICS_KEYS = ("from_output",)
 MAX_PATTERNS = 8

@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaignctl.core.metrics import METRIC_NAME, RESERVED
-from campaignctl.core.metrics import MODES as GOALS
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import SLURM_WORD
+from campaignctl.core.training_metrics import METRIC_NAME, RESERVED
+from campaignctl.core.training_metrics import MODES as GOALS
 
 PRICE_KEYS = ("gpu_hour", "cpu_hour", "gpu_memory")
 FALLBACK_KEYS = ("after", "max_moves", "mode")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from campaignctl.core.params import Scalar
 
@@ -74,6 +75,23 @@ class AttemptRecord:
         return self.job_id.split("_")[0] if self.job_id else None
 
 
+class AttemptFacts(NamedTuple):
+    """What Slurm last said of one attempt: sacct's fields, or that it is missing from sacct and
+    squeue. Rules read them (core/decide.py), a tick writes them back when they change
+    (`ObservedChange`) and keeps them for replay (`observations`). A NamedTuple, not a frozen
+    dataclass: a worst-case tick builds two per attempt, 200,000 at 100,000 tasks, and a frozen
+    dataclass's __init__ made `diff_observations` 1.7× slower (0.64 s against 0.38 s CPU)."""
+
+    state: str  # domain state (core/slurm_states.py), or SUBMITTED / UNKNOWN before or without sacct
+    slurm_state: str = ""  # sacct State as printed, e.g. `CANCELLED by 0`
+    exit_code: int | None = None
+    nodes: str = ""
+    elapsed_s: int | None = None
+    max_rss: str = ""
+    ended_at: str | None = None  # sacct End (core/clock.py: stored UTC; old rows local)
+    missing_since: str | None = None  # first tick it was in neither sacct nor squeue (same form)
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryRow:
     """One attempt as reconcile remembers it: last observed Slurm facts and effective resources."""
@@ -84,7 +102,7 @@ class HistoryRow:
     array_index: int
     token: str
     job_id: str | None
-    state: str
+    state: str  # the fields of AttemptFacts, flat: the store's row, read 100,000 at a time (`facts`)
     slurm_state: str
     exit_code: int | None
     nodes: str
@@ -101,19 +119,17 @@ class HistoryRow:
     cause: str | None = None  # named from the program's output (exit.json) once it FAILED
     evidence: str = ""
 
+    @property
+    def facts(self) -> AttemptFacts:
+        return AttemptFacts(self.state, self.slurm_state, self.exit_code, self.nodes, self.elapsed_s, self.max_rss,
+                            self.ended_at, self.missing_since)
+
 
 @dataclass(frozen=True, slots=True)
 class ObservedChange:
     """What reconcile writes back for an attempt whose observed facts changed this tick."""
 
     attempt_id: int
-    state: str
-    slurm_state: str
-    exit_code: int | None
-    nodes: str
-    elapsed_s: int | None
-    max_rss: str
-    ended_at: str | None
-    missing_since: str | None
+    facts: AttemptFacts
     for_history: bool  # a fact a rule reads changed: kept in `observations` for replay
     alloc_tres: str = ""  # sacct AllocTRES once the job has started (it only appears with a state change)

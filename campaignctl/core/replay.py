@@ -36,15 +36,15 @@ from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
-from campaignctl.core.metrics import curves_by_task
 from campaignctl.core.observe import task_views
 from campaignctl.core.policy import Policy
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_facts
+from campaignctl.core.training_metrics import curves_by_task
 
 ANSWERS = ("resubmit", "give_up")  # decisions that answer an attempt for good
 
@@ -81,14 +81,7 @@ class RecordedAttempt:
 class RecordedObservation:
     attempt_id: int
     tick_id: int
-    state: str
-    slurm_state: str
-    exit_code: int | None
-    nodes: str
-    elapsed_s: int | None
-    max_rss: str
-    ended_at: str | None
-    missing_since: str | None
+    facts: AttemptFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +188,10 @@ class Timeline:
 
     def _row(self, a: RecordedAttempt, tick_id: int) -> HistoryRow:
         o = self.observation(a, tick_id)
-        facts = ((o.state, o.slurm_state, o.exit_code, o.nodes, o.elapsed_s, o.max_rss, o.ended_at, o.missing_since)
-                 if o else ("SUBMITTED", "", None, "", None, "", None, None))
-        failed = o is not None and o.state == "FAILED"  # the cause is read when sacct first shows FAILED
-        return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, *facts,
+        failed = o is not None and o.facts.state == "FAILED"  # the cause is read when sacct first shows FAILED
+        f = o.facts if o else AttemptFacts("SUBMITTED")
+        return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, f.state,
+                          f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
                           self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat(),
                           a.params_json, a.params_changed, a.cause if failed else None, a.evidence if failed else "")
 

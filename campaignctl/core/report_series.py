@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from campaignctl.core.cost import Amount
 from campaignctl.core.ladder import rung_names, rung_of
-from campaignctl.core.metrics import Curve, curves_by_task
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Sample
+from campaignctl.core.training_metrics import Curve, curves_by_task
 
 Point = tuple[float, float]  # (time or step, value)
 MetricRow = tuple[int, int, int, str, float, float | None]  # task, attempt, step, name, value, t

@@ -13,11 +13,11 @@ from dataclasses import dataclass, fields, replace
 
 from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
 from campaignctl.core.ladder import rung_names
-from campaignctl.core.metrics import Curve, final_value
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.training_metrics import Curve, final_value
 
 BY = ("last", "best")
 

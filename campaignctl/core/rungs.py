@@ -20,12 +20,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
-from campaignctl.core.metrics import METRIC_NAME, MODES
 from campaignctl.core.params import Scalar
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.resources import Resources
 from campaignctl.core.safety import CONSTRAINT, IDENTIFIER, SLURM_WORD, has_control_chars
+from campaignctl.core.training_metrics import METRIC_NAME, MODES
 
 RUNG_KEYS = ("name", "params", "resources", "promote")
 RUNG_RESOURCE_KEYS = ("partition", "gpus", "gpu_type", "cpus_per_task", "mem", "time", "constraint", "qos")

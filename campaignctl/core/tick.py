@@ -58,13 +58,13 @@ from campaignctl.core.ladder import (
     promotion_shortfall,
     rung_of,
 )
-from campaignctl.core.metrics import Curve
 from campaignctl.core.observe import is_settled
 from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
+from campaignctl.core.training_metrics import Curve
 from campaignctl.core.utilisation import decide_utilisation
 
 KNOWN_GOOD = "mark_known_good"  # the action of a known-good mark (a decision of the revision rule)

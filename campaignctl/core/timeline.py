@@ -20,7 +20,7 @@ MIN_WINDOW_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptFacts:
+class TimelineFacts:
     """What the store knows about one attempt's times."""
 
     task_index: int
@@ -68,7 +68,7 @@ class DecisionPoint:
     shadow: bool = False
 
 
-def span_of(f: AttemptFacts) -> Span:
+def span_of(f: TimelineFacts) -> Span:
     ended = _ended(f)
     started = _started(f, ended)
     if started is not None:
@@ -77,7 +77,7 @@ def span_of(f: AttemptFacts) -> Span:
     return Span(f.task_index, f.attempt_number, f.state, f.submitted, started, ended)
 
 
-def _ended(f: AttemptFacts) -> float | None:
+def _ended(f: TimelineFacts) -> float | None:
     if f.state not in TERMINAL:
         return None
     if f.ended is not None:
@@ -86,7 +86,7 @@ def _ended(f: AttemptFacts) -> float | None:
     return min(seen) if seen else f.submitted
 
 
-def _started(f: AttemptFacts, ended: float | None) -> float | None:
+def _started(f: TimelineFacts, ended: float | None) -> float | None:
     if ended is not None and f.elapsed_s:  # sacct: End − Elapsed, exact to the second
         return ended - f.elapsed_s
     seen = [t for t in (f.first_seen.get("RUNNING"), f.first_sample) if t is not None]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
@@ -40,8 +41,24 @@ from campaignctl.services.dispatch import (
     token_of_job_name,
 )
 
-Outcome = tuple[str, "str | None"]  # (applied | failed | retrying, job id)
+Outcome = tuple[str, "str | None"]  # (applied | failed | retrying | proposed | awaiting-approval, job id)
 SUBMIT_REFUSED = "submit_refused"  # the rule of a give-up whose submission Slurm kept refusing
+NOT_OURS = "not queued under this user with the campaign's token; left alone"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """What `Actor.act` did with the decisions it was given: each one's id in the decision log, in
+    the order given (None: the plan found nothing to act on, e.g. a resize of an element whose
+    array is not known, so it was not written), and each written decision's outcome by that id."""
+
+    ids: tuple[int | None, ...]
+    by_id: Mapping[int, Outcome]
+
+    def in_order(self, unwritten: Outcome) -> list[Outcome]:
+        """The outcome of each decision given, in the order given; `unwritten` for one not written."""
+        return [unwritten if i is None else self.by_id[i] for i in self.ids]
 
 
 class Actor:
@@ -61,9 +78,9 @@ class Actor:
         return self._spec
 
     def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
-            new_token: Callable[[], str], retry_parallel: int | None) -> dict[int, Outcome]:
+            new_token: Callable[[], str], retry_parallel: int | None) -> Outcomes:
         """Write every decision (intent) first, then act group by group. Shadow decisions and
-        those waiting for approval are only written. Returns outcome by id(decision)."""
+        those waiting for approval are only written."""
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
         resubmitting = any(d.action in SUBMITTING for d in acting)
         max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
@@ -72,10 +89,13 @@ class Actor:
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
                                      self._intents(plan), self.record.current_revision)
         faults.crash_point("after_decisions")
-        id_of = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
-        outcomes: dict[int, Outcome] = {id(d): ("proposed", None) for d in decisions if d.mode == "shadow"}
-        outcomes.update({id(d): ("awaiting-approval", None) for d in decisions if d.gate and d.mode == "enforce"})
-        return {**outcomes, **self._carry_out(plan, id_of)}
+        # the plan's groups hold the very objects written: this is where a decision meets its row
+        row = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
+        outcomes: dict[int, Outcome] = {row[id(d)]: ("proposed", None) for d in decisions if d.mode == "shadow"}
+        outcomes.update({row[id(d)]: ("awaiting-approval", None) for d in decisions
+                         if d.gate and d.mode == "enforce"})
+        outcomes.update(self._carry_out(plan, lambda d: row[id(d)]))
+        return Outcomes(tuple(row.get(id(d)) for d in decisions), outcomes)
 
     def carry_out_approved(self, decision: Decision, decision_id: int, new_token: Callable[[], str],
                            array_job_of: Mapping[str, str | None]) -> Outcome:
@@ -86,8 +106,8 @@ class Actor:
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
                                      intent.resources_json, "retry", intent.requeue, intent.task_params)
-        outcomes = self._carry_out(plan, {id(decision): decision_id})
-        return outcomes.get(id(decision), ("applied", None))
+        outcomes = self._carry_out(plan, lambda _: decision_id)
+        return outcomes.get(decision_id, ("applied", None))
 
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
@@ -96,21 +116,40 @@ class Actor:
                                  _task_params(g.decisions))
                 for g in plan.resubmits]
 
-    def _carry_out(self, plan: ActionPlan, id_of: Mapping[int, int]) -> dict[int, Outcome]:
-        outcomes: dict[int, Outcome] = {id(d): ("applied", None) for d in plan.recorded}
+    def _carry_out(self, plan: ActionPlan, row: Callable[[Decision], int]) -> dict[int, Outcome]:
+        """Carry out the plan's groups; the outcome of each decision by its id in the log (`row`)."""
+        outcomes: dict[int, Outcome] = {row(d): ("applied", None) for d in plan.recorded}
         for group in plan.resubmits:
-            outcome = self._resubmit(group, [id_of[id(d)] for d in group.decisions])
-            outcomes.update({id(d): outcome for d in group.decisions})
+            ids = [row(d) for d in group.decisions]
+            outcomes.update(dict.fromkeys(ids, self._resubmit(group, ids)))
         for resize in plan.resizes:
-            outcome = self._resize(resize, [id_of[id(d)] for d in resize.decisions])
-            outcomes.update({id(d): outcome for d in resize.decisions})
+            ids = [row(d) for d in resize.decisions]
+            outcomes.update(dict.fromkeys(ids, self._resize(resize, ids)))
         for throttle in plan.throttles:
-            outcomes[id(throttle.decision)] = self._throttle(throttle, id_of[id(throttle.decision)])
+            outcomes[row(throttle.decision)] = self._throttle(throttle, row(throttle.decision))
         for single in plan.cancels:
-            outcomes[id(single.decision)] = self._cancel(single.decision, id_of[id(single.decision)])
+            outcomes[row(single.decision)] = self._cancel(single.decision, row(single.decision))
         for single in plan.holds:
-            outcomes[id(single.decision)] = self._hold_or_release(single.decision, id_of[id(single.decision)])
+            outcomes[row(single.decision)] = self._hold_or_release(single.decision, row(single.decision))
         return outcomes
+
+    def _slurm_step(self, ids: Sequence[int], failed_detail: dict[str, object], call: Callable[[], T],
+                    applied: Callable[[T], dict[str, object]], job_id: str | None,
+                    owned: bool = True) -> Outcome:
+        """The protocol of every Slurm action on queued jobs: one not ours (`owned` False) or one
+        Slurm refuses is written `failed` with `failed_detail`; otherwise, past the crash point,
+        `applied(result)` records what changed in the store and gives the `applied` outcome's detail."""
+        if not owned:
+            self.log.write_outcomes(ids, "failed", failed_detail, NOT_OURS)
+            return "failed", None
+        try:
+            result = call()
+        except SlurmUnavailableError as exc:
+            self.log.write_outcomes(ids, "failed", failed_detail, exc.message)
+            return "failed", None
+        faults.crash_point("before_outcome")
+        self.log.write_outcomes(ids, "applied", applied(result))
+        return "applied", job_id
 
     @property
     def _folder(self) -> str:
@@ -165,39 +204,29 @@ class Actor:
 
     def _resize(self, group: ResizeGroup, ids: list[int]) -> Outcome:
         tokens = [d.attempt_token for d in group.decisions]
-        submission_token = tokens[0].rsplit(".", 1)[0]
-        if not self._owned(group.array_job_id, submission_token):
-            self.log.write_outcomes(ids, "failed", {"array_job_id": group.array_job_id},
-                                    "not queued under this user with the campaign's token; left alone")
-            return "failed", None
-        try:
-            started = slurm.update_pending(group.job_expression, group.scontrol_fields())
-        except SlurmUnavailableError as exc:
-            self.log.write_outcomes(ids, "failed", {"array_job_id": group.array_job_id}, exc.message)
-            return "failed", None
-        faults.crash_point("before_outcome")
-        started_ids = {line.split(":")[0] for line in started}  # "12_3: Job is no longer pending…"
-        resized = [t for t in tokens if f"{group.array_job_id}_{t.rsplit('.', 1)[1]}" not in started_ids]
-        self.store.set_attempt_resources(resized, json.dumps(asdict(group.resources)))
-        self.log.write_outcomes(ids, "applied", {"jobs": group.job_expression, "fields": group.scontrol_fields(),
-                                                 "started_meanwhile": started})
-        return "applied", group.array_job_id
+
+        def applied(started: list[str]) -> dict[str, object]:
+            started_ids = {line.split(":")[0] for line in started}  # "12_3: Job is no longer pending…"
+            resized = [t for t in tokens if f"{group.array_job_id}_{t.rsplit('.', 1)[1]}" not in started_ids]
+            self.store.set_attempt_resources(resized, json.dumps(asdict(group.resources)))
+            return {"jobs": group.job_expression, "fields": group.scontrol_fields(), "started_meanwhile": started}
+
+        return self._slurm_step(ids, {"array_job_id": group.array_job_id},
+                                lambda: slurm.update_pending(group.job_expression, group.scontrol_fields()),
+                                applied, group.array_job_id,
+                                self._owned(group.array_job_id, tokens[0].rsplit(".", 1)[0]))
 
     def _throttle(self, group: ThrottleGroup, decision_id: int) -> Outcome:
         detail: dict[str, object] = {"array_job_id": group.array_job_id, "throttle": group.throttle}
-        if not self._owned(group.array_job_id, group.decision.attempt_token.rsplit(".", 1)[0]):
-            self.log.write_outcomes([decision_id], "failed", detail,
-                                    "not queued under this user with the campaign's token; left alone")
-            return "failed", None
-        try:
-            slurm.set_array_throttle(group.array_job_id, group.throttle)
-        except SlurmUnavailableError as exc:
-            self.log.write_outcomes([decision_id], "failed", detail, exc.message)
-            return "failed", None
-        faults.crash_point("before_outcome")
-        self.store.set_array_throttle(group.array_job_id, group.throttle)
-        self.log.write_outcomes([decision_id], "applied", detail)
-        return "applied", group.array_job_id
+
+        def applied(_: None) -> dict[str, object]:
+            self.store.set_array_throttle(group.array_job_id, group.throttle)
+            return detail
+
+        return self._slurm_step([decision_id], detail,
+                                lambda: slurm.set_array_throttle(group.array_job_id, group.throttle), applied,
+                                group.array_job_id,
+                                self._owned(group.array_job_id, group.decision.attempt_token.rsplit(".", 1)[0]))
 
     def _cancel(self, decision: Decision, decision_id: int) -> Outcome:
         """Cancel one element only if it is still in the state the decision saw (`only_if`); the
@@ -205,19 +234,9 @@ class Actor:
         CANCELLED; a stopped one is not (the stop answers it)."""
         job_id, state = str(decision.inputs["job_id"]), str(decision.params["only_if"])
         detail: dict[str, object] = {"job_id": job_id, "only_if": state}
-        array = job_id.partition("_")[0]
-        if not self._owned(array, decision.attempt_token.rsplit(".", 1)[0]):
-            self.log.write_outcomes([decision_id], "failed", detail,
-                                    "not queued under this user with the campaign's token; left alone")
-            return "failed", None
-        try:
-            detail["sent"] = slurm.cancel_if(job_id, state)
-        except SlurmUnavailableError as exc:
-            self.log.write_outcomes([decision_id], "failed", detail, exc.message)
-            return "failed", None
-        faults.crash_point("before_outcome")
-        self.log.write_outcomes([decision_id], "applied", detail)
-        return "applied", job_id
+        return self._slurm_step([decision_id], detail, lambda: slurm.cancel_if(job_id, state),
+                                lambda sent: {**detail, "sent": sent}, job_id,
+                                self._owned(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
 
     def _hold_or_release(self, decision: Decision, decision_id: int) -> Outcome:
         """Budget reached: hold every pending element of the campaign's arrays, then pause. Or
@@ -225,21 +244,21 @@ class Actor:
         command = slurm.hold if decision.action == "hold" else slurm.release_elements
         arrays: dict[str, list[int]] = decision.params.get("arrays", {})  # type: ignore[assignment]
         mine = self._campaign_arrays()
-        held: dict[str, list[int]] = {}
-        notes: list[str] = []
-        try:
+        held: dict[str, list[int]] = {}  # filled as Slurm answers: a refusal halfway names what was done
+
+        def each_array() -> list[str]:
+            notes: list[str] = []
             for array, indices in arrays.items():
                 if array in mine:
                     notes += command(f"{array}_[{','.join(map(str, indices))}]")
                     held[array] = indices
-        except SlurmUnavailableError as exc:
-            self.log.write_outcomes([decision_id], "failed", {"held": held}, exc.message)
-            return "failed", None
-        detail: dict[str, object] = {"held": held, "notes": notes, "not_ours": sorted(set(arrays) - mine)}
-        faults.crash_point("before_outcome")
-        self.store.set_campaign_state(self.record.id, "paused" if decision.action == "hold" else "active")
-        self.log.write_outcomes([decision_id], "applied", detail)
-        return "applied", None
+            return notes
+
+        def applied(notes: list[str]) -> dict[str, object]:
+            self.store.set_campaign_state(self.record.id, "paused" if decision.action == "hold" else "active")
+            return {"held": held, "notes": notes, "not_ours": sorted(set(arrays) - mine)}
+
+        return self._slurm_step([decision_id], {"held": held}, each_array, applied, None)
 
     def _campaign_arrays(self) -> set[str]:
         """Arrays queued under this user whose job name carries one of the campaign's tokens."""

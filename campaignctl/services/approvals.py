@@ -5,7 +5,6 @@ token a resubmit will use, so it is never submitted twice)."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import identity, slurm
@@ -15,10 +14,10 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
-from campaignctl.services.campaign_reads import current_policy
+from campaignctl.services.campaigns import current_policy, find_campaign
+from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
-from campaignctl.services.status import find_campaign
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     require_may_act(store, record, f"{verdict} decisions of")
     _still_awaiting(log, record.id, entry)
     who = identity.user_name()
-    token = uuid.uuid4().hex[:12]
+    token = new_token()
     with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id):
         _still_awaiting(log, record.id, entry)  # two people's verdicts at once: the second finds it answered
         policy, _ = current_policy(store, record)
@@ -72,7 +71,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         record_decision = Decision(entry.task_index, entry.attempt_token, "approval", verdict, why,
                                    {"by": who, "gate": entry.gate},
                                    {"decision_id": decision_id, "token": token})
-        actor.act([record_decision], {}, lambda: uuid.uuid4().hex[:12], None)
+        actor.act([record_decision], {}, new_token, None)
         if verdict == "reject":
             log.write_outcomes([decision_id], "rejected", {"by": who, "reason": reason})
             return VerdictResult(decision_id, entry.campaign, verdict, "rejected", None, "")

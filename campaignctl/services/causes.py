@@ -11,7 +11,7 @@ from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import read_time
 from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.core.suspects import (
     NODE_EVENTS,
     attempt_cause,
@@ -35,13 +35,14 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
     causes = {}
     for change in changes:
         row = by_id.get(change.attempt_id)
-        if row is None or row.state == change.state:
+        facts = change.facts
+        if row is None or row.state == facts.state:
             continue
         found = None
-        if change.state == "FAILED":
-            found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), change.nodes)
-        elif change.state == "NODE_FAIL" and len(split_nodes(change.nodes)) > 1:
-            found = failed_nodes_of(change)
+        if facts.state == "FAILED":
+            found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), facts.nodes)
+        elif facts.state == "NODE_FAIL" and len(split_nodes(facts.nodes)) > 1:
+            found = failed_nodes_of(facts)
         if found is not None:
             causes[row.id] = found
     if store is not None:
@@ -49,13 +50,13 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
     return causes
 
 
-def failed_nodes_of(change: ObservedChange) -> tuple[str, str] | None:
+def failed_nodes_of(facts: AttemptFacts) -> tuple[str, str] | None:
     """(NODE_EVENTS, sacctmgr's lines) for the nodes of a multi-node NODE_FAIL that went down
     during its run (core/suspects.py); None when the accounting database has none yet."""
-    if not change.ended_at:
+    if not facts.ended_at:
         return None
-    ended = read_time(change.ended_at)
-    started = ended - timedelta(seconds=change.elapsed_s or 0)
-    text = slurm.node_events(split_nodes(change.nodes), started - EVENT_SLACK, ended + EVENT_SLACK)
-    failed = failed_node_events(parse_node_events(text), change.nodes)
+    ended = read_time(facts.ended_at)
+    started = ended - timedelta(seconds=facts.elapsed_s or 0)
+    text = slurm.node_events(split_nodes(facts.nodes), started - EVENT_SLACK, ended + EVENT_SLACK)
+    failed = failed_node_events(parse_node_events(text), facts.nodes)
     return (NODE_EVENTS, node_events_evidence(failed)) if failed else None

@@ -13,7 +13,7 @@ from campaignctl.adapters.paths import open_atomic
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import ChainReport, verify_chain
 from campaignctl.core.errors import IntegrityError, StateError
-from campaignctl.services.status import find_campaign
+from campaignctl.services.campaigns import find_campaign
 
 EXPORT_FORMATS = ("jsonl",)
 

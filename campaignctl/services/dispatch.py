@@ -11,6 +11,7 @@ the next run, which finds the held job by the token in its name):
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -38,6 +39,11 @@ class Dispatched:
     error: str = ""  # Slurm's message when this try was refused
     gave_up: bool = False  # refused policy.submit_tries times: abandoned
     tries: int = 0
+
+
+def new_token() -> str:
+    """A submission's token: 12 hex digits, unique enough within one campaign's job names."""
+    return uuid.uuid4().hex[:12]
 
 
 def job_name(campaign: str, token: str) -> str:

@@ -28,8 +28,7 @@ from campaignctl.core.notify import (
 )
 from campaignctl.core.notify_config import Notify
 from campaignctl.core.records import CampaignRecord
-from campaignctl.services.campaign_reads import current_policy
-from campaignctl.services.status import find_campaign
+from campaignctl.services.campaigns import current_policy, find_campaign
 
 NOTIFY_BUDGET_S = 10.0  # what one tick may spend sending, all campaigns together
 SHOWN_ERRORS = 3

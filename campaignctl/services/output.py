@@ -19,7 +19,7 @@ from campaignctl.core.errors import NotFoundError, NotStartedError, SlurmTransie
 from campaignctl.core.records import AttemptRecord
 from campaignctl.core.slurm_states import TERMINAL
 from campaignctl.core.status import index_ranges
-from campaignctl.services.status import find_campaign
+from campaignctl.services.campaigns import find_campaign
 
 POLL_S = 1.0  # how often a followed file is read again
 STATE_EVERY_S = 5.0  # how often sacct is asked whether the attempt ended

@@ -12,14 +12,13 @@ from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
+from campaignctl.core.clock import epoch
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.errors import OutputError
 from campaignctl.core.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.status import stored_states
-from campaignctl.services.campaign_reads import current_policy, unstarted_labels
-from campaignctl.services.report_inputs import epoch
-from campaignctl.services.status import find_campaign
+from campaignctl.services.campaigns import current_policy, find_campaigns, unstarted_labels
 from campaignctl.services.ticks import tick_health
 
 
@@ -36,7 +35,7 @@ class MetricsExport:
 
 def export_metrics(name: str | None = None, textfile: Path | None = None) -> MetricsExport:
     store = Store.open()
-    records = store.campaigns() if name is None else [find_campaign(store, name)]
+    records = find_campaigns(store, name)
     queries = ReportQueries(store.engine)
     last = queries.last_tick_at()
     families = campaign_families([snapshot(store, queries, r) for r in records], epoch(last) if last else None,

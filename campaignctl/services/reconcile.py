@@ -13,7 +13,6 @@ order) → decisions and submission intents in one transaction
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
@@ -28,7 +27,7 @@ from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView
-from campaignctl.core.errors import AnsweredElsewhereError, NotFoundError, SlurmTransientError
+from campaignctl.core.errors import AnsweredElsewhereError, SlurmTransientError
 from campaignctl.core.observe import (
     diff_observations,
     key_of,
@@ -39,18 +38,18 @@ from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import decide_tick, finished, needs
-from campaignctl.services.act import Actor
+from campaignctl.services.act import Actor, Outcomes
 from campaignctl.services.approvals import carry_out
-from campaignctl.services.campaign_reads import current_policy
+from campaignctl.services.campaigns import current_policy, find_campaign
 from campaignctl.services.causes import ingest_causes
-from campaignctl.services.dispatch import stray_jobs
-from campaignctl.services.metrics import ingest_metrics
+from campaignctl.services.dispatch import new_token, stray_jobs
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
 from campaignctl.services.ownership import may_act, require_may_act
 from campaignctl.services.telemetry import ingest
 from campaignctl.services.tick_snapshot import fill, gather
 from campaignctl.services.ticks import tick_health
+from campaignctl.services.training_metrics import ingest_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +188,7 @@ TICKED = ("active", "paused")  # the states `--all` ticks
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
     if name is None:
         return [c for c in store.campaigns() if c.state in TICKED]
-    record = store.campaign(name)
-    if record is None:
-        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
-        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
-    return [record]
+    return [find_campaign(store, name)]
 
 
 class _Tick:
@@ -298,11 +293,11 @@ class _Tick:
         if dry_run:
             return CampaignTick(record.name, record.state, observed, changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
-        outcomes: dict[int, tuple[str, str | None]] = {}
+        outcomes = Outcomes((), {})
         if decisions:
             assert self.tick_id is not None
             actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs)
-            outcomes = actor.act(decisions, _array_job_of(views), lambda: uuid.uuid4().hex[:12],
+            outcomes = actor.act(decisions, _array_job_of(views), new_token,
                                  plan.retry_parallel)
         late = list(plan.expired)
         if plan.expire_gated:
@@ -321,7 +316,8 @@ class _Tick:
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,
-                            [_summary(d, *outcomes.get(id(d), ("pending", None))) for d in decisions],
+                            [_summary(d, *o) for d, o in zip(decisions, outcomes.in_order(("pending", None)),
+                                                             strict=True)],
                             repaired)
 
     def _unresolved(self, record: CampaignRecord, views: list[TaskView]) -> set[str]:

@@ -24,8 +24,7 @@ from campaignctl.core.replay import (
 )
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
 from campaignctl.core.spec import Resources
-from campaignctl.services.campaign_reads import current_policy
-from campaignctl.services.status import find_campaign
+from campaignctl.services.campaigns import current_policy, find_campaign
 
 CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "

@@ -12,6 +12,7 @@ from pathlib import Path
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import UNITS
+from campaignctl.core.clock import epoch
 from campaignctl.core.cost import DIMENSIONS
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.errors import OutputError
@@ -21,9 +22,9 @@ from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.status import NOT_SUBMITTED
+from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.report_charts import build_charts
-from campaignctl.services.report_inputs import ReportInputs, epoch, gather
-from campaignctl.services.status import find_campaign
+from campaignctl.services.report_inputs import ReportInputs, gather
 
 PAGE = "index.html"
 TABLE_ROWS = 500  # rows per table on the page: the most recent decisions, the first tasks

@@ -14,7 +14,7 @@ from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import node_files, read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.clock import read_time
+from campaignctl.core.clock import epoch
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.hostlist import split_nodes
@@ -26,8 +26,8 @@ from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import AttemptSamples, MetricRow, RunCost
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Sample, samples_of
-from campaignctl.core.timeline import AttemptFacts, DecisionPoint, Span, span_of
-from campaignctl.services.campaign_reads import current_policy
+from campaignctl.core.timeline import DecisionPoint, Span, TimelineFacts, span_of
+from campaignctl.services.campaigns import current_policy
 from campaignctl.services.telemetry import TELEMETRY_FILE
 from campaignctl.services.usage import attempt_usage, task_efficiencies
 
@@ -55,11 +55,6 @@ class ReportInputs:
     def points(self) -> list[DecisionPoint]:
         return [DecisionPoint(epoch(e.created_at), e.task_index, e.rule, e.action, e.status, e.mode == "shadow")
                 for e in self.decisions]
-
-
-def epoch(text: str) -> float:
-    """A stored time → epoch seconds (core/clock.py: UTC; a naive one from before, local)."""
-    return read_time(text).timestamp()
 
 
 def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
@@ -94,8 +89,8 @@ def _node_lines(run_dir: str, attempts: list[AttemptTimes]) -> list[NodeLine]:
     return out
 
 
-def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> AttemptFacts:
-    return AttemptFacts(a.task_index, a.attempt_number, a.state, epoch(a.created_at),
+def _facts(a: AttemptTimes, seen: Mapping[str, str], samples: tuple[Sample, ...]) -> TimelineFacts:
+    return TimelineFacts(a.task_index, a.attempt_number, a.state, epoch(a.created_at),
                         epoch(a.ended_at) if a.ended_at else None, a.elapsed_s,
                         {state: epoch(at) for state, at in seen.items()}, samples[0].t if samples else None)
 

@@ -11,14 +11,13 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.errors import InputError
-from campaignctl.core.metrics import MODES, curves_by_task
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import metric_names
 from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.status import NOT_SUBMITTED
-from campaignctl.services.campaign_reads import current_policy, unstarted_labels
-from campaignctl.services.status import find_campaign
+from campaignctl.core.training_metrics import MODES, curves_by_task
+from campaignctl.services.campaigns import current_policy, find_campaign, unstarted_labels
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
 
 ASSUMED_GOAL = "assumed; --goal max if higher is better"

@@ -7,7 +7,6 @@ release then records `promotion.forced`, and the next tick promotes instead of h
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import slurm
@@ -20,9 +19,10 @@ from campaignctl.core.errors import ConflictError
 from campaignctl.core.observe import task_views
 from campaignctl.core.tick import Gate, gate_needs, promotion_gate
 from campaignctl.services.act import Actor
+from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
-from campaignctl.services.status import find_campaign
 from campaignctl.services.tick_snapshot import fill, gather
 
 
@@ -77,7 +77,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                              **_gate_inputs(gate)},
                             {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
-        outcome = actor.act([decision], {}, lambda: uuid.uuid4().hex[:12], None)[id(decision)]
+        (outcome,) = actor.act([decision], {}, new_token, None).in_order(("pending", None))
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,
                             assessment.to_dict(), promotion)

@@ -4,7 +4,6 @@ by hand, and the policy changes that create them (`policy set`, `policy promote`
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -21,9 +20,10 @@ from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.revisions import content_hash, revision_diff
 from campaignctl.core.tick import KNOWN_GOOD
 from campaignctl.services.act import Actor
+from campaignctl.services.campaigns import current_policy, find_campaign
+from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
-from campaignctl.services.status import find_campaign
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +182,6 @@ def _revision(store: Store, record: CampaignRecord, number: int) -> RevisionReco
 def _log_campaign_decision(store: Store, record: CampaignRecord, scope: str, decision: Decision) -> None:
     """A record-only decision written by hand (no Slurm call), in its own log tick."""
     with manual_tick(store, record, scope) as (log, tick_id):
-        policy = policy_from_dict(json.loads(store.revision(record.id, record.current_revision).policy_json))
+        policy, _ = current_policy(store, record)
         Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs).act(
-            [decision], {}, lambda: uuid.uuid4().hex[:12], None)
+            [decision], {}, new_token, None)

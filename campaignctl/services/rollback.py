@@ -4,7 +4,6 @@ work that has not started the resources it would have under it, every step a log
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
@@ -22,10 +21,11 @@ from campaignctl.core.records import CampaignRecord, HistoryRow, RevisionRecord
 from campaignctl.core.revisions import content_hash
 from campaignctl.core.rollback import RULE, LoggedChange, plan_rollback
 from campaignctl.services.act import Actor
+from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
 from campaignctl.services.revisions import known_good_revisions
-from campaignctl.services.status import find_campaign
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -81,13 +81,14 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
         actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs)
         array_of = {a.token: a.array_job_id for v in views for a in v.attempts}
         actor.act([made_current], {}, lambda: "", None)  # first in the log: what the steps below serve
-        outcomes = actor.act(steps, array_of, lambda: uuid.uuid4().hex[:12], None)
+        outcomes = actor.act(steps, array_of, new_token, None)
         if withdrawn:
             log.write_outcomes([e.id for e in withdrawn], "withdrawn", {"rollback_to": target.number},
                                f"rolled back to revision {target.number} before anyone approved it")
     return RollbackResult(name, record.current_revision, target.number, number, False,
-                          [Step(d.task_index, d.action, d.reason, *outcomes.get(id(d), ("applied", None)))
-                           for d in steps], left_alone, [e.id for e in withdrawn])
+                          [Step(d.task_index, d.action, d.reason, *o)
+                           for d, o in zip(steps, outcomes.in_order(("applied", None)), strict=True)],
+                          left_alone, [e.id for e in withdrawn])
 
 
 def _target(store: Store, log: DecisionLog, record: CampaignRecord, to: int | None) -> RevisionRecord:

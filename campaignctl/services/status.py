@@ -36,7 +36,7 @@ from campaignctl.core.status import (
 )
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, window_of
-from campaignctl.services.campaign_reads import current_policy, promotions, unstarted_labels
+from campaignctl.services.campaigns import current_policy, find_campaigns, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.ticks import tick_health
 from campaignctl.services.usage import attempt_usage, by_task
@@ -160,7 +160,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
     sacct call; from the store, marked stale, when Slurm does not answer."""
     store = Store.open()
-    records = store.campaigns() if name is None else [find_campaign(store, name)]
+    records = find_campaigns(store, name)
     attempts = {r.id: store.attempts(r.id) for r in records}
     seen = _look([a for group in attempts.values() for a in group])
     log = DecisionLog(store.engine)
@@ -260,11 +260,3 @@ def _usage_row(row: TaskRow, usage: Summary | None, resources: Resources | None,
     return replace(row, cpu_mean_pct=usage.cpu_mean, rss_max_mb=usage.rss_max_mb,
                    gpu_util_mean_pct=usage.gpu_util_mean, telemetry_note="" if usage.nvml == "ok" else usage.nvml,
                    spark=spark, flag=flag or "")
-
-
-def find_campaign(store: Store, name: str) -> CampaignRecord:
-    record = store.campaign(name)
-    if record is None:
-        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
-        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
-    return record

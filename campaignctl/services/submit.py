@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.cron import missing_cron_note
-from campaignctl.services.dispatch import dispatch, parameters, recover, refused, with_captured_env
+from campaignctl.services.dispatch import dispatch, new_token, parameters, recover, refused, with_captured_env
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 
 
@@ -202,7 +201,7 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
     resources = spec.resources_of(todo[0])  # the first rung's (all first tasks share them)
     results = []
     for chunk in plan_chunks(todo, max_array, spec.max_parallel):
-        token = uuid.uuid4().hex[:12]
+        token = new_token()
         store.record_intent(record.id, record.current_revision, token, chunk,
                             str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(resources)),
                             requeue=spec.policy.slurm_requeue)

@@ -24,7 +24,7 @@ from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests,
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import KNOWN_GOOD, Needs, TickSnapshot, with_facts
-from campaignctl.services.campaign_reads import promotions
+from campaignctl.services.campaigns import promotions
 
 
 def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from campaignctl.adapters.exit_status import read_cause
-from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.services.causes import ingest_causes
 
 
@@ -16,7 +16,7 @@ def row(attempt_id: int, state: str) -> HistoryRow:
 
 
 def change(attempt_id: int, state: str) -> ObservedChange:
-    return ObservedChange(attempt_id, state, state, 1, "node1", 10, "", "2026-11-24T00:01:00", None, True)
+    return ObservedChange(attempt_id, AttemptFacts(state, state, 1, "node1", 10, "", "2026-11-24T00:01:00"), True)
 
 
 def exit_json(run_dir: Path, attempt_id: int, cause: str | None) -> None:

@@ -14,7 +14,7 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import EarlyStopping
 from campaignctl.core.replay import actual_decisions, not_replayed, replay
 from campaignctl.core.replay_compare import Comparison, compare
-from campaignctl.services.campaign_reads import current_policy
+from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.replay import replay_policy
 from campaignctl.services.submit import submit

@@ -20,7 +20,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.cli import app
 from campaignctl.core.cost import campaign_spend
-from campaignctl.services.campaign_reads import current_policy
+from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import assert_user_error, run_cli

@@ -80,7 +80,7 @@ def test_submit_of_another_users_name_is_refused_and_suggests_another_name(
     assert snapshot("own") == before and len(fake_slurm.jobs) == jobs
 
 
-def test_another_users_campaign_reads_fine(alices: Path, monkeypatch: pytest.MonkeyPatch,
+def test_another_users_campaigns_fine(alices: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     as_user(monkeypatch, "carol")
     for args in (["status", "own"], ["log", "show", "own"], ["revisions", "own"], ["log", "verify"],

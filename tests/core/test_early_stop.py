@@ -10,11 +10,11 @@ import pytest
 from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.early_stop import decide_early_stops, standing
 from campaignctl.core.governance import apply_modes, gate
-from campaignctl.core.metrics import Curve
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Approval, EarlyStopping
 from campaignctl.core.requests import LoggedRequest, standing_requests
 from campaignctl.core.spec import Resources
+from campaignctl.core.training_metrics import Curve
 
 LOSS = EarlyStopping(metric="val_loss", goal="min", grace_steps=3, min_peers=3)
 

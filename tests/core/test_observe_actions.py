@@ -21,7 +21,7 @@ from campaignctl.core.observe import (
     task_views,
 )
 from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.slurm_states import State
 from campaignctl.core.spec import Resources
@@ -35,7 +35,7 @@ def apply_changes(rows: list[HistoryRow], changes: list[ObservedChange]) -> list
     """What the store holds after `record_observations(changes)`."""
     by_id = {c.attempt_id: c for c in changes}
     fields = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
-    return [replace(r, **{f: getattr(by_id[r.id], f) for f in fields}) if r.id in by_id else r for r in rows]
+    return [replace(r, **{f: getattr(by_id[r.id].facts, f) for f in fields}) if r.id in by_id else r for r in rows]
 
 
 def at(minutes: float) -> str:
@@ -95,9 +95,9 @@ def test_finished_attempt_takes_every_observed_fact() -> None:
                                 {("12", 0): obs(State.OUT_OF_MEMORY, exit_code=0, nodes="node3", elapsed_s=90,
                                                 end=at(-1))},
                                 never_asked, at(0))
-    assert changes == [ObservedChange(attempt_id=7, state="OUT_OF_MEMORY", slurm_state="OUT_OF_MEMORY",
-                                      exit_code=0, nodes="node3", elapsed_s=90, max_rss="", ended_at=at(-1),
-                                      missing_since=None, for_history=True)]
+    assert changes == [ObservedChange(attempt_id=7, facts=AttemptFacts(
+        state="OUT_OF_MEMORY", slurm_state="OUT_OF_MEMORY", exit_code=0, nodes="node3", elapsed_s=90, max_rss="",
+        ended_at=at(-1), missing_since=None), for_history=True)]
 
 
 # before, sacct's answer (None: absent), arrays in squeue, expected (state, missing_since, for_history) or None
@@ -123,13 +123,14 @@ def test_diff_observations(before: HistoryRow, seen: JobObservation | None, in_s
     if after is None:
         assert changes == []
     else:
-        assert [(c.attempt_id, c.state, c.missing_since, c.for_history) for c in changes] == [(1, *after)]
+        assert [(c.attempt_id, c.facts.state, c.facts.missing_since, c.for_history) for c in changes] == [(1, *after)]
 
 
 def test_missing_attempt_keeps_what_was_last_seen() -> None:
     before = row("RUNNING", exit_code=None, nodes="node4", elapsed_s=300)
     [change] = diff_observations([before], {}, queued(), at(0))
-    assert (change.slurm_state, change.nodes, change.elapsed_s, change.exit_code) == ("RUNNING", "node4", 300, None)
+    f = change.facts
+    assert (f.slurm_state, f.nodes, f.elapsed_s, f.exit_code) == ("RUNNING", "node4", 300, None)
 
 
 def test_missing_since_is_the_first_tick_across_ticks() -> None:
@@ -145,7 +146,7 @@ def test_observations_are_matched_by_array_and_index() -> None:
     observed: dict[Key, JobObservation] = {("12", 1): obs(State.COMPLETED, key=("12", 1)),
                                            ("13", 0): obs(State.FAILED, key=("13", 0))}
     changes = diff_observations(rows, observed, queued("12"), at(0))
-    assert [(c.attempt_id, c.state) for c in changes] == [(2, "COMPLETED"), (3, "FAILED")]
+    assert [(c.attempt_id, c.facts.state) for c in changes] == [(2, "COMPLETED"), (3, "FAILED")]
 
 
 def test_apply_changes_touches_only_changed_rows() -> None:

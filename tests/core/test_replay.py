@@ -12,6 +12,7 @@ import pytest
 from campaignctl.core.cost import Amount
 from campaignctl.core.decide import Decision
 from campaignctl.core.policy_sections import Prices
+from campaignctl.core.records import AttemptFacts
 from campaignctl.core.replay import (
     CampaignHistory,
     RecordedAttempt,
@@ -45,7 +46,7 @@ def attempt(id: int, task: int, number: int = 1, sub: str = "s1", kind: str = "i
 
 def obs(attempt_id: int, tick_id: int, state: str, exit_code: int | None = 0,
         ended_at: str | None = None) -> RecordedObservation:
-    return RecordedObservation(attempt_id, tick_id, state, state, exit_code, "node1", 3, "", ended_at, None)
+    return RecordedObservation(attempt_id, tick_id, AttemptFacts(state, state, exit_code, "node1", 3, "", ended_at))
 
 
 def logged(id: int, tick_id: int, token: str, rule: str, action: str, task: int = 0, group: str = "",

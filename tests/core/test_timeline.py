@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from campaignctl.core.timeline import (
-    AttemptFacts,
     DecisionPoint,
     Span,
+    TimelineFacts,
     gantt_bars,
     kind_of,
     lanes,
@@ -18,8 +18,8 @@ from campaignctl.core.timeline import (
 
 
 def facts(state: str, ended: float | None = None, elapsed: int | None = None, seen: dict[str, float] | None = None,
-          sample: float | None = None, submitted: float = 100.0) -> AttemptFacts:
-    return AttemptFacts(0, 1, state, submitted, ended, elapsed, seen or {}, sample)
+          sample: float | None = None, submitted: float = 100.0) -> TimelineFacts:
+    return TimelineFacts(0, 1, state, submitted, ended, elapsed, seen or {}, sample)
 
 
 @pytest.mark.parametrize(("f", "started", "ended"), [
@@ -34,7 +34,7 @@ def facts(state: str, ended: float | None = None, elapsed: int | None = None, se
     (facts("COMPLETED", ended=1000, elapsed=2000), 100, 1000),  # the controller's clock ahead: clamped
     (facts("UNKNOWN", seen={"RUNNING": 300}), 300, None),  # not terminal: still open
 ])
-def test_span_times_from_what_the_store_knows(f: AttemptFacts, started: float | None, ended: float | None) -> None:
+def test_span_times_from_what_the_store_knows(f: TimelineFacts, started: float | None, ended: float | None) -> None:
     span = span_of(f)
     assert (span.started, span.ended) == (started, ended)
 

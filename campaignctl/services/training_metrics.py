@@ -8,8 +8,8 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
-from campaignctl.core.metrics import parse_metric_lines
 from campaignctl.core.records import HistoryRow, ObservedChange
+from campaignctl.core.training_metrics import parse_metric_lines
 
 METRICS_FILE = "metrics.jsonl"  # the runner points $CAMPAIGNCTL_METRICS here
 

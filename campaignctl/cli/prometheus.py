@@ -1,3 +1,5 @@
+"""`campaignctl metrics`: the Prometheus export, printed or written for node_exporter's textfile collector."""
+
 from __future__ import annotations
 
 from typing import Annotated

@@ -1,5 +1,5 @@
-"""Reads several services share about one campaign: its current revision's policy and typed
-settings, and how far its ladder has promoted."""
+"""Reads every service shares about a campaign: finding it by the name a user typed, its current
+revision's policy and typed settings, and how far its ladder has promoted."""
 
 from __future__ import annotations
 
@@ -8,10 +8,25 @@ from collections.abc import Callable
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
+from campaignctl.core.errors import NotFoundError
 from campaignctl.core.ladder import promoted_by_rung, unstarted_label
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.settings import CampaignSettings, campaign_settings
+
+
+def find_campaign(store: Store, name: str) -> CampaignRecord:
+    """The campaign named `name`, or NotFoundError (exit 4) listing the known ones."""
+    record = store.campaign(name)
+    if record is None:
+        known = ", ".join(c.name for c in store.campaigns()) or "none yet"
+        raise NotFoundError(f"no campaign named {name!r}", f"known campaigns: {known}")
+    return record
+
+
+def find_campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
+    """Every campaign when no name is given, else the one named (NotFoundError if none is)."""
+    return store.campaigns() if name is None else [find_campaign(store, name)]
 
 
 def current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, CampaignSettings]:
