@@ -117,7 +117,8 @@ def task_table(inputs: ReportInputs) -> Table:
     rows = [[str(task), _rung_label(task, inputs.settings), " ".join(f"{k}={v}" for k, v in params.items()),
              states[task][0], str(states[task][1]), *cells(inputs.efficiency.get(task))]
             for task, params in sorted(inputs.params.items())]
-    return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
+    return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated; "
+                 "kWh: energy, by sacct for the node or NVML for the GPUs)",
                  ("task", "rung", "params", "state", "attempts", *COLUMNS), rows[:TABLE_ROWS],
                  max(0, len(rows) - TABLE_ROWS))
 

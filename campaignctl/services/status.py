@@ -79,6 +79,7 @@ class SpendView:
     projected: dict[str, float]
     limits: dict[str, float]  # the budget's dimensions that are set
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
+    energy_source: str = ""  # what measured the energy spent: node (sacct), gpu (NVML), node+gpu
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +188,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
     return replace(base, tasks=_with_usage(store, records[0], select_rows(detail, states, tasks), policy),
-                   spend=_spend(store, records[0], policy, settings))
+                   spend=_spend(store, records[0], policy, settings, summaries[0].efficiency))
 
 
 def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None:
@@ -234,11 +235,13 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
     return rows, ladder_progress(settings, started, promoted)
 
 
-def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: dict[str, Any]) -> SpendView:
+def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: dict[str, Any],
+           efficiency: Efficiency | None) -> SpendView:
     spend = campaign_spend(store.usage_groups(record.id), policy.prices)
     budget = budget_of(settings)
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
-                     bool(budget.limits()) and assess(budget, spend).exhausted)
+                     bool(budget.limits()) and assess(budget, spend).exhausted,
+                     (efficiency.energy_source if efficiency else None) or "")
 
 
 def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy) -> list[TaskRow]:
