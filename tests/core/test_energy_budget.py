@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.budget import assess, guard
 from campaignctl.core.cost import UsageGroup, campaign_spend
 from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.errors import SpecError
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.spec import Budget, Resources
+from campaignctl.core.spec import Budget, Resources, validate_spec
 
 PRICES = Prices(gpu_hour={"default": 2.0}, cpu_hour=0.1)
 TWO_GPUS_2H = Resources(gpus=2, cpus_per_task=2, time_min=120)
@@ -62,3 +64,11 @@ def test_the_energy_budget_admits_only_what_the_measured_rate_pays_for() -> None
                             UsageGroup("pending", TWO_GPUS_2H, "", 5, 0)], PRICES)
     plan = guard(budget, assess(budget, spend), pending_views(5), paused=False, alerted=())
     assert plan.cap == 3 and not plan.pause
+
+
+def test_the_spec_takes_an_energy_budget_and_refuses_a_negative_one() -> None:
+    head = "name: t\ncommand: [echo]\nresources: {gpus: 1}\n"
+    spec = validate_spec(parse_yaml(head + "budget: {energy_kwh: 2.5}\n", "s.yaml"), "/p")
+    assert spec.budget.limits() == {"energy_kwh": 2.5} and spec.settings()["budget"]["energy_kwh"] == 2.5  # type: ignore[index]
+    with pytest.raises(SpecError, match=r"budget\.energy_kwh"):
+        validate_spec(parse_yaml(head + "budget: {energy_kwh: -1}\n", "s.yaml"), "/p")
