@@ -12,7 +12,8 @@
 - gpu_hours, cost: elapsed × allocated GPUs, and × the policy's prices (core/cost.py).
 - energy_kwh: what the attempts consumed, each by sacct's ConsumedEnergy (the node) where the
   site accounts energy, else by its GPUs' NVML power (core/energy.py); `energy_source` says
-  which: node, gpu, or node+gpu for a task or campaign whose attempts differ.
+  which: node, gpu, or node+gpu for a task or campaign whose attempts differ; `energy_partial`
+  that some NVML readings were too far apart to integrate (the figure is a lower bound, `≥`).
 
 A figure that was not measured is None, never 0: a job that ran without the sampler has no CPU
 figure, a pending one no time figure, a CPU-only one no GPU figures.
@@ -57,9 +58,10 @@ class Efficiency:
     cost: float | None = None
     energy_kwh: float | None = None
     energy_source: str | None = None  # node (sacct) | gpu (NVML) | node+gpu
+    energy_partial: bool = False  # NVML readings had gaps: the energy is a lower bound
 
     def to_dict(self) -> dict[str, float | str | None]:
-        return {k: v if v is None or isinstance(v, str) else round(v, 6 if k == "energy_kwh" else 4)
+        return {k: v if v is None or isinstance(v, (str, bool)) else round(v, 6 if k == "energy_kwh" else 4)
                 for k, v in asdict(self).items()}
 
 
@@ -101,7 +103,8 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
     g = t if t is not None and t.gpu_samples else None
     peak = _peak_rss_mb(use)
     rate = hourly(use.resources, use.alloc_tres, prices)
-    energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None)
+    energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None,
+                            use.telemetry.energy_gap_s if use.telemetry else 0.0)
     return Efficiency(
         cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
         mem=_ratio(peak, alloc.mem_mb),
@@ -113,7 +116,8 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
         gpu_hours=None if ran is None else rate.gpu_hours * ran / 3600,
         cost=None if ran is None else rate.money * ran / 3600,
         energy_kwh=energy.kwh if energy else None,
-        energy_source=SOURCE[energy.source] if energy else None)
+        energy_source=SOURCE[energy.source] if energy else None,
+        energy_partial=bool(energy and energy.gap_s))
 
 
 SOURCE = {"sacct": "node", "nvml": "gpu"}
@@ -137,7 +141,8 @@ def _with_totals(base: Efficiency, each: Sequence[Efficiency]) -> Efficiency:
     sources = sorted({e.energy_source for e in energy if e.energy_source}, key=("node", "gpu").index)
     return Efficiency(base.cpu, base.mem, base.time, base.gpu_util, base.gpu_mem, base.gpu_mem_peak_mb,
                       base.rss_peak_mb, sum(hours) if hours else None, sum(money) if money else None,
-                      sum(e.energy_kwh or 0.0 for e in energy) if energy else None, "+".join(sources) or None)
+                      sum(e.energy_kwh or 0.0 for e in energy) if energy else None, "+".join(sources) or None,
+                      any(e.energy_partial for e in energy))
 
 
 def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
@@ -194,7 +199,7 @@ def cells(e: Efficiency | None) -> tuple[str, ...]:
     e = e or Efficiency()
     return (_pct(e.cpu), _pct(e.mem), _pct(e.time), _pct(e.gpu_util), _gpu_mem(e),
             "-" if e.gpu_hours is None else f"{e.gpu_hours:.3g}", "-" if e.cost is None else f"{e.cost:.3g}",
-            "-" if e.energy_kwh is None else f"{e.energy_kwh:.3g} {e.energy_source}")
+            "-" if e.energy_kwh is None else f"{'≥' if e.energy_partial else ''}{e.energy_kwh:.3g} {e.energy_source}")
 
 
 def _pct(value: float | None) -> str:

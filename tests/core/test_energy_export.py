@@ -43,3 +43,10 @@ def test_no_energy_measured_shows_a_dash() -> None:
     cpu_only = AttemptUse("COMPLETED", 60, Resources(), telemetry=Summary(samples=3))
     e = task_efficiency([cpu_only], PRICES)
     assert (e.energy_kwh, e.energy_source, cells(e)[-1]) == (None, None, "-")
+
+
+def test_energy_with_gaps_between_readings_reads_as_a_lower_bound() -> None:
+    gappy = AttemptUse("COMPLETED", 3600, TWO_GPUS,
+                       telemetry=Summary(samples=1, gpu_energy_j=1_800_000.0, energy_gap_s=120.0))
+    e = task_efficiency([gappy], PRICES)
+    assert e.energy_partial and cells(e)[-1] == "≥0.5 gpu" and e.to_dict()["energy_partial"] is True
