@@ -15,6 +15,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.cli import app
 from campaignctl.services.prometheus import export_metrics
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.report import report
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
@@ -88,6 +89,10 @@ def test_gpu_energy_past_the_budget_holds_the_remaining_work(tmp_path: Path, fak
     assert samples[("campaignctl_spend_energy_kwh", (c, ("kind", "spent")))] == pytest.approx(0.55)
     assert samples[("campaignctl_budget_energy_kwh", (c,))] == 0.5
     assert samples[("campaignctl_budget_exhausted", (c,))] == 1
+    report("watts", tmp_path / "out")
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<td>energy_kwh</td><td>0.55 spent + 0 committed + 2.2 projected of 0.5 kWh</td>" in page, page
+    assert "kWh 0.55 gpu" in page and "<td>0.55 gpu</td>" in page
 
 
 def test_sacct_node_energy_is_preferred_and_named(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
