@@ -1,15 +1,16 @@
 """Energy of an attempt. Pure.
 
 - GPU energy from the sampler's NVML power readings (`power_w`, nvmlDeviceGetPowerUsage: the
-  board's draw at the moment of the call, averaged by the driver over about a second): the
-  trapezoid rule per GPU between consecutive readings of that GPU. A pair of readings further
+  board's draw in milliwatts): the trapezoid rule per GPU between consecutive readings of it. A pair of readings further
   apart than `MAX_GAP_INTERVALS` sampling intervals (a stopped sampler, a suspended job, a hung
   NVML call) is not bridged: those seconds are counted in `gap_s` and the energy is a lower
   bound. A new `start` line (the runner started again in the same attempt directory) begins a
   new series: nothing is integrated across it.
 - Node energy from sacct's ConsumedEnergyRaw (joules), which Slurm fills only where the site
   runs an energy plugin (AcctGatherEnergyType; with acct_gather_energy/none it prints 0). It
-  counts the whole node (CPUs, memory, fans, GPUs) and so is preferred when present.
+  counts the node (IPMI, RAPL …), not only its GPUs, and so is preferred when present; sacct(1),
+  22.05: "Only in the case of an exclusive job allocation does this value reflect the job's real
+  energy consumption."
 """
 
 from __future__ import annotations
