@@ -15,7 +15,7 @@ from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
-from campaignctl.core.efficiency import Efficiency, campaign_efficiency, task_efficiency
+from campaignctl.core.efficiency import Efficiency, attempt_efficiency, campaign_efficiency, task_efficiency
 from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
@@ -208,7 +208,9 @@ def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tu
         uses = tasks.get(row.index)
         if uses and row.elapsed_s is not None and len(uses) == row.attempts:
             uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
-    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices)) for r in rows],
+    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices),
+                     attempt_energy_kwh=tuple(attempt_efficiency(u, prices).energy_kwh for u in tasks.get(r.index, [])))
+             for r in rows],
             campaign_efficiency([u.use for u in usage], prices))
 
 

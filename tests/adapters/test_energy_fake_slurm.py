@@ -107,6 +107,8 @@ def test_sacct_node_energy_is_preferred_and_named(tmp_path: Path, fake_slurm: Fa
     shown = status("joules")
     assert shown.spend is not None and shown.spend.spent["energy_kwh"] == pytest.approx(101630 / 3.6e6)
     assert shown.spend.energy_source == "node"
+    assert shown.tasks[0].attempt_energy_kwh == pytest.approx((101630 / 3.6e6,))  # per attempt, in --json too
+    assert shown.tasks[1].attempt_energy_kwh == (None,)  # pending: nothing measured
     assert shown.spend.projected["energy_kwh"] == pytest.approx(2 * 2 * 101630 / 3.6e6 / (122 / 3600))
     row = shown.tasks[0]
     assert row.efficiency is not None and row.efficiency.energy_source == "node"
