@@ -116,11 +116,9 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
         gpu_hours=None if ran is None else rate.gpu_hours * ran / 3600,
         cost=None if ran is None else rate.money * ran / 3600,
         energy_kwh=energy.kwh if energy else None,
-        energy_source=SOURCE[energy.source] if energy else None,
+        energy_source=energy.source if energy else None,
         energy_partial=bool(energy and energy.gap_s))
 
-
-SOURCE = {"sacct": "node", "nvml": "gpu"}
 
 
 def task_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:

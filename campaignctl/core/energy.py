@@ -71,7 +71,7 @@ def consumed_energy_j(raw: str) -> int | None:
 @dataclass(frozen=True, slots=True)
 class Energy:
     joules: float
-    source: str  # "sacct" (the node, from Slurm's energy accounting) | "nvml" (the task's GPUs)
+    source: str  # "node" (sacct: Slurm's energy accounting) | "gpu" (NVML: the task's GPUs)
     gap_s: float = 0.0  # NVML: seconds not covered by readings (the figure is a lower bound)
 
     @property
@@ -82,7 +82,7 @@ class Energy:
 def attempt_energy(sacct_j: int | None, gpu_j: float | None, gap_s: float = 0.0) -> Energy | None:
     """The node's energy from sacct when Slurm accounts it, else the GPUs' from NVML, else None."""
     if sacct_j is not None:
-        return Energy(float(sacct_j), "sacct")
+        return Energy(float(sacct_j), "node")
     if gpu_j:
-        return Energy(gpu_j, "nvml", gap_s)
+        return Energy(gpu_j, "gpu", gap_s)
     return None

@@ -77,8 +77,8 @@ def test_a_summary_stored_before_energy_reads_as_none_measured() -> None:
 def test_sacct_node_energy_is_preferred_to_the_gpus() -> None:
     node = attempt_energy(101630, 5000.0)
     gpus = attempt_energy(None, 5000.0, gap_s=30.0)
-    assert node is not None and (node.source, node.joules) == ("sacct", 101630.0)
-    assert gpus is not None and (gpus.source, gpus.gap_s) == ("nvml", 30.0)
+    assert node is not None and (node.source, node.joules) == ("node", 101630.0)
+    assert gpus is not None and (gpus.source, gpus.gap_s) == ("gpu", 30.0)
 
 
 def test_consumed_energy_raw_as_a_site_with_an_energy_plugin_prints_it() -> None:
