@@ -77,7 +77,7 @@ TRES = "cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=16G,node=1"  # shape of tests/fixtu
 # ---------------------------------------------------------------------------------------------
 # sacct text, line shapes as recorded in tests/fixtures/sacct (array_completed, cancelled, failed,
 # oom_srun_step, preempted_requeued): JobID|JobIDRaw|JobName|Partition|State|ExitCode|
-# DerivedExitCode|Elapsed|Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|Comment
+# DerivedExitCode|Elapsed|Timelimit|NodeList|AllocTRES|ReqMem|MaxRSS|Submit|Start|End|ConsumedEnergyRaw|Comment
 # (DerivedExitCode, the highest step exit, only on the allocation line; campaign_task_sigterm.txt).
 # The recordings have no `.extern` step (the lab cluster runs without PrologFlags=Contain); sites with it print one per
 # element, modelled here on the `.batch` line with the allocation's TRES.
@@ -119,12 +119,12 @@ def element_lines(chunk: Chunk, index: int, state: str, elapsed_s: int, node: st
     derived = "1:0" if step == "FAILED" else "0:0"
     return (
         f"{job}|{raw}|cc.{chunk.token}.{CAMPAIGN}|batch|{alloc}|{code}|{derived}|{el}|04:00:00|{node}"
-        f"|billing=8,{TRES}|16G||{sub_s}|{start_s}|{end}|{comment}\n"
+        f"|billing=8,{TRES}|16G||{sub_s}|{start_s}|{end}|0|{comment}\n"
         f"{job}.batch|{raw}.batch|batch||{batch}|{step_code}||{el}||{node}|{TRES}||{rss_b}|{start_s}|{start_s}"
-        f"|{end}|\n"
+        f"|{end}|0|\n"
         f"{job}.extern|{raw}.extern|extern||{extern}|0:0||{el}||{node}|billing=8,{TRES}||{'0' if rss_b else ''}"
-        f"|{start_s}|{start_s}|{end}|\n"
-        f"{job}.0|{raw}.0|python3||{step}|{step_code}||{el}||{node}|{TRES}||{rss_0}|{start_s}|{start_s}|{end}|\n"
+        f"|{start_s}|{start_s}|{end}|0|\n"
+        f"{job}.0|{raw}.0|python3||{step}|{step_code}||{el}||{node}|{TRES}||{rss_0}|{start_s}|{start_s}|{end}|0|\n"
     )
 
 

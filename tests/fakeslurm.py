@@ -31,6 +31,7 @@ class ElementState:
     end: str = ""
     elapsed: str = "00:00:03"
     ended: float | None = None  # epoch: End is printed in the caller's TZ, as sacct does (localtime(3))
+    energy: str = "0"  # ConsumedEnergyRaw: 0 without an energy plugin, as on the lab
 
 
 @dataclass
@@ -120,8 +121,8 @@ class FakeSlurm:
         return self.states.get((job_id, index), ElementState())
 
     def set_state(self, job_id: str, index: int, state: str, exit_code: str = "0:0",
-                  nodes: str = "node1", end: str = "", elapsed: str = "00:00:03") -> None:
-        self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end, elapsed)
+                  nodes: str = "node1", end: str = "", elapsed: str = "00:00:03", energy: str = "0") -> None:
+        self.states[(job_id, index)] = ElementState(state, exit_code, nodes, end, elapsed, energy=energy)
 
     def _scancel(self, args: list[str]) -> str:
         if args[0].startswith("--state="):  # `scancel --state=RUNNING 12_3`: that element, only in that state
@@ -147,7 +148,7 @@ class FakeSlurm:
                 values = {f: "" for f in SACCT_FIELDS}
                 values.update(JobID=f"{job_id}_{i}", JobIDRaw=job_id, JobName=job.name, State=state,
                               ExitCode=element.exit_code, Elapsed=element.elapsed, NodeList=element.nodes,
-                              End=self._end(element))
+                              End=self._end(element), ConsumedEnergyRaw=element.energy)
                 lines.append("|".join(values[f] for f in SACCT_FIELDS))
         return "\n".join(lines) + "\n"
 

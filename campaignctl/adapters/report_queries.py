@@ -23,12 +23,13 @@ class AttemptTimes:
     resources_json: str  # effective: the attempt's own after an in-place resize, else its submission's
     alloc_tres: str
     max_rss: str  # sacct MaxRSS of its largest step ('' if none reported)
+    consumed_energy_j: int | None  # sacct ConsumedEnergyRaw (None where the site accounts no energy)
     nodes: str = ""  # sacct NodeList: `node[1-2]` for a multi-node attempt
 
 
 _ATTEMPTS_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.token, a.state, a.created_at, a.ended_at, a.elapsed_s,
-       COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.max_rss, a.nodes
+       COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.max_rss, a.consumed_energy_j, a.nodes
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ? ORDER BY t.task_index, a.attempt_number"""
 

@@ -315,9 +315,11 @@ class Store:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
-                "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres) WHERE id=?"),
+                "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres), "
+                "consumed_energy_j=COALESCE(?, consumed_energy_j) WHERE id=?"),
                 [(f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at,
-                  f.missing_since, c.alloc_tres, c.attempt_id) for c in changes for f in (c.facts,)])
+                  f.missing_since, c.alloc_tres, c.consumed_energy_j, c.attempt_id)
+                 for c in changes for f in (c.facts,)])
             moved = [(c.attempt_id, tick_id, f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, now,
                       f.max_rss, f.ended_at, f.missing_since) for c in changes if c.for_history for f in (c.facts,)]
             if moved:
@@ -332,8 +334,8 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(driver_sql(conn, _USAGE_SQL), (campaign_id,)).fetchall()
         parse = resources_parser()
-        return [UsageGroup(phase_of(state), parse(res), tres, n, int(elapsed or 0))
-                for state, res, tres, n, elapsed in rows]
+        return [UsageGroup(phase_of(state), parse(res), tres, n, int(elapsed or 0), float(energy or 0.0))
+                for state, res, tres, n, elapsed, energy in rows]
 
     def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
         """Current throttle per submitted array job id (the `%N` of its array spec)."""
@@ -402,8 +404,10 @@ def _revision_record(row: sa.Row[Any]) -> RevisionRecord:
 
 
 _USAGE_SQL = """
-SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s)
+SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s),
+       SUM(COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0))
 FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
+LEFT JOIN telemetry tl ON tl.attempt_id = a.id
 WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
 GROUP BY a.state, res, a.alloc_tres"""
 

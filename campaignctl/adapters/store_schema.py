@@ -308,6 +308,15 @@ def _backfill_chain(conn: sa.Connection, table: str, fields: tuple[tuple[str, ty
         after, head = rows[-1][0], links[-1][1]
 
 
+# Energy per attempt (core/energy.py), as columns so a budget sums them in its one GROUP BY:
+# sacct's ConsumedEnergyRaw for the job (joules; NULL where the site accounts no energy) and the
+# GPUs' energy folded from the attempt's telemetry (0 before any power reading).
+_015_ENERGY = """
+ALTER TABLE attempts ADD COLUMN consumed_energy_j BIGINT;
+ALTER TABLE telemetry ADD COLUMN gpu_energy_j DOUBLE PRECISION NOT NULL DEFAULT 0
+"""
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
@@ -322,6 +331,7 @@ MIGRATIONS.append(("011_leases", _011_leases))
 MIGRATIONS.append(("012_submitted_by", _ddl(_012_SUBMITTED_BY)))
 MIGRATIONS.append(("013_append_only_pg", _013_append_only_pg))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
+MIGRATIONS.append(("015_energy", _ddl(_015_ENERGY)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -360,7 +370,8 @@ attempts = sa.Table(
     sa.Column("exit_code", sa.Integer), sa.Column("nodes", sa.Text), sa.Column("elapsed_s", sa.Integer),
     sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text), sa.Column("missing_since", sa.Text),
     sa.Column("resources_json", sa.Text), sa.Column("alloc_tres", sa.Text), sa.Column("cause", sa.Text),
-    sa.Column("evidence", sa.Text), sa.Column("params_json", sa.Text))
+    sa.Column("evidence", sa.Text), sa.Column("params_json", sa.Text),
+    sa.Column("consumed_energy_j", sa.BigInteger))
 ticks = sa.Table(
     "ticks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),
@@ -396,7 +407,8 @@ leases = sa.Table(
 telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
-    sa.Column("file_offset", sa.BigInteger), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text))
+    sa.Column("file_offset", sa.BigInteger), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text),
+    sa.Column("gpu_energy_j", sa.Double))
 metric_reads = sa.Table(
     "metric_reads", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),

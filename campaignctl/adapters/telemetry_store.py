@@ -31,7 +31,8 @@ class TelemetryStore:
 
     def save(self, updates: Iterable[tuple[int, Position, Summary]]) -> None:
         rows = [{"attempt_id": i, "inode": p.inode, "file_offset": p.offset,
-                 "summary_json": json.dumps(summary_to_dict(s)), "updated_at": utc_now()}
+                 "summary_json": json.dumps(summary_to_dict(s)), "gpu_energy_j": s.gpu_energy_j,
+                 "updated_at": utc_now()}
                 for i, p, s in updates]
         if not rows:
             return

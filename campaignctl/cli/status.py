@@ -128,14 +128,16 @@ def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False)
 
 
 def spend_text(spend: SpendView) -> Text:
-    """`gpu_hours: 1.2 spent + 0.5 committed + 3 projected of 10 (17% used)`, one line per dimension."""
+    """`gpu_hours: 1.2 spent + 0.5 committed + 3 projected of 10 (17% used)`, one line per dimension;
+    energy says what measured it: `energy_kwh: 0.55 spent (gpu) + …` (node: sacct, gpu: NVML)."""
     limits = spend.limits
     lines: list[Text] = []
-    for dim in ("gpu_hours", "cpu_hours", "money"):
+    for dim in ("gpu_hours", "cpu_hours", "money", "energy_kwh"):
         spent, committed, projected = spend.spent[dim], spend.committed[dim], spend.projected[dim]
         if not (spent or committed or projected or dim in limits):
             continue
-        text = Text(f"{dim}: {spent:.3g} spent + {committed:.3g} committed + {projected:.3g} projected")
+        source = f" ({spend.energy_source})" if dim == "energy_kwh" and spend.energy_source else ""
+        text = Text(f"{dim}: {spent:.3g} spent{source} + {committed:.3g} committed + {projected:.3g} projected")
         if dim in limits:
             limit = limits[dim]
             used = (spent + committed) / limit if limit else 1.0

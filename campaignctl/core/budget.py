@@ -21,7 +21,7 @@ from campaignctl.core.spec import Budget
 
 CAMPAIGN_TASK = -1
 CAMPAIGN_TOKEN = "campaign"
-UNITS = {"gpu_hours": "GPU-h", "cpu_hours": "CPU-h", "money": ""}
+UNITS = {"gpu_hours": "GPU-h", "cpu_hours": "CPU-h", "money": "", "energy_kwh": "kWh"}
 
 
 @dataclass(frozen=True, slots=True)

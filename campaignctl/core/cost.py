@@ -7,6 +7,10 @@
   asks for is nodes × the per-node resources. A running attempt has spent its elapsed time so far.
 - committed: what running attempts may still spend, up to their time limit.
 - projected: pending attempts × their time limit.
+
+Energy (kWh) is measured, not priced: spent is what the attempts' sacct ConsumedEnergy or NVML
+power readings add up to (core/energy.py); committed and projected use the campaign's measured
+energy per attempt-hour so far (0 until an attempt has reported energy).
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from campaignctl.core.energy import kwh
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.spec import Resources
 from campaignctl.core.units import parse_mem_mb
 
-DIMENSIONS = ("gpu_hours", "cpu_hours", "money")
+DIMENSIONS = ("gpu_hours", "cpu_hours", "money", "energy_kwh")
 _TYPED_GPU = re.compile(r"^gres/gpu:([^=]+)$")
 
 
@@ -28,12 +33,15 @@ class Amount:
     gpu_hours: float = 0.0
     cpu_hours: float = 0.0
     money: float = 0.0
+    energy_kwh: float = 0.0
 
     def __add__(self, other: Amount) -> Amount:
-        return Amount(self.gpu_hours + other.gpu_hours, self.cpu_hours + other.cpu_hours, self.money + other.money)
+        return Amount(self.gpu_hours + other.gpu_hours, self.cpu_hours + other.cpu_hours, self.money + other.money,
+                      self.energy_kwh + other.energy_kwh)
 
     def times(self, factor: float) -> Amount:
-        return Amount(self.gpu_hours * factor, self.cpu_hours * factor, self.money * factor)
+        return Amount(self.gpu_hours * factor, self.cpu_hours * factor, self.money * factor,
+                      self.energy_kwh * factor)
 
     def get(self, dimension: str) -> float:
         return float(getattr(self, dimension))
@@ -48,6 +56,7 @@ class UsageGroup:
     alloc_tres: str  # what Slurm allocated ("" before it did)
     attempts: int
     elapsed_s: int  # summed over the group
+    energy_j: float = 0.0  # summed over the group: each attempt's sacct energy, else its GPUs' (NVML)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +110,21 @@ def hourly(resources: Resources, alloc_tres: str, prices: Prices) -> Amount:
     return Amount(gpus, cpus, gpus * prices.gpu(gpu_type) + cpus * prices.cpu_hour)
 
 
+def energy_rate_kw(groups: Iterable[UsageGroup]) -> float:
+    """Measured energy per attempt-hour of the attempts that ran (kWh per hour: kW)."""
+    ran = [g for g in groups if g.phase != "pending"]
+    hours = sum(g.elapsed_s for g in ran) / 3600
+    return kwh(sum(g.energy_j for g in ran)) / hours if hours > 0 else 0.0
+
+
 def campaign_spend(groups: Iterable[UsageGroup], prices: Prices) -> Spend:
+    groups = list(groups)
+    # rate × elapsed summed over the attempts that ran is exactly their measured energy
+    energy = Amount(energy_kwh=energy_rate_kw(groups))
     spent = committed = projected = per_task = Amount()
     running = pending = 0
     for g in groups:
-        rate = hourly(g.resources, g.alloc_tres, prices)
+        rate = hourly(g.resources, g.alloc_tres, prices) + energy
         limit_h = g.resources.time_min / 60
         elapsed_h = g.elapsed_s / 3600
         if g.phase == "pending":

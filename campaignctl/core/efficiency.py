@@ -10,6 +10,10 @@
 - gpu_util: mean utilisation of the task's GPUs (NVML), gpu_mem: their peak memory use ÷ their
   memory (NVML memory.total): Slurm allocates whole GPUs.
 - gpu_hours, cost: elapsed × allocated GPUs, and × the policy's prices (core/cost.py).
+- energy_kwh: what the attempts consumed, each by sacct's ConsumedEnergy (the node) where the
+  site accounts energy, else by its GPUs' NVML power (core/energy.py); `energy_source` says
+  which: node, gpu, or node+gpu for a task or campaign whose attempts differ; `energy_partial`
+  that some NVML readings were too far apart to integrate (the figure is a lower bound, `≥`).
 
 A figure that was not measured is None, never 0: a job that ran without the sampler has no CPU
 figure, a pending one no time figure, a CPU-only one no GPU figures.
@@ -21,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from campaignctl.core.cost import hourly, parse_alloc_tres, phase_of
+from campaignctl.core.energy import attempt_energy
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.sacct import rss_mb
 from campaignctl.core.spec import Resources
@@ -37,6 +42,7 @@ class AttemptUse:
     alloc_tres: str = ""  # sacct AllocTRES ("" before Slurm allocated anything)
     max_rss: str = ""  # sacct MaxRSS of its largest step ("" if none reported)
     telemetry: Summary | None = None
+    consumed_energy_j: int | None = None  # sacct ConsumedEnergyRaw, where the site accounts energy
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +56,13 @@ class Efficiency:
     rss_peak_mb: float | None = None
     gpu_hours: float | None = None
     cost: float | None = None
+    energy_kwh: float | None = None
+    energy_source: str | None = None  # node (sacct) | gpu (NVML) | node+gpu
+    energy_partial: bool = False  # NVML readings had gaps: the energy is a lower bound
 
-    def to_dict(self) -> dict[str, float | None]:
-        return {k: None if v is None else round(v, 4) for k, v in asdict(self).items()}
+    def to_dict(self) -> dict[str, float | str | None]:
+        return {k: v if v is None or isinstance(v, (str, bool)) else round(v, 6 if k == "energy_kwh" else 4)
+                for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,8 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
     g = t if t is not None and t.gpu_samples else None
     peak = _peak_rss_mb(use)
     rate = hourly(use.resources, use.alloc_tres, prices)
+    energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None,
+                            use.telemetry.energy_gap_s if use.telemetry else 0.0)
     return Efficiency(
         cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
         mem=_ratio(peak, alloc.mem_mb),
@@ -102,7 +114,11 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
         gpu_mem_peak_mb=g.gpu_mem_max_mb if g else None,
         rss_peak_mb=peak,
         gpu_hours=None if ran is None else rate.gpu_hours * ran / 3600,
-        cost=None if ran is None else rate.money * ran / 3600)
+        cost=None if ran is None else rate.money * ran / 3600,
+        energy_kwh=energy.kwh if energy else None,
+        energy_source=energy.source if energy else None,
+        energy_partial=bool(energy and energy.gap_s))
+
 
 
 def task_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
@@ -119,8 +135,12 @@ def task_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
 def _with_totals(base: Efficiency, each: Sequence[Efficiency]) -> Efficiency:
     hours = [e.gpu_hours for e in each if e.gpu_hours is not None]
     money = [e.cost for e in each if e.cost is not None]
+    energy = [e for e in each if e.energy_kwh is not None]
+    sources = sorted({e.energy_source for e in energy if e.energy_source}, key=("node", "gpu").index)
     return Efficiency(base.cpu, base.mem, base.time, base.gpu_util, base.gpu_mem, base.gpu_mem_peak_mb,
-                      base.rss_peak_mb, sum(hours) if hours else None, sum(money) if money else None)
+                      base.rss_peak_mb, sum(hours) if hours else None, sum(money) if money else None,
+                      sum(e.energy_kwh or 0.0 for e in energy) if energy else None, "+".join(sources) or None,
+                      any(e.energy_partial for e in energy))
 
 
 def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
@@ -168,15 +188,16 @@ def _highest(values: Iterable[float | None]) -> float | None:
 
 # --- text: the same cells in `status --wide`, `results` and the report's task table ---------
 
-COLUMNS = ("cpu", "mem", "time", "gpu", "gpu mem", "GPU-h", "cost")
+COLUMNS = ("cpu", "mem", "time", "gpu", "gpu mem", "GPU-h", "cost", "kWh")
 
 
 def cells(e: Efficiency | None) -> tuple[str, ...]:
-    """`('45%', '12%', '80%', '-', '-', '0.25', '0.75')`: percentages of what Slurm allocated,
-    `-` for what was not measured."""
+    """`('45%', '12%', '80%', '-', '-', '0.25', '0.75', '0.55 gpu')`: percentages of what Slurm
+    allocated, `-` for what was not measured; energy with what measured it."""
     e = e or Efficiency()
     return (_pct(e.cpu), _pct(e.mem), _pct(e.time), _pct(e.gpu_util), _gpu_mem(e),
-            "-" if e.gpu_hours is None else f"{e.gpu_hours:.3g}", "-" if e.cost is None else f"{e.cost:.3g}")
+            "-" if e.gpu_hours is None else f"{e.gpu_hours:.3g}", "-" if e.cost is None else f"{e.cost:.3g}",
+            "-" if e.energy_kwh is None else f"{'≥' if e.energy_partial else ''}{e.energy_kwh:.3g} {e.energy_source}")
 
 
 def _pct(value: float | None) -> str:
@@ -191,5 +212,5 @@ def _gpu_mem(e: Efficiency) -> str:
 
 
 def efficiency_text(e: Efficiency | None) -> str:
-    """`cpu 45%, mem 12%, time 80%, gpu -, gpu mem -, GPU-h 0.25, cost 0.75`; one line."""
+    """`cpu 45%, mem 12%, time 80%, gpu -, gpu mem -, GPU-h 0.25, cost 0.75, kWh 0.55 gpu`; one line."""
     return ", ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, cells(e), strict=True))

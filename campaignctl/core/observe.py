@@ -55,7 +55,8 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
         if new[:6] != old[:6] or not _same_times(new[6:], old[6:]):
             # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
             for_history = new[:4] != old[:4] or not _same_times(new[6:], old[6:])
-            changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else ""))
+            changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else "",
+                                          obs.consumed_energy_j if obs is not None else None))
     return changes
 
 

@@ -92,6 +92,9 @@ FAMILIES: dict[str, tuple[str, str, str]] = {  # key → (name, type, help)
     "attempts": (P + "attempts_total", "counter", "Attempts submitted, retries included."),
     **{f"spend_{d}": (f"{P}spend_{d}", "gauge", f"Spend in {d}: spent so far, committed by running attempts "
                       "up to their time limit, projected for pending ones (label kind).") for d in DIMENSIONS},
+    "spend_energy_kwh": (P + "spend_energy_kwh", "gauge", "Energy in kWh: spent is measured (sacct ConsumedEnergy "
+                         "where Slurm accounts it, else the GPUs' NVML power integrated), committed and projected "
+                         "are at the campaign's measured energy per attempt-hour (label kind)."),
     **{f"budget_{d}": (f"{P}budget_{d}", "gauge", f"The campaign's budget in {d}.") for d in DIMENSIONS},
     "exhausted": (P + "budget_exhausted", "gauge", "1 when the budget cannot pay for another attempt."),
     "decisions": (P + "decisions_total", "counter", "Decisions in the log by rule, action and mode (enforce, "

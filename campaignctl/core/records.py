@@ -133,3 +133,4 @@ class ObservedChange:
     facts: AttemptFacts
     for_history: bool  # a fact a rule reads changed: kept in `observations` for replay
     alloc_tres: str = ""  # sacct AllocTRES once the job has started (it only appears with a state change)
+    consumed_energy_j: int | None = None  # sacct ConsumedEnergyRaw where the site accounts energy

@@ -110,9 +110,11 @@ def spend_curve(runs: Iterable[RunCost], now: float, max_points: int = 500) -> l
 
 def spend_dimensions(limits: Mapping[str, float], spent: Amount) -> list[str]:
     """What to draw spend in: the budget's dimensions; without a budget GPU-hours, or CPU-hours
-    for a campaign that used no GPU."""
-    if limits:
-        return list(limits)
+    for a campaign that used no GPU. Not energy: it is measured per attempt, not an hourly rate
+    a curve could follow (the report's energy figures are in its summary)."""
+    priced = [d for d in limits if d != "energy_kwh"]
+    if priced:
+        return priced
     return ["gpu_hours" if spent.gpu_hours > 0 else "cpu_hours"]
 
 

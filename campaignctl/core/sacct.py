@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from campaignctl.core.clock import from_slurm
+from campaignctl.core.energy import consumed_energy_j
 from campaignctl.core.slurm_states import TERMINAL, SlurmState, State, classify_state
 from campaignctl.core.units import parse_duration_seconds
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
                 "Timelimit", "NodeList", "AllocTRES", "ReqMem", "MaxRSS", "Submit", "Start",
-                "End", "Comment")  # Comment last: it is free text and may contain '|'
+                "End", "ConsumedEnergyRaw", "Comment")  # Comment last: it is free text and may contain '|'
 _JOB_ID = re.compile(
     r"^(?P<job>\d+)(?:_(?:(?P<idx>\d+)|\[(?P<range>[^\]]+)\]))?(?:\+(?P<het>\d+))?"
     r"(?:\.(?P<step>[A-Za-z0-9_+-]+))?$")
@@ -59,6 +60,7 @@ class SacctRow:
     end: str | None
     comment: str
     pending_cut: bool = False  # the pending index list was cut: `pending_indices` holds only what is certain
+    consumed_energy_j: int | None = None  # ConsumedEnergyRaw; None where the site accounts no energy
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,9 @@ class JobObservation:
     requeues: int = 0
     step_states: tuple[str, ...] = field(default_factory=tuple)
     alloc_tres: str = ""  # e.g. billing=2,cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M,node=1; "" while pending
+    # The job line's ConsumedEnergyRaw: the whole allocation (the steps repeat it; reportseff
+    # issue #66 shows 101630 on the job, .extern and .0 lines alike).
+    consumed_energy_j: int | None = None
 
 
 def expand_index_range(text: str) -> tuple[int, ...]:
@@ -136,9 +141,10 @@ def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int 
 _state = lru_cache(maxsize=1024)(classify_state)  # a handful of distinct strings per text
 _duration = lru_cache(maxsize=8192)(parse_duration_seconds)
 _I = {name: i for i, name in enumerate(SACCT_FIELDS)}
-_ID, _NAME, _PART, _STATE, _EXIT, _DERIVED, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _COMMENT = (
-    _I[f] for f in ("JobID", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
-                    "Timelimit", "NodeList", "AllocTRES", "MaxRSS", "Submit", "Start", "End", "Comment"))
+_ID, _NAME, _PART, _STATE, _EXIT, _DERIVED, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _ENERGY, \
+    _COMMENT = (_I[f] for f in ("JobID", "JobName", "Partition", "State", "ExitCode", "DerivedExitCode", "Elapsed",
+                                "Timelimit", "NodeList", "AllocTRES", "MaxRSS", "Submit", "Start", "End",
+                                "ConsumedEnergyRaw", "Comment"))
 
 
 def _time(text: str) -> str | None:
@@ -186,7 +192,7 @@ def read_sacct_line(line: str) -> SacctRow:
         raise UnreadableLine(f"unreadable Elapsed {p[_ELAPSED]!r} or Timelimit {p[_LIMIT]!r}") from None
     return SacctRow(p[_ID], job, index, pending, step, p[_NAME], p[_PART], _state(p[_STATE]), code, sig,
                     elapsed, limit, p[_NODES], p[_TRES], p[_RSS], _time(p[_SUBMIT]), _time(p[_START]),
-                    _time(p[_END]), p[_COMMENT], cut)
+                    _time(p[_END]), p[_COMMENT], cut, consumed_energy_j(p[_ENERGY]))
 
 
 def parse_sacct_line(line: str) -> SacctRow | None:
@@ -240,7 +246,7 @@ class _Fold:
         nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
         st = row.state
         self.args = (st.state, st.raw, st.cancelled_by, row.exit_code, row.exit_signal, row.elapsed_s,
-                     nodes, row.start, row.end, row.name, row.alloc_tres)
+                     nodes, row.start, row.end, row.name, row.alloc_tres, row.consumed_energy_j)
         self.requeues = requeues
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
         self.cancelled_by: str | None = None  # a step's `CANCELLED by <uid>`
@@ -272,7 +278,7 @@ class _Fold:
         return self.args[0]  # type: ignore[no-any-return]
 
     def observation(self, key: tuple[str, int | None]) -> JobObservation:
-        state, raw, by, code, sig, elapsed, nodes, start, end, name, tres = self.args
+        state, raw, by, code, sig, elapsed, nodes, start, end, name, tres, energy = self.args
         if self.oom and state in (State.FAILED, State.CANCELLED):
             state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
         elif state is State.FAILED and self.cancelled_by is not None:
@@ -282,7 +288,7 @@ class _Fold:
         if state.value not in TERMINAL:
             code = sig = None  # a running job's `0:0` is no exit code yet
         return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
-                              name, self.requeues, tuple(self.steps), tres)
+                              name, self.requeues, tuple(self.steps), tres, energy)
 
 
 Key = tuple[str, int | None]  # (array job id, array index); index None for a plain job

@@ -36,7 +36,7 @@ DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
                  "gpu_bind", "account", "qos", "constraint", "exclude", "nodes", "tasks_per_node", "launcher")
 ARRAY_KEYS = ("max_parallel",)
-BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money")
+BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money", "energy_kwh")
 BUDGET_WARN_AT = 0.8
 DEFAULT_TIME = "01:00:00"
 DEFAULT_MEM = "1G"
@@ -47,6 +47,7 @@ class Budget:
     gpu_hours: float | None = None
     cpu_hours: float | None = None
     money: float | None = None
+    energy_kwh: float | None = None  # measured: sacct ConsumedEnergy, else NVML GPU power (core/energy.py)
     warn_at: float = BUDGET_WARN_AT  # alert once spent + committed passes this fraction of a limit
 
     def limits(self) -> dict[str, float]:
@@ -97,7 +98,8 @@ class CampaignSpec:
         settings: dict[str, object] = {
             "tasks": len(self.tasks), "max_parallel": self.max_parallel, "gpu_types": list(self.gpu_types),
             "min_gpus": self.min_gpus,
-            "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money, "warn_at": b.warn_at}}
+            "budget": {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money,
+                       "energy_kwh": b.energy_kwh, "warn_at": b.warn_at}}
         if self.rungs:
             settings.update(configs=self.configs, rungs=[rung.to_settings() for rung in self.rungs])
         if self.share_group:

@@ -40,6 +40,7 @@ class TaskRow:
     spark: str = ""  # recent GPU utilisation (CPU when there is no GPU telemetry), one bar per sample
     flag: str = ""  # data_starved | gpu_idle, by the policy's utilisation thresholds
     efficiency: Efficiency | None = None  # of what Slurm allocated: the latest attempt's; cost of all
+    attempt_energy_kwh: tuple[float | None, ...] = ()  # each attempt's energy, in order (None: not measured)
 
 
 def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:

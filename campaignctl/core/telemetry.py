@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaignctl.core.energy import Reading, gpu_powers, integrate
+
 WINDOW_KEEP = 120  # recent samples kept per attempt for windowed rules (20 min at 10 s)
 
 
@@ -48,6 +50,10 @@ class Summary:
     ended: bool = False
     bad_lines: int = 0
     recent: tuple[Sample, ...] = field(default_factory=tuple)
+    interval_s: float = 0.0  # the sampler's, from its start line (0: not seen)
+    gpu_energy_j: float = 0.0  # NVML power integrated per GPU (core/energy.py)
+    energy_gap_s: float = 0.0  # seconds between readings too far apart to integrate
+    power_last: tuple[Reading, ...] = ()  # each GPU's last reading: where the next tick goes on
 
     @property
     def cpu_mean(self) -> float | None:
@@ -107,18 +113,35 @@ def fold(summary: Summary, lines: Iterable[str]) -> Summary:
         event = record.get("event") if record is not None else None
         sample = to_sample(record) if record is not None and event is None else None
         if event == "start":
-            acc["nvml"] = str(record.get("nvml", ""))  # type: ignore[union-attr]
+            _start(acc, record)  # type: ignore[arg-type]
         elif event == "end":
             acc["ended"] = True
-        elif record is not None and record.get("nproc") == 0:
-            continue  # taken after the program was reaped: not an idle interval
-        elif sample is None:
+        elif event is None and record is not None and isinstance(record.get("t"), (int, float)):
+            _add_energy(acc, record)  # the reading after the program was reaped too: the job held the GPUs
+        if event in ("start", "end") or (record is not None and record.get("nproc") == 0):
+            continue  # nproc 0: taken after the program was reaped, not an idle interval
+        if sample is None:
             acc["bad_lines"] += 1
         else:
             _add(acc, sample)
             recent.append(sample)
     acc["recent"] = tuple(recent[-WINDOW_KEEP:])
     return Summary(**acc)
+
+
+def _start(acc: dict[str, Any], record: dict[str, object]) -> None:
+    interval = record.get("interval_s")
+    acc["nvml"] = str(record.get("nvml", ""))
+    acc["interval_s"] = float(interval) if isinstance(interval, (int, float)) else 0.0
+    acc["power_last"] = ()  # the sampler started again: nothing is integrated across a restart
+
+
+def _add_energy(acc: dict[str, Any], record: dict[str, object]) -> None:
+    step = integrate(acc["power_last"], float(record["t"]), gpu_powers(record),  # type: ignore[arg-type]
+                     acc["interval_s"])
+    acc["gpu_energy_j"] += step.joules
+    acc["energy_gap_s"] += step.gap_s
+    acc["power_last"] = step.last
 
 
 def _add(acc: dict[str, Any], x: Sample) -> None:
@@ -143,12 +166,16 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
             "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "gpu_samples": s.gpu_samples,
             "gpu_util_sum": s.gpu_util_sum, "gpu_util_max": s.gpu_util_max,
             "gpu_mem_max_mb": s.gpu_mem_max_mb, "gpu_mem_total_mb": s.gpu_mem_total_mb, "nvml": s.nvml,
-            "ended": s.ended, "bad_lines": s.bad_lines,
+            "ended": s.ended, "bad_lines": s.bad_lines, "interval_s": s.interval_s,
+            "gpu_energy_j": s.gpu_energy_j, "energy_gap_s": s.energy_gap_s,
+            "power_last": [list(r) for r in s.power_last],
             "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
                        for x in s.recent]}
 
 
 def summary_from_dict(d: dict[str, object]) -> Summary:
-    """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples)."""
+    """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples) and
+    before energy (no `gpu_energy_j`: 0)."""
     recent = tuple(Sample(*row) for row in d.get("recent", []))  # type: ignore[attr-defined]
-    return Summary(**{**d, "recent": recent})  # type: ignore[arg-type]
+    last = tuple((int(i), float(t), float(w)) for i, t, w in d.get("power_last", []))  # type: ignore[attr-defined]
+    return Summary(**{**d, "recent": recent, "power_last": last})  # type: ignore[arg-type]

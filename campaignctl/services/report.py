@@ -123,7 +123,8 @@ def task_table(inputs: ReportInputs) -> Table:
              states[task][0], *([inputs.nodes.get(task) or "-"] if multi else []), str(states[task][1]),
              *cells(inputs.efficiency.get(task))]
             for task, params in sorted(inputs.params.items())]
-    return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated)",
+    return Table("tasks", "Tasks (cpu, mem, time, gpu, gpu mem: % of what Slurm allocated; "
+                 "kWh: energy, by sacct for the node or NVML for the GPUs)",
                  ("task", "rung", "params", "state", *(["nodes"] if multi else []), "attempts", *COLUMNS),
                  rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))
 

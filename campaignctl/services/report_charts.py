@@ -75,7 +75,7 @@ def spend_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
     curves = {d: [(window[0], 0.0), *((t, a.get(d)) for t, a in curve)] for d in dims}
     now_total = {d: (inputs.spend.spent.get(d), inputs.spend.committed.get(d)) for d in dims}
     units = {d: f"{d} ({UNITS[d]})" if UNITS[d] else d for d in dims}
-    png = charts.spend_png({units[d]: v for d, v in curves.items()}, {units[d]: v for d, v in limits.items()},
+    png = charts.spend_png({units[d]: v for d, v in curves.items()}, {units[d]: limits[d] for d in dims if d in limits},
                            budget.warn_at, {units[d]: v for d, v in now_total.items()}, window)
     return Chart("chart-spend", title, caption, "spend.png", png, "" if curve else "no attempt has run: nothing spent")
 

@@ -14,7 +14,7 @@ from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
-from campaignctl.core.efficiency import Efficiency, campaign_efficiency, task_efficiency
+from campaignctl.core.efficiency import Efficiency, attempt_efficiency, campaign_efficiency, task_efficiency
 from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
@@ -78,6 +78,7 @@ class SpendView:
     projected: dict[str, float]
     limits: dict[str, float]  # the budget's dimensions that are set
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
+    energy_source: str = ""  # what measured the energy spent: node (sacct), gpu (NVML), node+gpu
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
     return replace(base, tasks=_with_usage(store, records[0], select_rows(detail, states, tasks), policy),
-                   spend=_spend(store, records[0], policy, settings))
+                   spend=_spend(store, records[0], policy, settings, summaries[0].efficiency))
 
 
 def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None:
@@ -206,7 +207,9 @@ def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tu
         uses = tasks.get(row.index)
         if uses and row.elapsed_s is not None and len(uses) == row.attempts:
             uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
-    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices)) for r in rows],
+    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices),
+                     attempt_energy_kwh=tuple(attempt_efficiency(u, prices).energy_kwh for u in tasks.get(r.index, [])))
+             for r in rows],
             campaign_efficiency([u.use for u in usage], prices))
 
 
@@ -233,11 +236,13 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
     return rows, ladder_progress(settings, started, promoted)
 
 
-def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: CampaignSettings) -> SpendView:
+def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: CampaignSettings,
+           efficiency: Efficiency | None) -> SpendView:
     spend = campaign_spend(store.usage_groups(record.id), policy.prices)
     budget = settings.budget
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
-                     bool(budget.limits()) and assess(budget, spend).exhausted)
+                     bool(budget.limits()) and assess(budget, spend).exhausted,
+                     (efficiency.energy_source if efficiency else None) or "")
 
 
 def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy) -> list[TaskRow]:

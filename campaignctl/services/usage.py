@@ -26,7 +26,7 @@ def attempt_usage(store: Store, campaign_id: int) -> list[AttemptUsage]:
     summaries = TelemetryStore(store.engine).load([a.id for a in attempts])
     parse = resources_parser()
     return [AttemptUsage(a, AttemptUse(a.state, a.elapsed_s, parse(a.resources_json), a.alloc_tres, a.max_rss,
-                                       summaries[a.id][1] if a.id in summaries else None))
+                                       summaries[a.id][1] if a.id in summaries else None, a.consumed_energy_j))
             for a in attempts]
 
 

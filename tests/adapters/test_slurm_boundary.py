@@ -101,7 +101,7 @@ def test_latin1_job_name_in_squeue_is_skipped_and_counted(tmp_path: Path, monkey
 
 def test_latin1_bytes_in_sacct_output_are_skipped_and_counted(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    good = "7|7|t|batch|COMPLETED|0:0|0:0|00:00:01|00:05:00|node1|cpu=1|100M||||2026-11-24T00:00:00|"
+    good = "7|7|t|batch|COMPLETED|0:0|0:0|00:00:01|00:05:00|node1|cpu=1|100M||||2026-11-24T00:00:00|0|"
     bad = good.replace("7|7|t|", "8|8|\\351t\\351|")
     fake_client(tmp_path / "bin", "sacct", f"printf '{bad}\\n{good}\\n'\n")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
@@ -124,8 +124,8 @@ class GarbledSacct:
         return result
 
 
-EXTRA = ("99_[0-4,6-11,...,69-...%1]|99|other|batch|PENDING|0:0|0:0|00:00:00||None assigned|||||||\n"
-         "98|98|other|batch|RUNNING|0:0|0:0|1-xx:00:00||node1|||||||\n")
+EXTRA = ("99_[0-4,6-11,...,69-...%1]|99|other|batch|PENDING|0:0|0:0|00:00:00||None assigned||||||||\n"
+         "98|98|other|batch|RUNNING|0:0|0:0|1-xx:00:00||node1||||||||\n")
 
 
 def test_the_tick_and_status_count_and_show_skipped_lines(tmp_path: Path, fake_slurm: FakeSlurm,

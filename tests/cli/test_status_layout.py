@@ -1,4 +1,4 @@
-"""`status NAME` as people read it: 80 columns by default, --wide at 200, one line per task, the
+"""`status NAME` as people read it: 80 columns by default, --wide at 210, one line per task, the
 facts readable (task, state, elapsed as `38m`, attempts, the enforced decision), quiet states
 collapsed, filters, the control loop's health in the header, and the stored state when Slurm
 does not answer."""
@@ -79,11 +79,11 @@ def test_status_fits_80_columns_one_line_per_task(sweep: str) -> None:
     assert out.index("6 tasks (") < out.index("task state")
 
 
-def test_wide_shows_every_field_at_200_columns(sweep: str) -> None:
-    out = shown(200, sweep, "--wide").output
+def test_wide_shows_every_field_at_210_columns(sweep: str) -> None:
+    out = shown(210, sweep, "--wide").output
     header = next(line for line in out.splitlines() if line.startswith("task"))
     assert header.split()[:4] == ["task", "params", "state", "try"]
-    for column in ("job id", "node", "elapsed", "exit", "cpu", "mem", "time", "gpu mem", "GPU-h", "decision",
+    for column in ("job id", "node", "elapsed", "exit", "cpu", "mem", "time", "gpu mem", "GPU-h", "kWh", "decision",
                    "shadow proposal",
                    "attempt token"):
         assert column in header

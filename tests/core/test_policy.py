@@ -389,7 +389,8 @@ def test_a_preference_list_asks_for_the_first_type_and_keeps_the_rest() -> None:
     spec = validate_spec(parse_yaml("name: t\ncommand: [echo]\nresources: {gpus: 2, gpu_type: [a100, v100]}\n"
                                     "budget: {money: 50, warn_at: 0.9}\n", "s.yaml"), "/p")
     assert (spec.resources.gres, spec.gpu_types, spec.min_gpus) == ("gpu:a100:2", ("a100", "v100"), 1)
-    assert spec.settings()["budget"] == {"gpu_hours": None, "cpu_hours": None, "money": 50.0, "warn_at": 0.9}
+    assert spec.settings()["budget"] == {"gpu_hours": None, "cpu_hours": None, "money": 50.0, "energy_kwh": None,
+                                                 "warn_at": 0.9}
 
 
 def test_early_stopping_is_off_until_a_metric_is_named_and_overrides_key_by_key() -> None:

@@ -238,6 +238,7 @@ BASE = {
     "ExitCode": "0:0", "DerivedExitCode": "0:0", "Elapsed": "00:00:05", "Timelimit": "00:05:00", "NodeList": "node1",
     "AllocTRES": "billing=1,cpu=1,mem=100M,node=1", "ReqMem": "100M", "MaxRSS": "",
     "Submit": "2026-11-21T12:00:00", "Start": "2026-11-21T12:00:01", "End": "2026-11-21T12:00:06",
+    "ConsumedEnergyRaw": "0",
     "Comment": "",
 }
 

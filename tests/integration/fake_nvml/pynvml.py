@@ -1,6 +1,7 @@
 """A stand-in for nvidia-ml-py's `pynvml`, for jobs on the lab cluster (its GPUs are /dev/null
 clones): put this directory on the job's PYTHONPATH and the sampler reads GPUs that sit at
-FAKE_NVML_UTIL % (default 3). Only the calls the sampler makes."""
+FAKE_NVML_UTIL % (default 3) and draw FAKE_NVML_POWER_W watts (default 61; a comma list gives
+GPU 0, GPU 1 each their own, e.g. "250,300"). Only the calls the sampler makes."""
 
 from __future__ import annotations
 
@@ -45,4 +46,5 @@ def nvmlDeviceGetMemoryInfo(handle: int) -> SimpleNamespace:
 
 
 def nvmlDeviceGetPowerUsage(handle: int) -> int:
-    return 61_000  # milliwatts
+    watts = os.environ.get("FAKE_NVML_POWER_W", "61").split(",")
+    return int(float(watts[min(handle, len(watts) - 1)]) * 1000)  # milliwatts
