@@ -49,6 +49,7 @@ from campaignctl.services.metrics import ingest_metrics
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
 from campaignctl.services.ownership import may_act, require_may_act
+from campaignctl.services.right_size import lowering as right_size_lowering
 from campaignctl.services.rules import (
     CampaignContext,
     budget_plan,
@@ -310,6 +311,7 @@ class _Tick:
             decisions = [d for d in decisions if d.action == "give_up"]
         else:
             decisions += utilisation_and_fallback(ctx, views, rows, summaries, requests)
+            decisions += right_size_lowering(ctx, views)
         decisions += early_stops(ctx, views, requests.fired)  # a paused campaign too: a stop spends nothing
         ladder = ladder_step(ctx, paused)
         decisions += ladder.decisions

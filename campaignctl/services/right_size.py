@@ -1,0 +1,93 @@
+"""right_size in the shell: the first attempts' memory and time from the profile's history (at
+submit), and the in-place lowering of pending siblings once a campaign's own tasks have ended (a
+reconcile tick). The figures come from core/right_size.py; the samples from one query
+(adapters/profile_store.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.profile_store import ProfileStore
+from campaignctl.adapters.store import Store
+from campaignctl.core.clock import UTC, stamp
+from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.profile import group_of
+from campaignctl.core.resources import Resources
+from campaignctl.core.right_size import RULE, Sizing, UsageSample, plan_lowering, propose, size_first
+from campaignctl.core.spec import CampaignSpec
+from campaignctl.services.rules import CampaignContext
+
+
+@dataclass(frozen=True, slots=True)
+class FirstSize:
+    """Tasks whose first attempts ask `resources`: the spec's, or what right_size chose."""
+
+    resources: Resources
+    tasks: list[int]
+    sizing: Sizing | None = None
+    group: str = ""
+    mode: str = "enforce"
+
+    def note(self) -> str:
+        if self.sizing is None:
+            return ""
+        d = size_first("", self.tasks[0], self.tasks, self.group, self.sizing, self.mode)
+        return f"right_size: {d.reason}"
+
+
+def first_sizes(store: Store | None, spec: CampaignSpec, tasks: Sequence[int]) -> list[FirstSize]:
+    """`tasks` grouped by what their first attempts ask. Without a right_size section or a
+    `profile:` (or with too few samples), one group with the spec's resources."""
+    base = spec.resources_of(tasks[0])
+    section = spec.policy.right_size
+    if not (section.enabled and spec.profile and tasks):
+        return [FirstSize(base, list(tasks))]
+    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name)
+    by_group: dict[str, list[UsageSample]] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    members: dict[str, list[int]] = {}
+    for t in tasks:
+        members.setdefault(spec.group_of(t), []).append(t)
+    mode = spec.policy.mode_of(RULE)
+    caps = spec.policy.rule("out_of_memory").mem_cap_mb, spec.policy.rule("timeout").time_cap_min
+    out = []
+    for group, indices in members.items():
+        sizing = propose(by_group.get(group, []), section, base, *caps)
+        sized = sizing.apply(base) if sizing is not None and mode == "enforce" else base
+        out.append(FirstSize(sized, indices, sizing, group, mode))
+    return out
+
+
+def record_first_size(store: Store, spec: CampaignSpec, campaign_id: int, revision: int, token: str,
+                      first_task: int, size: FirstSize) -> None:
+    """The decision that sized a submission (before its sbatch), in a tick row of its own."""
+    if size.sizing is None:
+        return
+    log = DecisionLog(store.engine)
+    tick_id = log.begin_tick(f"submit {spec.name}", stamp(datetime.now(UTC)))
+    decision = size_first(token, first_task, size.tasks, size.group, size.sizing, size.mode)
+    log.write_intents(tick_id, campaign_id, spec.policy, [(decision, token)], [], revision)
+    log.finish_tick(tick_id, "ok", 0, 1)
+
+
+def lowering(ctx: CampaignContext, views: Sequence[TaskView]) -> list[Decision]:
+    """Pending attempts to lower in place from the campaign's own ended tasks (one query, only
+    when the policy right-sizes, the spec names a profile and something is pending)."""
+    section, profile = ctx.policy.right_size, ctx.settings.get("profile")
+    if not (section.enabled and section.lower and profile) or not any(v.latest.state == "PENDING" for v in views):
+        return []
+    profiles = ProfileStore(ctx.store.engine)
+    samples = profiles.samples(str(profile["name"]), ctx.record.id)
+    return plan_lowering(views, samples, section, groups(ctx.settings, views), profiles.lowered(ctx.record.id))
+
+
+def groups(settings: Mapping[str, object], views: Sequence[TaskView]) -> dict[int, str]:
+    """Task index → profile group (rung and `profile.by` parameters), from the revision's settings."""
+    profile: Mapping[str, object] = settings.get("profile") or {}  # type: ignore[assignment]
+    by: list[str] = list(profile.get("by") or [])  # type: ignore[call-overload]
+    configs = int(settings.get("configs") or 0) if settings.get("rungs") else 0  # type: ignore[call-overload]
+    return {v.index: group_of(v.index // configs if configs else 0, v.latest.params, by) for v in views}
