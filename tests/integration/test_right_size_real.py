@@ -3,6 +3,7 @@ submission, and a campaign's own early tasks lower its pending siblings in place
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import uuid
@@ -16,6 +17,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import history, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -23,13 +25,14 @@ HERE = Path(__file__).parent
 RIGHT_SIZE = "right_size: {min_samples: 3, mode: enforce}"
 
 
-def campaign(tmp_path: Path, name: str, profile: str, tasks: int, policy: str = "", throttle: int = 4) -> str:
-    """`tasks` tasks of one kind of work: ~150 MB resident for 4 s, asking 1G and 10 minutes."""
+def campaign(tmp_path: Path, name: str, profile: str, tasks: int, policy: str = "", throttle: int = 4,
+             mb: int = 150) -> str:
+    """`tasks` tasks of one kind of work: `mb` MB resident for 4 s, asking 1G and 10 minutes."""
     shutil.copy(HERE / "alloc_task.py", tmp_path / "alloc.py")
     submit(write_spec(tmp_path, f"""\
 name: {name}
 profile: {profile}
-command: [python3, alloc.py, "150", "4"]
+command: [python3, alloc.py, "{mb}", "4"]
 matrix: {{seed: {list(range(tasks))}}}
 resources: {{mem: 1G, time: "00:10:00"}}
 array: {{max_parallel: {throttle}}}
@@ -77,6 +80,34 @@ def test_a_profile_learnt_from_one_campaign_sizes_the_next_ones_submission(
     assert sized.inputs["samples"] == 4 and sized.inputs["campaigns"] == [first]
     assert sized.inputs["asked"] == {"mem_mb": 1024, "time_min": 10}
     assert f"{sized.params['mem_mb']}M" == mem and "instead of 1024M / 10 min" in sized.reason
+    shown = cli("profile", "show", profile, "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)["data"]
+    [group] = data["groups"]
+    assert (group["group"], group["samples"], group["right_sized"], group["wrong"]) == ("rung 0", 7, 3, 0)
+    assert 150 <= group["rss_mb"]["p50"] <= 250, group
+    use = {c["campaign"]: c for c in data["campaigns"]}
+    assert use[first]["asked_mem_mb"] == 1024 and use[second]["asked_mem_mb"] == int(mem[:-1])
+    assert use[first]["would_ask_mem_mb"] < 1024
+
+
+def test_a_right_sized_attempt_that_runs_out_of_memory_is_retried_and_counted_wrong(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:6]
+    profile = f"rs-oom-{tag}"
+    ticking_until_finished(campaign(tmp_path, f"rightsize-small-{tag}", profile, 3))
+    # the same profile, but this time the work needs 350 MB: right-sized to ~256M, it is OOM-killed
+    bigger = campaign(tmp_path, f"rightsize-bigger-{tag}", profile, 1, RIGHT_SIZE, mb=350)
+    ticking_until_finished(bigger, timeout_s=300)
+    rows = history(bigger)
+    assert rows[0].state == "OUT_OF_MEMORY" and rows[-1].state == "COMPLETED"
+    first_mem = json.loads(rows[0].resources_json)["mem_mb"]
+    assert first_mem < 1024  # right-sized
+    # the usual rule: memory × 1.5 per OOM retry, from the right-sized limit
+    assert json.loads(rows[1].resources_json)["mem_mb"] == int(first_mem * 1.5)
+    listed = json.loads(cli("profile", "list", "--json").stdout)["data"]["profiles"]
+    [mine] = [p for p in listed if p["name"] == profile]
+    assert mine["right_sized"] == 1 and mine["wrong"] == 1
 
 
 def test_early_tasks_far_under_their_limit_lower_the_pending_siblings_in_place(
