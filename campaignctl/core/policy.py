@@ -136,7 +136,8 @@ class Policy:
             return self.rule(rule).mode
         sections = {"data_starved": self.utilisation.data_starved.mode,
                     "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode,
-                    "early_stopping": self.early_stopping.mode, "right_size": self.right_size.mode}
+                    "early_stopping": self.early_stopping.mode,
+                    "right_size": self.right_size.mode if self.right_size.enabled else "enforce"}
         return sections.get(rule, "enforce")
 
     @property

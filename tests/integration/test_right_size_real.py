@@ -27,9 +27,15 @@ RIGHT_SIZE = "right_size: {min_samples: 3, mode: enforce}"
 
 def campaign(tmp_path: Path, name: str, profile: str, tasks: int, policy: str = "", throttle: int = 4,
              mb: int = 150) -> str:
+    submit(campaign_spec(tmp_path, name, profile, tasks, policy, throttle, mb))
+    return name
+
+
+def campaign_spec(tmp_path: Path, name: str, profile: str, tasks: int, policy: str = "", throttle: int = 4,
+                  mb: int = 150) -> Path:
     """`tasks` tasks of one kind of work: `mb` MB resident for 4 s, asking 1G and 10 minutes."""
     shutil.copy(HERE / "alloc_task.py", tmp_path / "alloc.py")
-    submit(write_spec(tmp_path, f"""\
+    return write_spec(tmp_path, f"""\
 name: {name}
 profile: {profile}
 command: [python3, alloc.py, "{mb}", "4"]
@@ -38,8 +44,7 @@ resources: {{mem: 1G, time: "00:10:00"}}
 array: {{max_parallel: {throttle}}}
 telemetry: {{interval: 1s}}
 policy: {{use: default{", " + policy if policy else ""}}}
-""", name=f"{name}.yaml"))
-    return name
+""", name=f"{name}.yaml")
 
 
 def slurm_limits(job_id: str) -> tuple[str, str]:
@@ -66,7 +71,13 @@ def test_a_profile_learnt_from_one_campaign_sizes_the_next_ones_submission(
     ticking_until_finished(first)
     assert {row.state for row in history(first)} == {"COMPLETED"}
 
-    second = campaign(tmp_path, f"rightsize-second-{tag}", profile, 3, RIGHT_SIZE)
+    second = f"rightsize-second-{tag}"
+    path = campaign_spec(tmp_path, second, profile, 3, RIGHT_SIZE)
+    dry = cli("submit", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "right_size: rung 0: 4 ended attempts" in dry.stdout and "instead of 1024M / 10 min" in dry.stdout
+    assert "#SBATCH --time=2\n" in dry.stdout and "#SBATCH --mem=1024M" not in dry.stdout
+    submit(path)
     job = history(second)[0].job_id
     assert job is not None
     mem, limit = slurm_limits(job)
