@@ -54,12 +54,14 @@ def first_sizes(store: Store | None, spec: CampaignSpec, tasks: Sequence[int]) -
         members.setdefault(spec.group_of(t), []).append(t)
     mode = spec.policy.mode_of(RULE)
     caps = spec.policy.rule("out_of_memory").mem_cap_mb, spec.policy.rule("timeout").time_cap_min
-    out = []
+    out, unsized = [], []
     for group, indices in members.items():
         sizing = propose(by_group.get(group, []), section, base, *caps)
-        sized = sizing.apply(base) if sizing is not None and mode == "enforce" else base
-        out.append(FirstSize(sized, indices, sizing, group, mode))
-    return out
+        if sizing is None:  # too few samples: the spec's resources, one submission for all such groups
+            unsized += indices
+            continue
+        out.append(FirstSize(sizing.apply(base) if mode == "enforce" else base, indices, sizing, group, mode))
+    return out + ([FirstSize(base, sorted(unsized))] if unsized else [])
 
 
 def record_first_size(store: Store, spec: CampaignSpec, campaign_id: int, revision: int, token: str,
