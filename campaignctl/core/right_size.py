@@ -139,7 +139,8 @@ def _lowering(task: int, token: str, job_id: str | None, array: str, old: Resour
     ev = sizing.evidence
     reason = (f"pending, asks {old.mem_mb}M / {old.time_min} min; {ev['samples']} ended attempts of its group "
               f"peaked at {ev['rss_q_mb']}M (q{ev['mem_quantile']}) and ran {ev['elapsed_q_s']} s "
-              f"(q{ev['time_quantile']}): lowered to {new.mem_mb}M / {new.time_min} min before it starts.")
+              f"(q{ev['time_quantile']}): lowered to {new.mem_mb}M / {new.time_min} min before it starts."
+              + _misses(ev))
     return Decision(task, token, RULE, "resize_pending", reason, {"job_id": job_id, "state": "PENDING", **ev},
                     {"changes": changes, "array_job_id": array, "resources": asdict(new)}, new)
 
@@ -153,7 +154,12 @@ def size_first(token: str, first_task: int, tasks: Sequence[int], group: str, si
     reason = (f"{group}: {ev['samples']} ended attempts of the profile peaked at {ev['rss_q_mb']}M "
               f"(q{ev['mem_quantile']} × {ev['mem_margin']}) and ran {ev['elapsed_q_s']} s "
               f"(q{ev['time_quantile']} × {ev['time_margin']}): {verb} {sizing.mem_mb}M / {sizing.time_min} min "
-              f"instead of {asked['mem_mb']}M / {asked['time_min']} min.")
+              f"instead of {asked['mem_mb']}M / {asked['time_min']} min." + _misses(ev))
     return Decision(first_task, f"{token}.0", RULE, SIZE_FIRST, reason, dict(ev),
                     {"tasks": list(tasks), "group": group, "mem_mb": sizing.mem_mb, "time_min": sizing.time_min},
                     None, mode)
+
+
+def _misses(evidence: Mapping[str, object]) -> str:
+    sized, wrong = evidence["right_sized"], evidence["wrong"]
+    return f" Right-sizing was wrong {wrong} of {sized} times so far (OOM/TIMEOUT)." if sized else ""

@@ -69,6 +69,8 @@ def test_an_oom_or_timeout_counts_at_its_limit_so_the_profile_learns_and_counts_
     assert sizing.mem_mb == 320  # the OOM's 256M limit × 1.2 = 307 → 320M, no longer 256M
     assert sizing.time_min == 3  # the TIMEOUT's 120 s × 1.3 = 156 s → 3 min
     assert (sizing.evidence["right_sized"], sizing.evidence["wrong"]) == (2, 2)
+    reason = size_first("abc", 0, [0], "rung 0", sizing, "enforce").reason
+    assert reason.endswith("Right-sizing was wrong 2 of 2 times so far (OOM/TIMEOUT).")
 
 
 def pending(index: int, token: str, resources: Resources = ASKED, state: str = "PENDING") -> TaskView:
