@@ -1,6 +1,6 @@
-"""right_size at submit against the fake Slurm: the profile's history (attempts of an earlier
-campaign, their sacct facts written as reconcile would) sizes the next campaign's submission in
-enforce mode, and only proposes in shadow mode."""
+"""right_size at submit against the fake Slurm, on SQLite and PostgreSQL: the profile's history
+(attempts of an earlier campaign, their sacct facts written as reconcile would) sizes the next
+campaign's submission in enforce mode, and only proposes in shadow mode."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def submitted_mem(name: str) -> list[int]:
 @pytest.mark.parametrize(("mode", "mem", "status"), [("enforce", [192, 192], "applied"),
                                                       ("shadow", [1024, 1024], "proposed")])
 def test_the_next_campaign_of_a_profile_is_sized_from_its_history(
-        tmp_path: Path, fake_slurm: FakeSlurm, mode: str, mem: list[int], status: str) -> None:
+        tmp_path: Path, backend: str, fake_slurm: FakeSlurm, mode: str, mem: list[int], status: str) -> None:
     submit_service.submit(spec(tmp_path, "first"))
     ended_history("first", "163840K")  # 160 MB: × 1.2 = 192M
     policy = f"{{use: default, right_size: {{min_samples: 3, mode: {mode}}}}}"
