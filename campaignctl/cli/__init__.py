@@ -19,6 +19,7 @@ from campaignctl.cli import log as log_cmd
 from campaignctl.cli import notify as notify_cmd
 from campaignctl.cli import output as output_cmd
 from campaignctl.cli import policy as policy_cmd
+from campaignctl.cli import profile as profile_cmd
 from campaignctl.cli import prometheus as prometheus_cmd
 from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
@@ -73,6 +74,7 @@ app.command("approve", short_help="Approve a decision that waits for approval.")
 app.command("reject", short_help="Reject a decision that waits for approval.")(governance_cmd.reject)
 app.add_typer(cron_cmd.cron_app, name="cron", short_help="Run reconcile from your crontab.")
 app.add_typer(policy_cmd.policy_app, name="policy", short_help="Change, shadow, promote or replay a policy.")
+app.add_typer(profile_cmd.profile_app, name="profile", short_help="What a kind of work used: right_size's history.")
 app.command("report", short_help="Write an HTML report with charts.")(report_cmd.report)
 app.command("metrics", short_help="Campaign metrics for Prometheus.")(prometheus_cmd.metrics)
 app.add_typer(notify_cmd.notify_app, name="notify", short_help="Test a notify channel; list what it was told.")

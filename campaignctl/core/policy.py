@@ -29,6 +29,7 @@ from campaignctl.core.policy_sections import (
 )
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
+from campaignctl.core.right_size_section import RightSize, read_right_size, right_size_from_dict
 from campaignctl.core.safety import IDENTIFIER, SLURM_WORD
 
 # Rule names are the causes a policy answers, in the words sacct uses (lower case), plus `lost`:
@@ -42,7 +43,7 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
                "mode", "known_good_after", "approval", "early_stopping", "causes", "submit_tries",
-               "submit_backoff", "notify")
+               "submit_backoff", "notify", "right_size")
 PARAM_STEP_KEYS = ("factor", "min", "max")
 CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
@@ -112,6 +113,7 @@ class Policy:
     submit_tries: int = 4
     submit_backoff_s: int = 120
     notify: Notify = field(default_factory=Notify)  # who is told of alerts, holds, give-ups, …
+    right_size: RightSize = field(default_factory=RightSize)  # memory and time from the profile's history
 
     def submit_retry_in_s(self, tries: int) -> int:
         """How long after its `tries`-th refused try a submission is tried again."""
@@ -135,7 +137,8 @@ class Policy:
             return self.rule(rule).mode
         sections = {"data_starved": self.utilisation.data_starved.mode,
                     "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode,
-                    "early_stopping": self.early_stopping.mode}
+                    "early_stopping": self.early_stopping.mode,
+                    "right_size": self.right_size.mode if self.right_size.enabled else "enforce"}
         return sections.get(rule, "enforce")
 
     @property
@@ -153,10 +156,12 @@ class Policy:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    """Without `notify` when it is unset: a policy's digest is what it was before notify existed."""
+    """Without `notify` or `right_size` when unset: a policy's digest is what it was before they existed."""
     data = asdict(policy)
     if policy.notify == Notify():
         del data["notify"]
+    if policy.right_size == RightSize():
+        del data["right_size"]
     return data
 
 
@@ -166,7 +171,8 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
                         "params": {n: ParamStep(**p) for n, p in (v.get("params") or {}).items()}})
              for k, v in data["rules"].items()}
     return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data),
-                     "notify": notify_from_dict(data.get("notify"))})
+                     "notify": notify_from_dict(data.get("notify")),
+                     "right_size": right_size_from_dict(data.get("right_size"))})
 
 
 def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
@@ -214,6 +220,7 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         fallback=read_fallback(r, (*path, "fallback"), base.fallback),
         utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation),
         early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping),
+        right_size=read_right_size(r, (*path, "right_size"), base.right_size),
         submit_tries=_int(r, (*path, "submit_tries"), 1, 100, base.submit_tries),
         submit_backoff_s=r.duration((*path, "submit_backoff"), base.submit_backoff_s))
 

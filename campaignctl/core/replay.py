@@ -36,10 +36,12 @@ from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
-from campaignctl.core.observe import task_views
+from campaignctl.core.observe import resources_parser, task_views
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
+from campaignctl.core.right_size import ENDED, UsageSample, groups
+from campaignctl.core.sacct import rss_mb
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary
@@ -231,7 +233,7 @@ class Timeline:
     def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
         """The lazy facts as far as they were recorded: squeue's reasons and sinfo's free GPUs
         only where a fallback decision of this tick wrote them down; metric points reported by
-        the tick's clock."""
+        the tick's clock; right_size's samples are the attempts ended by then (sacct's MaxRSS)."""
         moved = [d for d in self._fallbacks if d.tick_id == tick.id]
         reasons = {str(d.inputs.get("job_id")): str(d.inputs.get("pending_reason", "")) for d in moved}
         free = dict(moved[0].inputs.get("free_gpus") or {}) if moved else {}  # type: ignore[call-overload]
@@ -240,7 +242,16 @@ class Timeline:
         curves = {m: curves_by_task(((p.task_index, p.step, p.name, p.value) for p in self.history.points
                                      if p.attempt_id in exists and (p.t is None or p.t <= clock)), m)
                   for m in wanted.metrics}
-        return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves)
+        samples = self._samples(tick, snapshot) if wanted.right_size else None
+        return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
+                          samples)
+
+    def _samples(self, tick: RecordedTick, snapshot: TickSnapshot) -> list[UsageSample]:
+        parse = resources_parser()
+        ended = [r for r in self.rows(tick) if r.state in ENDED]
+        group = groups(snapshot.settings, task_views(ended, set()))
+        return [UsageSample("", group[r.task_index], r.state, rss_mb(r.max_rss or ""), r.elapsed_s,
+                            parse(r.resources_json)) for r in ended]
 
     def _summaries(self, rows: Sequence[HistoryRow], tick: RecordedTick) -> dict[str, Summary]:
         """Each attempt's stored telemetry, its samples cut at the tick's clock."""

@@ -15,6 +15,7 @@ from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.ownership import read_share
 from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
+from campaignctl.core.profile import Profile, group_of, read_profile
 from campaignctl.core.rawdoc import KeyPath, RawDoc
 from campaignctl.core.reader import Reader
 from campaignctl.core.resources import LAUNCHERS, SRUN, Resources
@@ -30,7 +31,7 @@ from campaignctl.core.safety import (
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share")
+            "share", "profile")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -79,6 +80,7 @@ class CampaignSpec:
     command: tuple[str, ...] = ()  # the argv template ({param} placeholders), to render a retry's new params
     env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
     share_group: str | None = None  # `share: {group: G}`: G's members may act on the campaign too
+    profile: Profile | None = None  # `profile:`: the kind of work its history is pooled under (right_size)
 
     @property
     def configs(self) -> int:
@@ -104,7 +106,14 @@ class CampaignSpec:
             settings.update(configs=self.configs, rungs=[rung.to_settings() for rung in self.rungs])
         if self.share_group:
             settings["share"] = {"group": self.share_group}
+        if self.profile:
+            settings["profile"] = {"name": self.profile.name, "by": list(self.profile.by)}
         return settings
+
+    def group_of(self, task_index: int) -> str:
+        """The profile group of a task: its rung and the parameters `profile.by` names."""
+        task = self.tasks[task_index]
+        return group_of(task.rung, task.params, self.profile.by if self.profile else ())
 
 
 def spec_hash(data: object) -> str:
@@ -147,6 +156,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     telemetry_s = _telemetry_interval(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     share_group = read_share(r)
+    profile = read_profile(r, tasks)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
@@ -156,7 +166,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
-                        share_group=share_group)
+                        share_group=share_group, profile=profile)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:

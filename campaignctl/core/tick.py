@@ -9,8 +9,9 @@ Sections, in this order, over the views with their standing requests (resize_nex
 1. causes: per-cause retries, give-ups and pending resizes (`decide`);
 2. budget: the spend assessed ONCE: alerts, an admission cap, or a hold that pauses the campaign;
    a paused campaign (already, or by this hold) keeps only the give-ups of 1;
-3. utilisation and GPU-type fallback (not while paused; fallback reads squeue's pending reasons
-   and sinfo's free GPUs, only when a task has waited `fallback.after`);
+3. utilisation, GPU-type fallback and right_size's in-place lowering (not while paused; fallback
+   reads squeue's pending reasons and sinfo's free GPUs, only when a task has waited
+   `fallback.after`; right_size reads the campaign's ended attempts only when a task is pending);
 4. early stopping (paused too: a stop spends nothing; reads the metric's curves only when a task
    it could stop runs);
 5. ladder: promotion out of a settled rung, behind the budget gate of 2's assessment (not while
@@ -61,6 +62,7 @@ from campaignctl.core.ladder import (
 from campaignctl.core.observe import is_settled
 from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
+from campaignctl.core.right_size import UsageSample, groups, plan_lowering
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
@@ -81,6 +83,7 @@ class Needs:
 
     queue: bool = False  # squeue's pending reasons and sinfo's free GPUs (GPU-type fallback)
     metrics: frozenset[str] = frozenset()  # metrics whose curves it ranks or compares
+    right_size: bool = False  # the campaign's own ended samples and the attempts right_size lowered
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class TickSnapshot:
     pending_reasons: Mapping[str, str] | None = None  # squeue: "<array>_<index>" → pending reason
     free_gpus: Mapping[str, int] | None = None  # sinfo: GPU type → most free on one node
     curves: Mapping[str, Curves] = field(default_factory=dict)  # metric → task → points
+    samples: tuple[UsageSample, ...] | None = None  # right_size: this campaign's ended attempts
+    lowered: frozenset[str] = frozenset()  # right_size: attempt tokens it already lowered in place
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +163,12 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         assessment = _assessment(snapshot, p)
         paused = snapshot.campaign_state == "paused" or _budget(snapshot, views, assessment).pause
         queue = not paused and bool(_waiting(snapshot, p, now, views))
+        lowering = not paused and _lowers(snapshot, p, views)
         metrics = {p.early_stopping.metric} if _stoppable(snapshot, p, views) else set()
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
-        out = Needs(out.queue or queue, out.metrics | metrics)
+        out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering)
     return out
 
 
@@ -230,6 +236,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     else:
         decisions += decide_utilisation(views, snapshot.summaries, policy, settings.min_gpus, fired)
         decisions += _fallbacks(snapshot, policy, now, views)
+        decisions += _lowering(snapshot, policy, views)
     decisions += _early_stops(snapshot, policy, views)
     ladder = _ladder(snapshot, None)
     if ladder is not None and ladder.plan is not None and not paused:  # paused: promotes nothing until resumed
@@ -273,6 +280,21 @@ def _fallbacks(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Seq
         raise MissingFact("GPU-type fallback needs squeue's pending reasons and sinfo's free GPUs")
     return fallback.plan_fallbacks(waiting, snapshot.settings.gpu_types, policy, snapshot.pending_reasons,
                                    snapshot.free_gpus)
+
+
+def _lowers(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView]) -> bool:
+    section = policy.right_size
+    return (section.enabled and section.lower and snapshot.settings.profile is not None
+            and any(v.latest.state == "PENDING" for v in views))
+
+
+def _lowering(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView]) -> list[Decision]:
+    if not _lowers(snapshot, policy, views):
+        return []
+    if snapshot.samples is None:
+        raise MissingFact("right_size needs the campaign's ended attempts")
+    return plan_lowering(views, snapshot.samples, policy.right_size, groups(snapshot.settings, views),
+                         snapshot.lowered)
 
 
 def _stoppable(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView]) -> list[TaskView]:
@@ -342,9 +364,12 @@ def _tighter(*caps: int | None) -> int | None:
 
 def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
                free_gpus: Mapping[str, int] | None = None,
-               curves: Mapping[str, Curves] | None = None) -> TickSnapshot:
+               curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
+               lowered: frozenset[str] | None = None) -> TickSnapshot:
     """The snapshot with lazy facts filled in (those given)."""
     return replace(snapshot,
+                   samples=snapshot.samples if samples is None else tuple(samples),
+                   lowered=snapshot.lowered if lowered is None else lowered,
                    pending_reasons=snapshot.pending_reasons if pending_reasons is None else pending_reasons,
                    free_gpus=snapshot.free_gpus if free_gpus is None else free_gpus,
                    curves={**snapshot.curves, **(curves or {})})

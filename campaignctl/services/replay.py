@@ -37,6 +37,8 @@ CAVEATS = (
     "at a tick where the recorded policy moved one (its decision wrote them down)",
     "telemetry is stored as one summary per attempt with its latest samples only: utilisation at a tick sees "
     "the samples up to that tick's clock, so a decision made early in a long attempt may not be reproduced",
+    "right_size's in-place lowering sees the attempts ended by each tick with sacct's MaxRSS (not their "
+    "telemetry peak), and lowers a replayed task again at a later tick if the recorded side did not lower it",
     "metric points count from the time the task reported them (an undated point from the first tick); "
     "spend at a tick is priced from the attempts' observed states and elapsed times, with the allocation "
     "last stored",

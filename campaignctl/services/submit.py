@@ -24,6 +24,7 @@ from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import dispatch, new_token, parameters, recover, refused, with_captured_env
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
+from campaignctl.services.right_size import first_sizes, record_first_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,15 +179,17 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         notes += later_rung_refusals(spec)
     except SlurmUnavailableError as exc:
         notes.append(f"could not ask Slurm about the later rungs ({exc.message})")
-    chunks = plan_chunks(spec.first_tasks(), max_array, spec.max_parallel)
+    sizes = first_sizes(None, spec, spec.first_tasks()) if spec.first_tasks() else []
+    notes += [n for size in sizes if (n := size.note())]
+    planned = [(size, c) for size in sizes for c in plan_chunks(size.tasks, max_array, spec.max_parallel)]
     script = ""
-    if chunks:
+    if planned:
         folder = Path(spec.run_dir) / "slurm"
-        params = parameters(spec.name, spec.resources_of(chunks[0].task_indices[0]), "DRYRUN", chunks[0], 0,
+        params = parameters(spec.name, planned[0][0].resources, "DRYRUN", planned[0][1], 0,
                             spec.policy.slurm_requeue)
         script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
-               for c in chunks]
+               for _, c in planned]
     return SubmitResult(spec.name, 0, "dry-run", len(spec.first_tasks()), max_array, results, script, notes,
                         list(spec.setup))
 
@@ -198,23 +201,24 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
     if not todo:
         return [], 0
     max_array = slurm.max_array_size()
-    resources = spec.resources_of(todo[0])  # the first rung's (all first tasks share them)
     results = []
-    for chunk in plan_chunks(todo, max_array, spec.max_parallel):
-        token = new_token()
-        store.record_intent(record.id, record.current_revision, token, chunk,
-                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(resources)),
-                            requeue=spec.policy.slurm_requeue)
-        faults.crash_point("after_intent")
-        params = parameters(spec.name, resources, token, chunk, record.current_revision,
-                            spec.policy.slurm_requeue)
-        try:
-            job_id = dispatch(store, spec, token, chunk, params, job_id=None)
-        except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
-            refused(store, token, exc.message, spec.policy)
-            raise
-        results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
-                                   chunk.task_indices[-1], job_id, "submitted"))
+    for size in first_sizes(store, spec, todo):  # the spec's resources, or right_size's per group
+        for chunk in plan_chunks(size.tasks, max_array, spec.max_parallel):
+            token = new_token()
+            store.record_intent(record.id, record.current_revision, token, chunk,
+                                str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(size.resources)),
+                                requeue=spec.policy.slurm_requeue)
+            record_first_size(store, spec, record.id, record.current_revision, token, chunk.task_indices[0], size)
+            faults.crash_point("after_intent")
+            params = parameters(spec.name, size.resources, token, chunk, record.current_revision,
+                                spec.policy.slurm_requeue)
+            try:
+                job_id = dispatch(store, spec, token, chunk, params, job_id=None)
+            except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
+                refused(store, token, exc.message, spec.policy)
+                raise
+            results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
+                                       chunk.task_indices[-1], job_id, "submitted"))
     return results, max_array
 
 

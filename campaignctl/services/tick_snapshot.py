@@ -1,7 +1,8 @@
 """What one campaign's tick decides from, read once: the TickSnapshot of core/tick.py, and the
 lazy facts it asks for — one squeue and one sinfo only when a task waited long enough for a
 GPU-type fallback (the tick's squeue, shared with the diff), a metric's curves only when a rung is
-due or a task early stopping could stop runs."""
+due or a task early stopping could stop runs, the campaign's ended attempts (one query) only when
+right_size may lower a pending task."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
 from campaignctl.core.clock import read_time
@@ -65,7 +67,13 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
     metrics = MetricsStore(store.engine)
-    return with_facts(snapshot, reasons, free, {m: metrics.curves(record.id, m) for m in sorted(wanted.metrics)})
+    curves = {m: metrics.curves(record.id, m) for m in sorted(wanted.metrics)}
+    profile = snapshot.settings.profile
+    if not (wanted.right_size and profile):
+        return with_facts(snapshot, reasons, free, curves)
+    profiles = ProfileStore(store.engine)
+    return with_facts(snapshot, reasons, free, curves, profiles.samples(profile.name, record.id),
+                      frozenset(profiles.lowered(record.id)))
 
 
 def requests_of(log: DecisionLog, campaign_id: int) -> Requests:

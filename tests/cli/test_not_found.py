@@ -19,6 +19,8 @@ from tests.cli.test_log_chain import logged  # noqa: F401  (fixture: a campaign 
     (("approve", "999"), "no decision #999", "awaiting approval: none (`campaignctl approvals`)"),
     (("approvals", "ghost"), "no campaign named 'ghost'", "known campaigns: rc"),
     (("rollback", "rc", "--to", "99", "--dry-run"), "campaign 'rc' has no revision 99", "revisions: 1"),
+    (("profile", "show", "ghost"), "no campaign names profile 'ghost'",
+     "known profiles: none yet (a spec's `profile:` key names one)"),
 ])
 def test_what_is_not_there_exits_4_naming_what_is(args: tuple[str, ...], message: str, hint: str,
                                                   logged: int, state_home: Path) -> None:  # noqa: F811

@@ -1,0 +1,102 @@
+"""A profile's history, read from the facts the store already holds: every ended attempt of the
+campaigns whose revision names the profile (`settings_json`), with sacct's MaxRSS and Elapsed and
+the sampler's summary. No copy: a profile is a query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store import driver_sql
+from campaignctl.core.observe import resources_parser
+from campaignctl.core.profile import group_of
+from campaignctl.core.right_size import ENDED, RULE, SIZE_FIRST, UsageSample
+from campaignctl.core.sacct import rss_mb
+from campaignctl.core.telemetry import summary_from_dict
+
+# settings_json is written by json.dumps with its default separators (": ")
+_SAMPLES_SQL = """
+SELECT c.name, c.id, r.settings_json, t.task_index, COALESCE(a.params_json, t.params_json), a.state, a.elapsed_s,
+       a.max_rss, COALESCE(a.resources_json, s.resources_json), tel.summary_json, a.token, s.token
+FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
+JOIN campaigns c ON c.id = t.campaign_id JOIN revisions r ON r.campaign_id = c.id AND r.number = s.revision
+LEFT JOIN telemetry tel ON tel.attempt_id = a.id
+WHERE a.state IN ({states}) AND r.settings_json LIKE ? {campaign}
+ORDER BY a.id"""
+
+_RIGHT_SIZED_SQL = """
+SELECT d.action, d.attempt_token, d.group_token FROM decisions d
+WHERE d.rule = ? AND d.mode = 'enforce' AND d.campaign_id IN ({ids})"""
+
+_LOWERED_SQL = ("SELECT attempt_token FROM decisions WHERE campaign_id = ? AND rule = ? "
+                "AND action = 'resize_pending'")
+
+_PROFILES_SQL = "SELECT DISTINCT c.name, r.settings_json FROM revisions r JOIN campaigns c ON c.id = r.campaign_id " \
+                "WHERE r.settings_json LIKE ?"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileCampaign:
+    name: str
+    profile: str
+
+
+class ProfileStore:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def campaigns(self) -> list[ProfileCampaign]:
+        """Every (campaign, profile) a revision names."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _PROFILES_SQL), ('%"profile": {"name": %',)).fetchall()
+        found = {(name, _profile(settings)[0]) for name, settings in rows}
+        return [ProfileCampaign(n, p) for n, p in sorted(found) if p]
+
+    def samples(self, profile: str, campaign_id: int | None = None) -> list[UsageSample]:
+        """The profile's ended attempts (of one campaign when `campaign_id` is given), oldest first."""
+        sql = _SAMPLES_SQL.format(states=", ".join(f"'{s}'" for s in ENDED),
+                                  campaign="" if campaign_id is None else "AND c.id = ?")
+        args: tuple[object, ...] = (f'%"profile": {{"name": {json.dumps(profile)}%',)
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, sql), args + ((campaign_id,) if campaign_id else ())
+                                        ).fetchall()
+            sized = self._right_sized(conn, sorted({r[1] for r in rows}))
+        parse = resources_parser()
+        out = []
+        for name, _, settings_json, index, params, state, elapsed, max_rss, res, summary_json, token, sub in rows:
+            settings = json.loads(settings_json)
+            pname, by = _profile(settings_json)
+            if pname != profile:
+                continue
+            rung = index // int(settings["configs"]) if settings.get("rungs") else 0
+            summary = summary_from_dict(json.loads(summary_json)) if summary_json else None
+            peaks = [v for v in (rss_mb(max_rss or ""), summary.rss_max_mb if summary and summary.samples else None)
+                     if v is not None]
+            out.append(UsageSample(
+                name, group_of(rung, json.loads(params), by), state, max(peaks) if peaks else None, elapsed,
+                parse(res), gpu_mem_mb=summary.gpu_mem_max_mb if summary and summary.gpu_samples else None,
+                cpu_pct=summary.cpu_mean if summary else None, right_sized=token in sized or sub in sized))
+        return out
+
+    def lowered(self, campaign_id: int) -> set[str]:
+        """Attempts of the campaign a right_size decision already resized in place (any mode)."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _LOWERED_SQL), (campaign_id, RULE)).fetchall()
+        return {r[0] for r in rows}
+
+    def _right_sized(self, conn: sa.Connection, campaign_ids: Sequence[int]) -> set[str]:
+        """Tokens of attempts (resized in place) and submissions (sized at submit) whose limits
+        an enforced right_size decision chose."""
+        if not campaign_ids:
+            return set()
+        sql = _RIGHT_SIZED_SQL.format(ids=", ".join(str(int(i)) for i in campaign_ids))
+        rows = conn.exec_driver_sql(driver_sql(conn, sql), (RULE,)).fetchall()
+        return {group if action == SIZE_FIRST else token for action, token, group in rows}
+
+
+def _profile(settings_json: str) -> tuple[str, tuple[str, ...]]:
+    value = json.loads(settings_json).get("profile") or {}
+    return str(value.get("name", "")), tuple(value.get("by", ()))

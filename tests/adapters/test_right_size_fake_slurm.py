@@ -1,0 +1,72 @@
+"""right_size at submit against the fake Slurm, on SQLite and PostgreSQL: the profile's history
+(attempts of an earlier campaign, their sacct facts written as reconcile would) sizes the next
+campaign's submission in enforce mode, and only proposes in shadow mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.store import Store
+from campaignctl.services import submit as submit_service
+from tests.conftest import write_spec
+from tests.fakeslurm import FakeSlurm
+
+
+def spec(tmp_path: Path, name: str, policy: str = "default") -> Path:
+    return write_spec(tmp_path, f"""\
+name: {name}
+profile: {{name: small, by: [model]}}
+command: [python3, train.py, "{{model}}", "{{seed}}"]
+matrix: {{model: [a, b], seed: [1, 2, 3]}}
+resources: {{mem: 1G, time: "00:10:00"}}
+policy: {policy}
+""", name=f"{name}.yaml")
+
+
+def ended_history(name: str, rss: str) -> None:
+    """Every attempt of `name` COMPLETED after 6 s, peaking at `rss` (sacct MaxRSS)."""
+    store = Store.open()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE attempts SET state='COMPLETED', slurm_state='COMPLETED', "
+                             f"elapsed_s=6, max_rss='{rss}'")
+
+
+def submitted_mem(name: str) -> list[int]:
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    return [json.loads(s.resources_json)["mem_mb"] for s in store.submissions(record.id)]
+
+
+@pytest.mark.parametrize(("mode", "mem", "status"), [("enforce", [192, 192], "applied"),
+                                                      ("shadow", [1024, 1024], "proposed")])
+def test_the_next_campaign_of_a_profile_is_sized_from_its_history(
+        tmp_path: Path, backend: str, fake_slurm: FakeSlurm, mode: str, mem: list[int], status: str) -> None:
+    submit_service.submit(spec(tmp_path, "first"))
+    ended_history("first", "163840K")  # 160 MB: × 1.2 = 192M
+    policy = f"{{use: default, right_size: {{min_samples: 3, mode: {mode}}}}}"
+    result = submit_service.submit(spec(tmp_path, "second", policy))
+    assert submitted_mem("second") == mem  # one submission per group: model=a, model=b
+    assert [c.size for c in result.chunks] == [3, 3]
+    store = Store.open()
+    record = store.campaign("second")
+    assert record is not None
+    logged = [e for e in DecisionLog(store.engine).entries(record.id) if e.rule == "right_size"]
+    assert [(e.action, e.mode, e.status, e.params["group"]) for e in logged] == [
+        ("size_first", mode, status, "rung 0, model=a"), ("size_first", mode, status, "rung 0, model=b")]
+    assert logged[0].inputs["samples"] == 3 and logged[0].inputs["campaigns"] == ["first"]
+    assert logged[0].params["mem_mb"] == 192 and logged[0].params["time_min"] == 2
+
+
+def test_too_few_samples_leave_the_spec_as_it_is(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit_service.submit(spec(tmp_path, "first"))
+    ended_history("first", "163840K")
+    submit_service.submit(spec(tmp_path, "second", "{use: default, right_size: {min_samples: 4, mode: enforce}}"))
+    assert submitted_mem("second") == [1024]
+    record = Store.open().campaign("second")
+    assert record is not None
+    assert not [e for e in DecisionLog(Store.open().engine).entries(record.id) if e.rule == "right_size"]
