@@ -1,0 +1,237 @@
+"""Slurm's queue, simulated: priority order, EASY backfill on time limits, array throttles, holds,
+and partition-priority preemption. Mutable state, no I/O. Pure in the house's sense: core only.
+
+What it follows from Slurm 22.05 (slurm.conf(5), sched/backfill):
+- order: partition PriorityTier first, then submit time (age), then job id; elements of one array
+  are in index order;
+- the first job that cannot start now gets a reservation: the earliest time, by the running jobs'
+  time limits (not their real ends, which Slurm cannot know), at which one node can hold it;
+  a later job may start now only if it fits now and either ends by its time limit before that
+  reservation or runs on another node (EASY backfill, per node);
+- at most `bf_max_job_test` (default 500) jobs are tried per pass;
+- `%N` (ArrayTaskThrottle) caps an array's running elements; held jobs are passed over;
+- `PreemptType=preempt/partition_prio`: a job that does not fit may take a node from jobs of
+  lower-tier partitions (newest first); with PreemptMode=REQUEUE a job submitted `--no-requeue`
+  ends PREEMPTED, one that allows requeue goes back to pending (the engine decides which)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from campaignctl.core.decide import split_nodes
+from campaignctl.core.resources import Resources
+from campaignctl.core.sim.cluster import Cluster
+
+BF_MAX_JOB_TEST = 500  # slurm.conf SchedulerParameters bf_max_job_test default
+
+
+class Job:
+    """One simulated Slurm job (array element). Mutable: the queue moves it along."""
+
+    __slots__ = (
+        "array",
+        "attempt",
+        "begin",
+        "cause",
+        "end_at",
+        "exit",
+        "fate",
+        "held",
+        "jid",
+        "node",
+        "params",
+        "params_changed",
+        "pinned",
+        "res",
+        "start",
+        "starts",
+        "state",
+        "submit",
+        "task",
+        "tier",
+        "token",
+    )
+
+    def __init__(self, jid: str, array: Array, task: int, attempt: int, token: str, res: Resources,
+                 submit: int, pinned: int | None = None) -> None:
+        self.jid, self.array, self.task, self.attempt, self.token = jid, array, task, attempt, token
+        self.res, self.tier, self.submit, self.begin = res, array.tier, submit, submit
+        self.start: int | None = None
+        self.state = "PENDING"
+        self.node: int | None = None
+        self.held = False
+        self.pinned = pinned  # a node index it must run on (`-w`)
+        self.starts = 0  # how often it started (a requeued job starts again)
+        self.end_at: int | None = None
+        self.fate = "COMPLETED"  # how this start will end unless a node failure or preemption ends it first
+        self.exit: int | None = None
+        self.cause: str | None = None  # named by the program's output (gpu_out_of_memory)
+        self.params: dict[str, object] = {}
+        self.params_changed = False
+
+
+class Array:
+    """One sbatch --array: its pending elements in index order and its throttle."""
+
+    __slots__ = ("id", "partition", "pending", "running", "submit", "throttle", "tier")
+
+    def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
+        self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
+        self.pending: dict[str, Job] = {}
+        self.running = 0
+        self.throttle = throttle
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    node: int
+    at: int  # seconds: when the blocked job can start there, by time limits
+
+
+class Queue:
+    """Free resources per node, the arrays in priority order, and one scheduling pass."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.names = [n.name for n in cluster.nodes]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.free_cpus = [n.cpus for n in cluster.nodes]
+        self.free_mem = [n.mem_mb for n in cluster.nodes]
+        self.free_gpus = [n.gpus for n in cluster.nodes]
+        self.up = [True] * len(cluster.nodes)
+        self.on_node: list[dict[str, Job]] = [{} for _ in cluster.nodes]
+        self.part_nodes = {p.name: [self.index[n] for n in p.nodes] for p in cluster.partitions}
+        self.tiers = {p.name: p.priority_tier for p in cluster.partitions}
+        self.arrays: list[Array] = []
+        self._excluded: dict[str, frozenset[int]] = {}
+
+    def add_array(self, array: Array) -> None:
+        """Place an array by priority (tier, then age); a new one is the youngest of its tier."""
+        at = len(self.arrays)
+        while at > 0 and self.arrays[at - 1].tier < array.tier:
+            at -= 1
+        self.arrays.insert(at, array)
+
+    def fits(self, job: Job, i: int) -> bool:
+        r = job.res
+        return (self.up[i] and self.free_cpus[i] >= r.cpus_per_task and self.free_mem[i] >= r.mem_mb
+                and self.free_gpus[i] >= r.gpus and (not r.gpus or self._gpu_type_ok(r, i)))
+
+    def _gpu_type_ok(self, r: Resources, i: int) -> bool:
+        return r.gpu_type is None or self.cluster.nodes[i].gpu_type == r.gpu_type
+
+    def candidates(self, job: Job) -> list[int]:
+        """Nodes the job may run on: its partition's, or its pinned one, minus --exclude."""
+        if job.pinned is not None:
+            return [job.pinned]
+        nodes = self.part_nodes[job.array.partition]
+        exclude = job.res.exclude
+        if not exclude:
+            return nodes
+        if exclude not in self._excluded:
+            self._excluded[exclude] = frozenset(self.index[n] for n in split_nodes(exclude) if n in self.index)
+        skip = self._excluded[exclude]
+        return [i for i in nodes if i not in skip]
+
+    def allocate(self, job: Job, i: int) -> None:
+        r = job.res
+        self.free_cpus[i] -= r.cpus_per_task
+        self.free_mem[i] -= r.mem_mb
+        self.free_gpus[i] -= r.gpus
+        self.on_node[i][job.jid] = job
+        job.node = i
+        job.array.running += 1
+
+    def release(self, job: Job) -> None:
+        i = job.node
+        assert i is not None
+        r = job.res
+        self.free_cpus[i] += r.cpus_per_task
+        self.free_mem[i] += r.mem_mb
+        self.free_gpus[i] += r.gpus
+        del self.on_node[i][job.jid]
+        job.array.running -= 1
+
+    def schedule(self, now: int, start: Callable[[Job, int], None],
+                 preempt: Callable[[Job], None]) -> None:
+        """One pass: start what may start now (`start(job, node)`, which must allocate it),
+        preempting where a higher tier needs the node (`preempt(victim)` must release it)."""
+        tested = 0
+        nofit: set[tuple[object, ...]] = set()  # shapes no node can take now
+        late: set[tuple[object, ...]] = set()  # shapes (with time limits) that would delay the reservation
+        reservation: Reservation | None = None
+        self.arrays = [a for a in self.arrays if a.pending]
+        for array in list(self.arrays):
+            started = []
+            for job in array.pending.values():
+                if job.held or job.begin > now:
+                    continue
+                if array.throttle and array.running >= array.throttle:
+                    break
+                tested += 1
+                if tested > BF_MAX_JOB_TEST:
+                    break
+                r = job.res
+                shape = (array.partition, job.pinned, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude)
+                if shape in nofit or (*shape, r.time_min) in late:
+                    continue
+                node = self._place(job, now, reservation)
+                if node is None and reservation is None and self._preempt_for(job, preempt):
+                    node = self._place(job, now, None)
+                if node is not None:
+                    start(job, node)
+                    started.append(job.jid)
+                elif reservation is None:
+                    nofit.add(shape)
+                    reservation = self._reserve(job, now)
+                else:
+                    late.add((*shape, r.time_min))
+            for jid in started:
+                del array.pending[jid]
+            if tested > BF_MAX_JOB_TEST:
+                return
+
+    def _place(self, job: Job, now: int, reservation: Reservation | None) -> int | None:
+        ends_in_time = reservation is None or now + job.res.time_min * 60 <= reservation.at
+        for i in self.candidates(job):
+            if self.fits(job, i) and (ends_in_time or i != reservation.node):  # type: ignore[union-attr]
+                return i
+        return None
+
+    def _reserve(self, job: Job, now: int) -> Reservation | None:
+        """The earliest (node, time) the job fits, releasing running jobs by their time limits."""
+        best: Reservation | None = None
+        r = job.res
+        for i in self.candidates(job):
+            if not self.up[i] or self.cluster.nodes[i].gpus < r.gpus or (r.gpus and not self._gpu_type_ok(r, i)):
+                continue
+            cpus, mem, gpus = self.free_cpus[i], self.free_mem[i], self.free_gpus[i]
+            ends = sorted(((j.start or now) + j.res.time_min * 60, j.jid) for j in self.on_node[i].values())
+            for end, jid in ends:
+                j = self.on_node[i][jid]
+                cpus, mem, gpus = cpus + j.res.cpus_per_task, mem + j.res.mem_mb, gpus + j.res.gpus
+                if cpus >= r.cpus_per_task and mem >= r.mem_mb and gpus >= r.gpus:
+                    if best is None or end < best.at:
+                        best = Reservation(i, max(end, now))
+                    break
+        return best
+
+    def _preempt_for(self, job: Job, preempt: Callable[[Job], None]) -> bool:
+        """partition_prio: free a node for `job` from lower-tier jobs, newest first."""
+        for i in self.candidates(job):
+            victims = sorted((j for j in self.on_node[i].values() if j.tier < job.tier),
+                             key=lambda j: -(j.start or 0))
+            r = job.res
+            cpus, mem, gpus = self.free_cpus[i], self.free_mem[i], self.free_gpus[i]
+            chosen = []
+            for v in victims:
+                if cpus >= r.cpus_per_task and mem >= r.mem_mb and gpus >= r.gpus:
+                    break
+                chosen.append(v)
+                cpus, mem, gpus = cpus + v.res.cpus_per_task, mem + v.res.mem_mb, gpus + v.res.gpus
+            if self.up[i] and chosen and cpus >= r.cpus_per_task and mem >= r.mem_mb and gpus >= r.gpus:
+                for v in chosen:
+                    preempt(v)
+                return True
+        return False
