@@ -152,7 +152,7 @@ class Engine:
                 job.params = params
                 job.params_changed = bool(params)
                 job.held = self.paused
-                array.pending[job.jid] = job
+                array.add(job)
                 self.jobs[task].append(job)
                 self.active[job.token] = job
                 self._views.pop(task, None)
@@ -232,7 +232,7 @@ class Engine:
         array = Array(f"{self._arrays}", top.priority_tier, self.now, top.name, None)
         job = Job(f"{array.id}_0", array, -1, 1, f"preemptor{self._arrays}", replace(victim.res, exclude=None),
                   self.now, pinned=victim.node)
-        array.pending[job.jid] = job
+        array.add(job)
         self.queue.add_array(array)
 
     def _preempted(self, victim: Job) -> None:
@@ -243,7 +243,7 @@ class Engine:
         self.queue.release(victim)
         self.tally.stopped(victim, self.now, "PREEMPTED")
         victim.state, victim.begin = "PENDING", self.now + REQUEUE_DELAY_S
-        victim.array.pending[victim.jid] = victim
+        victim.array.add(victim)
         if victim.array not in self.queue.arrays:
             self.queue.add_array(victim.array)
         self._views.pop(victim.task, None)
@@ -320,7 +320,7 @@ class Engine:
             return True
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
-            job.res = d.resources
+            job.array.resize(job, d.resources)
         elif d.action == "cancel" and job is not None:
             self._cancel(job, d)
         elif d.action == "stop" and job is not None and job.state == "RUNNING":
@@ -338,7 +338,7 @@ class Engine:
         """scancel of a pending job to move it (GPU-type fallback): the next tick resubmits it."""
         if job.state != "PENDING":
             return
-        del job.array.pending[job.jid]
+        job.array.remove(job)
         self.tally.pending -= 1
         job.state, job.end_at = "CANCELLED", self.now
         self.active.pop(job.token, None)

@@ -74,19 +74,47 @@ class Job:
 class Array:
     """One sbatch --array: its pending elements in index order and its throttle."""
 
-    __slots__ = ("id", "partition", "pending", "running", "submit", "throttle", "tier")
+    __slots__ = ("id", "partition", "pending", "running", "shapes", "submit", "throttle", "tier")
 
     def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
         self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
         self.pending: dict[str, Job] = {}
+        self.shapes: dict[tuple[object, ...], int] = {}  # pending elements by shape
         self.running = 0
         self.throttle = throttle
+
+    def add(self, job: Job) -> None:
+        self.pending[job.jid] = job
+        key = shape(job)
+        self.shapes[key] = self.shapes.get(key, 0) + 1
+
+    def remove(self, job: Job) -> None:
+        del self.pending[job.jid]
+        key = shape(job)
+        self.shapes[key] -= 1
+        if not self.shapes[key]:
+            del self.shapes[key]
+
+    def resize(self, job: Job, res: Resources) -> None:
+        self.remove(job)
+        job.res = res
+        self.add(job)
+
+
+def shape(job: Job) -> tuple[object, ...]:
+    """What decides where a job fits and whether it may backfill: its request and time limit."""
+    r = job.res
+    return (job.pinned, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude, r.time_min)
 
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
     node: int
     at: int  # seconds: when the blocked job can start there, by time limits
+
+
+def _blocked(array: Array, nofit: set[tuple[object, ...]], late: set[tuple[object, ...]]) -> bool:
+    return all(key[:-1] in nofit or key in late for key in array.shapes)
 
 
 class Queue:
@@ -103,6 +131,7 @@ class Queue:
         self.on_node: list[dict[str, Job]] = [{} for _ in cluster.nodes]
         self.part_nodes = {p.name: [self.index[n] for n in p.nodes] for p in cluster.partitions}
         self.tiers = {p.name: p.priority_tier for p in cluster.partitions}
+        self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
         self._excluded: dict[str, frozenset[int]] = {}
 
@@ -161,8 +190,14 @@ class Queue:
         nofit: set[tuple[object, ...]] = set()  # shapes no node can take now
         late: set[tuple[object, ...]] = set()  # shapes (with time limits) that would delay the reservation
         reservation: Reservation | None = None
+        blocked: Job | None = None  # the first job that could not start: its reservation is made when needed
         self.arrays = [a for a in self.arrays if a.pending]
         for array in list(self.arrays):
+            if array.throttle and array.running >= array.throttle:
+                continue
+            if _blocked(array, nofit, late):  # nothing of it can start: Slurm would try them all
+                tested += len(array.pending)
+                continue
             started = []
             for job in array.pending.values():
                 if job.held or job.begin > now:
@@ -172,27 +207,38 @@ class Queue:
                 tested += 1
                 if tested > BF_MAX_JOB_TEST:
                     break
-                r = job.res
-                shape = (array.partition, job.pinned, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude)
-                if shape in nofit or (*shape, r.time_min) in late:
+                key = shape(job)
+                if key[:-1] in nofit or key in late:
                     continue
-                node = self._place(job, now, reservation)
-                if node is None and reservation is None and self._preempt_for(job, preempt):
+                node = self._place(job, now, None)
+                if node is not None and blocked is not None:
+                    if reservation is None:
+                        reservation = self._reserve(blocked, now) or Reservation(-1, now)
+                    node = self._place(job, now, reservation)
+                elif node is None and blocked is None and job.tier > self.lowest_tier and self._preempt_for(job, preempt):
                     node = self._place(job, now, None)
                 if node is not None:
                     start(job, node)
-                    started.append(job.jid)
-                elif reservation is None:
-                    nofit.add(shape)
-                    reservation = self._reserve(job, now)
+                    started.append(job)
+                    continue
+                if blocked is None:
+                    nofit.add(key[:-1])
+                    blocked = job
+                elif self._place(job, now, None) is None:
+                    nofit.add(key[:-1])
                 else:
-                    late.add((*shape, r.time_min))
-            for jid in started:
-                del array.pending[jid]
+                    late.add(key)
+                if _blocked(array, nofit, late):
+                    break
+            for job in started:
+                array.remove(job)
             if tested > BF_MAX_JOB_TEST:
                 return
 
     def _place(self, job: Job, now: int, reservation: Reservation | None) -> int | None:
+        r = job.res
+        if r.cpus_per_task > max(self.free_cpus) or r.mem_mb > max(self.free_mem) or r.gpus > max(self.free_gpus):
+            return None
         ends_in_time = reservation is None or now + job.res.time_min * 60 <= reservation.at
         for i in self.candidates(job):
             if self.fits(job, i) and (ends_in_time or i != reservation.node):  # type: ignore[union-attr]
