@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
@@ -348,8 +348,13 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
                                 {"job_id": latest.job_id, "state": latest.state, "trigger_task": trigger.task_index,
                                  "trigger_attempt": trigger.attempt_token},
                                 {"changes": changes, "array_job_id": latest.array_job_id,
-                                 "resources": asdict(resized)}, resized))
+                                 "resources": _fields(resized)}, resized))
     return out
+
+
+def _fields(resources: Resources) -> dict[str, object]:
+    """asdict of a flat record, without asdict's deep copy (a resize decision per pending sibling)."""
+    return {f.name: getattr(resources, f.name) for f in fields(resources)}
 
 
 def _resized(current: Resources, grown: Resources) -> Resources | None:

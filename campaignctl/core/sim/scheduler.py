@@ -39,6 +39,7 @@ class Job:
         "fate",
         "held",
         "jid",
+        "key",
         "node",
         "params",
         "params_changed",
@@ -69,12 +70,13 @@ class Job:
         self.cause: str | None = None  # named by the program's output (gpu_out_of_memory)
         self.params: dict[str, object] = {}
         self.params_changed = False
+        self.key: tuple[object, ...] = ()  # its shape while pending (set by Array.add)
 
 
 class Array:
     """One sbatch --array: its pending elements in index order and its throttle."""
 
-    __slots__ = ("id", "partition", "pending", "running", "shapes", "submit", "throttle", "tier")
+    __slots__ = ("id", "need", "partition", "pending", "running", "shapes", "submit", "throttle", "tier")
 
     def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
         self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
@@ -82,15 +84,18 @@ class Array:
         self.shapes: dict[tuple[object, ...], int] = {}  # pending elements by shape
         self.running = 0
         self.throttle = throttle
+        self.need = (1 << 30, 1 << 60, 1 << 30)  # at least this much (CPUs, MB, GPUs) for any element
 
     def add(self, job: Job) -> None:
         self.pending[job.jid] = job
-        key = shape(job)
+        r = job.res
+        job.key = key = shape(job)
+        self.need = (min(self.need[0], r.cpus_per_task), min(self.need[1], r.mem_mb), min(self.need[2], r.gpus))
         self.shapes[key] = self.shapes.get(key, 0) + 1
 
     def remove(self, job: Job) -> None:
         del self.pending[job.jid]
-        key = shape(job)
+        key = job.key
         self.shapes[key] -= 1
         if not self.shapes[key]:
             del self.shapes[key]
@@ -133,6 +138,7 @@ class Queue:
         self.tiers = {p.name: p.priority_tier for p in cluster.partitions}
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
+        self._live = 64  # arrays kept before the emptied ones are dropped from the list
         self._excluded: dict[str, frozenset[int]] = {}
 
     def add_array(self, array: Array) -> None:
@@ -191,11 +197,16 @@ class Queue:
         late: set[tuple[object, ...]] = set()  # shapes (with time limits) that would delay the reservation
         reservation: Reservation | None = None
         blocked: Job | None = None  # the first job that could not start: its reservation is made when needed
-        self.arrays = [a for a in self.arrays if a.pending]
+        if len(self.arrays) > 2 * self._live:
+            self.arrays = [a for a in self.arrays if a.pending]
+            self._live = max(len(self.arrays), 64)
+        room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
         for array in list(self.arrays):
-            if array.throttle and array.running >= array.throttle:
+            if not array.pending or (array.throttle and array.running >= array.throttle):
                 continue
-            if _blocked(array, nofit, late):  # nothing of it can start: Slurm would try them all
+            need = array.need
+            if need[0] > room[0] or need[1] > room[1] or need[2] > room[2] or _blocked(array, nofit, late):
+                # nothing of it can start now: Slurm would try them all
                 tested += len(array.pending)
                 continue
             started = []
@@ -207,7 +218,7 @@ class Queue:
                 tested += 1
                 if tested > BF_MAX_JOB_TEST:
                     break
-                key = shape(job)
+                key = job.key
                 if key[:-1] in nofit or key in late:
                     continue
                 node = self._place(job, now, None)
@@ -215,11 +226,12 @@ class Queue:
                     if reservation is None:
                         reservation = self._reserve(blocked, now) or Reservation(-1, now)
                     node = self._place(job, now, reservation)
-                elif node is None and blocked is None and job.tier > self.lowest_tier and self._preempt_for(job, preempt):
+                elif node is None and blocked is None and self._preempt_for(job, preempt):
                     node = self._place(job, now, None)
                 if node is not None:
                     start(job, node)
                     started.append(job)
+                    room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
                     continue
                 if blocked is None:
                     nofit.add(key[:-1])
@@ -265,6 +277,8 @@ class Queue:
 
     def _preempt_for(self, job: Job, preempt: Callable[[Job], None]) -> bool:
         """partition_prio: free a node for `job` from lower-tier jobs, newest first."""
+        if job.tier <= self.lowest_tier:
+            return False
         for i in self.candidates(job):
             victims = sorted((j for j in self.on_node[i].values() if j.tier < job.tier),
                              key=lambda j: -(j.start or 0))
