@@ -135,8 +135,8 @@ class Engine:
         request = self.setup.truths[task].request
         if request is None:
             return self.setup.resources
-        gpus, cpus, mem = request
-        return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem)
+        gpus, cpus, mem, time = request
+        return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem, time_min=time)
 
     def _submit(self, items: list[tuple[int, int, Resources, dict[str, object]]], throttle: int | None) -> None:
         """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""

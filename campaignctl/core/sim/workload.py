@@ -9,8 +9,10 @@ attempt (where an OOM strikes, a node failure, a preemption) come from a generat
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from campaignctl.core.resources import Resources
 
 # key → (default, what it means); docs/simulate.md lists the same table
 SYNTHETIC_KEYS: Mapping[str, tuple[float, str]] = {
@@ -31,6 +33,12 @@ SYNTHETIC_KEYS: Mapping[str, tuple[float, str]] = {
     "gpu_oom": (0.0, "share of tasks whose first attempts end with a GPU out-of-memory error"),
     "submit_spread": (0, "minutes over which the tasks are submitted (0: all at once)"),
 }
+
+
+TRACE_COLUMNS = ("submit_s", "duration_s", "gpus", "cpus", "mem_mb", "final_state", "time_min", "max_rss_mb")
+TRACE_STATES = ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED")
+TRACE_OOM_NEED = 1.5  # an OUT_OF_MEMORY row without max_rss_mb needed this × its request
+TRACE_TIMEOUT_RUN = 1.5  # a TIMEOUT row needed this × its limit
 
 
 class WorkloadError(ValueError):
@@ -67,7 +75,7 @@ class Truth:
     bug: bool = False  # FAILED exit 1 every attempt
     tempfail: bool = False  # the first attempt exits 75
     gpu_oom: bool = False  # GPU OOM until its parameters change or it moves GPU type
-    request: tuple[int, int, int] | None = None  # a trace's (gpus, cpus, mem MB) asked for; None: the spec's
+    request: tuple[int, int, int, int] | None = None  # a trace's (gpus, CPUs, mem MB, time min); None: the spec's
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +136,44 @@ def hazards(w: Synthetic, seed: int, task: int, attempt: int, flaky_node: bool) 
     node = rng.uniform(0, 1) if flaky_node and rng.random() < w.node_fail / max(w.bad_nodes, 1e-9) else None
     preempt = rng.uniform(0, 1) if rng.random() < w.preempt else None
     return Hazards(oom_at, node, preempt, fail_at)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One job of a trace CSV (docs/simulate.md: the schema and how Philly or PAI convert to it)."""
+
+    submit_s: int
+    duration_s: int
+    gpus: int
+    cpus: int | None  # None: the spec's
+    mem_mb: int | None
+    final_state: str
+    time_min: int | None = None
+    max_rss_mb: int | None = None
+
+
+def truths_of_trace(rows: Sequence[TraceRow], r: Resources) -> tuple[Truth, ...]:
+    """A trace's jobs as tasks: each asks what its row asked; what it needs follows its end state
+    (OUT_OF_MEMORY needs more than it asked, TIMEOUT runs past its limit, FAILED is a bug;
+    NODE_FAIL and PREEMPTED rows ran normally: the cluster's hazards come from the workload keys)."""
+    start = min((row.submit_s for row in rows), default=0)
+    out = []
+    for row in sorted(rows, key=lambda x: x.submit_s):
+        cpus, mem, limit = row.cpus or r.cpus_per_task, row.mem_mb or r.mem_mb, row.time_min or r.time_min
+        need = row.max_rss_mb or int(mem * (TRACE_OOM_NEED if row.final_state == "OUT_OF_MEMORY" else 0.8))
+        if row.final_state == "OUT_OF_MEMORY":
+            need = max(need, mem + 1)
+        run = max(1, row.duration_s)
+        if row.final_state == "TIMEOUT":
+            run = max(run, int(limit * 60 * TRACE_TIMEOUT_RUN))
+        out.append(Truth(row.submit_s - start, need, run, bug=row.final_state == "FAILED",
+                         request=(row.gpus, cpus, mem, limit)))
+    return tuple(out)
+
+
+def flaky_nodes(w: Synthetic, nodes: int, seed: int) -> frozenset[int]:
+    """Which nodes fail (bad_nodes of them, at least one when node_fail > 0), drawn from the seed."""
+    if not w.node_fail or not nodes:
+        return frozenset()
+    rng = random.Random(f"{seed}:nodes")
+    return frozenset(rng.sample(range(nodes), max(1, round(w.bad_nodes * nodes))))
