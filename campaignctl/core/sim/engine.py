@@ -52,7 +52,7 @@ Decider = Callable[["Engine", datetime], TickPlan]
 @dataclass(slots=True)
 class Engine:
     setup: Setup
-    decide: Decider
+    decider: Decider
     progress: Callable[[int, int], None] | None = None
     queue: Queue = field(init=False)
     now: int = 0
@@ -173,7 +173,8 @@ class Engine:
         end, state, exit_code, cause = self._fate(job)
         job.fate, job.exit, job.cause = state, exit_code, cause
         self._push(self.now + end, END, job, job.starts)
-        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, node in self.setup.flaky)
+        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
+                     node in self.setup.flaky)
         if hz.node_fail_at is not None and int(hz.node_fail_at * end) < end:
             self._push(self.now + int(hz.node_fail_at * end), NODE_DOWN, node)
         if hz.preempt_at is not None and int(hz.preempt_at * end) < end:
@@ -183,7 +184,7 @@ class Engine:
         """(seconds it runs, final state, exit code, cause named by the output) for this start."""
         truth, r = self.setup.truths[job.task], job.res
         limit = r.time_min * 60
-        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, False)
+        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts, False)
         run = min(truth.run_s, limit)
         if truth.mem_mb > r.mem_mb:
             return max(1, int(hz.oom_at * run)), "OUT_OF_MEMORY", 0, None
@@ -251,7 +252,7 @@ class Engine:
     # --- the policy's tick ----------------------------------------------------------------------
 
     def _tick(self) -> bool:
-        plan = self.decide(self, self.at(self.now))
+        plan = self.decider(self, self.at(self.now))
         self.tally.tick(plan)
         return self._apply(plan)
 

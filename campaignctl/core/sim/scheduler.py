@@ -205,7 +205,8 @@ class Queue:
             if not array.pending or (array.throttle and array.running >= array.throttle):
                 continue
             need = array.need
-            if need[0] > room[0] or need[1] > room[1] or need[2] > room[2] or _blocked(array, nofit, late):
+            short = array.tier <= self.lowest_tier and (need[0] > room[0] or need[1] > room[1] or need[2] > room[2])
+            if short or _blocked(array, nofit, late):  # (a higher tier may preempt its way in)
                 # nothing of it can start now: Slurm would try them all
                 tested += len(array.pending)
                 continue

@@ -129,9 +129,10 @@ def draw_truths(w: Synthetic, tasks: int, mem_request_mb: int, time_limit_min: i
     return tuple(sorted(out, key=lambda t: t.submit_s)) if w.submit_spread else tuple(out)
 
 
-def hazards(w: Synthetic, seed: int, task: int, attempt: int, flaky_node: bool) -> Hazards:
-    """The attempt's chance events (a str seed is hashed with SHA-512: stable across runs)."""
-    rng = random.Random(f"{seed}:{task}:{attempt}")
+def hazards(w: Synthetic, seed: int, task: int, attempt: int, start: int, flaky_node: bool) -> Hazards:
+    """The chance events of an attempt's `start`-th run (a requeued job runs again); a str seed
+    is hashed with SHA-512: stable across runs and Python versions."""
+    rng = random.Random(f"{seed}:{task}:{attempt}:{start}")
     oom_at, fail_at = rng.uniform(0.05, 0.6), rng.uniform(0.02, 0.3)
     node = rng.uniform(0, 1) if flaky_node and rng.random() < w.node_fail / max(w.bad_nodes, 1e-9) else None
     preempt = rng.uniform(0, 1) if rng.random() < w.preempt else None
