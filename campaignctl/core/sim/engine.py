@@ -19,7 +19,7 @@ from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
 from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.tally import Tally
-from campaignctl.core.sim.workload import Synthetic, Truth, hazards
+from campaignctl.core.sim.workload import Hazards, Synthetic, Truth, hazards
 from campaignctl.core.tick import TickPlan
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -170,21 +170,20 @@ class Engine:
         if job.task < 0:  # a preempting job of someone else: it holds the node for its while
             self._push(self.now + int(self.setup.workload.preemptor_min * 60), END, job, job.starts)
             return
-        end, state, exit_code, cause = self._fate(job)
-        job.fate, job.exit, job.cause = state, exit_code, cause
-        self._push(self.now + end, END, job, job.starts)
         hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
                      node in self.setup.flaky)
+        end, state, exit_code, cause = self._fate(job, hz)
+        job.fate, job.exit, job.cause = state, exit_code, cause
+        self._push(self.now + end, END, job, job.starts)
         if hz.node_fail_at is not None and int(hz.node_fail_at * end) < end:
             self._push(self.now + int(hz.node_fail_at * end), NODE_DOWN, node)
         if hz.preempt_at is not None and int(hz.preempt_at * end) < end:
             self._push(self.now + int(hz.preempt_at * end), PREEMPTOR, job, job.starts)
 
-    def _fate(self, job: Job) -> tuple[int, str, int, str | None]:
+    def _fate(self, job: Job, hz: Hazards) -> tuple[int, str, int, str | None]:
         """(seconds it runs, final state, exit code, cause named by the output) for this start."""
         truth, r = self.setup.truths[job.task], job.res
         limit = r.time_min * 60
-        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts, False)
         run = min(truth.run_s, limit)
         if truth.mem_mb > r.mem_mb:
             return max(1, int(hz.oom_at * run)), "OUT_OF_MEMORY", 0, None

@@ -209,6 +209,8 @@ class Queue:
             if short or _blocked(array, nofit, late):  # (a higher tier may preempt its way in)
                 # nothing of it can start now: Slurm would try them all
                 tested += len(array.pending)
+                if tested > BF_MAX_JOB_TEST:
+                    return
                 continue
             started = []
             for job in array.pending.values():
