@@ -201,7 +201,10 @@ class Queue:
             self.arrays = [a for a in self.arrays if a.pending]
             self._live = max(len(self.arrays), 64)
         room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
+        floor = self._floor()
         for array in list(self.arrays):
+            if floor is not None and (floor[0] > room[0] or floor[1] > room[1] or floor[2] > room[2]):
+                return  # no node has room for the smallest request pending: nothing can start
             if not array.pending or (array.throttle and array.running >= array.throttle):
                 continue
             need = array.need
@@ -249,6 +252,17 @@ class Queue:
                 array.remove(job)
             if tested > BF_MAX_JOB_TEST:
                 return
+
+    def _floor(self) -> tuple[int, int, int] | None:
+        """The least CPUs, memory and GPUs any pending job asks for (None: a job of a higher tier
+        pends, which may preempt its way in)."""
+        cpus = mem = gpus = 1 << 60
+        for a in self.arrays:
+            if a.pending:
+                if a.tier > self.lowest_tier:
+                    return None
+                cpus, mem, gpus = min(cpus, a.need[0]), min(mem, a.need[1]), min(gpus, a.need[2])
+        return cpus, mem, gpus
 
     def _place(self, job: Job, now: int, reservation: Reservation | None) -> int | None:
         r = job.res
