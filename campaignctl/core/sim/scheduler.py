@@ -139,6 +139,10 @@ class Queue:
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
+        # the least any pending job asks for: elements only grow (resize_pending) or return
+        # (requeue), so it changes only with a new array
+        self._floor_cached: tuple[int, int, int] | None = None
+        self._floor_stale = True
         self._excluded: dict[str, frozenset[int]] = {}
 
     def add_array(self, array: Array) -> None:
@@ -147,6 +151,7 @@ class Queue:
         while at > 0 and self.arrays[at - 1].tier < array.tier:
             at -= 1
         self.arrays.insert(at, array)
+        self._floor_stale = True
 
     def fits(self, job: Job, i: int) -> bool:
         r = job.res
@@ -200,8 +205,11 @@ class Queue:
         if len(self.arrays) > 2 * self._live:
             self.arrays = [a for a in self.arrays if a.pending]
             self._live = max(len(self.arrays), 64)
+            self._floor_stale = True
         room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
-        floor = self._floor()
+        if self._floor_stale:
+            self._floor_cached, self._floor_stale = self._floor(), False
+        floor = self._floor_cached
         for array in list(self.arrays):
             if floor is not None and (floor[0] > room[0] or floor[1] > room[1] or floor[2] > room[2]):
                 return  # no node has room for the smallest request pending: nothing can start
