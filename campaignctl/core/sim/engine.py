@@ -26,7 +26,8 @@ EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_ARRAY = 1000  # MaxArraySize 1001 caps the index: arrays of at most 1000 elements (core/plan.py)
 REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may start (lab NOTES, pitfall 4)
 IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
-END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, TICK = range(6)  # same second: ends first, the tick last
+SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)
+END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, PASS, TICK = range(7)  # same second: ends first, the tick last
 EXIT_OF = {"OUT_OF_MEMORY": 0, "TIMEOUT": 0, "NODE_FAIL": 0, "PREEMPTED": 0, "COMPLETED": 0}
 
 
@@ -70,6 +71,7 @@ class Engine:
     _seq: int = 0
     _arrays: int = 0
     _dirty: bool = False
+    _pass_due: bool = False
 
     def __post_init__(self) -> None:
         self.queue = Queue(self.setup.cluster)
@@ -101,10 +103,15 @@ class Engine:
                 if self.progress:
                     self.progress(len(self.settled), len(self.jobs))
                 continue
+            if kind == PASS:
+                self._pass_due = False
+                self._schedule()
+                continue
             self._dirty = True
             self._event(kind, ref, starts)
-            if not self._heap or self._heap[0][0] != t or self._heap[0][1] == TICK:
-                self._schedule()
+            if not self._pass_due:
+                self._pass_due = True
+                self._push(-(-t // SCHED_S) * SCHED_S, PASS, None)
         self.tally.finish(self.settled, self.jobs, self.now)
         return self.tally
 
