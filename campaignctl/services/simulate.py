@@ -52,6 +52,7 @@ class PolicyRun:
     proposals: dict[str, int]  # shadow or waiting for approval: logged, not carried out
     ticks: int
     wasted_vs_baseline: float | None = None  # wasted hours ÷ the attempt-scaled run's
+    decided: list[tuple[int, str, str]] = field(default_factory=list)  # (task, rule, action) when tracked
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,9 @@ class SimulateResult:
 
 
 def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: int,
-             cluster_path: Path | None, tick_s: int = 300, progress: Progress | None = None) -> SimulateResult:
+             cluster_path: Path | None, tick_s: int = 300, progress: Progress | None = None,
+             tracked: bool = False) -> SimulateResult:
+    """Each policy's run; `tracked` keeps every decision carried out (task, rule, action)."""
     spec, _ = load_spec(spec_path)
     if spec.rungs:
         raise InputError(f"{spec_path}: a progressive campaign (rungs) is not simulated yet",
@@ -83,7 +86,7 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
     runs = []
     for name, policy in chosen:
         setup = Setup(cluster, spec.resources, truths, w, seed, spec.max_parallel, tick_s,
-                      flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue))
+                      flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked)
         decider: Decider = (attempt_scaled_decider(_retries(name)) if policy is None
                             else policy_decider(policy, settings))
         tick = (lambda done, total, n=name: progress(n, done, total)) if progress else None
@@ -119,7 +122,9 @@ def _workload(text: str | None, spec: CampaignSpec, seed: int) -> tuple[Syntheti
         except WorkloadError as e:
             raise InputError(f"--workload: {e}", "docs/simulate.md lists the synthetic keys") from None
         return w, draw_truths(w, w.tasks or len(spec.tasks), r.mem_mb, r.time_min, seed)
-    return Synthetic(oom=0, timeout=0, exit=0, tempfail=0), truths_of_trace(read_trace(Path(text)), r)
+    # a trace says how each job ended; nothing more is drawn (no node failures, no preemptions)
+    calm = Synthetic(oom=0, timeout=0, node_fail=0, preempt=0, exit=0, tempfail=0)
+    return calm, truths_of_trace(read_trace(Path(text)), r)
 
 
 def _budget(spec: CampaignSpec) -> dict[str, float | None]:
@@ -134,7 +139,8 @@ def _run(name: str, t: Tally, campaign_policy: Policy) -> PolicyRun:
     return PolicyRun(name, t.tasks, dict(sorted(t.counts().items())), t.attempts, round(t.makespan_s / 3600, 2),
                      round(t.gpu_hours, 2), round(t.cpu_hours, 2), round(t.wasted_gpu_hours, 2),
                      round(t.wasted_cpu_hours, 2), round(spend, 2), dict(sorted(t.ends.items())),
-                     dict(sorted(t.decisions.items())), dict(sorted(t.proposals.items())), t.ticks)
+                     dict(sorted(t.decisions.items())), dict(sorted(t.proposals.items())), t.ticks,
+                     decided=list(t.decided))
 
 
 def _ratios(runs: list[PolicyRun]) -> list[PolicyRun]:

@@ -45,6 +45,7 @@ class Setup:
     flaky: frozenset[int] = frozenset()  # indexes of flaky nodes (node_fail strikes only there)
     requeue: bool = False  # jobs allow Slurm's requeue on preemption (policy slurm_requeue)
     horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
+    track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
 
 
 Decider = Callable[["Engine", datetime], TickPlan]
@@ -75,7 +76,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.queue = Queue(self.setup.cluster)
-        self.tally = Tally(len(self.setup.truths))
+        self.tally = Tally(len(self.setup.truths), track=self.setup.track)
         self.jobs = [[] for _ in self.setup.truths]
 
     # --- the loop ------------------------------------------------------------------------------

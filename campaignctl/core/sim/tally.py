@@ -30,6 +30,8 @@ class Tally:
     makespan_s: int = 0  # when the last task settled
     end_s: int = 0  # when the simulation stopped
     outcome: dict[int, tuple[str, int]] = field(default_factory=dict)  # task → (how it ended, attempts)
+    track: bool = False  # keep each carried-out decision's (task, rule, action) in `decided`
+    decided: list[tuple[int, str, str]] = field(default_factory=list)
 
     def started(self, job: Job) -> None:
         if job.task >= 0:
@@ -62,6 +64,8 @@ class Tally:
             key = f"{d.rule} → {d.action}"
             if d.mode == "enforce" and not d.gate:
                 self.decisions[key] += 1
+                if self.track:
+                    self.decided.append((d.task_index, d.rule, d.action))
             else:
                 self.proposals[key] += 1
         for d in plan.proposals:

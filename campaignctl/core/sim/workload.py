@@ -156,7 +156,7 @@ class TraceRow:
 def truths_of_trace(rows: Sequence[TraceRow], r: Resources) -> tuple[Truth, ...]:
     """A trace's jobs as tasks: each asks what its row asked; what it needs follows its end state
     (OUT_OF_MEMORY needs more than it asked, TIMEOUT runs past its limit, FAILED is a bug;
-    NODE_FAIL and PREEMPTED rows ran normally: the cluster's hazards come from the workload keys)."""
+    NODE_FAIL, PREEMPTED and CANCELLED rows run to their duration: a trace run draws no chance events)."""
     start = min((row.submit_s for row in rows), default=0)
     out = []
     for row in sorted(rows, key=lambda x: x.submit_s):
