@@ -31,7 +31,7 @@ def simulate(
     every 5 simulated minutes through the same decide_tick as reconcile. Prints tasks completed,
     makespan, GPU/CPU-hours allocated and wasted on failed attempts, spend and decisions by rule.
 
-    Example: campaignctl simulate templates/sweep.yaml --workload synthetic:tasks=10000,oom=0.1 --seed 7
+    Example: campaignctl simulate templates/sweep.yaml -w synthetic:tasks=5000
     """
     from campaignctl.services.simulate import simulate as simulate_service
 

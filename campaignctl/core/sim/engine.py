@@ -114,6 +114,8 @@ class Engine:
                 self._pass_due = True
                 self._push(-(-t // SCHED_S) * SCHED_S, PASS, None)
         self.tally.finish(self.settled, self.jobs, self.now)
+        if self.progress:
+            self.progress(len(self.settled), len(self.jobs))
         return self.tally
 
     def _push(self, t: int, kind: int, ref: object, starts: int = 0) -> None:
