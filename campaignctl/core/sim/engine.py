@@ -93,7 +93,7 @@ class Engine:
             t, kind, _, ref, starts = heapq.heappop(self._heap)
             self.now = t
             if kind == TICK:
-                changed = self._dirty or self._tick()
+                changed = self._tick() or self._dirty
                 if self.queue.arrays:
                     self._schedule()
                 idle = 0 if changed or self.tally.running else idle + 1

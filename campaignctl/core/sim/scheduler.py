@@ -139,8 +139,8 @@ class Queue:
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
-        # the least any pending job asks for: elements only grow (resize_pending) or return
-        # (requeue), so it changes only with a new array
+        # the least any pending job asks for (a lower bound): elements only grow (resize_pending)
+        # or return (requeue), so it falls only with a new array; recomputed when arrays are dropped
         self._floor_cached: tuple[int, int, int] | None = None
         self._floor_stale = True
         self._excluded: dict[str, frozenset[int]] = {}
@@ -151,7 +151,11 @@ class Queue:
         while at > 0 and self.arrays[at - 1].tier < array.tier:
             at -= 1
         self.arrays.insert(at, array)
-        self._floor_stale = True
+        if array.tier > self.lowest_tier or self._floor_stale or self._floor_cached is None:
+            self._floor_stale = True
+        else:
+            f, n = self._floor_cached, array.need
+            self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
 
     def fits(self, job: Job, i: int) -> bool:
         r = job.res
