@@ -28,7 +28,6 @@ REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may 
 IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
 SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)
 END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, PASS, TICK = range(7)  # same second: ends first, the tick last
-EXIT_OF = {"OUT_OF_MEMORY": 0, "TIMEOUT": 0, "NODE_FAIL": 0, "PREEMPTED": 0, "COMPLETED": 0}
 
 
 @dataclass(frozen=True, slots=True)
