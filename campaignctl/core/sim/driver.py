@@ -54,7 +54,7 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
         pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
                        for v in views if v.latest.state == "PENDING"},
         usage=_usage(engine) if settings.budget.limits() else (),
-        array_throttles=dict(engine.throttles), tasks_started=settings.tasks)
+        array_throttles=engine.throttles, tasks_started=settings.tasks)
     facts = needs(snapshot, policy, now)
     if facts.queue or facts.metrics:  # squeue says Resources for what waits; no metric is modelled
         snapshot = with_facts(snapshot, {v.latest.job_id or "": "Resources" for v in views
