@@ -36,6 +36,10 @@ def render_replay(result: ReplayResult) -> None:
             table.add_row("/".join(map(str, ticks)), str(d.task_index), f"{d.attempt or '-'} ({d.attempt_token})",
                           KIND_LABEL.get(d.kind, d.kind), _side(d.actual), _side(d.replay), d.note)
         console.print(table)
+        for who, counts in (("the recorded policy", result.only_actual), ("the replayed policy", result.only_replay)):
+            if counts:
+                made = ", ".join(f"{rule_action} ×{n}" for rule_action, n in sorted(counts.items()))
+                console.print(f"decided only by {who}: {made}", soft_wrap=True)
     console.print(f"projected cost of retries: actual {_amount(result.actual_cost)}; replay "
                   f"{_amount(result.replay_cost)}; delta {_amount(result.cost_delta, signed=True)}",
                   soft_wrap=True)

@@ -63,6 +63,21 @@ class Comparison:
     def identical(self) -> bool:
         return not self.differences
 
+    def made_by_one_side(self) -> tuple[dict[str, int], dict[str, int]]:
+        """"rule → action" → how many, of the decisions only the recorded side made and of those
+        only the replay made (a changed decision of another rule or action counts on both)."""
+        actual: dict[str, int] = {}
+        replayed: dict[str, int] = {}
+        for d in self.differences:
+            if d.kind == DELAYED or (d.actual and d.replay and (d.actual.rule, d.actual.action)
+                                     == (d.replay.rule, d.replay.action)):
+                continue
+            for side, counts in ((d.actual, actual), (d.replay, replayed)):
+                if side is not None:
+                    key = f"{side.rule} → {side.action}"
+                    counts[key] = counts.get(key, 0) + 1
+        return actual, replayed
+
 
 def worst_case(resources: Resources, prices: Prices) -> Amount:
     """A new attempt running to its time limit on what it asks for."""

@@ -20,7 +20,6 @@ class CampaignSettings:
     budget: Budget = field(default_factory=Budget)
     configs: int = 0  # configs per rung (0 without rungs)
     rungs: tuple[Rung, ...] = ()  # () for a plain campaign
-    share_group: str | None = None
 
     @property
     def progressive(self) -> bool:
@@ -28,11 +27,11 @@ class CampaignSettings:
 
 
 def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
-    """The settings of a revision's `settings_json` (older revisions lack keys: their defaults)."""
-    share = data.get("share")
+    """The settings of a revision's `settings_json` (older revisions lack keys: their defaults;
+    `share`, which says who may act rather than how, is read by core/ownership.py share_of)."""
     rungs = tuple(rung_from_settings(i, r) for i, r in enumerate(data.get("rungs") or []))
     return CampaignSettings(
         tasks=int(data.get("tasks") or 0), max_parallel=data.get("max_parallel") or None,
         gpu_types=tuple(data.get("gpu_types") or ()), min_gpus=int(data.get("min_gpus") or 0),
         budget=Budget(**data.get("budget") or {}), configs=int(data.get("configs") or 0) if rungs else 0,
-        rungs=rungs, share_group=str(share["group"]) if isinstance(share, dict) and share.get("group") else None)
+        rungs=rungs)

@@ -62,6 +62,8 @@ class ReplayResult:
     replay_cost: Amount
     cost_delta: Amount
     not_replayed: dict[str, int] = field(default_factory=dict)  # other recorded decisions, by action
+    only_actual: dict[str, int] = field(default_factory=dict)  # "rule → action": made by the recorded side alone
+    only_replay: dict[str, int] = field(default_factory=dict)  # … by the replayed policy alone
     caveats: list[str] = field(default_factory=list)
 
     @property
@@ -109,10 +111,12 @@ def _resources_given(history: CampaignHistory) -> Callable[[RecordedDecision], R
 
 def _result(name: str, policy_file: str, label: str, digest: str, history: CampaignHistory, current: str,
             c: Comparison) -> ReplayResult:
+    only_actual, only_replay = c.made_by_one_side()
     return ReplayResult(
         campaign=name, policy=label, policy_digest=digest, policy_file=policy_file,
         recorded_policies=[f"{p} ({d})" for p, d in recorded_policies(history.decisions)],
         current_policy=current, ticks=len(history.ticks), reproduced=c.reproduced,
         actual_decisions=c.actual, replayed_decisions=c.replayed, differences=list(c.differences),
         actual_cost=c.actual_cost, replay_cost=c.replay_cost, cost_delta=c.cost_delta,
-        not_replayed=not_replayed(history), caveats=list(CAVEATS))
+        not_replayed=not_replayed(history), only_actual=only_actual, only_replay=only_replay,
+        caveats=list(CAVEATS))

@@ -16,10 +16,12 @@ from campaignctl.core.replay import actual_decisions, not_replayed, replay
 from campaignctl.core.replay_compare import Comparison, compare
 from campaignctl.services.campaign_reads import current_policy
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.replay import replay_policy
 from campaignctl.services.submit import submit
 from tests.adapters import test_budget_fake_slurm as budget
 from tests.adapters import test_early_stop_fake_slurm as early
 from tests.adapters import test_ladder_fake_slurm as ladder
+from tests.adapters import test_replay_fake_slurm as cause_replay
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
@@ -67,6 +69,7 @@ def test_an_early_stop_is_reproduced_and_a_policy_without_it_shows_the_stop_as_o
     without, _ = replayed("es", replace(policy, early_stopping=EarlyStopping()))
     assert [(d.kind, d.task_index, d.actual.action if d.actual else None) for d in without.differences] == [
         ("only_actual", early.TRAILING, "stop")]
+    assert without.made_by_one_side() == ({"early_stopping → stop": 1}, {})
 
 
 def test_promotions_out_of_two_rungs_are_reproduced(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
@@ -89,3 +92,10 @@ def test_a_promotion_the_budget_gate_held_is_reproduced(tmp_path: Path, fake_slu
     comparison, recorded = replayed("lad")
     assert recorded == [("promotion", "hold")]
     assert comparison.differences == () and comparison.reproduced == 1
+
+
+def test_the_report_says_which_decisions_each_side_made_alone(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    cause_replay.run_campaign(tmp_path, fake_slurm)
+    result = replay_policy(str(cause_replay.changed_policy(tmp_path)), "rp")
+    assert result.only_actual == {"out_of_memory → resubmit": 1}  # the changed policy gives the OOM up
+    assert result.only_replay == {"out_of_memory → give_up": 1}  # (longer timeouts: same rule, same action)

@@ -39,6 +39,7 @@ resources: {{cpus_per_task: 1, mem: 200M, time: "00:05:00"}}
 policy:
   use: default
   unknown_grace: 10m
+  known_good_after: 24h
   rules: {{failed: {{backoff: 1h, backoff_factor: 1, retry_exit_codes: [75]}}}}
 """, name=f"{name}.yaml")
     done = cli("submit", str(spec), env_extra=SUBMITTER)
