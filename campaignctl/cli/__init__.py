@@ -25,6 +25,7 @@ from campaignctl.cli import reconcile as reconcile_cmd
 from campaignctl.cli import report as report_cmd
 from campaignctl.cli import results as results_cmd
 from campaignctl.cli import resume as resume_cmd
+from campaignctl.cli import simulate as simulate_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
 from campaignctl.cli.boundary import BoundaryGroup, flush_stdout
@@ -77,6 +78,7 @@ app.add_typer(policy_cmd.policy_app, name="policy", short_help="Change, shadow, 
 app.add_typer(profile_cmd.profile_app, name="profile", short_help="What a kind of work used: right_size's history.")
 app.command("report", short_help="Write an HTML report with charts.")(report_cmd.report)
 app.command("metrics", short_help="Campaign metrics for Prometheus.")(prometheus_cmd.metrics)
+app.command("simulate", short_help="Try policies on a simulated Slurm cluster.")(simulate_cmd.simulate)
 app.add_typer(notify_cmd.notify_app, name="notify", short_help="Test a notify channel; list what it was told.")
 
 

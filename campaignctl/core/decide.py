@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
@@ -310,24 +310,41 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
             time_min=max(prev[1].time_min, d.resources.time_min))
         targets[array] = (d, grown)
     out = []
+    sized: dict[tuple[Resources, Resources], tuple[Resources, dict[str, list[int]], str, dict[str, object]] | None] = {}
     for task in tasks:
         latest = task.latest
         if latest.state != "PENDING" or latest.array_job_id not in targets:
             continue
         trigger, grown = targets[latest.array_job_id]  # type: ignore[index]
-        resized = _resized(latest.resources, grown)
-        if resized is not None:
-            changes = {k: [getattr(latest.resources, k), getattr(resized, k)]
-                       for k in ("mem_mb", "time_min") if getattr(resized, k) != getattr(latest.resources, k)}
-            what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
+        key = (latest.resources, grown)
+        if key not in sized:  # siblings share a few requests: size each once (the simulator's 100,000 tasks)
+            sized[key] = _resize_plan(latest.resources, grown)
+        plan = sized[key]
+        if plan is not None:
+            resized, changes, what, as_fields = plan
             reason = (f"pending sibling of task {trigger.task_index}, which hit "
                       f"{trigger.rule.replace('_', ' ')} in the same array; {what} before it starts.")
             out.append(Decision(task.index, latest.token, trigger.rule, "resize_pending", reason,
                                 {"job_id": latest.job_id, "state": latest.state, "trigger_task": trigger.task_index,
                                  "trigger_attempt": trigger.attempt_token},
                                 {"changes": changes, "array_job_id": latest.array_job_id,
-                                 "resources": asdict(resized)}, resized))
+                                 "resources": as_fields}, resized))
     return out
+
+
+def _resize_plan(current: Resources, grown: Resources) -> tuple[Resources, dict[str, list[int]], str,
+                                                                dict[str, object]] | None:
+    resized = _resized(current, grown)
+    if resized is None:
+        return None
+    changes = {k: [getattr(current, k), getattr(resized, k)]
+               for k in ("mem_mb", "time_min") if getattr(resized, k) != getattr(current, k)}
+    return resized, changes, ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()), _fields(resized)
+
+
+def _fields(resources: Resources) -> dict[str, object]:
+    """asdict of a flat record, without asdict's deep copy (a resize decision per pending sibling)."""
+    return {f.name: getattr(resources, f.name) for f in fields(resources)}
 
 
 def _resized(current: Resources, grown: Resources) -> Resources | None:

@@ -60,10 +60,11 @@ def calls() -> dict[str, set[str]]:
     return out
 
 
-def test_reconcile_and_replay_each_call_decide_tick_once_and_only_the_tick_composes_the_rules() -> None:
+def test_reconcile_replay_and_the_simulator_each_call_decide_tick_once_and_only_the_tick_composes_the_rules() -> None:
     callers = calls()
-    assert callers["decide_tick"] == {"services/reconcile.py", "core/replay.py"}
-    for tree in (PACKAGE / "services" / "reconcile.py", PACKAGE / "core" / "replay.py"):
+    assert callers["decide_tick"] == {"services/reconcile.py", "core/replay.py", "core/sim/driver.py"}
+    for tree in (PACKAGE / "services" / "reconcile.py", PACKAGE / "core" / "replay.py",
+                 PACKAGE / "core" / "sim" / "driver.py"):
         found = [n for n in ast.walk(ast.parse(tree.read_text()))
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "decide_tick"]
         assert len(found) == 1, tree

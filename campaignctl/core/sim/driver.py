@@ -1,0 +1,162 @@
+"""The policy's tick on the simulated cluster: the one place the simulator calls `decide_tick`,
+and the built-in attempt-scaled baseline next to it. Pure.
+
+Which tasks a tick sees. Reconcile builds views only for attempts that still matter (core/observe:
+a task whose only attempt COMPLETED has none) and decides over what changed; at 100,000 tasks a
+view of every task at every 5-minute tick would cost more than the rest of the simulation. So a
+tick is given:
+- the tasks whose latest attempt ended and is not yet answered (the cause rules' input; a task in
+  backoff stays in until answered);
+- the pending siblings of an array in which this tick retries an OOM or TIMEOUT with
+  `resize_pending`, and only those still asking for less (a second `decide_tick` over the same
+  snapshot plus them: the first one names the arrays and the new sizes);
+- every pending and running task when the sections need the whole picture: a campaign
+  `max_parallel` (throttles count running and pending per array) or budget limits (the hold
+  lists pending elements);
+- pending tasks waiting longer than `fallback.after` when the spec lists several GPU types;
+- every pending task when the policy's right_size may lower them in place (a spec naming a
+  `profile:`); its samples are the campaign's own ended attempts, their peak memory the task's
+  drawn need. Sizing at submit from other campaigns' history is not simulated (one campaign runs).
+Utilisation and early stopping see no telemetry or metric curves here (the simulator models
+neither), so they decide nothing; a progressive campaign's ladder is not simulated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from campaignctl.core.cost import UsageGroup
+from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView
+from campaignctl.core.policy import Policy
+from campaignctl.core.resources import Resources
+from campaignctl.core.right_size import ENDED, UsageSample, groups
+from campaignctl.core.right_size import RULE as RIGHT_SIZE
+from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.sim.engine import Decider, Engine
+from campaignctl.core.tick import TickPlan, TickSnapshot, decide_tick, needs, with_facts
+
+ATTEMPT_SCALED = "attempt-scaled"
+ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`
+
+
+def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
+    """A tick that decides as `campaignctl reconcile` would, through `decide_tick`."""
+
+    lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
+
+    def tick(engine: Engine, now: datetime) -> TickPlan:
+        right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
+        whole = bool(settings.max_parallel or settings.budget.limits() or right_sizes)
+        views = _changed(engine) + (_active(engine) if whole else _waiting(engine, policy, settings, now))
+        plan = _decide(engine, policy, settings, views, now, lowered)
+        siblings = _siblings(engine, plan, policy) if not whole else []
+        plan = _decide(engine, policy, settings, views + siblings, now, lowered) if siblings else plan
+        lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
+        return plan
+
+    return tick
+
+
+def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: list[TaskView],
+            now: datetime, lowered: set[str]) -> TickPlan:
+    snapshot = TickSnapshot(
+        "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests,
+        pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
+                       for v in views if v.latest.state == "PENDING"},
+        usage=_usage(engine) if settings.budget.limits() else (),
+        array_throttles=engine.throttles, tasks_started=settings.tasks)
+    facts = needs(snapshot, policy, now)
+    if facts.queue or facts.metrics:  # squeue says Resources for what waits; no metric is modelled
+        snapshot = with_facts(snapshot, {v.latest.job_id or "": "Resources" for v in views
+                                         if v.latest.state == "PENDING"}, engine.free_gpus(),
+                              {m: {} for m in facts.metrics})
+    if facts.right_size:
+        snapshot = with_facts(snapshot, samples=_samples(engine, settings), lowered=frozenset(lowered))
+    return decide_tick(snapshot, policy, now)
+
+
+def _samples(engine: Engine, settings: CampaignSettings) -> list[UsageSample]:
+    """The campaign's ended attempts as right_size reads them from the store: the peak memory
+    is the task's drawn need (at most its limit: an OOM stops there), the elapsed time its run."""
+    ended = [job for jobs in engine.jobs for job in jobs if job.state in ENDED and job.start is not None]
+    group = groups(settings, [engine.view(task) for task in sorted({job.task for job in ended})])
+    truths = engine.setup.truths
+    return [UsageSample("", group[job.task], job.state, float(min(truths[job.task].mem_mb, job.res.mem_mb)),
+                        (job.end_at or engine.now) - (job.start or 0), job.res) for job in ended]
+
+
+def _changed(engine: Engine) -> list[TaskView]:
+    return [engine.view(task) for task in sorted(engine.unanswered)]
+
+
+def _active(engine: Engine) -> list[TaskView]:
+    tasks = sorted({job.task for job in engine.active.values()} - engine.unanswered)
+    return [engine.view(task) for task in tasks]
+
+
+def _waiting(engine: Engine, policy: Policy, settings: CampaignSettings, now: datetime) -> list[TaskView]:
+    after = policy.fallback.after_s
+    if len(settings.gpu_types) < 2 or not after:
+        return []
+    since = engine.now - after
+    return [engine.view(job.task) for job in engine.active.values()
+            if job.state == "PENDING" and job.submit <= since and job.res.gpu_type != settings.gpu_types[-1]]
+
+
+def _siblings(engine: Engine, plan: TickPlan, policy: Policy) -> list[TaskView]:
+    """Pending elements of arrays where this plan grows an OOM/TIMEOUT retry, still smaller."""
+    grown: dict[str, tuple[int, int]] = {}
+    for d in plan.decisions:
+        if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
+            continue
+        if not policy.rule(d.rule).resize_pending:
+            continue
+        array_id = engine.jobs[d.task_index][-1].array.id
+        mem, time = grown.get(array_id, (0, 0))
+        grown[array_id] = (max(mem, d.resources.mem_mb), max(time, d.resources.time_min))
+    out = []
+    for array in engine.queue.arrays:
+        if array.id in grown:
+            mem, time = grown[array.id]
+            out += [engine.view(j.task) for j in array.pending.values()
+                    if j.res.mem_mb < mem or j.res.time_min < time]
+    return out
+
+
+def _usage(engine: Engine) -> tuple[UsageGroup, ...]:
+    """The spend's GROUP BY (phase, resources), as the store returns it for the budget."""
+    groups: dict[tuple[str, object], list[int]] = {}
+    for jobs in engine.jobs:
+        for job in jobs:
+            phase = {"PENDING": "pending", "RUNNING": "running"}.get(job.state, "ended")
+            elapsed = (job.end_at or engine.now) - job.start if job.start is not None else 0
+            group = groups.setdefault((phase, job.res), [0, 0])
+            group[0] += 1
+            group[1] += elapsed
+    return tuple(UsageGroup(phase, res, "", n, s) for (phase, res), (n, s) in groups.items())  # type: ignore[arg-type]
+
+
+def attempt_scaled_decider(retries: int = ATTEMPT_SCALED_RETRIES) -> Decider:
+    """The baseline many workflow users configure: every failure retried up to `retries` times
+    with memory and time × the attempt number (Snakemake `mem_mb=lambda wc, attempt: base *
+    attempt` with `--retries`; Nextflow `memory { 2.GB * task.attempt }`, `maxRetries`)."""
+
+    def tick(engine: Engine, now: datetime) -> TickPlan:
+        decisions = [_scaled(engine.view(task), engine.jobs[task][0].res, retries)
+                     for task in sorted(engine.unanswered)]
+        return TickPlan(tuple(decisions), (), (), False, False, None, None, None, None, None)
+
+    return tick
+
+
+def _scaled(view: TaskView, base: Resources, retries: int) -> Decision:
+    latest = view.latest
+    cause = latest.cause or CAUSE_OF_STATE.get(latest.state, "failed")
+    if latest.number > retries:
+        return Decision(view.index, latest.token, ATTEMPT_SCALED, "give_up",
+                        f"{cause} on attempt {latest.number}: {retries} retries used.", {"cause": cause})
+    n = latest.number + 1
+    res = replace(latest.resources, mem_mb=base.mem_mb * n, time_min=base.time_min * n)
+    return Decision(view.index, latest.token, ATTEMPT_SCALED, "resubmit",
+                    f"{cause} on attempt {latest.number}: attempt {n} with memory and time × {n}.",
+                    {"cause": cause}, {"retry": latest.number}, res)

@@ -1,0 +1,367 @@
+"""The discrete-event loop: tasks submitted as arrays, the queue's passes, attempts that start,
+end as their truth and hazards say, node failures and preemptions, and a policy tick every
+`tick_s` whose plan is carried out on the simulated cluster. Core only, no I/O.
+
+Simulated time is whole seconds from the start; the policy sees it as `EPOCH + t` (UTC)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+
+from campaignctl.core.clock import stamp
+from campaignctl.core.decide import AttemptView, Decision, Replacement, TaskView
+from campaignctl.core.output_causes import GPU_OOM
+from campaignctl.core.requests import Requests
+from campaignctl.core.resources import Resources
+from campaignctl.core.sim.cluster import Cluster
+from campaignctl.core.sim.scheduler import Array, Job, Queue
+from campaignctl.core.sim.tally import Tally
+from campaignctl.core.sim.workload import Hazards, Synthetic, Truth, hazards
+from campaignctl.core.tick import TickPlan
+
+EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+MAX_ARRAY = 1000  # MaxArraySize 1001 caps the index: arrays of at most 1000 elements (core/plan.py)
+REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may start (lab NOTES, pitfall 4)
+IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
+SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)
+END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, PASS, TICK = range(7)  # same second: ends first, the tick last
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One simulation's inputs, the same for every policy compared."""
+
+    cluster: Cluster
+    resources: Resources  # the spec's resources (attempt 1's, unless a trace row says otherwise)
+    truths: tuple[Truth, ...]
+    workload: Synthetic
+    seed: int
+    max_parallel: int | None = None
+    tick_s: int = 300
+    flaky: frozenset[int] = frozenset()  # indexes of flaky nodes (node_fail strikes only there)
+    requeue: bool = False  # jobs allow Slurm's requeue on preemption (policy slurm_requeue)
+    horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
+    track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
+
+
+Decider = Callable[["Engine", datetime], TickPlan]
+
+
+@dataclass(slots=True)
+class Engine:
+    setup: Setup
+    decider: Decider
+    progress: Callable[[int, int], None] | None = None
+    queue: Queue = field(init=False)
+    now: int = 0
+    tally: Tally = field(init=False)
+    jobs: list[list[Job]] = field(init=False)  # per task, attempts oldest first
+    active: dict[str, Job] = field(default_factory=dict)  # campaign jobs pending or running, by token
+    unanswered: set[int] = field(default_factory=set)  # tasks whose latest attempt ended unanswered
+    decided: set[str] = field(default_factory=set)
+    settled: dict[int, str] = field(default_factory=dict)  # task → completed | given_up | stopped
+    requests: Requests = field(default_factory=Requests)
+    throttles: dict[str, int | None] = field(default_factory=dict)
+    paused: bool = False
+    _views: dict[int, TaskView] = field(default_factory=dict)
+    _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
+    _seq: int = 0
+    _arrays: int = 0
+    _dirty: bool = False
+    _pass_due: bool = False
+
+    def __post_init__(self) -> None:
+        self.queue = Queue(self.setup.cluster)
+        self.tally = Tally(len(self.setup.truths), track=self.setup.track)
+        self.jobs = [[] for _ in self.setup.truths]
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> Tally:
+        by_time: dict[int, list[int]] = {}
+        for task, truth in enumerate(self.setup.truths):
+            by_time.setdefault(truth.submit_s, []).append(task)
+        for t, tasks in by_time.items():
+            self._push(t, SUBMIT, tasks)
+        self._push(self.setup.tick_s, TICK, None)
+        idle = 0
+        while self._heap and len(self.settled) < len(self.jobs) and self.now <= self.setup.horizon_s:
+            t, kind, _, ref, starts = heapq.heappop(self._heap)
+            self.now = t
+            if kind == TICK:
+                changed = self._tick() or self._dirty
+                if self.queue.arrays:
+                    self._schedule()
+                idle = 0 if changed or self.tally.running else idle + 1
+                if idle >= IDLE_TICKS:
+                    break
+                self._dirty = False
+                self._push(t + self.setup.tick_s, TICK, None)
+                if self.progress:
+                    self.progress(len(self.settled), len(self.jobs))
+                continue
+            if kind == PASS:
+                self._pass_due = False
+                self._schedule()
+                continue
+            self._dirty = True
+            self._event(kind, ref, starts)
+            if not self._pass_due:
+                self._pass_due = True
+                self._push(-(-t // SCHED_S) * SCHED_S, PASS, None)
+        self.tally.finish(self.settled, self.jobs, self.now)
+        if self.progress:
+            self.progress(len(self.settled), len(self.jobs))
+        return self.tally
+
+    def _push(self, t: int, kind: int, ref: object, starts: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, ref, starts))
+
+    def _event(self, kind: int, ref: object, starts: int) -> None:
+        if isinstance(ref, Job):
+            if kind == END and ref.state == "RUNNING" and ref.starts == starts:
+                self._stop(ref, ref.fate)
+            elif kind == PREEMPTOR:
+                self._preemptor(ref, starts)
+        elif isinstance(ref, int):
+            if kind == NODE_DOWN:
+                self._node_down(ref)
+            else:
+                self.queue.up[ref] = True
+        elif isinstance(ref, list):
+            self._submit([(task, 1, self._first_resources(task), {}) for task in ref], self.setup.max_parallel)
+
+    def _schedule(self) -> None:
+        self.queue.schedule(self.now, self._start, self._preempted)
+
+    # --- submission and resources -----------------------------------------------------------------
+
+    def _first_resources(self, task: int) -> Resources:
+        request = self.setup.truths[task].request
+        if request is None:
+            return self.setup.resources
+        gpus, cpus, mem, time = request
+        return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem, time_min=time)
+
+    def _submit(self, items: list[tuple[int, int, Resources, dict[str, object]]], throttle: int | None) -> None:
+        """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""
+        partition = self.setup.resources.partition or self.setup.cluster.partitions[0].name
+        for lo in range(0, len(items), MAX_ARRAY):
+            chunk = items[lo:lo + MAX_ARRAY]
+            self._arrays += 1
+            array = Array(str(self._arrays), self.queue.tiers[partition], self.now, partition,
+                          min(throttle, len(chunk)) if throttle else None)
+            self.throttles[array.id] = array.throttle
+            for index, (task, number, res, params) in enumerate(chunk):
+                job = Job(f"{array.id}_{index}", array, task, number, f"t{task}a{number}", res, self.now)
+                job.params = params
+                job.params_changed = bool(params)
+                job.held = self.paused
+                array.add(job)
+                self.jobs[task].append(job)
+                self.active[job.token] = job
+                self._views.pop(task, None)
+            self.queue.add_array(array)
+            self.tally.pending += len(chunk)
+
+    # --- attempts -------------------------------------------------------------------------------
+
+    def _start(self, job: Job, node: int) -> None:
+        self.queue.allocate(job, node)
+        job.state, job.start = "RUNNING", self.now
+        job.starts += 1
+        self.tally.started(job)
+        self._views.pop(job.task, None)
+        if job.task < 0:  # a preempting job of someone else: it holds the node for its while
+            self._push(self.now + int(self.setup.workload.preemptor_min * 60), END, job, job.starts)
+            return
+        hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
+                     node in self.setup.flaky)
+        end, state, exit_code, cause = self._fate(job, hz)
+        job.fate, job.exit, job.cause = state, exit_code, cause
+        self._push(self.now + end, END, job, job.starts)
+        if hz.node_fail_at is not None and int(hz.node_fail_at * end) < end:
+            self._push(self.now + int(hz.node_fail_at * end), NODE_DOWN, node)
+        if hz.preempt_at is not None and int(hz.preempt_at * end) < end:
+            self._push(self.now + int(hz.preempt_at * end), PREEMPTOR, job, job.starts)
+
+    def _fate(self, job: Job, hz: Hazards) -> tuple[int, str, int, str | None]:
+        """(seconds it runs, final state, exit code, cause named by the output) for this start."""
+        truth, r = self.setup.truths[job.task], job.res
+        limit = r.time_min * 60
+        run = min(truth.run_s, limit)
+        if truth.mem_mb > r.mem_mb:
+            return max(1, int(hz.oom_at * run)), "OUT_OF_MEMORY", 0, None
+        if truth.gpu_oom and not job.params_changed and r.gpu_type == self._first_gpu_type(job.task):
+            return max(1, int(hz.fail_at * run)), "FAILED", 1, GPU_OOM
+        if truth.bug or (truth.tempfail and job.attempt == 1):
+            return max(1, int(hz.fail_at * run)), "FAILED", 1 if truth.bug else 75, None
+        if truth.run_s > limit:
+            return limit, "TIMEOUT", 0, None
+        return truth.run_s, "COMPLETED", 0, None
+
+    def _first_gpu_type(self, task: int) -> str | None:
+        return self.jobs[task][0].res.gpu_type
+
+    def _stop(self, job: Job, state: str) -> None:
+        """The job leaves its node in `state` (the attempt's end as sacct would record it)."""
+        self.queue.release(job)
+        self.tally.stopped(job, self.now, state)
+        job.state, job.end_at = state, self.now
+        if state != job.fate:  # a node failure, a preemption or a cancel ended it first
+            job.exit, job.cause = 0, None
+        if job.task < 0:
+            return
+        self.active.pop(job.token, None)
+        self._views.pop(job.task, None)
+        if state == "COMPLETED":
+            self.settled[job.task] = "completed"
+            self.tally.settle(self.now)
+        else:
+            self.unanswered.add(job.task)
+
+    def _node_down(self, node: int) -> None:
+        if not self.queue.up[node]:
+            return
+        self.queue.up[node] = False
+        for job in list(self.queue.on_node[node].values()):
+            self._stop(job, "NODE_FAIL")
+        self._push(self.now + int(self.setup.workload.node_down * 60), NODE_UP, node)
+
+    def _preemptor(self, victim: Job, starts: int) -> None:
+        """A higher-tier job arrives wanting the victim's node (pinned, `-w`), as big as the victim."""
+        if victim.state != "RUNNING" or victim.starts != starts or victim.node is None:
+            return
+        top = self.setup.cluster.top_partition()
+        self._arrays += 1
+        array = Array(f"{self._arrays}", top.priority_tier, self.now, top.name, None)
+        job = Job(f"{array.id}_0", array, -1, 1, f"preemptor{self._arrays}", replace(victim.res, exclude=None),
+                  self.now, pinned=victim.node)
+        array.add(job)
+        self.queue.add_array(array)
+
+    def _preempted(self, victim: Job) -> None:
+        """PreemptMode=REQUEUE: requeued if the job allows it, else it ends PREEMPTED."""
+        if not self.setup.requeue or victim.task < 0:
+            self._stop(victim, "PREEMPTED")
+            return
+        self.queue.release(victim)
+        self.tally.stopped(victim, self.now, "PREEMPTED")
+        victim.state, victim.begin = "PENDING", self.now + REQUEUE_DELAY_S
+        victim.array.add(victim)
+        if victim.array not in self.queue.arrays:
+            self.queue.add_array(victim.array)
+        self._views.pop(victim.task, None)
+
+    # --- the policy's tick ----------------------------------------------------------------------
+
+    def _tick(self) -> bool:
+        plan = self.decider(self, self.at(self.now))
+        self.tally.tick(plan)
+        return self._apply(plan)
+
+    def at(self, t: int) -> datetime:
+        return EPOCH + timedelta(seconds=t)
+
+    def free_gpus(self) -> dict[str, int]:
+        """sinfo's view for GPU-type fallback: the most free GPUs of each type on one up node."""
+        out: dict[str, int] = {}
+        q = self.queue
+        for i, node in enumerate(self.setup.cluster.nodes):
+            if node.gpu_type and q.up[i]:
+                out[node.gpu_type] = max(out.get(node.gpu_type, 0), q.free_gpus[i])
+        return out
+
+    def view(self, task: int) -> TaskView:
+        """The task as the policy sees it (cached until one of its attempts changes)."""
+        cached = self._views.get(task)
+        if cached is None:
+            cached = TaskView(task, tuple(self._attempt_view(j) for j in self.jobs[task]))
+            self._views[task] = cached
+        return cached
+
+    def _attempt_view(self, job: Job) -> AttemptView:
+        ended = job.state not in ("PENDING", "RUNNING")
+        end = job.end_at if ended and job.end_at is not None else self.now
+        cause = job.cause if ended else None
+        return AttemptView(
+            job.token, job.attempt, job.state, job.jid, job.res, exit_code=job.exit if ended else None,
+            slurm_state=job.state, nodes=self.queue.names[job.node] if job.node is not None else "",
+            elapsed_s=end - job.start if job.start is not None else None,
+            ended_at=stamp(self.at(end)) if ended else None, decided=job.token in self.decided, cause=cause,
+            evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
+            params=job.params, params_changed=job.params_changed)  # type: ignore[arg-type]
+
+    def _apply(self, plan: TickPlan) -> bool:
+        retries: list[tuple[int, int, Resources, dict[str, object]]] = []
+        acted = False
+        for d in plan.decisions:
+            if d.mode != "enforce" or d.gate:
+                continue
+            acted = self._carry_out(d, retries) or acted
+        if plan.paused and not self.paused:
+            self.paused = acted = True
+            for job in self.active.values():
+                if job.state == "PENDING":
+                    job.held = True
+        if retries:
+            self._submit(retries, plan.retry_parallel)
+        return acted
+
+    def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, object]]]) -> bool:
+        task = d.task_index
+        if d.action in ("resubmit", "give_up"):
+            self.decided.add(d.attempt_token)
+            self.unanswered.discard(task)
+            self._views.pop(task, None)
+            if d.action == "give_up":
+                self.settled[task] = "given_up"
+                self.tally.settle(self.now)
+            else:
+                latest = self.jobs[task][-1]
+                params = d.params.get("task_params")
+                carried = dict(params) if isinstance(params, dict) else dict(latest.params)
+                retries.append((task, latest.attempt + 1, d.resources or latest.res, carried))
+            return True
+        job = self.active.get(d.attempt_token)
+        if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
+            job.array.resize(job, d.resources)
+        elif d.action == "cancel" and job is not None:
+            self._cancel(job, d)
+        elif d.action == "stop" and job is not None and job.state == "RUNNING":
+            self._stop(job, "CANCELLED")
+            self.unanswered.discard(task)
+            self.settled[task] = "stopped"
+            self.tally.settle(self.now)
+        elif d.action == "throttle":
+            self._throttle(str(d.params.get("array_job_id", "")), d.params.get("throttle"))
+        else:
+            return False
+        return True
+
+    def _cancel(self, job: Job, d: Decision) -> None:
+        """scancel of a pending job to move it (GPU-type fallback): the next tick resubmits it."""
+        if job.state != "PENDING":
+            return
+        job.array.remove(job)
+        self.tally.pending -= 1
+        job.state, job.end_at = "CANCELLED", self.now
+        self.active.pop(job.token, None)
+        self.requests.cancel_requested.add(job.token)
+        self.requests.moves[job.task] += 1
+        replacement = d.params.get("replacement")
+        if isinstance(replacement, dict):
+            self.requests.replacements[job.token] = Replacement(d.rule, Resources(**replacement), d.reason,
+                                                                str(d.params.get("only_if", "")))
+        self.unanswered.add(job.task)
+        self._views.pop(job.task, None)
+
+    def _throttle(self, array_id: str, value: object) -> None:
+        for array in self.queue.arrays:
+            if array.id == array_id:
+                array.throttle = int(value) if isinstance(value, int) and value > 0 else None
+                self.throttles[array_id] = array.throttle
