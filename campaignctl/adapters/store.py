@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -289,14 +291,11 @@ class Store:
         sql = _HISTORY_SQL.format(filter="" if done_tasks else _UNDONE_FILTER)
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id,)).fetchall()
-        shared: dict[Any, Any] = {}
-
-        def share(value: Any) -> Any:
-            return shared.setdefault(value, value)
-
-        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6]), share(r[7]), r[8], share(r[9]),
-                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]),
-                           share(r[18]), bool(r[19]), r[20], r[21] or "")
+        share: Callable[[Any, Any], Any] = {}.setdefault  # one object per distinct value; a C call
+        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6], r[6]), share(r[7], r[7]), r[8],
+                           share(r[9], r[9]), r[10], r[11], r[12], r[13], share(r[14], r[14]), share(r[15], r[15]),
+                           share(r[16], r[16]), share(r[17], r[17]), share(r[18], r[18]), bool(r[19]), r[20],
+                           r[21] or "")
                 for r in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
@@ -312,14 +311,13 @@ class Store:
         if not changes:
             return
         now = utc_now()
-        with self.engine.begin() as conn:
+        with self.engine.connect() as conn, _rederivable(conn), conn.begin():
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
                 "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres) WHERE id=?"),
-                [(c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
-                  c.missing_since, c.alloc_tres, c.attempt_id) for c in changes])
-            moved = [(c.attempt_id, tick_id, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, now,
-                      c.max_rss, c.ended_at, c.missing_since) for c in changes if c.for_history]
+                list(map(_UPDATED_FACTS, changes)))
+            moved = [(c.attempt_id, tick_id, *_KEPT_FACTS(c), now, c.max_rss, c.ended_at, c.missing_since)
+                     for c in changes if c.for_history]
             if moved:
                 conn.exec_driver_sql(driver_sql(
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
@@ -406,6 +404,39 @@ SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tre
 FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
 WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
 GROUP BY a.state, res, a.alloc_tres"""
+
+
+# an attempt's row, and the observation kept for replay, from one change (getters run in C: a
+# tick may write 100,000 of each)
+_UPDATED_FACTS = operator.attrgetter("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at",
+                                     "missing_since", "alloc_tres", "attempt_id")
+_KEPT_FACTS = operator.attrgetter("state", "slurm_state", "exit_code", "nodes", "elapsed_s")
+
+
+@contextmanager
+def _rederivable(conn: sa.Connection) -> Iterator[None]:
+    """For a transaction whose writes the next tick makes again if they are lost (observations:
+    sacct still says the same): on SQLite in WAL mode, its commit does not wait for fsync
+    (`synchronous=NORMAL`, then the connection's level again). Still durable when the process
+    crashes: the commit is in the WAL before it returns (sqlite.org/pragma.html#pragma_synchronous).
+    A power loss may drop it, but only it and later unsynced commits: the next commit at FULL
+    (every decision's) syncs the WAL whole, this one included, so a committed decision never
+    rests on an observation that could vanish. Not in rollback-journal mode (a network
+    filesystem, `_sqlite_pragmas`), where NORMAL risks more than the last commit."""
+    raw = conn.connection.dbapi_connection
+    if conn.dialect.name != "sqlite" or raw is None or raw.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        yield
+        return
+    level = int(raw.execute("PRAGMA synchronous").fetchone()[0])
+    raw.execute("PRAGMA synchronous=NORMAL")  # outside a transaction: sqlite refuses it inside one
+    try:
+        yield
+    finally:
+        try:
+            raw.execute(f"PRAGMA synchronous={level}")
+        except Exception:
+            conn.invalidate()  # never back in the pool at NORMAL, where a decision could commit
+            raise
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:

@@ -4,6 +4,7 @@ attempts need observing, what changed, and the per-task views `decide` reads. Pu
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from campaignctl.core.clock import read_time
@@ -11,6 +12,7 @@ from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
+from campaignctl.core.slurm_states import State
 from campaignctl.core.spec import Resources
 
 UNKNOWN = "UNKNOWN"
@@ -18,6 +20,8 @@ ABANDONED = "ABANDONED"  # a submission given up before any job of it ran
 FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
 _FIELDS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
+_STORED_FACTS = operator.attrgetter(*_FIELDS)  # a row's facts as a tuple, in C: once per attempt of a tick
+_STATE_TEXT = {s: s.value for s in State}  # `.value` is a descriptor call: slow a hundred thousand times
 
 Key = tuple[str, int | None]
 
@@ -39,13 +43,12 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
     changes = []
     for row in rows:
-        old: tuple[object, ...] = (row.state, row.slurm_state, row.exit_code, row.nodes, row.elapsed_s, row.max_rss,
-               row.ended_at, row.missing_since)
-        key = key_of(row)
+        old: tuple[object, ...] = _STORED_FACTS(row)
+        key = ((row.job_id or "").partition("_")[0], row.array_index)  # key_of, inlined: once per attempt
         obs = observed.get(key)
         new: tuple[object, ...]
         if obs is not None:
-            new = (obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s, obs.max_rss,
+            new = (_STATE_TEXT[obs.state], obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s, obs.max_rss,
                    obs.end, None)
         elif key[0] in queued_arrays():
             if row.missing_since is None:
@@ -53,9 +56,12 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
             new = (*old[:7], None)
         else:
             new = (UNKNOWN, *old[1:7], row.missing_since or now)
-        if new[:6] != old[:6] or not _same_times(new[6:], old[6:]):
+        if new == old:
+            continue
+        same_times = _same_times(new[6:], old[6:])
+        if new[:6] != old[:6] or not same_times:
             # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
-            for_history = new[:4] != old[:4] or not _same_times(new[6:], old[6:])
+            for_history = new[:4] != old[:4] or not same_times
             changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
                                           obs.alloc_tres if obs is not None else ""))
     return changes

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from campaignctl.core.params import Scalar
+from campaignctl.core.quick_init import quick_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class AttemptRecord:
         return self.job_id.split("_")[0] if self.job_id else None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class HistoryRow:
     """One attempt as reconcile remembers it: last observed Slurm facts and effective resources."""
@@ -102,6 +104,7 @@ class HistoryRow:
     evidence: str = ""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ObservedChange:
     """What reconcile writes back for an attempt whose observed facts changed this tick."""
