@@ -292,11 +292,12 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id,)).fetchall()
         share: Callable[[Any, Any], Any] = {}.setdefault  # one object per distinct value; a C call
-        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6], r[6]), share(r[7], r[7]), r[8],
-                           share(r[9], r[9]), r[10], r[11], r[12], r[13], share(r[14], r[14]), share(r[15], r[15]),
-                           share(r[16], r[16]), share(r[17], r[17]), share(r[18], r[18]), bool(r[19]), r[20],
-                           r[21] or "")
-                for r in rows]
+        return [HistoryRow(i, task, number, index, token, job, share(state, state), share(slurm, slurm), code,
+                           share(nodes, nodes), elapsed, rss, ended, missing, share(res, res), share(sub, sub),
+                           share(sub_state, sub_state), share(created, created), params, bool(own), cause,
+                           evidence or "")
+                for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
+                     res, sub, sub_state, created, params, own, cause, evidence) in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
         """How many of the campaign's tasks have at least one attempt."""

@@ -44,7 +44,7 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     changes = []
     for row in rows:
         old: tuple[object, ...] = _STORED_FACTS(row)
-        key = ((row.job_id or "").partition("_")[0], row.array_index)  # key_of, inlined: once per attempt
+        key = ((row.job_id or "").partition("_")[0], row.array_index)  # key_of(row), without the call
         obs = observed.get(key)
         new: tuple[object, ...]
         if obs is not None:
@@ -58,20 +58,27 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
             new = (UNKNOWN, *old[1:7], row.missing_since or now)
         if new == old:
             continue
-        same_times = _same_times(new[6:], old[6:])
-        if new[:6] != old[:6] or not same_times:
-            # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
-            for_history = new[:4] != old[:4] or not same_times
-            changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
-                                          obs.alloc_tres if obs is not None else ""))
+        # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
+        for_history = new[:4] != old[:4]
+        if not for_history:  # the usual change, state, needs no look at the times
+            same_times = _same_times(new[6:], old[6:])
+            if same_times and new[4:6] == old[4:6]:
+                continue
+            for_history = not same_times
+        changes.append(ObservedChange(row.id, *new, for_history,  # type: ignore[arg-type, call-arg]
+                                      obs.alloc_tres if obs is not None else ""))
     return changes
 
 
 def _same_times(new: tuple[object, ...], old: tuple[object, ...]) -> bool:
     """The same moments: a row stored before times were UTC holds naive local text for what
     sacct now prints in UTC (core/clock.py); that alone is no change."""
-    return new == old or all(a == b or (isinstance(a, str) and isinstance(b, str) and read_time(a) == read_time(b))
-                             for a, b in zip(new, old, strict=True))
+    if new == old:
+        return True
+    for a, b in zip(new, old, strict=True):
+        if a != b and not (isinstance(a, str) and isinstance(b, str) and read_time(a) == read_time(b)):
+            return False
+    return True
 
 
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],

@@ -313,13 +313,15 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
     that cannot be read is skipped and noted in `skipped`: one odd line must never take the
     tick down."""
     folds: dict[Key, _Fold] = {}
-    keys: dict[str, Key] = {}  # `12_3` → ('12', 3): each element's id read once, not per step
+    last: tuple[str, Key | None] = ("", None)  # the last element id read, and its key: its steps follow it
     out = Observed()
     for line in io.StringIO(text) if isinstance(text, str) else text:
         job_id = line[:line.find("|")]
         base, dot, step = job_id.partition(".")
         if dot and step and not job_id.endswith("]"):  # a cut pending list `1_[0-4,51-...%1]` is no step
-            key = keys.get(base) or _step_key(job_id, base, keys)
+            if base != last[0]:
+                last = (base, _plain_key(base))
+            key = last[1] if last[1] is not None else _split_key(job_id)
             fold = folds.get(key) if key is not None else None
             if fold is not None:  # the step, inline (300,000 of them at 100,000 elements)
                 parts = line.split("|", _RSS + 1)
@@ -340,8 +342,9 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
                 continue
         if not line.strip():
             continue
-        if not dot and (plain := _plain_allocation(line, base, keys)) is not None:
+        if not dot and (plain := _plain_allocation(line, base)) is not None:
             _place(folds, plain[0], plain[1], job_id)
+            last = (base, plain[0])
             continue
         try:
             row = read_sacct_line(line)
@@ -350,34 +353,30 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
             continue
         if row.step is None:
             _fold_row(folds, row, out.skipped, line)
-    out.update((key, fold.observation(key)) for key, fold in folds.items())
+    for key in list(folds):  # each fold freed as its observation is made
+        out[key] = folds.pop(key).observation(key)
     return out
 
 
-def _plain_key(base: str, keys: dict[str, Key]) -> Key | None:
-    """The key of a plain element id (`12_3`, `12`), remembered in `keys`; None for other forms."""
+def _plain_key(base: str) -> Key | None:
+    """The key of a plain element id (`12_3`, `12`); None for other forms."""
     job, _, idx = base.partition("_")
     if not (job.isdigit() and (not idx or idx.isdigit())):
         return None
-    key = keys[base] = (job, int(idx) if idx else None)
-    return key
+    return job, int(idx) if idx else None
 
 
-def _step_key(job_id: str, base: str, keys: dict[str, Key]) -> Key | None:
-    """The element a step line belongs to: plain ids by string ops, het jobs (`5+1.batch`) and
-    other rare forms by the full grammar."""
-    key = _plain_key(base, keys)
-    if key is None:
-        ids = _split_job_id(job_id)
-        key = (ids[0], ids[1]) if ids else None
-    return key
+def _split_key(job_id: str) -> Key | None:
+    """The element of a step line in another form (het job `5+1.batch`, …): the full grammar."""
+    ids = _split_job_id(job_id)
+    return (ids[0], ids[1]) if ids else None
 
 
-def _plain_allocation(line: str, base: str, keys: dict[str, Key]) -> tuple[Key, _Fold] | None:
+def _plain_allocation(line: str, base: str) -> tuple[Key, _Fold] | None:
     """An allocation line of a plain element read straight into a fold, as `read_sacct_line`
     reads it; None when the line is anything else or has anything odd (that path then reads it,
     and says why it skips it)."""
-    key = keys.get(base) or _plain_key(base, keys)
+    key = _plain_key(base)
     if key is None:
         return None
     p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
@@ -389,8 +388,10 @@ def _plain_allocation(line: str, base: str, keys: dict[str, Key]) -> tuple[Key, 
     except ValueError:
         return None
     code, sig = shell_exit(p[_EXIT], p[_DERIVED])
-    return key, _Fold(_state(p[_STATE]), code, sig, elapsed, p[_NODES], _time(p[_START]), _time(p[_END]),
-                      p[_NAME], p[_TRES])
+    start, end = p[_START], p[_END]  # the usual `2026-11-24T03:12:08`: from_slurm's first case, inline
+    return key, _Fold(_state(p[_STATE]), code, sig, elapsed, p[_NODES],
+                      start + "+00:00" if len(start) == 19 else _time(start),
+                      end + "+00:00" if len(end) == 19 else _time(end), p[_NAME], p[_TRES])
 
 
 def _fold_row(folds: dict[Key, _Fold], row: SacctRow, skipped: list[str], line: str) -> None:

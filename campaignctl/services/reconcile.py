@@ -287,7 +287,7 @@ class _Tick:
         from here. Only the submitter's own tick can tell a lost job of its own."""
         me = identity.user_name()
         others = {s.job_id for s in self.store.submissions(record.id) if s.job_id and s.submitted_by != me}
-        if not others.intersection(key_of(r)[0] for r in rows):
+        if not others or not others.intersection(key_of(r)[0] for r in rows):
             return self.squeue.arrays
         return lambda: {*self.squeue.arrays(), *others}
 
