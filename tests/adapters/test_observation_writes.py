@@ -14,23 +14,23 @@ import sqlalchemy as sa
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import CampaignctlError
-from campaignctl.core.records import ObservedChange
+from campaignctl.core.records import AttemptFacts, ObservedChange
 from campaignctl.services.reconcile import reconcile
 from tests.adapters.test_reconcile_fake_slurm import FAILURES, RETRIED, campaign, provoke
 from tests.crash import Crash
 from tests.fakeslurm import FakeSlurm
 
-FACTS = ("state", "slurm_state", "exit_code", "nodes", "elapsed_s", "max_rss", "ended_at", "missing_since")
-
 
 def changes_for(store: Store, campaign_id: int) -> list[ObservedChange]:
     rows = store.history(campaign_id)
     return [
-        ObservedChange(rows[0].id, "FAILED", "FAILED", 1, "node7", 61, "2048K", "2026-11-24T01:02:03+00:00", None,
-                       True, "billing=2,cpu=2,mem=1G,node=1"),
-        ObservedChange(rows[1].id, "RUNNING", "RUNNING", None, "node8", 30, "1024K", None, None, True, ""),
+        ObservedChange(rows[0].id, AttemptFacts("FAILED", "FAILED", 1, "node7", 61, "2048K",
+                                                "2026-11-24T01:02:03+00:00", None),
+                       True, "billing=2,cpu=2,mem=1G,node=1", 183000),
+        ObservedChange(rows[1].id, AttemptFacts("RUNNING", "RUNNING", None, "node8", 30, "1024K", None, None), True),
         # only the running clock moved: the attempt row changes, the replay history does not
-        ObservedChange(rows[2].id, "SUBMITTED", "", None, "", 5, "12K", None, "2026-11-24T01:00:00+00:00", False, ""),
+        ObservedChange(rows[2].id, AttemptFacts("SUBMITTED", "", None, "", 5, "12K", None,
+                                                "2026-11-24T01:00:00+00:00"), False),
     ]
 
 
@@ -45,17 +45,18 @@ def test_bulk_write_round_trips_every_field(tmp_path: Path, fake_slurm: FakeSlur
 
     after = {r.id: r for r in store.history(record.id)}
     for c in changes:
-        assert tuple(getattr(after[c.attempt_id], f) for f in FACTS) == tuple(getattr(c, f) for f in FACTS)
+        assert after[c.attempt_id].facts == c.facts
     with store.engine.connect() as conn:
         tres = dict(conn.execute(sa.text("SELECT id, alloc_tres FROM attempts")).all())
+        energy = dict(conn.execute(sa.text("SELECT id, consumed_energy_j FROM attempts")).all())
         kept = conn.execute(sa.text(
             "SELECT attempt_id, tick_id, state, slurm_state, exit_code, nodes, elapsed_s, max_rss, ended_at, "
             "missing_since FROM observations ORDER BY id")).all()
     assert tres[changes[0].attempt_id] == "billing=2,cpu=2,mem=1G,node=1"
     assert tres[changes[1].attempt_id] == ""  # no AllocTRES seen: what was stored stays
+    assert (energy[changes[0].attempt_id], energy[changes[1].attempt_id]) == (183000, None)
     assert [tuple(r) for r in kept] == [
-        (c.attempt_id, tick, c.state, c.slurm_state, c.exit_code, c.nodes, c.elapsed_s, c.max_rss, c.ended_at,
-         c.missing_since) for c in changes[:2]]
+        (c.attempt_id, tick, *c.facts) for c in changes[:2]]
 
 
 @pytest.mark.sqlite_only(reason="SQLite's synchronous level per connection")
@@ -82,7 +83,7 @@ def test_observations_commit_unsynced_and_the_connection_goes_back_at_its_level(
     assert written[-6:] == ["PRAGMA synchronous", "PRAGMA synchronous=NORMAL", "UPDATE", "INSERT", "COMMIT",
                             "PRAGMA synchronous=2"]
 
-    bad = [ObservedChange(10**9, "FAILED", "FAILED", 1, "n", 1, "", None, None, True, "")]  # no such attempt
+    bad = [ObservedChange(10**9, AttemptFacts("FAILED", "FAILED", 1, "n", 1), True)]  # no such attempt
     with pytest.raises(CampaignctlError):  # the observation's foreign key: the whole write rolled back
         store.record_observations(tick, bad)
     assert statements[-1] == "PRAGMA synchronous=2"
