@@ -195,5 +195,6 @@ OUTPUT_LOG = "output.log"  # the program's stdout and stderr, written by the job
 
 
 def attempt_output(run_dir: str, task_index: int, token: str) -> Path:
-    """`<run_dir>/tasks/<index>/<attempt token>/output.log`."""
-    return task_dir(run_dir, task_index) / token / OUTPUT_LOG
+    """`<run_dir>/tasks/<index>/<attempt token>/output.log` (one Path built, not four joins: a
+    tick names one per attempt it gives up)."""
+    return Path(run_dir, "tasks", str(task_index), token, OUTPUT_LOG)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -289,15 +290,13 @@ class Store:
         sql = _HISTORY_SQL.format(filter="" if done_tasks else _UNDONE_FILTER)
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id,)).fetchall()
-        shared: dict[Any, Any] = {}
-
-        def share(value: Any) -> Any:
-            return shared.setdefault(value, value)
-
-        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], share(r[6]), share(r[7]), r[8], share(r[9]),
-                           r[10], r[11], r[12], r[13], share(r[14]), share(r[15]), share(r[16]), share(r[17]),
-                           share(r[18]), bool(r[19]), r[20], r[21] or "")
-                for r in rows]
+        share: Callable[[Any, Any], Any] = {}.setdefault  # one object per distinct value; a C call
+        return [HistoryRow(i, task, number, index, token, job, share(state, state), share(slurm, slurm), code,
+                           share(nodes, nodes), elapsed, rss, ended, missing, share(res, res), share(sub, sub),
+                           share(sub_state, sub_state), share(created, created), params, bool(own), cause,
+                           evidence or "")
+                for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
+                     res, sub, sub_state, created, params, own, cause, evidence) in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
         """How many of the campaign's tasks have at least one attempt."""
@@ -312,16 +311,13 @@ class Store:
         if not changes:
             return
         now = utc_now()
-        with self.engine.begin() as conn:
+        with self.engine.connect() as conn, _rederivable(conn), conn.begin():
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
                 "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres), "
                 "consumed_energy_j=COALESCE(?, consumed_energy_j) WHERE id=?"),
-                [(f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at,
-                  f.missing_since, c.alloc_tres, c.consumed_energy_j, c.attempt_id)
-                 for c in changes for f in (c.facts,)])
-            moved = [(c.attempt_id, tick_id, f.state, f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, now,
-                      f.max_rss, f.ended_at, f.missing_since) for c in changes if c.for_history for f in (c.facts,)]
+                [(*c.facts, c.alloc_tres, c.consumed_energy_j, c.attempt_id) for c in changes])
+            moved = [(c.attempt_id, tick_id, *c.facts[:5], now, *c.facts[5:]) for c in changes if c.for_history]
             if moved:
                 conn.exec_driver_sql(driver_sql(
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
@@ -410,6 +406,32 @@ FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.i
 LEFT JOIN telemetry tl ON tl.attempt_id = a.id
 WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
 GROUP BY a.state, res, a.alloc_tres"""
+
+
+@contextmanager
+def _rederivable(conn: sa.Connection) -> Iterator[None]:
+    """For a transaction whose writes the next tick makes again if they are lost (observations:
+    sacct still says the same): on SQLite in WAL mode, its commit does not wait for fsync
+    (`synchronous=NORMAL`, then the connection's level again). Still durable when the process
+    crashes: the commit is in the WAL before it returns (sqlite.org/pragma.html#pragma_synchronous).
+    A power loss may drop it, but only it and later unsynced commits: the next commit at FULL
+    (every decision's) syncs the WAL whole, this one included, so a committed decision never
+    rests on an observation that could vanish. Not in rollback-journal mode (a network
+    filesystem, `_sqlite_pragmas`), where NORMAL risks more than the last commit."""
+    raw = conn.connection.dbapi_connection
+    if conn.dialect.name != "sqlite" or raw is None or raw.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        yield
+        return
+    level = int(raw.execute("PRAGMA synchronous").fetchone()[0])
+    raw.execute("PRAGMA synchronous=NORMAL")  # outside a transaction: sqlite refuses it inside one
+    try:
+        yield
+    finally:
+        try:
+            raw.execute(f"PRAGMA synchronous={level}")
+        except Exception:
+            conn.invalidate()  # never back in the pool at NORMAL, where a decision could commit
+            raise
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:

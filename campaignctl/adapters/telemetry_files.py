@@ -71,7 +71,18 @@ def files_to_read(tasks_dir: str, rows: Sequence[HistoryRow], changed: Collectio
     """Attempt id → `<tasks_dir>/<task>/<token>/<name>` for every attempt that is RUNNING or changed
     state this tick (so the last lines of one that just ended are read too) and has that file.
     Strings, not Path objects: a tick may look at 100,000 attempts."""
+    started = task_dirs(tasks_dir)
     paths = {r.id: f"{tasks_dir}/{r.task_index}/{r.token}/{name}"
-             for r in rows if r.id in changed or r.state == "RUNNING"}
+             for r in rows if (r.id in changed or r.state == "RUNNING") and str(r.task_index) in started}
     return {i: path for i, path in paths.items() if os.path.exists(path)}
+
+
+def task_dirs(tasks_dir: str) -> set[str]:
+    """Names under `<run_dir>/tasks`: a task's directory exists once one of its attempts started
+    writing there. One listing instead of a stat per attempt whose task never wrote anything
+    (every attempt, when nothing ran yet or the run dir is not visible from here)."""
+    try:
+        return set(os.listdir(tasks_dir))
+    except OSError:
+        return set()
 

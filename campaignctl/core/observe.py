@@ -4,6 +4,7 @@ attempts need observing, what changed, and the per-task views `decide` reads. Pu
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from campaignctl.core.clock import read_time
@@ -11,12 +12,15 @@ from campaignctl.core.decide import AttemptView, TaskView
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
+from campaignctl.core.slurm_states import State
 from campaignctl.core.spec import Resources
 
 UNKNOWN = "UNKNOWN"
 ABANDONED = "ABANDONED"  # a submission given up before any job of it ran
 FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
+_STORED_FACTS = operator.attrgetter(*AttemptFacts._fields)  # a row's facts as a plain tuple, in C: per attempt
+_STATE_TEXT = {s: s.value for s in State}  # `.value` is a descriptor call: slow a hundred thousand times
 
 Key = tuple[str, int | None]
 
@@ -38,33 +42,43 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
     changes = []
     for row in rows:
-        old = row.facts
-        key = key_of(row)
+        old: tuple[object, ...] = _STORED_FACTS(row)  # compares equal to the AttemptFacts of the same values
+        key = ((row.job_id or "").partition("_")[0], row.array_index)  # key_of(row), without the call
         obs = observed.get(key)
         if obs is not None:
-            new = AttemptFacts(obs.state.value, obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s,
+            new = AttemptFacts(_STATE_TEXT[obs.state], obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s,
                                obs.max_rss, obs.end, None)
         elif key[0] in queued_arrays():
-            if old.missing_since is None:
+            if row.missing_since is None:
                 continue  # sacct lags squeue: nothing new
-            new = old._replace(missing_since=None)
+            new = AttemptFacts._make((*old[:7], None))
         else:
-            new = old._replace(state=UNKNOWN, missing_since=old.missing_since or now)
-        # by position (AttemptFacts' order; slices are what a 100,000-attempt tick can afford): [:6] all
-        # but the times, [6:] ended_at and missing_since, [:4] the facts rules read
-        if new[:6] != old[:6] or not _same_times(new[6:], old[6:]):
-            # history for replay keeps every fact a rule reads, but not the running clock (elapsed, RSS)
-            for_history = new[:4] != old[:4] or not _same_times(new[6:], old[6:])
-            changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else "",
-                                          obs.consumed_energy_j if obs is not None else None))
+            new = AttemptFacts._make((UNKNOWN, *old[1:7], row.missing_since or now))
+        if new == old:
+            continue
+        # by position (AttemptFacts' order; slices are what a 100,000-attempt tick can afford): [:4] the
+        # facts rules read, [4:6] the running clock (elapsed, RSS), [6:] ended_at and missing_since.
+        # History for replay keeps every fact a rule reads, but not the running clock.
+        for_history = new[:4] != old[:4]
+        if not for_history:  # the usual change, state, needs no look at the times
+            same_times = _same_times(new[6:], old[6:])
+            if same_times and new[4:6] == old[4:6]:
+                continue
+            for_history = not same_times
+        changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else "",
+                                      obs.consumed_energy_j if obs is not None else None))
     return changes
 
 
 def _same_times(new: tuple[object, ...], old: tuple[object, ...]) -> bool:
     """The same moments: a row stored before times were UTC holds naive local text for what
     sacct now prints in UTC (core/clock.py); that alone is no change."""
-    return new == old or all(a == b or (isinstance(a, str) and isinstance(b, str) and read_time(a) == read_time(b))
-                             for a, b in zip(new, old, strict=True))
+    if new == old:
+        return True
+    for a, b in zip(new, old, strict=True):
+        if a != b and not (isinstance(a, str) and isinstance(b, str) and read_time(a) == read_time(b)):
+            return False
+    return True
 
 
 def task_views(rows: Iterable[HistoryRow], decided: Collection[str],

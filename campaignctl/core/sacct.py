@@ -139,6 +139,15 @@ def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int 
 
 
 _state = lru_cache(maxsize=1024)(classify_state)  # a handful of distinct strings per text
+
+
+@lru_cache(maxsize=1024)
+def _step_mark(raw: str) -> tuple[bool, str | None]:
+    """What a step's State tells about its job: killed by the OOM killer; cancelled by a uid."""
+    state = classify_state(raw)
+    return state.state is State.OUT_OF_MEMORY, state.cancelled_by
+
+
 _duration = lru_cache(maxsize=8192)(parse_duration_seconds)
 _I = {name: i for i, name in enumerate(SACCT_FIELDS)}
 _ID, _NAME, _PART, _STATE, _EXIT, _DERIVED, _ELAPSED, _LIMIT, _NODES, _TRES, _RSS, _SUBMIT, _START, _END, _ENERGY, \
@@ -230,6 +239,7 @@ def _rss_bytes(text: str) -> float:
 
 
 _LIVE = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})
+_ENDED = frozenset(s for s in State if s.value in TERMINAL)  # members, not values: `.value` is a slow descriptor
 
 
 def _rank(state: State) -> int:
@@ -242,26 +252,19 @@ class _Fold:
 
     __slots__ = ("args", "cancelled_by", "oom", "requeues", "rss", "rss_bytes", "steps")
 
-    def __init__(self, row: SacctRow, requeues: int) -> None:
-        nodes = "" if row.nodes == "None assigned" else row.nodes  # sacct's placeholder while pending
-        st = row.state
-        self.args = (st.state, st.raw, st.cancelled_by, row.exit_code, row.exit_signal, row.elapsed_s,
-                     nodes, row.start, row.end, row.name, row.alloc_tres, row.consumed_energy_j)
-        self.requeues = requeues
+    def __init__(self, st: SlurmState, code: int | None, sig: int | None, elapsed: int | None, nodes: str,
+                 start: str | None, end: str | None, name: str, tres: str, energy: int | None) -> None:
+        nodes = "" if nodes == "None assigned" else nodes  # sacct's placeholder while pending
+        self.args = (st.state, st.raw, st.cancelled_by, code, sig, elapsed, nodes, start, end, name, tres, energy)
+        self.requeues = 0
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
         self.cancelled_by: str | None = None  # a step's `CANCELLED by <uid>`
         self.steps: list[str] = []
 
-    def add_step(self, step: str, state: SlurmState, max_rss: str) -> None:
-        if state.state is State.OUT_OF_MEMORY:
-            self.oom = True
-        elif state.cancelled_by is not None:
-            self.cancelled_by = state.cancelled_by
-        if max_rss:
-            size = _rss_bytes(max_rss)
-            if size > self.rss_bytes:
-                self.rss, self.rss_bytes = max_rss, size
-        self.steps.append(f"{step}:{state.raw}")
+    @classmethod
+    def of_row(cls, row: SacctRow) -> _Fold:
+        return cls(row.state, row.exit_code, row.exit_signal, row.elapsed_s, row.nodes, row.start, row.end,
+                   row.name, row.alloc_tres, row.consumed_energy_j)
 
     def absorb(self, other: _Fold) -> None:
         """A further heterogeneous component (`36+1`) of the same run: not a requeue."""
@@ -285,7 +288,7 @@ class _Fold:
             # `scancel 34.0` kills the task's step (`34.0|CANCELLED by 0|0:9`) and the job line
             # says FAILED 9:0 (tests/fixtures/sacct/step_cancelled_by_uid.txt): a person's cancel
             state, by = State.CANCELLED, self.cancelled_by
-        if state.value not in TERMINAL:
+        if state not in _ENDED:
             code = sig = None  # a running job's `0:0` is no exit code yet
         return JobObservation(key, state, raw, by, code, sig, elapsed, nodes, start, end, self.rss,
                               name, self.requeues, tuple(self.steps), tres, energy)
@@ -311,29 +314,43 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
     (not a RESIZING record, not a federation sibling's REVOKED copy, not a further heterogeneous
     component). Step lines (3 of every 4) are read on a short path: only State and MaxRSS matter
     there, and so are the lines of elements not in `wanted` (when given): `--jobs` names whole
-    arrays, whose finished elements a tick no longer needs. A line that cannot be read is
-    skipped and noted in `skipped`: one odd line must never take the tick down."""
-    folds: dict[tuple[str, int | None], _Fold] = {}
+    arrays, whose finished elements a tick no longer needs. The allocation line of an element
+    (`12_3`, `12`) is read straight into its fold; other forms through `read_sacct_line`. A line
+    that cannot be read is skipped and noted in `skipped`: one odd line must never take the
+    tick down."""
+    folds: dict[Key, _Fold] = {}
+    last: tuple[str, Key | None] = ("", None)  # the last element id read, and its key: its steps follow it
     out = Observed()
     for line in io.StringIO(text) if isinstance(text, str) else text:
         job_id = line[:line.find("|")]
         base, dot, step = job_id.partition(".")
         if dot and step and not job_id.endswith("]"):  # a cut pending list `1_[0-4,51-...%1]` is no step
-            job, _, idx = base.partition("_")
-            if job.isdigit() and (not idx or idx.isdigit()):
-                fold = folds.get((job, int(idx) if idx else None))
-            else:  # het job (`5+1.batch`) and other rare forms: the full grammar
-                ids = _split_job_id(job_id)
-                fold = folds.get((ids[0], ids[1])) if ids else None
-            parts = line.split("|", _RSS + 1)
-            if fold is not None and len(parts) > _RSS + 1:
-                fold.add_step(step, _state(parts[_STATE]), parts[_RSS])
+            if base != last[0]:
+                last = (base, _plain_key(base))
+            key = last[1] if last[1] is not None else _split_key(job_id)
+            fold = folds.get(key) if key is not None else None
+            if fold is not None:  # the step, inline (300,000 of them at 100,000 elements)
+                parts = line.split("|", _RSS + 1)
+                if len(parts) > _RSS + 1:
+                    raw, rss = parts[_STATE], parts[_RSS]
+                    oom, by = _step_mark(raw)
+                    if oom:
+                        fold.oom = True
+                    elif by is not None:
+                        fold.cancelled_by = by
+                    if rss and (size := _rss_bytes(rss)) > fold.rss_bytes:
+                        fold.rss, fold.rss_bytes = rss, size
+                    fold.steps.append(step + ":" + raw)
             continue
         if wanted is not None and not dot:
             job, _, idx = base.partition("_")
             if idx.isdigit() and (job, int(idx)) not in wanted:
                 continue
         if not line.strip():
+            continue
+        if not dot and (plain := _plain_allocation(line, base)) is not None:
+            _place(folds, plain[0], plain[1], job_id)
+            last = (base, plain[0])
             continue
         try:
             row = read_sacct_line(line)
@@ -342,8 +359,46 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
             continue
         if row.step is None:
             _fold_row(folds, row, out.skipped, line)
-    out.update((key, fold.observation(key)) for key, fold in folds.items())
+    for key in list(folds):  # each fold freed as its observation is made
+        out[key] = folds.pop(key).observation(key)
     return out
+
+
+def _plain_key(base: str) -> Key | None:
+    """The key of a plain element id (`12_3`, `12`); None for other forms."""
+    job, _, idx = base.partition("_")
+    if not (job.isdigit() and (not idx or idx.isdigit())):
+        return None
+    return job, int(idx) if idx else None
+
+
+def _split_key(job_id: str) -> Key | None:
+    """The element of a step line in another form (het job `5+1.batch`, …): the full grammar."""
+    ids = _split_job_id(job_id)
+    return (ids[0], ids[1]) if ids else None
+
+
+def _plain_allocation(line: str, base: str) -> tuple[Key, _Fold] | None:
+    """An allocation line of a plain element read straight into a fold, as `read_sacct_line`
+    reads it; None when the line is anything else or has anything odd (that path then reads it,
+    and says why it skips it)."""
+    key = _plain_key(base)
+    if key is None:
+        return None
+    p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
+    if len(p) != len(SACCT_FIELDS) or "\ufffd" in line:
+        return None
+    try:
+        elapsed = _duration(p[_ELAPSED])
+        _duration(p[_LIMIT])  # unread here, but a line whose Timelimit cannot be read is skipped
+    except ValueError:
+        return None
+    code, sig = shell_exit(p[_EXIT], p[_DERIVED])
+    start, end = p[_START], p[_END]  # the usual `2026-11-24T03:12:08`: from_slurm's first case, inline
+    return key, _Fold(_state(p[_STATE]), code, sig, elapsed, p[_NODES],
+                      start + "+00:00" if len(start) == 19 else _time(start),
+                      end + "+00:00" if len(end) == 19 else _time(end), p[_NAME], p[_TRES],
+                      consumed_energy_j(p[_ENERGY]))
 
 
 def _fold_row(folds: dict[Key, _Fold], row: SacctRow, skipped: list[str], line: str) -> None:
@@ -353,16 +408,19 @@ def _fold_row(folds: dict[Key, _Fold], row: SacctRow, skipped: list[str], line: 
                            f"for sure were read: {line.strip()[:120]}")
         for element in row.pending_indices:
             if (row.array_job_id, element) not in folds:
-                folds[(row.array_job_id, element)] = _Fold(row, 0)
+                folds[(row.array_job_id, element)] = _Fold.of_row(row)
         return
-    key = (row.array_job_id, row.array_index)
+    _place(folds, (row.array_job_id, row.array_index), _Fold.of_row(row), row.job_id)
+
+
+def _place(folds: dict[Key, _Fold], key: Key, fold: _Fold, job_id: str) -> None:
+    """A run's allocation line: the element's first, a further het component, or a later run."""
     earlier = folds.get(key)
-    fold = _Fold(row, 0)
     if earlier is None:
         folds[key] = fold
-    elif "+" in row.job_id and not row.job_id.endswith("+0"):
+    elif "+" in job_id and not job_id.endswith("+0"):
         earlier.absorb(fold)
-    elif fold.state is State.UNKNOWN and row.state.raw.startswith("REVOKED"):
+    elif fold.state is State.UNKNOWN and fold.args[1].startswith("REVOKED"):
         return  # a federation sibling's copy: the run is elsewhere, never a requeue
     else:
         revoked_or_resized = earlier.args[1].startswith(("REVOKED", "RESIZING"))

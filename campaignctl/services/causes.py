@@ -9,6 +9,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.exit_status import read_rank_causes
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.telemetry_files import task_dirs
 from campaignctl.core.clock import read_time
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
@@ -33,6 +34,7 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
     its nodes failed); nothing for any other."""
     by_id = {r.id: r for r in rows}
     causes = {}
+    listed: set[str] | None = None  # names under <run_dir>/tasks, listed once
     for change in changes:
         row = by_id.get(change.attempt_id)
         facts = change.facts
@@ -40,7 +42,10 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
             continue
         found = None
         if facts.state == "FAILED":
-            found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), facts.nodes)
+            if listed is None:
+                listed = task_dirs(str(task_dir(run_dir, 0).parent))
+            if str(row.task_index) in listed:  # no directory, no exit*.json: one listing, not a glob per attempt
+                found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), facts.nodes)
         elif facts.state == "NODE_FAIL" and len(split_nodes(facts.nodes)) > 1:
             found = failed_nodes_of(facts)
         if found is not None:
