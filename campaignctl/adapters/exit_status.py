@@ -31,6 +31,18 @@ def _node(path: Path) -> str:
     return node if isinstance(node, str) else ""
 
 
+def read_returncode(attempt_dir: Path) -> int | None:
+    """The program's return code as the runner recorded it in exit.json (rank 0's, or the only
+    process's; -N: killed by signal N), or None (no file yet, unreadable)."""
+    try:
+        with open(attempt_dir / "exit.json", "rb") as f:
+            data = json.loads(f.read(256 * 1024))
+    except (OSError, ValueError):
+        return None
+    code = data.get("returncode") if isinstance(data, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 def read_cause(path: Path) -> tuple[str, str] | None:
     """(cause, evidence) from exit.json, or None: no file (the job died before the runner could
     write it, or the shared filesystem has not shown it yet), unreadable, or no cause named."""

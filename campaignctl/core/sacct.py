@@ -138,6 +138,18 @@ def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int 
     return code, sig
 
 
+def runner_exit(code: int | None, returncode: int | None) -> int | None:
+    """sacct's exit code of a FAILED job, corrected by what the job-side runner recorded itself
+    (exit.json `returncode`: -N when its program was killed by signal N, like Popen). Slurm 22.05
+    prints 143 as `15:0`, and DerivedExitCode, which says `143:0`, is sometimes `0:0` for good: seen
+    on the lab for a program that killed itself with SIGTERM 0.13 s after it started (job 5537:
+    job, .batch and .0 all `15:0`, derived `0:0`), the step's end racing the job's. So sacct's 15 is
+    143 when the runner saw signal 15 or exit 143; any other pair stays as sacct says."""
+    if code is not None and 0 < code <= MAX_SIGNAL and returncode in (-code, 128 + code):
+        return 128 + code
+    return code
+
+
 _state = lru_cache(maxsize=1024)(classify_state)  # a handful of distinct strings per text
 
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.exit_status import read_rank_causes
+from campaignctl.adapters.exit_status import read_rank_causes, read_returncode
 from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import task_dirs
 from campaignctl.core.clock import read_time
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
+from campaignctl.core.sacct import MAX_SIGNAL, runner_exit
 from campaignctl.core.suspects import (
     NODE_EVENTS,
     attempt_cause,
@@ -24,6 +26,23 @@ from campaignctl.core.suspects import (
 # slurmctld marks the node DOWN and ends the job in the same second (the lab: event 08:30:19, job
 # End 08:30:19); a node that stops answering is marked after SlurmdTimeout, maybe after the End
 EVENT_SLACK = timedelta(minutes=5)
+
+
+def settle_exit_codes(run_dir: str, rows: Sequence[HistoryRow],
+                      changes: Sequence[ObservedChange]) -> list[ObservedChange]:
+    """`changes` with the exit code of an attempt that turned FAILED this tick with a signal-sized
+    code (1-64, which Slurm 22.05 also prints for 128+N) taken from the runner's exit.json when it
+    says 128+N (core/sacct.runner_exit); one small read each, nothing for any other."""
+    by_id = {r.id: r for r in rows}
+    out = []
+    for change in changes:
+        row, facts = by_id.get(change.attempt_id), change.facts
+        if (row is not None and facts.state == "FAILED" and row.state != "FAILED"
+                and facts.exit_code is not None and 0 < facts.exit_code <= MAX_SIGNAL):
+            code = runner_exit(facts.exit_code, read_returncode(task_dir(run_dir, row.task_index) / row.token))
+            change = replace(change, facts=facts._replace(exit_code=code))
+        out.append(change)
+    return out
 
 
 def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],

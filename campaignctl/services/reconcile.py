@@ -43,7 +43,7 @@ from campaignctl.core.tick import decide_tick, finished, needs
 from campaignctl.services.act import Actor, Outcomes
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.campaigns import current_policy, find_campaign
-from campaignctl.services.causes import ingest_causes
+from campaignctl.services.causes import ingest_causes, settle_exit_codes
 from campaignctl.services.dispatch import new_token, stray_jobs
 from campaignctl.services.notify import NotifyResult, notify_after_tick
 from campaignctl.services.output import name_outputs
@@ -255,6 +255,7 @@ class _Tick:
                        decided: set[str], observed: dict[tuple[str, int | None], JobObservation],
                        repaired: int, dry_run: bool) -> CampaignTick:
         changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now))
+        changes = settle_exit_codes(record.run_dir, rows, changes)
         summaries: dict[str, Summary] = {}
         acting = not dry_run and self.tick_id is not None
         causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)

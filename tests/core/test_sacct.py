@@ -19,6 +19,8 @@ from campaignctl.core.sacct import (
     observe_jobs,
     parse_sacct,
     parse_sacct_line,
+    runner_exit,
+    shell_exit,
 )
 from campaignctl.core.slurm_states import State, classify_state
 
@@ -392,3 +394,17 @@ def test_only_wanted_elements_are_folded_when_a_tick_names_them() -> None:
     every = observe_jobs(text)
     wanted = set(list(every)[:2])
     assert observe_jobs(text, wanted) == {k: every[k] for k in wanted}
+
+
+def test_a_derived_exit_code_slurm_lost_is_taken_from_the_runner() -> None:
+    # job 5537 on the lab (tests/fixtures/sacct_exit/derived_lost.txt): a program that SIGTERMed
+    # itself; every line says 15:0 and DerivedExitCode stayed 0:0, so sacct alone reads exit 15.
+    # The runner's exit.json said returncode -15.
+    line = (FIXTURES.parent / "sacct_exit" / "derived_lost.txt").read_text().splitlines()[0].split("|")
+    code, _ = shell_exit(line[2], line[3])
+    assert code == 15
+    assert runner_exit(code, -15) == 143  # killed by TERM, as the runner saw it
+    assert runner_exit(code, 143) == 143  # the runner itself exited 143
+    assert runner_exit(code, 15) == 15  # a program that really exited 15
+    assert runner_exit(code, None) == 15  # no exit.json: sacct's word
+    assert runner_exit(1, -1) == 129 and runner_exit(0, -15) == 0 and runner_exit(70, 198) == 70
