@@ -54,9 +54,11 @@ resources: {{nodes: 2, tasks_per_node: 2, launcher: {launcher}, cpus_per_task: 1
 
 def rank_lines(attempt: Path) -> dict[int, str]:
     """Each rank's output, from rank 0's output.log and output.rank<r>.log (or torchrun's
-    prefixed lines), keyed by the rank the program printed."""
+    prefixed lines), keyed by the rank the program printed. Two processes of one node share a
+    log, and an unbuffered print writes its text and its newline apart, so lines interleave
+    (seen in CI: `… nodes ['node1', 'node2']rank 2 all_reduce …`): each report ends at its `]`."""
     text = "".join(p.read_text() for p in sorted(attempt.glob("output*.log")))
-    return {int(m[1]): m[0] for m in re.finditer(r"rank (\d) all_reduce sum .*", text)}
+    return {int(m[1]): m[0] for m in re.finditer(r"rank (\d) all_reduce sum [^\]]*\]", text)}
 
 
 def check_allreduce(run_dir: Path, name: str) -> Path:
