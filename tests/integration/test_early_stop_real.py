@@ -16,7 +16,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli, own_jobs_named
-from tests.integration.test_reconcile_real import history, latest, sacct_field, ticking_until_finished, wait_for
+from tests.integration.test_reconcile_real import history, latest, logged, sacct_field, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 NAME = "es-real"
@@ -43,10 +43,7 @@ print("done", config)
 
 
 def stops(name: str) -> list[LoggedDecision]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return [e for e in DecisionLog(store.engine).entries(record.id) if e.action == "stop"]
+    return [e for e in logged(name) if e.action == "stop"]
 
 
 def test_the_trailing_config_is_cancelled_on_its_metrics_and_the_others_complete(

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
-from campaignctl.adapters.store import Store
+from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli
-from tests.integration.test_reconcile_real import history, ticking_until_finished, wait_for
+from tests.integration.test_reconcile_real import history, logged, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -57,10 +56,7 @@ def slurm_limits(job_id: str) -> tuple[str, str]:
 
 
 def right_size_entries(name: str) -> list[LoggedDecision]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return [e for e in DecisionLog(store.engine).entries(record.id) if e.rule == "right_size"]
+    return [e for e in logged(name) if e.rule == "right_size"]
 
 
 def test_a_profile_learnt_from_one_campaign_sizes_the_next_ones_submission(
