@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from campaignctl import cli
-from campaignctl.adapters import proc
+from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
 from tests.fakeslurm import FakeSlurm
 
@@ -168,6 +168,7 @@ def backend(request: pytest.FixtureRequest, state_home: Path, monkeypatch: pytes
 def fake_slurm(monkeypatch: pytest.MonkeyPatch, state_home: Path) -> FakeSlurm:
     fake = FakeSlurm()
     monkeypatch.setattr(proc, "EXECUTOR", fake)
+    slurm.version.cache_clear()  # asked once per process: this test's Slurm answers it
     monkeypatch.setattr(proc.time, "sleep", lambda _s: None)
     return fake
 
@@ -197,6 +198,7 @@ def slurm_conf() -> str:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+    slurm.version.cache_clear()  # the real cluster's version, not a fake's from an earlier test
     return conf
 
 

@@ -37,6 +37,7 @@ class ElementState:
 @dataclass
 class FakeSlurm:
     max_array_size: int = 1001
+    version: str = "22.05.8"  # what `sacct --version` prints after "slurm "
     next_id: int = 100
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
@@ -57,6 +58,8 @@ class FakeSlurm:
         name = argv[0]
         if Path(name).name == "crontab":  # not Slurm: a test's fake crontab on PATH answers (tests/cli/test_cron.py)
             return subprocess_executor(argv, timeout, env)
+        if list(argv[1:]) == ["--version"]:  # the client's own version: no RPC, not counted
+            return ProcResult(tuple(argv), 0, f"slurm {self.version}\n", "")
         self.calls[name] += 1
         self.argvs.append(tuple(argv))
         self.env = env

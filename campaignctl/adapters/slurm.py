@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import pwd
 import re
 import time
 from collections.abc import Collection, Sequence
@@ -12,7 +16,8 @@ from campaignctl.adapters import proc
 from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
-from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
+from campaignctl.core.sacct import SACCT_FIELDS, Observed, Reading, observe_jobs
+from campaignctl.core.slurm_version import SlurmVersion, parse_version
 from campaignctl.core.suspects import EVENT_FIELDS
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
@@ -39,6 +44,25 @@ class QueuedJob:
     state: str
     job_id: str = ""  # the element, `12_3` (or `12` for a plain job)
     reason: str = ""  # squeue's pending reason: Resources, Priority, JobArrayTaskLimit, JobHeldUser, …
+
+
+@functools.cache
+def version() -> SlurmVersion | None:
+    """The Slurm this process talks to, from `sacct --version` once per process (a tick, a
+    command): the client prints the version it was built as without asking slurmctld or slurmdbd,
+    so it costs no RPC. None when it cannot be read (then the readings of 22.05–25.05 apply)."""
+    result = proc.run(["sacct", "--version"], timeout=20, attempts=1, check=False)
+    return parse_version(result.stdout) if result.returncode == 0 else None
+
+
+def reading() -> Reading:
+    """How this site's sacct output is read (core/sacct.Reading): by its Slurm's version, and with
+    root, the `slurm` account (SlurmUser by convention) and this user as the jobs' own cancellers."""
+    own = {"0", str(os.getuid())}
+    with contextlib.suppress(KeyError):
+        own.add(str(pwd.getpwnam("slurm").pw_uid))
+    found = version()
+    return Reading(exit_codes_verbatim=found is not None and found.exit_codes_verbatim, own_cancellers=frozenset(own))
 
 
 def max_array_size() -> int:
@@ -249,7 +273,8 @@ def observe(job_ids: Sequence[str], since: datetime,
     the lines it skipped are added to the record `skipped_since` reads."""
     if not job_ids:
         return Observed()
-    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted),
+    how = reading()
+    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted, how),
                            timeout=timeout, attempts=attempts)
     _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)
     return observed

@@ -8,7 +8,10 @@ Quirks handled (each has a fixture line in tests/fixtures/sacct):
 - `-D` prints earlier runs of a requeued job as REQUEUED lines before the current one;
 - a pending list longer than SLURM_BITSTR_LEN (64 bytes by default) is cut: `1_[0-4,…,51-...%1]`;
 - ExitCode prints an exit status of 128+N as N (sacct does `if (tmp_int >= 128) tmp_int -= 128`):
-  only DerivedExitCode, the job's highest step exit, still says 143:0 or 0:15;
+  only DerivedExitCode, the job's highest step exit, still says 143:0 or 0:15. Slurm 25.11 prints
+  the status as it is (`Reading.exit_codes_verbatim`);
+- a step `CANCELLED by <uid>` inside a FAILED job is a person's cancel only when the uid is not the
+  job's own user, root or SlurmUser (`Reading.own_cancellers`): Slurm itself kills steps that way;
 - heterogeneous components `36+0`, `36+1` are one run; a RESIZING record precedes the resized run.
 
 A line that cannot be read is skipped and counted (`Observed.skipped`), never fatal.
@@ -118,18 +121,37 @@ def _exit(text: str) -> tuple[int | None, int | None]:
     return (int(code) if code.isdigit() else None, int(sig) if sig.isdigit() else None)
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What this site's sacct text means where that depends on the site: its Slurm's version and
+    who is not "someone else" when a step of a job is cancelled."""
+
+    exit_codes_verbatim: bool = False  # Slurm 25.11+ (core/slurm_version.py)
+    # uids whose `CANCELLED by <uid>` on a step of a FAILED job is the job failing, not a person
+    # stopping it: root, SlurmUser and the job's own user. A real recording (toil's tests, job
+    # 765096: job `FAILED 0:9`, `.0 CANCELLED by 54386 0:9`, 54386 the job's user) is a job killed
+    # by SIGKILL, exit 137
+    own_cancellers: frozenset[str] = frozenset({"0"})
+
+
+DEFAULT_READING = Reading()
+
+
 @lru_cache(maxsize=1024)
-def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int | None]:
+def shell_exit(exit_text: str, derived_text: str = "", verbatim: bool = False) -> tuple[int | None, int | None]:
     """(exit code as a shell reports it, signal) of a job line, from ExitCode and DerivedExitCode.
     Recorded on the lab cluster (tests/fixtures/sacct/signal_*.txt, exit143_*.txt):
     batch shell killed by TERM `0:15`|`0:0` → 143; srun task killed by TERM `15:0`|`0:15` → 143
     (srun exits 128+15, printed as 15); task exited 143 (the job-side runner, its child killed by
     TERM) `15:0`|`143:0` → 143. A batch-only job that exited 143 reads `15:0`|`0:0`, the same as
     one that exited 15: nothing tells them apart, so it stays 15. OUT_OF_MEMORY's `0:125` is no
-    signal: its code stays 0."""
+    signal: its code stays 0. `verbatim` (Slurm 25.11+): ExitCode's code is the status itself,
+    `15:0` with DerivedExitCode `0:15` is exit 15, never 143."""
     code, sig = _exit(exit_text)
     if sig is not None and 0 < sig <= MAX_SIGNAL:
         return 128 + sig, sig
+    if verbatim:
+        return code, sig
     derived_code, derived_sig = _exit(derived_text)
     if code and derived_sig == code and code <= MAX_SIGNAL:
         return 128 + code, code
@@ -138,14 +160,15 @@ def shell_exit(exit_text: str, derived_text: str = "") -> tuple[int | None, int 
     return code, sig
 
 
-def runner_exit(code: int | None, returncode: int | None) -> int | None:
+def runner_exit(code: int | None, returncode: int | None, verbatim: bool = False) -> int | None:
     """sacct's exit code of a FAILED job, corrected by what the job-side runner recorded itself
     (exit.json `returncode`: -N when its program was killed by signal N, like Popen). Slurm 22.05
     prints 143 as `15:0`, and DerivedExitCode, which says `143:0`, is sometimes `0:0` for good: seen
     on the lab for a program that killed itself with SIGTERM 0.13 s after it started (job 5537:
     job, .batch and .0 all `15:0`, derived `0:0`), the step's end racing the job's. So sacct's 15 is
-    143 when the runner saw signal 15 or exit 143; any other pair stays as sacct says."""
-    if code is not None and 0 < code <= MAX_SIGNAL and returncode in (-code, 128 + code):
+    143 when the runner saw signal 15 or exit 143; any other pair stays as sacct says. Slurm 25.11
+    prints 143 as 143 (`verbatim`): its 15 is 15."""
+    if not verbatim and code is not None and 0 < code <= MAX_SIGNAL and returncode in (-code, 128 + code):
         return 128 + code
     return code
 
@@ -191,7 +214,7 @@ class UnreadableLine(ValueError):
     """A line sacct printed that this parser cannot read; its message says why."""
 
 
-def read_sacct_line(line: str) -> SacctRow:
+def read_sacct_line(line: str, reading: Reading = DEFAULT_READING) -> SacctRow:
     """One line → SacctRow, or UnreadableLine saying why not."""
     p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)
     if len(p) != len(SACCT_FIELDS):
@@ -205,7 +228,7 @@ def read_sacct_line(line: str) -> SacctRow:
     if ids is None:
         raise UnreadableLine(f"unreadable JobID {p[_ID]!r}")
     job, index, pending, step, cut = ids
-    code, sig = shell_exit(p[_EXIT], p[_DERIVED]) if step is None else _exit(p[_EXIT])
+    code, sig = shell_exit(p[_EXIT], p[_DERIVED], reading.exit_codes_verbatim) if step is None else _exit(p[_EXIT])
     try:  # steps: durations are not used (the allocation line has them); skipping them halves the cost
         elapsed = _duration(p[_ELAPSED]) if step is None else None
         limit = _duration(p[_LIMIT]) if step is None else None
@@ -292,13 +315,15 @@ class _Fold:
     def state(self) -> State:
         return self.args[0]  # type: ignore[no-any-return]
 
-    def observation(self, key: tuple[str, int | None]) -> JobObservation:
+    def observation(self, key: tuple[str, int | None], own_cancellers: frozenset[str]) -> JobObservation:
         state, raw, by, code, sig, elapsed, nodes, start, end, name, tres, energy = self.args
         if self.oom and state in (State.FAILED, State.CANCELLED):
             state = State.OUT_OF_MEMORY  # srun step OOM: the job line says FAILED 1:0
-        elif state is State.FAILED and self.cancelled_by is not None:
-            # `scancel 34.0` kills the task's step (`34.0|CANCELLED by 0|0:9`) and the job line
-            # says FAILED 9:0 (tests/fixtures/sacct/step_cancelled_by_uid.txt): a person's cancel
+        elif state is State.FAILED and self.cancelled_by is not None and self.cancelled_by not in own_cancellers:
+            # someone else (an operator, an account coordinator) cancelled the task's step: the
+            # job line says FAILED, but a person stopped it. By root, SlurmUser or the job's own
+            # user (`34.0|CANCELLED by 0|0:9` under a job `FAILED 9:0`, step_cancelled_by_uid.txt;
+            # toil's 765096) the job failed, killed by the step's signal
             state, by = State.CANCELLED, self.cancelled_by
         if state not in _ENDED:
             code = sig = None  # a running job's `0:0` is no exit code yet
@@ -319,7 +344,8 @@ class Observed(dict[Key, JobObservation]):
         self.skipped = []  # "why: line" for each line skipped (a cut pending list too)
 
 
-def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None) -> Observed:
+def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None,
+                 reading: Reading = DEFAULT_READING) -> Observed:
     """Fold sacct text into one observation per (array job id, index). With --duplicates every
     earlier line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED
     or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues
@@ -360,19 +386,19 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
                 continue
         if not line.strip():
             continue
-        if not dot and (plain := _plain_allocation(line, base)) is not None:
+        if not dot and (plain := _plain_allocation(line, base, reading.exit_codes_verbatim)) is not None:
             _place(folds, plain[0], plain[1], job_id)
             last = (base, plain[0])
             continue
         try:
-            row = read_sacct_line(line)
+            row = read_sacct_line(line, reading)
         except UnreadableLine as exc:
             out.skipped.append(f"{exc}: {line.strip()[:120]}")
             continue
         if row.step is None:
             _fold_row(folds, row, out.skipped, line)
     for key in list(folds):  # each fold freed as its observation is made
-        out[key] = folds.pop(key).observation(key)
+        out[key] = folds.pop(key).observation(key, reading.own_cancellers)
     return out
 
 
@@ -390,7 +416,7 @@ def _split_key(job_id: str) -> Key | None:
     return (ids[0], ids[1]) if ids else None
 
 
-def _plain_allocation(line: str, base: str) -> tuple[Key, _Fold] | None:
+def _plain_allocation(line: str, base: str, verbatim: bool) -> tuple[Key, _Fold] | None:
     """An allocation line of a plain element read straight into a fold, as `read_sacct_line`
     reads it; None when the line is anything else or has anything odd (that path then reads it,
     and says why it skips it)."""
@@ -405,7 +431,7 @@ def _plain_allocation(line: str, base: str) -> tuple[Key, _Fold] | None:
         _duration(p[_LIMIT])  # unread here, but a line whose Timelimit cannot be read is skipped
     except ValueError:
         return None
-    code, sig = shell_exit(p[_EXIT], p[_DERIVED])
+    code, sig = shell_exit(p[_EXIT], p[_DERIVED], verbatim)
     start, end = p[_START], p[_END]  # the usual `2026-11-24T03:12:08`: from_slurm's first case, inline
     return key, _Fold(_state(p[_STATE]), code, sig, elapsed, p[_NODES],
                       start + "+00:00" if len(start) == 19 else _time(start),

@@ -39,7 +39,8 @@ def settle_exit_codes(run_dir: str, rows: Sequence[HistoryRow],
         row, facts = by_id.get(change.attempt_id), change.facts
         if (row is not None and facts.state == "FAILED" and row.state != "FAILED"
                 and facts.exit_code is not None and 0 < facts.exit_code <= MAX_SIGNAL):
-            code = runner_exit(facts.exit_code, read_returncode(task_dir(run_dir, row.task_index) / row.token))
+            code = runner_exit(facts.exit_code, read_returncode(task_dir(run_dir, row.task_index) / row.token),
+                               slurm.reading().exit_codes_verbatim)
             change = replace(change, facts=facts._replace(exit_code=code))
         out.append(change)
     return out

@@ -66,7 +66,8 @@ def test_a_tick_makes_a_constant_number_of_slurm_calls_whatever_the_campaign_siz
     # more memory, more time, a node excluded, unchanged) one sbatch --test-only, one
     # sbatch --hold and one release.
     assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 1 + 4, "sbatch": 4 + 4}
-    assert result.slurm_calls == 14
+    # and the commands run include `sacct --version` once (the client's own version, no RPC)
+    assert result.slurm_calls == 14 + 1
     assert {d.task for d in result.campaigns[0].decisions} == set(FAILURES)
 
 

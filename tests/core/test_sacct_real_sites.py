@@ -13,6 +13,7 @@ import pytest
 from campaignctl.core.sacct import (
     SACCT_FIELDS,
     JobObservation,
+    Reading,
     certain_indices,
     observe_jobs,
     shell_exit,
@@ -77,11 +78,18 @@ def test_shell_exit_table(exit_: str, derived: str, expected: tuple[int | None, 
     assert shell_exit(exit_, derived) == expected
 
 
-def test_a_step_cancelled_by_a_person_makes_the_job_cancelled() -> None:
-    # --wrap "srun sleep 60", then `scancel 34.0`: .0 `CANCELLED by 0` 0:9, job FAILED 9:0
+def test_a_step_cancelled_by_root_inside_a_failed_job_is_the_job_failing() -> None:
+    # --wrap "srun sleep 60", then root's `scancel 34.0`: .0 `CANCELLED by 0` 0:9, job FAILED 9:0.
+    # Root, SlurmUser or the job's own user: Slurm means FAILED, killed by SIGKILL (issue 24)
     obs = observe("step_cancelled_by_uid.txt")[("34", None)]
-    assert obs.state is State.CANCELLED
-    assert obs.cancelled_by == "0"
+    assert (obs.state, obs.cancelled_by, obs.exit_code) == (State.FAILED, None, 137)
+
+
+def test_a_step_cancelled_by_another_uid_makes_the_job_cancelled() -> None:
+    # the same text read by a tick for which uid 0 is someone else's: a person stopped the step
+    text = (FIXTURES / "step_cancelled_by_uid.txt").read_text()
+    obs = observe_jobs(text, reading=Reading(own_cancellers=frozenset({"1000"})))[("34", None)]
+    assert (obs.state, obs.cancelled_by) == (State.CANCELLED, "0")
     assert obs.slurm_state == "FAILED"  # what Slurm said stays visible
     assert obs.exit_code == 137
 
