@@ -168,7 +168,7 @@ def backend(request: pytest.FixtureRequest, state_home: Path, monkeypatch: pytes
 def fake_slurm(monkeypatch: pytest.MonkeyPatch, state_home: Path) -> FakeSlurm:
     fake = FakeSlurm()
     monkeypatch.setattr(proc, "EXECUTOR", fake)
-    slurm.version.cache_clear()  # asked once per process: this test's Slurm answers it
+    slurm.forget_site()  # asked once per process: this test's Slurm answers
     monkeypatch.setattr(proc.time, "sleep", lambda _s: None)
     return fake
 
@@ -198,7 +198,7 @@ def slurm_conf() -> str:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    slurm.version.cache_clear()  # the real cluster's version, not a fake's from an earlier test
+    slurm.forget_site()  # the real cluster's version and limits, not a fake's from an earlier test
     return conf
 
 

@@ -23,6 +23,10 @@ class FakeJob:
     cancelled: bool = False
 
 
+class SbatchRefused(Exception):
+    """What the fake command prints on stderr as it exits 1."""
+
+
 @dataclass(frozen=True)
 class ElementState:
     state: str = "COMPLETED"
@@ -38,6 +42,11 @@ class ElementState:
 class FakeSlurm:
     max_array_size: int = 1001
     version: str = "22.05.8"  # what `sacct --version` prints after "slurm "
+    # the user's MaxSubmitJobs (every queued element counts): sbatch over it is refused with 22.05's
+    # text; `sacctmgr show assoc` states it unless `limit_hidden` (a user who may not read it)
+    max_submit: int | None = None
+    limit_hidden: bool = False
+    states_default_pending: bool = False  # released elements stay PENDING until `finish` (else COMPLETED)
     next_id: int = 100
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
@@ -69,7 +78,10 @@ class FakeSlurm:
             if key in self.fail_always:
                 return ProcResult(tuple(argv), 1, "", self.fail_always[key])
         handler = getattr(self, f"_{name}")
-        out = handler(list(argv[1:]))
+        try:
+            out = handler(list(argv[1:]))
+        except SbatchRefused as exc:
+            return ProcResult(tuple(argv), 1, "", str(exc))
         if name == "sbatch" and "--hold" in argv:
             if self.fail_after_create:
                 return ProcResult(tuple(argv), 1, "", self.fail_after_create.pop(0))
@@ -104,6 +116,9 @@ class FakeSlurm:
         assert array and name, script
         size = int(array[1]) + 1
         assert size <= self.max_array_size, "array index above MaxArraySize"
+        if self.max_submit is not None and self.queued_elements() + size > self.max_submit:
+            raise SbatchRefused("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+                                "(job submit limit, user's size and/or time limits)")
         job_id = str(self.next_id)
         self.next_id += 1
         self.jobs[job_id] = FakeJob(job_id, name[1], size)
@@ -111,8 +126,22 @@ class FakeSlurm:
 
     def _squeue(self, args: list[str]) -> str:
         named = next((a.split("=", 1)[1] for a in args if a.startswith("--name=")), None)
-        return "".join(f"{j.job_id}|PENDING|{j.name}\n" for j in self.jobs.values()
-                       if self._queued(j) and named in (None, j.name))
+        return "".join(f"{j.job_id}|PENDING|{j.name}|{j.job_id}_{i}|\n" for j in self.jobs.values()
+                       if self._queued(j) and named in (None, j.name) for i in self._queued_indices(j))
+
+    def _queued_indices(self, job: FakeJob) -> list[int]:
+        """`squeue -r`: one line per element still queued (every one while the job is held)."""
+        return [i for i in range(job.size) if job.held or self.element(job.job_id, i).state in ("PENDING", "RUNNING")]
+
+    def queued_elements(self) -> int:
+        return sum(len(self._queued_indices(j)) for j in self.jobs.values() if self._queued(j))
+
+    def _sacctmgr(self, args: list[str]) -> str:
+        if self.limit_hidden:
+            raise SbatchRefused("sacctmgr: error: Problem talking to the database: Access/permission denied")
+        if "assoc" in args:
+            return f"{'' if self.max_submit is None else self.max_submit}|normal\n"
+        return "\n"  # show qos: the normal QOS sets no MaxSubmitPU
 
     def _queued(self, job: FakeJob) -> bool:
         if job.cancelled or job.job_id in self.vanished:
@@ -121,7 +150,16 @@ class FakeSlurm:
                                for i in range(job.size))
 
     def element(self, job_id: str, index: int) -> ElementState:
-        return self.states.get((job_id, index), ElementState())
+        pending = self.states_default_pending and not self.jobs[job_id].held
+        return self.states.get((job_id, index), ElementState("PENDING") if pending else ElementState())
+
+    def finish(self, job_id: str) -> None:
+        """Every element of `job_id` that is still pending COMPLETES (a released job only)."""
+        job = self.jobs[job_id]
+        if not job.held:
+            for i in range(job.size):
+                if self.element(job_id, i).state == "PENDING":
+                    self.set_state(job_id, i, "COMPLETED")
 
     def set_state(self, job_id: str, index: int, state: str, exit_code: str = "0:0",
                   nodes: str = "node1", end: str = "", elapsed: str = "00:00:03", energy: str = "0") -> None:

@@ -14,9 +14,11 @@ from datetime import datetime
 
 from campaignctl.adapters import proc
 from campaignctl.core.clock import to_slurm
-from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, Observed, Reading, observe_jobs
+from campaignctl.core.site_limits import may_be_submit_limit, names_submit_limit
+from campaignctl.core.site_limits import submit_limit as read_submit_limit
 from campaignctl.core.slurm_version import SlurmVersion, parse_version
 from campaignctl.core.suspects import EVENT_FIELDS
 
@@ -55,6 +57,12 @@ def version() -> SlurmVersion | None:
     return parse_version(result.stdout) if result.returncode == 0 else None
 
 
+def forget_site() -> None:
+    """Forget what this process read of the site (version, submit limit): a test's new Slurm."""
+    version.cache_clear()
+    submit_limit.cache_clear()
+
+
 def reading() -> Reading:
     """How this site's sacct output is read (core/sacct.Reading): by its Slurm's version, and with
     root, the `slurm` account (SlurmUser by convention) and this user as the jobs' own cancellers."""
@@ -63,6 +71,42 @@ def reading() -> Reading:
         own.add(str(pwd.getpwnam("slurm").pw_uid))
     found = version()
     return Reading(exit_codes_verbatim=found is not None and found.exit_codes_verbatim, own_cancellers=frozenset(own))
+
+
+@functools.cache
+def submit_limit() -> int | None:
+    """This user's limit on queued jobs (every array element counts), read once per process from
+    the accounting database: the association's MaxSubmit and its QOS's MaxSubmitPU, the smaller.
+    None when none is set or the user may not read them (sacctmgr answers with an error or
+    nothing): then the limit is learnt from sbatch's refusal (core/site_limits.SubmitRoom)."""
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", f"where user={user}", "format=MaxSubmit,QOS"],
+                     timeout=30, attempts=1, check=False)
+    if assoc.returncode != 0:
+        return None
+    rows = [line.split("|") for line in assoc.stdout.splitlines() if "|" in line]
+    qos_names = sorted({q for row in rows for q in row[1].split(",") if q})
+    qos = proc.run(["sacctmgr", "-n", "-P", "show", "qos", f"where name={','.join(qos_names)}", "format=MaxSubmitPU"],
+                   timeout=30, attempts=1, check=False) if qos_names else None
+    return read_submit_limit("\n".join(row[0] for row in rows),
+                             qos.stdout if qos is not None and qos.returncode == 0 else "")
+
+
+def array_cap() -> int:
+    """The most elements one array may have: MaxArraySize, and never more than the submit limit
+    (an array larger than what the user may have queued would wait for ever)."""
+    limit = submit_limit()
+    return min(max_array_size(), limit) if limit else max_array_size()
+
+
+def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitError:
+    """sbatch refused for a limit: the message keeps 24.11's reason line (`AssocMaxSubmitJobLimit`)
+    with the refusal, so that the caller can tell a named submit limit from the generic text."""
+    named = [line.split("error:", 1)[-1].strip() for line in result.stderr.splitlines() if names_submit_limit(line)]
+    detail = "; ".join(dict.fromkeys([*named, *(line.split("failed:", 1)[-1].removeprefix(TEST_ONLY_REFUSAL).strip()
+                                                for line in lines)]))
+    return SiteLimitError(f"Slurm refuses the job for now: {detail}",
+                          "it goes out once the user's queued jobs leave room (`sacctmgr show assoc user=$USER`)")
 
 
 def max_array_size() -> int:
@@ -96,6 +140,8 @@ def sbatch_held(script_path: str, job_name: str) -> str:
             return _job_id_of(result, job_name)
         if result.returncode == 124 or not proc.is_transient(result):
             break  # our own timeout bounds the call; the next tick looks the name up first
+    if result.returncode != 0 and may_be_submit_limit(result.stderr):
+        raise _limit_error(result, [line for line in result.stderr.splitlines() if "submission failed" in line])
     raise proc.command_error(result, transient=proc.is_transient(result))
 
 
@@ -125,7 +171,11 @@ def adopt_named(job_name: str, keep: str | None = None) -> str | None:
     """The queued job of ours named `job_name` (`keep` if it is one of them, else the oldest);
     any other job of that name, ours and queued under the same token, is a duplicate an older
     version's retry left: it is cancelled. None when no such job is queued."""
-    found = named_jobs(job_name)
+    return adopt_from(named_jobs(job_name), keep)
+
+
+def adopt_from(found: Sequence[str], keep: str | None = None) -> str | None:
+    """`adopt_named` over ids already listed (`own_queued_jobs`): the one kept, the others cancelled."""
     if not found:
         return None
     chosen = keep if keep in found else found[0]
@@ -154,6 +204,8 @@ def refusal(script_path: str) -> str | None:
     refusals = [line for line in result.stderr.splitlines() if line.startswith(TEST_ONLY_REFUSAL)]
     if not refusals:
         raise proc.command_error(result, transient=proc.is_transient(result))
+    if may_be_submit_limit(result.stderr):  # `allocation failure: Job violates accounting/QOS policy …`
+        raise _limit_error(result, refusals[-1:])
     return refusals[-1].removeprefix(TEST_ONLY_REFUSAL).strip()
 
 

@@ -243,6 +243,12 @@ class Store:
                 tries=submissions.c.tries + 1, last_error=error, next_try_at=next_try_at,
                 updated_at=utc_now()).returning(submissions.c.tries)).scalar_one())
 
+    def record_wait(self, token: str, why: str, next_try_at: str) -> None:
+        """Submission `token` waits for room under a site limit: noted, and no try counted."""
+        with self.engine.begin() as conn:
+            conn.execute(submissions.update().where(submissions.c.token == token).values(
+                last_error=why, next_try_at=next_try_at, updated_at=utc_now()))
+
     def campaign_state(self, campaign_id: int) -> str:
         with self.engine.connect() as conn:
             return str(conn.execute(sa.select(campaigns.c.state).where(campaigns.c.id == campaign_id)).scalar_one())

@@ -72,6 +72,14 @@ class SlurmUnavailableError(CampaignctlError):
     kind = "slurm_unavailable"
 
 
+class SiteLimitError(SlurmUnavailableError):
+    """Slurm refused a submission for a site's limit on queued jobs (MaxSubmitJobs of the user's
+    association or QOS): room frees as the user's queued jobs end, so the submission waits for
+    it; a limit is never a failed try."""
+
+    kind = "site_limit"
+
+
 class SlurmTransientError(CampaignctlError):
     """Slurm failed transiently even after retries (EX_TEMPFAIL): try again later."""
 

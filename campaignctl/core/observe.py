@@ -37,9 +37,13 @@ def key_of(row: HistoryRow) -> Key:
 
 
 def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObservation],
-                      queued_arrays: Callable[[], Collection[str]], now: str) -> list[ObservedChange]:
+                      queued_arrays: Callable[[], Collection[str]], now: str,
+                      cancelled_pending: Callable[[], Collection[str]] = frozenset) -> list[ObservedChange]:
     """What to write back. An attempt missing from sacct is UNKNOWN, never done: if squeue still
-    lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts."""
+    lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts. Except
+    an element this campaign cancelled while it was pending (`cancelled_pending`: attempt tokens):
+    Slurm 24.11 keeps no record of it at all (`scancel --state=PENDING 30_0`, then 30_1: sacct
+    lists only `30_[1]`; 22.05 lists `30_[0-1]` CANCELLED), so its absence is that cancel."""
     changes = []
     for row in rows:
         old: tuple[object, ...] = _STORED_FACTS(row)  # compares equal to the AttemptFacts of the same values
@@ -52,6 +56,8 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
             if row.missing_since is None:
                 continue  # sacct lags squeue: nothing new
             new = AttemptFacts._make((*old[:7], None))
+        elif row.token in cancelled_pending():
+            new = AttemptFacts("CANCELLED", "CANCELLED", None, "", None, "", now, None)
         else:
             new = AttemptFacts._make((UNKNOWN, *old[1:7], row.missing_since or now))
         if new == old:

@@ -29,10 +29,11 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
+from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, Resources
 from campaignctl.services.dispatch import (
     abandon,
-    dispatch,
+    dispatch_within,
     job_name,
     parameters,
     recover,
@@ -68,6 +69,7 @@ class Actor:
         self.tick_id = tick_id
         self.queued = queued
         self._spec: CampaignSpec | None = None
+        self._room: SubmitRoom | None = None
 
     @property
     def spec(self) -> CampaignSpec:
@@ -83,7 +85,7 @@ class Actor:
         those waiting for approval are only written."""
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
         resubmitting = any(d.action in SUBMITTING for d in acting)
-        max_array = slurm.max_array_size() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
@@ -101,7 +103,7 @@ class Actor:
                            array_job_of: Mapping[str, str | None]) -> Outcome:
         """An approved decision, written ticks ago: its submission intent (a resubmit) is written
         now, then it is carried out like any other and its outcome written."""
-        max_array = slurm.max_array_size() if decision.action in SUBMITTING else slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap() if decision.action in SUBMITTING else slurm.DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
@@ -152,6 +154,14 @@ class Actor:
         return "applied", job_id
 
     @property
+    def room(self) -> SubmitRoom:
+        """The room under the site's limit on queued jobs, over this tick's resubmissions: this
+        user's queued jobs counted once (the tick's squeue listing), the limit read once."""
+        if self._room is None:
+            self._room = SubmitRoom(slurm.submit_limit(), lambda: len(self.queued()))
+        return self._room
+
+    @property
     def _folder(self) -> str:
         return str(Path(self.spec.run_dir) / "slurm")
 
@@ -162,9 +172,12 @@ class Actor:
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue)
         try:
-            job_id = dispatch(self.store, self.spec, group.token, group.chunk, params, None, numbers)
+            job_id = dispatch_within(self.room, self.store, self.spec, group.token, group.chunk, params, None,
+                                     numbers)
         except SlurmUnavailableError as exc:
             return self._refused(group.token, ids, exc.message)
+        if job_id is None:  # waits for room under a site limit: a later tick submits it (repair)
+            return "retrying", None
         faults.crash_point("before_outcome")
         self.log.write_outcomes(ids, "applied", {"job_id": job_id, "token": group.token,
                                                  "array": group.chunk.array_spec})

@@ -23,11 +23,12 @@ from campaignctl.adapters.runner import TaskLaunch
 from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
+from campaignctl.core.site_limits import WAITING, SubmitRoom
 from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
 
 
@@ -39,6 +40,7 @@ class Dispatched:
     error: str = ""  # Slurm's message when this try was refused
     gave_up: bool = False  # refused policy.submit_tries times: abandoned
     tries: int = 0
+    waiting: bool = False  # held back by a site limit on queued jobs: no try counted
 
 
 def new_token() -> str:
@@ -126,6 +128,39 @@ def refused(store: Store, token: str, error: str, policy: Policy, now: datetime 
     return store.record_refusal(token, error, due.isoformat(timespec="seconds"))
 
 
+def submit_room() -> tuple[SubmitRoom, list[slurm.QueuedJob]]:
+    """The room under the site's limit on queued jobs, and this user's queued jobs (one squeue)."""
+    queued = slurm.own_queued_jobs()
+    return SubmitRoom(slurm.submit_limit(), lambda: len(queued)), queued
+
+
+def wait_for_room(store: Store, token: str, why: str, now: datetime | None = None) -> None:
+    """Submission `token` waits for room: due again at once (the next tick), no try counted."""
+    store.record_wait(token, WAITING + why, (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"))
+
+
+def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
+                    params: dict[str, Any], job_id: str | None,
+                    attempt_numbers: Sequence[int] | None = None, now: datetime | None = None) -> str | None:
+    """`dispatch` when `room` allows it; None when the submission waits for room (noted in the
+    store). A submit limit Slurm names, or its generic text while jobs of ours are queued, makes
+    this and the tick's later submissions wait; the same text with nothing queued is a refusal
+    (a job no wait lets through: larger or longer than a limit allows) and raises as one."""
+    if job_id is None and (why := room.why_not(chunk.size)):
+        wait_for_room(store, token, why, now)
+        return None
+    try:
+        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers)
+    except SiteLimitError as exc:
+        if not room.is_limit(exc.message):
+            raise SlurmUnavailableError(exc.message, REFUSED_HINT) from None
+        room.refuse(exc.message)
+        wait_for_room(store, token, room.refused, now)
+        return None
+    room.took(chunk.size)
+    return job_id
+
+
 def abandon(store: Store, token: str, name: str) -> None:
     """Give a submission up: any held job of ours under its name is cancelled (nothing of it
     ran: it was never released), then the submission is marked abandoned."""
@@ -158,6 +193,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
     specs: dict[int, CampaignSpec] = {}
     attempts = store.attempts(record.id)
     results = []
+    room, queued = submit_room()  # one squeue for every submission's token, and the room
     for sub in pending:
         chunk, numbers = chunk_of(attempts, sub)
         if sub.revision not in specs:
@@ -166,11 +202,12 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
         params = parameters(spec.name, Resources(**json.loads(sub.resources_json)), sub.token, chunk,
                             sub.revision, bool(sub.requeue))
         name = job_name(spec.name, sub.token)
-        job_id = slurm.adopt_named(name, keep=sub.job_id) or sub.job_id
+        job_id = slurm.adopt_from(sorted({q.array_job_id for q in queued if q.name == name}, key=int),
+                                  keep=sub.job_id) or sub.job_id
         if job_id and job_id != sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
         try:
-            job_id = dispatch(store, spec, sub.token, chunk, params, job_id, numbers)
+            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now)
         except SlurmUnavailableError as exc:
             tries = refused(store, sub.token, exc.message, policy or spec.policy, now)
             if policy is None:
@@ -179,6 +216,9 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
             if gave_up:
                 abandon(store, sub.token, name)
             results.append(Dispatched(sub.token, chunk, None, exc.message, gave_up, tries))
+            continue
+        if job_id is None:
+            results.append(Dispatched(sub.token, chunk, None, room.why_not(chunk.size) or "", waiting=True))
             continue
         results.append(Dispatched(sub.token, chunk, job_id))
     return results

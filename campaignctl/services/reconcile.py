@@ -13,6 +13,7 @@ order) → decisions and submission intents in one transaction
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -254,7 +255,8 @@ class _Tick:
     def _campaign_tick(self, record: CampaignRecord, history: list[HistoryRow], rows: list[HistoryRow],
                        decided: set[str], observed: dict[tuple[str, int | None], JobObservation],
                        repaired: int, dry_run: bool) -> CampaignTick:
-        changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now))
+        changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now),
+                                    functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)))
         changes = settle_exit_codes(record.run_dir, rows, changes)
         summaries: dict[str, Summary] = {}
         acting = not dry_run and self.tick_id is not None

@@ -22,6 +22,7 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.site_limits import WAITING
 from campaignctl.core.spec import Resources
 from campaignctl.core.stall import TickHealth
 from campaignctl.core.status import (
@@ -214,13 +215,20 @@ def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tu
 
 
 def _refused(store: Store, record: CampaignRecord) -> list[str]:
-    """`submission 3f2a… (2 tasks) refused 1 of 4 times, next try 03:12:00Z: Slurm refuses the job: …`."""
-    pending = [s for s in store.submissions(record.id, states=("intent", "submitted")) if s.tries]
+    """`submission 3f2a… (2 tasks) refused 1 of 4 times, next try 03:12:00Z: Slurm refuses the job: …`,
+    and `800 task(s) in 8 submission(s) wait for room: site limit on queued jobs: 200 of 200 queued, …`."""
+    open_ = store.submissions(record.id, states=("intent", "submitted"))
+    waiting = [s for s in open_ if s.last_error.startswith(WAITING)]
+    pending = [s for s in open_ if s.tries and s not in waiting]
+    lines = []
+    if waiting:
+        lines.append(f"{sum(s.size for s in waiting)} task(s) in {len(waiting)} submission(s) wait for room: "
+                     f"{waiting[-1].last_error.removeprefix(WAITING)}")
     if not pending:
-        return []
+        return lines
     limit = current_policy(store, record)[0].submit_tries
-    return [f"submission {s.token} ({s.size} task(s)) refused {s.tries} of {limit} times, next try "
-            f"{s.next_try_at}: {s.last_error}" for s in pending]
+    return lines + [f"submission {s.token} ({s.size} task(s)) refused {s.tries} of {limit} times, next try "
+                    f"{s.next_try_at}: {s.last_error}" for s in pending]
 
 
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:

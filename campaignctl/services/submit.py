@@ -15,14 +15,22 @@ from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.errors import SlurmUnavailableError, SpecError
+from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
+from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, validate_spec
 from campaignctl.services.cron import missing_cron_note
-from campaignctl.services.dispatch import dispatch, new_token, parameters, recover, refused, with_captured_env
+from campaignctl.services.dispatch import (
+    dispatch_within,
+    new_token,
+    parameters,
+    recover,
+    refused,
+    with_captured_env,
+)
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 from campaignctl.services.right_size import first_sizes, record_first_size
 
@@ -35,7 +43,7 @@ class ChunkResult:
     first_task: int
     last_task: int
     job_id: str | None
-    action: str  # submitted | recovered | planned
+    action: str  # submitted | recovered | waiting (for room under a site limit) | planned
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +130,16 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                      "until reconcile applies the new revision")
         return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
     recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
-                             r.chunk.task_indices[-1], r.job_id, "recovered")
+                             r.chunk.task_indices[-1], r.job_id, "waiting" if r.waiting else "recovered")
                  for r in recover(store, record)]
     spec = with_captured_env(spec, store.revision(record.id, record.current_revision))
     fresh = _submit_unsubmitted(store, record, spec)
+    chunks = recovered + fresh[0]
+    if waiting := sum(c.size for c in chunks if c.action == "waiting"):
+        notes.append(f"{waiting} task(s) wait for room under the site's limit on queued jobs; "
+                     "`reconcile` (cron) submits them as your queued jobs end")
     return SubmitResult(spec.name, record.current_revision, outcome, len(spec.first_tasks()),
-                        fresh[1], recovered + fresh[0], notes=notes)
+                        fresh[1], chunks, notes=notes)
 
 
 def capture(spec: CampaignSpec) -> str:
@@ -154,7 +166,10 @@ def later_rung_refusals(spec: CampaignSpec) -> list[str]:
             params = parameters(spec.name, rung.resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
             script = Path(tmp) / f"rung{rung.number}.sbatch"
             script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
-            refused = slurm.refusal(str(script))
+            try:
+                refused = slurm.refusal(str(script))
+            except SiteLimitError:  # the user's queue is full now: says nothing of these resources
+                continue
             if refused:
                 refusals.append(f"rungs[{rung.number}] ({rung.name}): Slurm would refuse its tasks: {refused}")
     return refusals
@@ -200,7 +215,8 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
     todo = [i for i in spec.first_tasks() if i not in submitted]
     if not todo:
         return [], 0
-    max_array = slurm.max_array_size()
+    max_array = slurm.array_cap()
+    room = SubmitRoom(slurm.submit_limit(), lambda: len(slurm.own_queued_jobs()))
     results = []
     for size in first_sizes(store, spec, todo):  # the spec's resources, or right_size's per group
         for chunk in plan_chunks(size.tasks, max_array, spec.max_parallel):
@@ -212,13 +228,13 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
             faults.crash_point("after_intent")
             params = parameters(spec.name, size.resources, token, chunk, record.current_revision,
                                 spec.policy.slurm_requeue)
-            try:
-                job_id = dispatch(store, spec, token, chunk, params, job_id=None)
+            try:  # a site limit leaves this chunk, and those after it, to reconcile as room frees
+                job_id = dispatch_within(room, store, spec, token, chunk, params, None)
             except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
                 refused(store, token, exc.message, spec.policy)
                 raise
             results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
-                                       chunk.task_indices[-1], job_id, "submitted"))
+                                       chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
     return results, max_array
 
 

@@ -133,6 +133,18 @@ def test_missing_attempt_keeps_what_was_last_seen() -> None:
     assert (f.slurm_state, f.nodes, f.elapsed_s, f.exit_code) == ("RUNNING", "node4", 300, None)
 
 
+def test_a_pending_element_we_cancelled_and_slurm_forgot_is_cancelled() -> None:
+    # Slurm 24.11: `scancel --state=PENDING 30_0` leaves no accounting record of 30_0 (sacct lists
+    # only `30_[1]`, tests/integration/test_fallback_real.py); our own applied cancel explains it
+    pending = row("PENDING", exit_code=None, nodes="", elapsed_s=0)
+    [change] = diff_observations([pending], {}, queued(), at(0), lambda: {pending.token})
+    assert (change.facts.state, change.facts.missing_since, change.facts.ended_at) == ("CANCELLED", None, at(0))
+    # anyone else's element, or one squeue still lists, is not concluded from its absence
+    [other] = diff_observations([pending], {}, queued(), at(0), lambda: {"another.0"})
+    assert other.facts.state == "UNKNOWN"
+    assert diff_observations([pending], {}, queued("12"), at(0), lambda: {pending.token}) == []
+
+
 def test_missing_since_is_the_first_tick_across_ticks() -> None:
     rows = [row("RUNNING")]
     for minute in (0, 1, 2):

@@ -25,6 +25,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.report import report
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.cron_path import CRON_PATH
 from tests.integration.test_real_cluster import cli, own_jobs_named
 from tests.integration.test_reconcile_real import history, latest, ticking_until_finished, wait_for
 
@@ -55,7 +56,7 @@ def cron_env(state_home: Path, slurm_conf: str) -> dict[str, str]:
     """What a crontab line gives `reconcile`: cron's own HOME, LOGNAME, PATH=/usr/bin:/bin and
     SHELL=/bin/sh, plus the variables `campaignctl cron install` puts on its line (core/crontab.py)."""
     env = {"HOME": os.environ.get("HOME", "/root"), "LOGNAME": os.environ.get("LOGNAME", "root"),
-           "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh"}
+           "PATH": CRON_PATH, "SHELL": "/bin/sh"}
     on_line = {"SLURM_CONF": slurm_conf, "XDG_STATE_HOME": str(state_home)}
     if url := os.environ.get("CAMPAIGNCTL_DB_URL"):  # the test's PostgreSQL database (conftest)
         on_line["CAMPAIGNCTL_DB_URL"] = url

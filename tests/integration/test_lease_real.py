@@ -22,6 +22,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
+from tests.cron_path import CRON_PATH
 from tests.integration.test_reconcile_real import HERE, history
 
 pytestmark = pytest.mark.slurm
@@ -34,7 +35,7 @@ PROGRAM = Path(sys.executable).parent / "campaignctl"  # what `cron install` wri
 def crontab_env(home: Path, state: Path, slurm_conf: str, db_url: str) -> dict[str, str]:
     """`env -i HOME=… PATH=/usr/bin:/bin SLURM_CONF=… CAMPAIGNCTL_DB_URL=… XDG_STATE_HOME=…`."""
     home.mkdir()
-    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "SLURM_CONF": slurm_conf, "CAMPAIGNCTL_DB_URL": db_url,
+    return {"HOME": str(home), "PATH": CRON_PATH, "SLURM_CONF": slurm_conf, "CAMPAIGNCTL_DB_URL": db_url,
             "XDG_STATE_HOME": str(state)}
 
 

@@ -33,6 +33,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from tests.conftest import REPO
+from tests.cron_path import CRON_PATH
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -59,6 +60,8 @@ def unix_users() -> None:
             _run(["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", user])
     for user in (ALICE, BOB):
         _run(["usermod", "-aG", GROUP, user])
+    # the lab enforces associations (AccountingStorageEnforce), as sites do: no submitting without one
+    _run(["sacctmgr", "-i", "add", "user", ",".join((ALICE, BOB, CAROL)), "Account=lab"])
     assert set(grp.getgrnam(GROUP).gr_mem) >= {ALICE, BOB} and CAROL not in grp.getgrnam(GROUP).gr_mem
 
 
@@ -122,7 +125,7 @@ class Team:
             state = base / f"state-{user}"
             state.mkdir(mode=0o700)
             shutil.chown(state, user, user)
-            self.envs[user] = {"HOME": "/nonexistent", "LOGNAME": user, "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin",
+            self.envs[user] = {"HOME": "/nonexistent", "LOGNAME": user, "SHELL": "/bin/sh", "PATH": CRON_PATH,
                                "SLURM_CONF": slurm_conf, "XDG_STATE_HOME": str(state),
                                "CAMPAIGNCTL_DB_URL": db_url, "COLUMNS": "200"}
 
