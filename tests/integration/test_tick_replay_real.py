@@ -54,8 +54,13 @@ def test_a_real_budget_hold_is_reproduced_by_replay(slurm_conf: str, state_home:
                  and store.campaign_state(record.id) == "paused", 60)
         reconcile(NAME)  # paused: observed, nothing decided again on either side
         comparison, recorded, other = replayed()
-        assert sorted(recorded) == [("budget", "alert"), ("budget", "hold")] and other == {}
-        assert comparison.differences == () and comparison.reproduced == 2
+        # the budget's alert and hold, always; and, on a cluster slow enough that a tick sees the
+        # array's throttle before the hold (max_parallel: 2, issue 24: seen under load), a
+        # throttle: whatever was decided, replay reproduces every decision of it
+        assert sorted(d for d in recorded if d[0] == "budget") == [("budget", "alert"), ("budget", "hold")]
+        assert set(recorded) <= {("budget", "alert"), ("budget", "hold"), ("max_parallel", "throttle")}
+        assert other == {}
+        assert comparison.differences == () and comparison.reproduced == len(recorded)
     finally:
         for sub in store.submissions(record.id):
             if sub.job_id:

@@ -1,0 +1,84 @@
+"""A site's limit on queued jobs, enforced for real (the lab runs AccountingStorageEnforce=
+associations,limits,qos and a small MaxArraySize, scripts/slurmlab): a campaign larger than the
+user's MaxSubmitJobs goes out in pieces as its queued elements end, and nothing is given up for the
+limit — with the limit read from sacctmgr, and with it learnt from sbatch's refusal (22.05 says only
+"Job violates accounting/QOS policy", 24.11 names AssocMaxSubmitJobLimit)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters import proc, slurm
+from campaignctl.adapters.store import Store
+from campaignctl.core.site_limits import WAITING
+from campaignctl.services.status import status
+from campaignctl.services.submit import submit
+from tests.conftest import write_spec
+from tests.integration.test_reconcile_real import logged, ticking_until_finished
+
+pytestmark = pytest.mark.slurm
+
+TASKS = 150
+
+
+@pytest.fixture
+def limit(slurm_conf: str) -> Iterator[int]:
+    """This user's association may hold at most 120 queued jobs for the test (every array element
+    counts): an array as large as MaxArraySize (101 on the lab) fits, the campaign's 150 do not."""
+    user = proc.run(["id", "-un"]).stdout.strip()
+    proc.run(["sacctmgr", "-i", "modify", "user", user, "set", "MaxSubmitJobs=120"])
+    slurm.forget_site()
+    try:
+        yield 120
+    finally:
+        proc.run(["sacctmgr", "-i", "modify", "user", user, "set", "MaxSubmitJobs=-1"])
+        slurm.forget_site()
+
+
+def _campaign(tmp_path: Path, name: str) -> None:
+    submit(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, -c, "pass"]
+matrix: {{i: [{", ".join(map(str, range(TASKS)))}]}}
+resources: {{mem: 100M, time: "00:05:00"}}
+telemetry: {{interval: 0}}
+""", f"{name}.yaml"))
+
+
+def _finishes_with_nothing_given_up(name: str, limit: int) -> list[str]:
+    """Tick until the campaign finishes; every task COMPLETED, no give-up, no try counted. Returns
+    what `status` said of the waiting pieces along the way."""
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    notes = [n for n in status(name).campaigns[0].refused if "wait for room" in n]
+    sizes = [s.size for s in store.submissions(record.id)]
+    assert sum(sizes) == TASKS and max(sizes) <= min(limit, slurm.max_array_size())
+    ticking_until_finished(name, timeout_s=600)
+    assert status(name).campaigns[0].counts == {"COMPLETED": TASKS}
+    assert [e for e in logged(name) if e.action == "give_up"] == []
+    assert all(s.tries == 0 and s.state == "released" for s in store.submissions(record.id))
+    return notes
+
+
+def test_a_campaign_larger_than_the_submit_limit_goes_out_as_room_frees(
+        state_home: Path, tmp_path: Path, limit: int) -> None:
+    assert slurm.submit_limit() == limit  # read from sacctmgr, never hard-coded
+    _campaign(tmp_path, "limit-read")
+    notes = _finishes_with_nothing_given_up("limit-read", limit)
+    # the second piece waited at submit without asking Slurm: the limit said it would not fit
+    assert notes and f"of {limit} queued" in notes[0]
+
+
+def test_a_limit_the_user_cannot_read_is_learnt_from_slurms_refusal(
+        state_home: Path, tmp_path: Path, limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slurm, "submit_limit", lambda: None)  # as where sacctmgr tells a user nothing
+    _campaign(tmp_path, "limit-learnt")
+    notes = _finishes_with_nothing_given_up("limit-learnt", limit)
+    assert notes and "accounting/QOS policy" in notes[0]  # Slurm's own words, on either version
+    record = Store.open().campaign("limit-learnt")
+    assert record is not None
+    assert not any(s.last_error.startswith(WAITING) and s.tries for s in Store.open().submissions(record.id))
