@@ -137,6 +137,8 @@ class FakeSlurm:
         return sum(len(self._queued_indices(j)) for j in self.jobs.values() if self._queued(j))
 
     def _sacctmgr(self, args: list[str]) -> str:
+        if bad := [a for a in args if " " in a]:  # sacctmgr takes `where user=x` as two words
+            raise SbatchRefused(f" Unknown condition: {bad[0]}")
         if self.limit_hidden:
             raise SbatchRefused("sacctmgr: error: Problem talking to the database: Access/permission denied")
         if "assoc" in args:

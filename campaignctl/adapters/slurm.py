@@ -11,6 +11,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from campaignctl.adapters import proc
 from campaignctl.core.clock import to_slurm
@@ -58,9 +59,12 @@ def version() -> SlurmVersion | None:
 
 
 def forget_site() -> None:
-    """Forget what this process read of the site (version, submit limit): a test's new Slurm."""
+    """Forget what this process read of the site (version, limits, resources Slurm would take):
+    a test's new Slurm."""
     version.cache_clear()
     submit_limit.cache_clear()
+    max_array_size.cache_clear()
+    _TAKEN.clear()
 
 
 def reading() -> Reading:
@@ -80,14 +84,14 @@ def submit_limit() -> int | None:
     None when none is set or the user may not read them (sacctmgr answers with an error or
     nothing): then the limit is learnt from sbatch's refusal (core/site_limits.SubmitRoom)."""
     user = pwd.getpwuid(os.getuid()).pw_name
-    assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", f"where user={user}", "format=MaxSubmit,QOS"],
+    assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", "format=MaxSubmit,QOS"],
                      timeout=30, attempts=1, check=False)
     if assoc.returncode != 0:
         return None
     rows = [line.split("|") for line in assoc.stdout.splitlines() if "|" in line]
     qos_names = sorted({q for row in rows for q in row[1].split(",") if q})
-    qos = proc.run(["sacctmgr", "-n", "-P", "show", "qos", f"where name={','.join(qos_names)}", "format=MaxSubmitPU"],
-                   timeout=30, attempts=1, check=False) if qos_names else None
+    qos = proc.run(["sacctmgr", "-n", "-P", "show", "qos", "where", f"name={','.join(qos_names)}",
+                    "format=MaxSubmitPU"], timeout=30, attempts=1, check=False) if qos_names else None
     return read_submit_limit("\n".join(row[0] for row in rows),
                              qos.stdout if qos is not None and qos.returncode == 0 else "")
 
@@ -109,8 +113,10 @@ def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitErro
                           "it goes out once the user's queued jobs leave room (`sacctmgr show assoc user=$USER`)")
 
 
+@functools.cache
 def max_array_size() -> int:
-    """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`)."""
+    """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`), once per
+    process: the call costs two RPCs of a rate-limited user's bucket (24.11, counted with sdiag)."""
     text = proc.run(["scontrol", "show", "config"], timeout=20).stdout
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", text, re.MULTILINE)
     return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
@@ -192,14 +198,30 @@ def cancel(job_id: str) -> None:
         raise proc.command_error(result, transient=proc.is_transient(result))
 
 
+_TAKEN: set[str] = set()  # the resource requests `sbatch --test-only` accepted in this process
+_PER_ARRAY = ("#SBATCH --array=", "#SBATCH --comment=", "#SBATCH --job-name=")
+
+
+def _request(script: str) -> str:
+    """What `--test-only` judges of a script: its `#SBATCH` lines but those that differ per array."""
+    return "\n".join(line for line in script.splitlines()
+                     if line.startswith("#SBATCH") and not line.startswith(_PER_ARRAY))
+
+
 def refusal(script_path: str) -> str | None:
     """`sbatch --test-only`: would Slurm take this script? Nothing is submitted. Returns its
     refusal, or None when Slurm would queue it. sbatch reports a refusal with slurm_perror as
     `allocation failure: Requested node configuration is not available` (too many GPUs, an
     unknown GPU type, more memory than a node has) or `… Invalid partition name specified`;
-    any other failure (no slurm.conf, controller down) raises, like every call."""
+    any other failure (no slurm.conf, controller down) raises, like every call. A request Slurm
+    took once is not asked again in this process: a tick resubmitting 1,000 tasks as ten arrays of
+    the same resources asks once, not ten times (two RPCs each against a rate-limited bucket of 30)."""
+    request = _request(Path(script_path).read_text(encoding="utf-8"))
+    if request in _TAKEN:
+        return None
     result = proc.run(["sbatch", "--test-only", script_path], timeout=60, check=False)
     if result.returncode == 0:
+        _TAKEN.add(request)
         return None
     refusals = [line for line in result.stderr.splitlines() if line.startswith(TEST_ONLY_REFUSAL)]
     if not refusals:

@@ -62,12 +62,13 @@ def test_a_tick_makes_a_constant_number_of_slurm_calls_whatever_the_campaign_siz
     provoke(fake_slurm)
     fake_slurm.calls.clear()
     result = reconcile("rc")
-    # 1 sacct, 1 scontrol show config, then per action group (4 distinct resource sets:
-    # more memory, more time, a node excluded, unchanged) one sbatch --test-only, one
-    # sbatch --hold and one release.
-    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 1 + 4, "sbatch": 4 + 4}
+    # 1 sacct, then per action group (4 distinct resource sets: more memory, more time, a node
+    # excluded, unchanged) one sbatch --test-only, one sbatch --hold and one release. This process
+    # already read MaxArraySize (scontrol show config) at submit, and Slurm took the unchanged
+    # resources then (--test-only): neither is asked again (a cron tick is a new process: it asks).
+    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 4, "sbatch": 3 + 4}
     # and the commands run include `sacct --version` once (the client's own version, no RPC)
-    assert result.slurm_calls == 14 + 1
+    assert result.slurm_calls == 12 + 1
     assert {d.task for d in result.campaigns[0].decisions} == set(FAILURES)
 
 

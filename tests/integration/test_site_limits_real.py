@@ -6,6 +6,7 @@ limit — with the limit read from sacctmgr, and with it learnt from sbatch's re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def test_a_campaign_larger_than_the_submit_limit_goes_out_as_room_frees(
 
 def test_a_limit_the_user_cannot_read_is_learnt_from_slurms_refusal(
         state_home: Path, tmp_path: Path, limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slurm, "submit_limit", lambda: None)  # as where sacctmgr tells a user nothing
+    # as where sacctmgr tells a user nothing (cached like the real one: `forget_site` clears it)
+    monkeypatch.setattr(slurm, "submit_limit", functools.cache(lambda: None))
     _campaign(tmp_path, "limit-learnt")
     notes = _finishes_with_nothing_given_up("limit-learnt", limit)
     assert notes and "accounting/QOS policy" in notes[0]  # Slurm's own words, on either version
