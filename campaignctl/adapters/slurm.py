@@ -235,9 +235,10 @@ def release(job_id: str) -> None:
     """`scontrol release 12`. Releasing a job already released (pending or running) exits 0; a
     job that has ended meanwhile (run, or cancelled by someone while held) gives `Job has
     already finished for job 12` and exit 1 (22.05): nothing left to release, and sacct tells
-    what became of it."""
+    what became of it. Past MinJobAge (short at some sites) slurmctld has forgotten the job:
+    `Invalid job id specified`, the same answer."""
     result = proc.run(["scontrol", "release", job_id], timeout=60, check=False)
-    if result.returncode != 0 and "has already finished" not in result.stderr:
+    if result.returncode != 0 and not any(gone in result.stderr for gone in ("has already finished", "Invalid job id")):
         raise proc.command_error(result, transient=proc.is_transient(result))
 
 

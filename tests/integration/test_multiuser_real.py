@@ -61,7 +61,12 @@ def unix_users() -> None:
     for user in (ALICE, BOB):
         _run(["usermod", "-aG", GROUP, user])
     # the lab enforces associations (AccountingStorageEnforce), as sites do: no submitting without one
-    _run(["sacctmgr", "-i", "add", "user", ",".join((ALICE, BOB, CAROL)), "Account=lab"])
+    # (`sacctmgr add` exits 1 with "Nothing new added" when they exist: the listing says if they do)
+    subprocess.run(["sacctmgr", "-i", "add", "user", ",".join((ALICE, BOB, CAROL)), "Account=lab"],
+                   capture_output=True, check=False, timeout=120)
+    listed = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={ALICE},{BOB},{CAROL}",
+                             "format=User"], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert set(listed.split()) == {ALICE, BOB, CAROL}
     assert set(grp.getgrnam(GROUP).gr_mem) >= {ALICE, BOB} and CAROL not in grp.getgrnam(GROUP).gr_mem
 
 
