@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--limit", type=int, default=200, help="MaxSubmitJobs for the run")
     parser.add_argument("--every", type=float, default=2.0, help="seconds between ticks")
+    parser.add_argument("--fail-first", action="store_true",
+                        help="every task's attempt 1 exits 75 (EX_TEMPFAIL): the ticks resubmit them all")
     args = parser.parse_args()
     user = sh("id", "-un").strip()
     version = sh("sacct", "--version").strip()
@@ -58,23 +61,25 @@ def main() -> None:
     env = {"HOME": os.environ.get("HOME", "/root"), "PATH": cron_path, "SHELL": "/bin/sh", "LOGNAME": user,
            "SLURM_CONF": os.environ["SLURM_CONF"], "XDG_STATE_HOME": str(state)}
     spec = base / "bench.yaml"
-    spec.write_text(f"name: limits\ncommand: [\"true\", \"{{seed}}\"]\n"
+    command = ('[sh, -c, \'test "$CAMPAIGNCTL_ATTEMPT" != 1 || exit 75\', "{seed}"]' if args.fail_first
+               else '["true", "{seed}"]')
+    spec.write_text(f"name: limits\ncommand: {command}\n"
                     f"matrix: {{seed: [{', '.join(map(str, range(args.tasks)))}]}}\n"
-                    "resources: {mem: 100M, time: \"00:05:00\"}\ntelemetry: {interval: 0}\n")
+                    "resources: {mem: 100M, time: \"00:05:00\"}\ntelemetry: {interval: 0}\n"
+                    "policy: {use: default, rules: {failed: {backoff: 0}}}\n")
     sh("sacctmgr", "-i", "modify", "user", user, "set", f"MaxSubmitJobs={args.limit}")
     try:
         time.sleep(1)  # slurmdbd passes the limit on to slurmctld
         t0 = time.monotonic()
         out = subprocess.run([str(CAMPAIGNCTL), "submit", str(spec), "--json"], env={**os.environ, **env},
                              check=True, capture_output=True, text=True).stdout
-        submit_calls = json.loads(out)["sbatch_calls"]
-        most, ticks, tick_calls = queued(), 0, 0
+        submit_calls = json.loads(out)["data"]["sbatch_calls"]
+        most, tick_calls = queued(), []
         while True:
             tick = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), str(CAMPAIGNCTL),
                                    "reconcile", "limits", "--json"], capture_output=True, text=True)
-            ticks += 1
-            result = json.loads(tick.stdout)
-            tick_calls += int(result["slurm_calls"])
+            result = json.loads(tick.stdout)["data"]
+            tick_calls.append(int(result["slurm_calls"]))
             most = max(most, queued())
             if not result["campaigns"] or result["campaigns"][0]["state"] == "finished":
                 break
@@ -91,14 +96,15 @@ def main() -> None:
     counts: dict[str, int] = {}
     for row in store.history(record.id):
         counts[row.state] = counts.get(row.state, 0) + 1
-    print(f"{version}, MaxArraySize={max_array}, MaxSubmitJobs={args.limit}, {args.tasks} tasks (`true`), "
+    what = "attempt 1 exits 75, attempt 2 `true`" if args.fail_first else "`true`"
+    print(f"{version}, MaxArraySize={max_array}, MaxSubmitJobs={args.limit}, {args.tasks} tasks ({what}), "
           f"reconcile every {args.every:g} s")
     print(f"  attempts by state      {counts}")
     print(f"  give-ups               {sum(1 for e in entries if e.action == 'give_up')}")
     sizes = sorted({s.size for s in subs})
     print(f"  arrays (pieces)        {len(subs)} of sizes {sizes}, refused tries {sum(s.tries for s in subs)}")
-    print(f"  Slurm calls            submit: {submit_calls} sbatch; ticks: {tick_calls} in {ticks} ticks "
-          f"({tick_calls / ticks:.1f} per tick)")
+    print(f"  Slurm calls            submit: {submit_calls} sbatch; ticks: {sum(tick_calls)} in {len(tick_calls)} "
+          f"ticks (median {statistics.median(tick_calls):g}, most {max(tick_calls)} in one tick)")
     print(f"  largest queued         {most} (sampled between ticks; limit {args.limit})")
     print(f"  wall time              {wall:.0f} s from submit to finished")
 

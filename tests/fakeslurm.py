@@ -42,8 +42,9 @@ class ElementState:
 class FakeSlurm:
     max_array_size: int = 1001
     version: str = "22.05.8"  # what `sacct --version` prints after "slurm "
-    # the user's MaxSubmitJobs (every queued element counts): sbatch over it is refused with 22.05's
-    # text; `sacctmgr show assoc` states it unless `limit_hidden` (a user who may not read it)
+    # the user's MaxSubmitJobs (every queued element counts): sbatch over it is refused with the
+    # generic text alone (no reason line, as for a QOS limit); `sacctmgr show assoc` states it
+    # unless `limit_hidden` (a user who may not read it)
     max_submit: int | None = None
     limit_hidden: bool = False
     states_default_pending: bool = False  # released elements stay PENDING until `finish` (else COMPLETED)

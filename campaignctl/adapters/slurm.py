@@ -104,7 +104,7 @@ def array_cap() -> int:
 
 
 def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitError:
-    """sbatch refused for a limit: the message keeps 24.11's reason line (`AssocMaxSubmitJobLimit`)
+    """sbatch refused for a limit: the message keeps the reason line (`AssocMaxSubmitJobLimit`)
     with the refusal, so that the caller can tell a named submit limit from the generic text."""
     named = [line.split("error:", 1)[-1].strip() for line in result.stderr.splitlines() if names_submit_limit(line)]
     detail = "; ".join(dict.fromkeys([*named, *(line.split("failed:", 1)[-1].removeprefix(TEST_ONLY_REFUSAL).strip()

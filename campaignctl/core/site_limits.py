@@ -1,13 +1,12 @@
 """A site's limits on queued jobs, as Slurm states them and as its refusals name them.
 
 Most sites cap what a user may have queued (`MaxSubmitJobs` on the association, `MaxSubmitPU` on
-the QOS; every array element counts). sbatch is then refused, on 22.05 with only
-`Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size
-and/or time limits)`, on 24.11 after a line naming the limit (`sbatch: error:
-AssocMaxSubmitJobLimit`); `sbatch --test-only` says `allocation failure: Job violates …`
-(tests/fixtures/slurm_limits/). The generic text also covers a job larger or longer than a limit
-allows, which no wait cures: it counts as a limit only while the user has jobs queued whose end
-makes room (`SubmitRoom`).
+the QOS; every array element counts). sbatch is then refused, on 22.05 and 24.11 alike, with a
+line naming the limit (`sbatch: error: AssocMaxSubmitJobLimit`) and then `Batch job submission
+failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)`;
+`sbatch --test-only` says `allocation failure: Job violates …` (tests/fixtures/slurm_limits/). The
+generic text alone also covers a job larger or longer than a limit allows, which no wait cures: it
+counts as a limit only while the user has jobs queued whose end makes room (`SubmitRoom`).
 """
 
 from __future__ import annotations
@@ -16,14 +15,14 @@ from collections.abc import Callable
 from functools import cached_property
 
 ACCOUNTING_POLICY = "Job violates accounting/QOS policy"
-# the reasons 24.11 prints before the refusal when a limit on queued jobs is what was hit
+# the reasons sbatch prints (22.05, 24.11) before the refusal when a limit on queued jobs was hit
 SUBMIT_LIMIT_REASONS = ("AssocMaxSubmitJobLimit", "AssocGrpSubmitJobsLimit", "QOSMaxSubmitJobPerUserLimit",
                         "QOSMaxSubmitJobPerAccountLimit", "QOSGrpSubmitJobsLimit")
 WAITING = "waiting for room: "  # how a waiting submission's note begins (store: last_error)
 
 
 def names_submit_limit(stderr: str) -> bool:
-    """Slurm's refusal names a limit on queued jobs (24.11's reason line)."""
+    """Slurm's refusal names a limit on queued jobs (its reason line)."""
     return any(reason in stderr for reason in SUBMIT_LIMIT_REASONS)
 
 

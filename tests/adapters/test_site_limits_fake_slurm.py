@@ -33,9 +33,16 @@ def _held_submissions(fake: FakeSlurm) -> list[int]:
     return [job.size for _, job in sorted(fake.jobs.items(), key=lambda kv: int(kv[0]))]
 
 
-def _settled(ticks: int) -> tuple[dict[str, int], list[str]]:
+def _ending_and_ticking(fake: FakeSlurm, ticks: int) -> None:
+    """`ticks` times: every released element ends (COMPLETED), then a tick."""
     for _ in range(ticks):
+        for job in list(fake.jobs.values()):
+            fake.finish(job.job_id)
         reconcile("lim")
+
+
+def _settled() -> tuple[dict[str, int], list[str]]:
+    reconcile("lim")
     store = Store.open()
     record = store.campaign("lim")
     assert record is not None
@@ -55,15 +62,10 @@ def test_a_campaign_larger_than_the_submit_limit_goes_out_in_pieces_as_room_free
     store = Store.open()
     assert all(s.tries == 0 and s.last_error.startswith(WAITING) for s in store.submissions(1) if s.job_id is None)
 
-    for job in list(fake_slurm.jobs.values()):  # the first array ends: room for one more piece
-        fake_slurm.finish(job.job_id)
-    reconcile("lim")
+    _ending_and_ticking(fake_slurm, 1)  # the first array ends: room for one more piece
     assert _held_submissions(fake_slurm) == [3, 3] and fake_slurm.submitted == 2
-    for _ in range(4):
-        for job in list(fake_slurm.jobs.values()):
-            fake_slurm.finish(job.job_id)
-        reconcile("lim")
-    counts, give_ups = _settled(1)
+    _ending_and_ticking(fake_slurm, 4)
+    counts, give_ups = _settled()
     assert counts == {"COMPLETED": 10} and give_ups == []
     assert _held_submissions(fake_slurm) == [3, 3, 3, 1]
     assert fake_slurm.submitted == 4  # one sbatch per piece: the limit was read, never hit
@@ -74,17 +76,14 @@ def test_a_limit_nobody_may_read_is_learnt_from_the_refusal_and_never_gives_up(
     fake_slurm.max_array_size, fake_slurm.max_submit, fake_slurm.limit_hidden = 3, 4, True
     fake_slurm.states_default_pending = True
     _campaign(tmp_path, 10)
-    # the second piece is refused (22.05's generic text, with 3 of ours queued): it and the rest wait
+    # the second piece is refused (the generic text alone, with 3 of ours queued): it and the rest wait
     assert _held_submissions(fake_slurm) == [3] and fake_slurm.submitted == 2
     for _ in range(8):  # more ticks than submit_tries (4): a limit is no failed try
         reconcile("lim")
     assert fake_slurm.submitted == 2 + 8  # each tick: at most one refused sbatch, the rest wait without asking
     assert all(s.tries == 0 for s in Store.open().submissions(1))
-    for _ in range(6):
-        for job in list(fake_slurm.jobs.values()):
-            fake_slurm.finish(job.job_id)
-        reconcile("lim")
-    counts, give_ups = _settled(1)
+    _ending_and_ticking(fake_slurm, 6)
+    counts, give_ups = _settled()
     assert counts == {"COMPLETED": 10} and give_ups == []
 
 
@@ -101,9 +100,6 @@ def test_arrays_are_never_larger_than_the_submit_limit(tmp_path: Path, fake_slur
     fake_slurm.max_submit = 2  # MaxArraySize 1001, but only 2 may be queued: an array of 5 would wait for ever
     fake_slurm.states_default_pending = True
     _campaign(tmp_path, 5)
-    for _ in range(4):
-        for job in list(fake_slurm.jobs.values()):
-            fake_slurm.finish(job.job_id)
-        reconcile("lim")
+    _ending_and_ticking(fake_slurm, 4)
     assert _held_submissions(fake_slurm) == [2, 2, 1]
-    assert _settled(1) == ({"COMPLETED": 5}, [])
+    assert _settled() == ({"COMPLETED": 5}, [])

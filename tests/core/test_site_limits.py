@@ -14,12 +14,18 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_limits"
 
 @pytest.mark.parametrize(("name", "named"), [
     ("sbatch_submit_limit_24.11.txt", True), ("sbatch_test_only_submit_limit_24.11.txt", True),
-    ("sbatch_submit_limit_22.05.txt", False), ("sbatch_test_only_submit_limit_22.05.txt", False),
+    ("sbatch_submit_limit_22.05.txt", True), ("sbatch_test_only_submit_limit_22.05.txt", True),
 ])
 def test_recorded_refusals(name: str, named: bool) -> None:
     text = (FIXTURES / name).read_text()
     assert may_be_submit_limit(text)
-    assert names_submit_limit(text) is named  # only 24.11 names the limit
+    assert names_submit_limit(text) is named  # both Slurms name the limit on a line of its own
+
+
+def test_the_generic_text_alone_may_be_a_limit_but_names_none() -> None:
+    # what a refusal reduced to its last line says (and a QOS limit no reason line names)
+    last = (FIXTURES / "sbatch_submit_limit_22.05.txt").read_text().splitlines()[-1]
+    assert may_be_submit_limit(last) and not names_submit_limit(last)
 
 
 def test_other_refusals_are_no_limit() -> None:
@@ -49,7 +55,7 @@ def test_without_a_known_limit_nothing_is_listed_until_a_refusal_needs_it() -> N
     listed: list[int] = []
     room = SubmitRoom(None, lambda: listed.append(1) or 0)
     assert room.why_not(10_000) is None and listed == []
-    generic = (FIXTURES / "sbatch_submit_limit_22.05.txt").read_text()
+    generic = (FIXTURES / "sbatch_submit_limit_22.05.txt").read_text().splitlines()[-1]
     assert not room.is_limit(generic)  # nothing of ours queued: a job no wait lets through
     assert room.is_limit((FIXTURES / "sbatch_submit_limit_24.11.txt").read_text())  # named: always a limit
     assert SubmitRoom(None, lambda: 3).is_limit(generic)

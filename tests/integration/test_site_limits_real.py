@@ -1,8 +1,8 @@
 """A site's limit on queued jobs, enforced for real (the lab runs AccountingStorageEnforce=
 associations,limits,qos and a small MaxArraySize, scripts/slurmlab): a campaign larger than the
 user's MaxSubmitJobs goes out in pieces as its queued elements end, and nothing is given up for the
-limit — with the limit read from sacctmgr, and with it learnt from sbatch's refusal (22.05 says only
-"Job violates accounting/QOS policy", 24.11 names AssocMaxSubmitJobLimit)."""
+limit — with the limit read from sacctmgr, and with it learnt from sbatch's refusal (both Slurms
+print `AssocMaxSubmitJobLimit`, then "Job violates accounting/QOS policy")."""
 
 from __future__ import annotations
 
