@@ -186,7 +186,7 @@ def _rung_notes(spec: CampaignSpec) -> list[str]:
 def _dry_run(spec: CampaignSpec) -> SubmitResult:
     notes = _rung_notes(spec)
     try:
-        max_array = slurm.max_array_size()
+        max_array = slurm.array_cap()
     except SlurmUnavailableError as exc:
         max_array = slurm.DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
