@@ -1,7 +1,7 @@
 """RPC rate limiting on the real cluster (`SlurmctldParameters=rl_enable`, Slurm 23.02+; the 24.11
 lab sets it: a bucket of 30 RPCs per user, refilled at 2 per second; root and SlurmUser are exempt,
 so the tick runs as a real Unix user, from a cron-like environment). A tick that resubmits the
-retries of 202 tasks stays within the bucket (its RPCs counted by slurmctld itself, `sdiag`), and a
+retries of 102 tasks stays within the bucket (its RPCs counted by slurmctld itself, `sdiag`), and a
 tick whose user has just emptied the bucket still does its work: Slurm's clients are told to back
 off, sleep and retry by themselves (nothing reaches campaignctl but the wait)."""
 
@@ -26,7 +26,7 @@ from tests.integration.test_reconcile_real import wait_for
 
 pytestmark = pytest.mark.slurm
 
-TASKS = 202  # two arrays of MaxArraySize 101 on the lab
+TASKS = 102  # two arrays (101 + 1) under MaxArraySize 101 on the lab
 BUCKET = 30  # rl_bucket_size's default, which the lab keeps (slurmctld.log: rate_limit_init)
 PROGRAM = "import os, sys; sys.exit(75 if os.environ['CAMPAIGNCTL_ATTEMPT'] == '1' else 0)"
 
@@ -93,7 +93,7 @@ policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
     wait_for("every first attempt to end", lambda: queued_of(ALICE) == 0, 600)
     time.sleep(BUCKET / 2)  # a full bucket again (2 per second)
     before, warned = rpcs(ALICE), backed_off(uid)
-    cctl("reconcile", "rl")  # sees 202 attempts FAILED 75 and resubmits them all: two arrays
+    cctl("reconcile", "rl")  # sees 102 attempts FAILED 75 and resubmits them all: two arrays
     spent = rpcs(ALICE) - before
     assert queued_of(ALICE) == TASKS
     assert 0 < spent <= BUCKET, f"the retry tick made {spent} RPCs"
