@@ -69,9 +69,11 @@ policy: {{use: default, rules: {{failed: {{retry_exit_codes: [143], backoff: 2s}
     assert {t: (first[t].state, first[t].exit_code) for t in first} == {0: ("FAILED", 143), 1: ("FAILED", 143)}
     final = latest(name)
     assert {t: (final[t].state, final[t].attempt_number) for t in final} == {0: ("COMPLETED", 2), 1: ("COMPLETED", 2)}
-    # Slurm's own lines for attempt 1: ExitCode 15:0 (sacct prints 143 as 15), DerivedExitCode 143:0
+    # Slurm's own lines for attempt 1: ExitCode 15:0 (sacct prints 143 as 15), DerivedExitCode 143:0,
+    # or 0:0 for good when the step's end raced the job's (tests/fixtures/sacct_exit/derived_lost.txt;
+    # seen again on 22.05 under CPU load, 2026-11-27): the runner's exit.json says 143 either way
     raw = proc.run(["sacct", "-n", "-P", "-X", f"-j{first[0].job_id}", "--format=State,ExitCode,DerivedExitCode"])
-    assert raw.stdout.split() == ["FAILED|15:0|143:0"]
+    assert raw.stdout.split() in (["FAILED|15:0|143:0"], ["FAILED|15:0|0:0"])
     shown = cli("log", "show", name, "--inputs")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count('"exit_code": 143') >= 2
