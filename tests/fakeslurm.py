@@ -23,7 +23,7 @@ class FakeJob:
     cancelled: bool = False
 
 
-class SbatchRefused(Exception):
+class CommandRefused(Exception):
     """What the fake command prints on stderr as it exits 1."""
 
 
@@ -81,7 +81,7 @@ class FakeSlurm:
         handler = getattr(self, f"_{name}")
         try:
             out = handler(list(argv[1:]))
-        except SbatchRefused as exc:
+        except CommandRefused as exc:
             return ProcResult(tuple(argv), 1, "", str(exc))
         if name == "sbatch" and "--hold" in argv:
             if self.fail_after_create:
@@ -118,7 +118,7 @@ class FakeSlurm:
         size = int(array[1]) + 1
         assert size <= self.max_array_size, "array index above MaxArraySize"
         if self.max_submit is not None and self.queued_elements() + size > self.max_submit:
-            raise SbatchRefused("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+            raise CommandRefused("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
                                 "(job submit limit, user's size and/or time limits)")
         job_id = str(self.next_id)
         self.next_id += 1
@@ -139,9 +139,9 @@ class FakeSlurm:
 
     def _sacctmgr(self, args: list[str]) -> str:
         if bad := [a for a in args if " " in a]:  # sacctmgr takes `where user=x` as two words
-            raise SbatchRefused(f" Unknown condition: {bad[0]}")
+            raise CommandRefused(f" Unknown condition: {bad[0]}")
         if self.limit_hidden:
-            raise SbatchRefused("sacctmgr: error: Problem talking to the database: Access/permission denied")
+            raise CommandRefused("sacctmgr: error: Problem talking to the database: Access/permission denied")
         if "assoc" in args:
             return f"{'' if self.max_submit is None else self.max_submit}|normal\n"
         return "\n"  # show qos: the normal QOS sets no MaxSubmitPU

@@ -218,7 +218,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
             results.append(Dispatched(sub.token, chunk, None, exc.message, gave_up, tries))
             continue
         if job_id is None:
-            results.append(Dispatched(sub.token, chunk, None, room.why_not(chunk.size) or "", waiting=True))
+            results.append(Dispatched(sub.token, chunk, None, room.refused, waiting=True))
             continue
         results.append(Dispatched(sub.token, chunk, job_id))
     return results
