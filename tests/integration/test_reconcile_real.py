@@ -86,10 +86,16 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     name = chaos_campaign(tmp_path, "chaos", MODES)
 
+    tasks_dir = tmp_path / "runs" / name / "tasks"
+
     def slow_ones_running() -> bool:
         reconcile(name)  # records RUNNING (and answers the quick failures meanwhile)
         rows = latest(name)
-        return all(rows[t].state == "RUNNING" and rows[t].nodes for t in (TIMEOUT, NODE_FAIL, PREEMPT))
+        # RUNNING is the allocation; the checkpoint is the trainer. Provoking the failure before
+        # the checkpoint is written leaves the retry nothing to resume (seen on 24.11 under load).
+        return all(rows[t].state == "RUNNING" and rows[t].nodes
+                   and (tasks_dir / str(t) / "checkpoint" / "step").exists()
+                   for t in (TIMEOUT, NODE_FAIL, PREEMPT))
     wait_for("the slow tasks to run", slow_ones_running)
     rows = latest(name)
     proc.run(["scontrol", "update", f"JobId={rows[TIMEOUT].job_id}", "TimeLimit=0"])
