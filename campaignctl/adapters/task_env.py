@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from campaignctl.adapters.env_capture import read_captured_env
 from campaignctl.adapters.setup_lines import SETUP_FAILED, run_setup
-from campaignctl.core.job_env import program_environment
+from campaignctl.core.job_env import PROGRAM_DEFAULTS, program_environment
+from campaignctl.core.params import resumes
 
 if TYPE_CHECKING:
     from campaignctl.adapters.runner import TaskLaunch
@@ -38,8 +39,7 @@ def runner_variables(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
         "CAMPAIGNCTL_RUNG": str(rung),
     }
-    # a retry, or a config promoted into a later rung: resume from $CAMPAIGNCTL_CHECKPOINT_DIR
-    if launch.attempt_number > 1 or rung > 0:
+    if resumes(launch.attempt_number, rung):
         env["CAMPAIGNCTL_RESUME"] = "1"
     return env
 
@@ -50,7 +50,7 @@ def base_environment(launch: TaskLaunch, live: Mapping[str, str]) -> dict[str, s
     capture existed) keeps the old behaviour: the job's live environment as the base."""
     env_file = getattr(launch, "env_file", "")
     if not env_file:
-        return {**live, **launch.env, **runner_variables(launch)}
+        return {**PROGRAM_DEFAULTS, **live, **launch.env, **runner_variables(launch)}
     return program_environment(read_captured_env(env_file), live, launch.env, runner_variables(launch),
                                getattr(launch, "from_node", ()))
 

@@ -2,6 +2,7 @@
 `setup`. Pure: the shell hands in environments as mappings.
 
 The rule, for every attempt of a revision:
+  0 defaults (PROGRAM_DEFAULTS), which anything below overrides;
   1 base: the environment `submit` captured for that revision (the user's shell, narrowed by
     `env_capture`), never the live one;
   2 on top: the variables Slurm sets for this job on the node, read live (`SLURM_*`,
@@ -33,6 +34,11 @@ NODE_PREFIXES = ("SLURM_", "SLURMD_", "SRUN_", "PMI_", "PMIX_")
 NODE_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
                         "ZE_AFFINITY_MASK", "ENVIRONMENT", "HOSTNAME"})
 RUNNER_PREFIX = "CAMPAIGNCTL_"  # set by the runner for each attempt; never taken from elsewhere
+# A Python program whose stdout is a file (the attempt's output.log) block-buffers it: a trainer's
+# log lines and metric points reached the log only at exit (4 minutes of an empty `output -f`, and
+# every point of a task stamped with the same time). Unbuffered unless the user's shell or the
+# spec's env sets PYTHONUNBUFFERED otherwise.
+PROGRAM_DEFAULTS = {"PYTHONUNBUFFERED": "1"}
 MAX_SETUP_LINES = 64
 MAX_SETUP_LINE = 4096
 MAX_PATTERNS = 256
@@ -72,7 +78,7 @@ def program_environment(captured: Mapping[str, str], live: Mapping[str, str], sp
                         runner: Mapping[str, str], from_node: Iterable[str] = ()) -> dict[str, str]:
     """The environment of the rule in the module docstring (before the setup lines run)."""
     extra = tuple(from_node)
-    env = {k: v for k, v in captured.items() if not is_node_variable(k)}
+    env = {**PROGRAM_DEFAULTS, **{k: v for k, v in captured.items() if not is_node_variable(k)}}
     env.update({k: v for k, v in live.items() if is_node_variable(k) or matches_any(k, extra)})
     env.update(spec_env)
     env.update(runner)

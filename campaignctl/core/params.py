@@ -2,12 +2,21 @@
 
 `{name}` in a command argument or env value is replaced by the task's parameter; `{{` and `}}`
 are literal braces. Values never pass through a shell, so `$(...)`, backticks and `;` stay text.
+
+Beside the parameters, every attempt fills its own values (ATTEMPT_NAMES): `{attempt}` (1, 2, …),
+`{task_index}`, `{checkpoint_dir}` (shared by a task's attempts and its config's rungs), and
+`{resume?THEN:ELSE}`: THEN on an attempt that should resume (a retry, or a config promoted into a
+later rung), ELSE on a first start (`:ELSE` may be left out: empty). A trainer's own flags thus
+switch without glue, e.g. `--init_from={resume?resume:scratch}` for nanoGPT. A command argument
+that is only a `{resume?…}` and comes out empty is left out of argv (argparse would read "" as a
+positional argument). THEN and ELSE are plain text: no braces, and THEN no `:`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +29,9 @@ Scalar = str | int | float | bool
 MAX_TASKS = 100_000
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")
+ATTEMPT_NAMES = ("attempt", "task_index", "checkpoint_dir")
+RESUME = "resume"
+_CONDITION = re.compile(r"resume\?([^:{}]*)(?::([^{}]*))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,25 +55,55 @@ def placeholders(template: str) -> list[str]:
     return names
 
 
+def resumes(attempt: int, rung: int) -> bool:
+    """An attempt that should resume from the checkpoint: a retry, or a config promoted into a
+    later rung (the runner also says so as CAMPAIGNCTL_RESUME=1)."""
+    return attempt > 1 or rung > 0
+
+
+def checkpoint_dir(run_dir: str, config: int) -> str:
+    """The checkpoint directory of a config: `<run_dir>/tasks/<config>/checkpoint`, shared by its
+    attempts and its rungs (adapters/paths.task_dir is the same layout)."""
+    return posixpath.join(run_dir, "tasks", str(config), "checkpoint")
+
+
+def attempt_values(task: TaskSpec, attempt: int, run_dir: str) -> dict[str, Scalar]:
+    """What ATTEMPT_NAMES and `{resume?…}` stand for in one attempt of `task`."""
+    return {"attempt": attempt, "task_index": task.index, "checkpoint_dir": checkpoint_dir(run_dir, task.config),
+            RESUME: resumes(attempt, task.rung)}
+
+
 def fill(template: str, params: Mapping[str, Scalar]) -> str:
     def replace(match: re.Match[str]) -> str:
         token = match.group(0)
         if token in ("{{", "}}"):
             return token[0]
+        condition = _CONDITION.fullmatch(match.group(1))
+        if condition:
+            return condition.group(1) if params[RESUME] else condition.group(2) or ""
         return str(params[match.group(1)])
 
     return _PLACEHOLDER.sub(replace, template)
 
 
+def fill_argv(templates: Sequence[str], values: Mapping[str, Scalar]) -> tuple[str, ...]:
+    argv = ((t, fill(t, values)) for t in templates)
+    return tuple(arg for t, arg in argv
+                 if arg or not (t[:1] == "{" and t[-1:] == "}" and _CONDITION.fullmatch(t[1:-1])))
+
+
 def render(task: TaskSpec, command: Sequence[str], env: Mapping[str, str],
-           params: Mapping[str, Scalar] | None) -> TaskSpec:
-    """`task` with other parameter values (a rule's retry): argv and env filled again from the
-    spec's templates. Unchanged when `params` is None or the same."""
-    if params is None or dict(params) == dict(task.params) or not command:
+           params: Mapping[str, Scalar] | None, attempt: int = 1, run_dir: str = "") -> TaskSpec:
+    """`task` for one attempt: argv and env filled again from the spec's templates with a rule's
+    parameter values (`params`, a retry's) and the attempt's own values. Unchanged for a first
+    attempt with its own parameters, or without templates (a revision recorded before them)."""
+    same = params is None or dict(params) == dict(task.params)
+    if not command or (same and attempt == 1):
         return task
-    merged = {**task.params, **params}
-    return replace(task, params=merged, argv=tuple(fill(t, merged) for t in command),
-                   env={k: fill(v, merged) for k, v in env.items()})
+    merged = {**task.params, **(params or {})}
+    values = {**merged, **attempt_values(task, attempt, run_dir)}
+    return replace(task, params=merged, argv=fill_argv(command, values),
+                   env={k: fill(v, values) for k, v in env.items()})
 
 
 def _scalar_text(r: Reader, path: KeyPath, value: object) -> str | None:
@@ -151,10 +193,11 @@ def _task_list(r: Reader, tasks: object) -> list[dict[str, Scalar]]:
     return tasks if len(r.problems) == before else []
 
 
-def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar]] = ()) -> tuple[TaskSpec, ...]:
+def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar]] = (),
+                 run_dir: str = "") -> tuple[TaskSpec, ...]:
     """TaskSpecs for every point of the grid, in a stable order (index = position). With rungs,
     every point once per rung with that rung's params added: config c of rung k is task
-    k × points + c."""
+    k × points + c. Argv and env are those of each task's first attempt."""
     if "matrix" in top and "tasks" in top:
         r.problem(("tasks",), "give either matrix (a grid) or tasks (a list), not both")
         return ()
@@ -174,12 +217,12 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
     _check_placeholders(r, command + env, [{**p, **extra} for extra in rungs for p in points])
     if r.problems:
         return ()
-    return tuple(
-        TaskSpec(index=k * len(points) + c, params=(p := {**point, **extra}),
-                 argv=tuple(fill(t, p) for _, t in command), env={str(path[1]): fill(t, p) for path, t in env},
-                 rung=k, config=c)
-        for k, extra in enumerate(rungs) for c, point in enumerate(points)
-    )
+    tasks = [TaskSpec(index=k * len(points) + c, params={**point, **extra}, argv=(), env={}, rung=k, config=c)
+             for k, extra in enumerate(rungs) for c, point in enumerate(points)]
+    return tuple(replace(task, argv=fill_argv([t for _, t in command], v),
+                         env={str(path[1]): fill(t, v) for path, t in env})
+                 for task in tasks
+                 for v in [{**task.params, **attempt_values(task, 1, run_dir)}])
 
 
 def _check_rung_params(r: Reader, points: list[dict[str, Scalar]],
@@ -197,10 +240,19 @@ def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
     if not points:
         return
     common = set(points[0]).intersection(*points[1:])
+    for name in sorted(set().union(*points) & {*ATTEMPT_NAMES, RESUME}):
+        r.problem(("matrix",) if "matrix" in r.doc.data else ("tasks",),
+                  f"{name} is a parameter name campaignctl fills itself for every attempt "
+                  f"({{{name}}}); name the parameter otherwise")
     for path, text in templates:
         for name in placeholders(text):
+            if _CONDITION.fullmatch(name) or name in ATTEMPT_NAMES:
+                continue
             if not IDENTIFIER.match(name):
-                r.problem(path, f"bad placeholder {name!r}; write {{param}}, or {{{{ }}}} for a literal brace")
+                r.problem(path, f"bad placeholder {name!r}; write {{param}}, {{resume?THEN:ELSE}}, or "
+                                f"{{{{ }}}} for a literal brace")
             elif name not in common:
                 known = ", ".join(sorted(common)) or "none"
-                r.problem(path, f"{{{name}}} is not a parameter of every task; parameters: {known}")
+                r.problem(path, f"{{{name}}} is not a parameter of every task; parameters: {known}; "
+                                f"every attempt also has {{attempt}}, {{task_index}}, {{checkpoint_dir}} "
+                                f"and {{resume?THEN:ELSE}}")

@@ -151,7 +151,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
     rungs = read_rungs(r, resources)
-    tasks = expand_tasks(r, top, [rung.params for rung in rungs])
+    tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir)
     _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)

@@ -24,7 +24,7 @@ from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
-from campaignctl.core.params import Scalar, render
+from campaignctl.core.params import Scalar, checkpoint_dir, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
@@ -70,14 +70,13 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     """`params`: by array index, the task parameters a rule set for that element; its argv and
     env are rendered from the spec's templates with them."""
     numbers = attempt_numbers or [1] * chunk.size
-    tasks = [render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i))
+    tasks = [render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i), numbers[i], spec.run_dir)
              for i, t in enumerate(chunk.task_indices)]
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=tasks[i].argv, env=tasks[i].env, workdir=spec.workdir,
                        task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
-                       # every rung of a config shares its first task's checkpoint directory
-                       checkpoint_dir=str(paths.task_dir(spec.run_dir, spec.tasks[t].config) / "checkpoint"),
+                       checkpoint_dir=checkpoint_dir(spec.run_dir, spec.tasks[t].config),
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,
                        from_node=spec.env_capture.from_node, setup=spec.setup,
                        output_metrics=spec.output_metrics,

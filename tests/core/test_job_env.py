@@ -80,7 +80,13 @@ def test_from_node_takes_a_site_variable_live_and_otherwise_keeps_the_captured_o
 def test_the_spec_env_and_campaignctl_variables_win() -> None:
     env = program_environment({"A": "captured", "CAMPAIGNCTL_X": "stale"}, {"SLURM_JOB_ID": "1"},
                               {"A": "spec"}, {"CAMPAIGNCTL_X": "runner"})
-    assert env == {"A": "spec", "CAMPAIGNCTL_X": "runner", "SLURM_JOB_ID": "1"}
+    assert env == {"A": "spec", "CAMPAIGNCTL_X": "runner", "SLURM_JOB_ID": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def test_python_output_is_unbuffered_unless_the_shell_or_spec_says_otherwise() -> None:
+    assert program_environment({}, {}, {}, {})["PYTHONUNBUFFERED"] == "1"
+    assert program_environment({"PYTHONUNBUFFERED": ""}, {}, {}, {})["PYTHONUNBUFFERED"] == ""
+    assert program_environment({}, {}, {"PYTHONUNBUFFERED": "0"}, {})["PYTHONUNBUFFERED"] == "0"
 
 
 def test_the_capture_format_keeps_bash_functions_newlines_and_odd_bytes() -> None:
