@@ -174,6 +174,11 @@ class FakeSlurm:
             if self.element(job_id, int(index)).state == args[0].split("=", 1)[1]:
                 self.set_state(job_id, int(index), "CANCELLED by 1000", "0:15")
             return ""
+        job_id, _, index = args[0].partition("_")
+        if index:  # `scancel 12_3`: that element, whatever its state (`campaignctl cancel`)
+            if self.element(job_id, int(index)).state in ("PENDING", "RUNNING"):
+                self.set_state(job_id, int(index), "CANCELLED by 1000", "0:15")
+            return ""
         self.jobs[args[0]].cancelled = True
         return ""
 

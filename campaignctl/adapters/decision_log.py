@@ -144,14 +144,15 @@ class DecisionLog:
 
     def cancelled_pending_tokens(self, campaign_id: int) -> set[str]:
         """Attempts whose element this campaign cancelled while it was pending (an applied cancel
-        or stop with only_if PENDING): Slurm 24.11 keeps no accounting record of such an element."""
+        or stop with only_if PENDING, or `campaignctl cancel` of one seen PENDING): Slurm 24.11
+        keeps no accounting record of such an element."""
         d, o = decisions.c, decision_outcomes.c
         query = (sa.select(d.attempt_token, d.params_json).join(decision_outcomes, o.decision_id == d.id)
                  .where(d.campaign_id == campaign_id, d.mode == "enforce", d.action.in_(("cancel", "stop")),
                         o.status == "applied"))
         with self.engine.connect() as conn:
             return {token for token, params in conn.execute(query)
-                    if json.loads(params).get("only_if") == "PENDING"}
+                    if "PENDING" in (json.loads(params).get("only_if"), json.loads(params).get("seen"))}
 
     def unresolved_tokens(self, campaign_id: int) -> set[str]:
         """Attempts whose resubmission Slurm refused for good: answered (never retried blindly

@@ -34,6 +34,7 @@ class OutputMetrics:
         self.offset, self.poll_s = offset, poll_s
         self.partial = b""
         self.points = 0
+        self.last_step = -1  # the step of the last point written: automatic steps follow it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="campaignctl-output-metrics", daemon=True)
 
@@ -74,8 +75,12 @@ class OutputMetrics:
 
     def _write(self, lines: Sequence[bytes]) -> None:
         now = time.time()
-        records = [r for line in lines if line
-                   and (r := record_of_line(line.decode(errors="replace"), self.patterns, now)) is not None]
+        records = []
+        for line in lines:
+            record = record_of_line(line.decode(errors="replace"), self.patterns, now, self.last_step) if line else None
+            if record is not None:
+                records.append(record)
+                self.last_step = int(record["step"])
         if not records:
             return
         with open(self.metrics_path, "a", encoding="utf-8") as out:

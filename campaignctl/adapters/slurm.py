@@ -279,10 +279,10 @@ def set_array_throttle(array_job_id: str, throttle: int) -> None:
 
 def cancel_if(job_id: str, state: str) -> bool:
     """`scancel --state=PENDING 12_3`: cancels the element only if it is still in `state`, so an
-    element that started meanwhile keeps running (rc 0 either way on a live array). On a job that
-    has left the controller scancel says `Invalid job id specified` and exits 1: nothing to
-    cancel, returned as False."""
-    result = proc.run(["scancel", f"--state={state}", job_id], timeout=60, check=False)
+    element that started meanwhile keeps running (rc 0 either way on a live array); `state` ''
+    cancels it in any state (`campaignctl cancel`). On a job that has left the controller scancel
+    says `Invalid job id specified` and exits 1: nothing to cancel, returned as False."""
+    result = proc.run(["scancel", *([f"--state={state}"] if state else []), job_id], timeout=60, check=False)
     if result.returncode != 0:
         if "Invalid job id" in result.stderr:
             return False

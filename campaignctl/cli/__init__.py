@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from campaignctl.cli import by_hand as by_hand_cmd
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
@@ -68,6 +69,8 @@ app.command("results", short_help="One row per config: its metric, efficiency an
 app.command("reconcile", short_help="One tick of the control loop (what cron runs).")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log", short_help="Show, verify or export the decision log.")
 app.command("resume", short_help="Resume a campaign its budget paused.")(resume_cmd.resume)
+app.command("cancel", short_help="Cancel a campaign or some of its tasks.")(by_hand_cmd.cancel)
+app.command("retry", short_help="Run again tasks given up or cancelled.")(by_hand_cmd.retry)
 app.command("revisions", short_help="List a campaign's revisions and their diffs.")(governance_cmd.revisions)
 app.command("rollback", short_help="Return a campaign to an earlier revision.")(governance_cmd.rollback)
 app.command("approvals", short_help="List decisions waiting for approval.")(governance_cmd.approvals)

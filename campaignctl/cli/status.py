@@ -18,7 +18,7 @@ from campaignctl.core.status import collapse, index_ranges, varying_keys
 if TYPE_CHECKING:
     from campaignctl.services.status import SpendView, StatusResult
 
-LIVE_STATES = ("active", "paused")  # campaigns the control loop still works on
+LIVE_STATES = ("active", "paused", "cancelling")  # campaigns the control loop still works on
 
 
 def status(

@@ -30,8 +30,8 @@ class ResubmitGroup:
 RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject", "retire",
                "size_first")
 # carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
-# in the next rung, its first attempt)
-SUBMITTING = ("resubmit", "promote")
+# in the next rung, its first attempt), a person's `campaignctl retry`
+SUBMITTING = ("resubmit", "promote", "retry")
 CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to move it, or to stop it for good
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone

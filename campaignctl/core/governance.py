@@ -14,7 +14,7 @@ from campaignctl.core.policy import Policy
 
 # Decisions that change something in Slurm and can therefore wait for approval. Give-ups, alerts,
 # notes for a next attempt, budget holds and throttles never wait: they spend nothing.
-GATEABLE = ("resubmit", "resize_pending", "cancel", "stop")
+GATEABLE = ("resubmit", "retry", "resize_pending", "cancel", "stop")
 ProposalKey = tuple[str, str, str, str]  # (policy digest, attempt token, rule, action)
 
 

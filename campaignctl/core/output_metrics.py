@@ -6,6 +6,13 @@ and one named group per metric (a number). nanoGPT's `train.py` prints
 `step 200: train loss 2.3102, val loss 2.3456` (tests/fixtures/output_metrics/nanogpt.txt), read by
     step (?P<step>\\d+): train loss (?P<train_loss>[-\\d.]+), val loss (?P<val_loss>[-\\d.]+)
 Several patterns may be given as a list (one per kind of line); the first that matches a line wins.
+
+A pattern without a `step` group takes an automatic step: one more than the attempt's last point
+(0 for its first). That reads logs whose own counter restarts — pytorch/examples
+word_language_model prints `| epoch 1 |   200/ 2983 batches | … | loss  7.63 |` and starts the
+batch count again every epoch, so its curve would loop back — and final lines that carry no step,
+such as its `| End of training | test loss  5.92 | test ppl   372.19`
+(tests/fixtures/output_metrics/word_language_model.txt).
 """
 
 from __future__ import annotations
@@ -56,8 +63,9 @@ def pattern_problem(pattern: object) -> str:
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
     metrics = [g for g in groups if g != "step"]
-    if "step" not in groups or not metrics:
-        return ("needs a named group `step` and at least one named metric group, e.g. "
+    if not metrics:
+        return ("needs at least one named metric group, and a named group `step` where the line "
+                "has one (without it each matched line is one step after the last), e.g. "
                 "'step (?P<step>\\d+): train loss (?P<train_loss>[-\\d.]+)'")
     bad = [g for g in metrics if g in RESERVED or not METRIC_NAME.match(g)]
     if bad:
@@ -69,15 +77,18 @@ def compile_patterns(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p) for p in patterns)
 
 
-def record_of_line(line: str, patterns: Sequence[re.Pattern[str]], t: float) -> dict[str, float | int] | None:
+def record_of_line(line: str, patterns: Sequence[re.Pattern[str]], t: float,
+                   last_step: int = -1) -> dict[str, float | int] | None:
     """The metrics.jsonl record one output line gives (`{"step": 200, "val_loss": 2.3456, "t": …}`),
-    or None: no pattern matched, the step is not an integer, or no metric group holds a finite number."""
+    or None: no pattern matched, the step is not an integer, or no metric group holds a finite number.
+    `last_step`: the step of the attempt's last point (-1 before the first), for a pattern
+    without a `step` group."""
     text = line[:MAX_LINE_CHARS]
     for pattern in patterns:
         match = pattern.search(text)
         if match is None:
             continue
-        step = _integer(match.group("step"))
+        step = _integer(match.group("step")) if "step" in pattern.groupindex else last_step + 1
         values = {name: number for name, raw in match.groupdict().items()
                   if name != "step" and (number := _finite(raw)) is not None}
         if step is None or not values:

@@ -241,7 +241,7 @@ def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
         return
     common = set(points[0]).intersection(*points[1:])
     for name in sorted(set().union(*points) & {*ATTEMPT_NAMES, RESUME}):
-        r.problem(("matrix",) if "matrix" in r.doc.data else ("tasks",),
+        r.problem(("matrix",) if isinstance(r.doc.data, dict) and "matrix" in r.doc.data else ("tasks",),
                   f"{name} is a parameter name campaignctl fills itself for every attempt "
                   f"({{{name}}}); name the parameter otherwise")
     for path, text in templates:

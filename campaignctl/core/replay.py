@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
@@ -145,7 +146,7 @@ class Timeline:
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
         self._born = {d.group_token: d.tick_id for d in enforced
-                      if d.action in ("resubmit", "promote") and d.group_token}
+                      if d.action in ("resubmit", "promote", RETRY) and d.group_token}
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
             if d.action == "resize_pending" and d.status == "applied" and "resources" in d.params:
@@ -153,6 +154,9 @@ class Timeline:
                     (d.tick_id, json.dumps(d.params["resources"], sort_keys=True)))
         self._requests = [d for d in history.decisions if d.action in STANDING_ACTIONS]
         self._stops = [(d.tick_id, d.attempt_token) for d in enforced if d.action == "stop" and d.status == "applied"]
+        # a person's cancel (a give-up, or a stop above) is history, the same for both sides
+        self._given_up = [(d.tick_id, d.attempt_token) for d in enforced
+                          if d.action == "give_up" and d.rule == MANUAL_RULE]
         self._releases = [(d.tick_id, d) for d in enforced if d.action == "release" and d.status == "applied"]
         self._fallbacks = [d for d in enforced if d.rule == "gpu_fallback" and d.action == "cancel"]
         self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
@@ -209,7 +213,8 @@ class Timeline:
                  alerted: set[str], proposed: set[ProposalKey], promoted: set[int]) -> TickSnapshot:
         """What tick `tick` saw, with the replayed side's own answers, state, alerts, proposals and promotions."""
         rows = self.rows(tick)
-        answers = {**dict.fromkeys(self.stopped(tick.id), "stop"), **answers}
+        answers = {**dict.fromkeys(self.stopped(tick.id), "stop"),
+                   **{token: "give_up" for t, token in self._given_up if t < tick.id}, **answers}
         views = task_views(rows, set(answers))
         releases = [d for t, d in self._releases if t < tick.id]
         latest = {r.task_index: r for r in rows}  # rows are ordered by attempt: the last one wins
@@ -357,16 +362,16 @@ class _Own:
 def actual_decisions(history: CampaignHistory) -> list[RecordedDecision]:
     """What was really decided of the kinds the replay makes (a shadow proposal was not)."""
     actions = replayed_actions(history)
-    return [d for d in history.decisions if d.mode == "enforce" and d.action in actions]
+    return [d for d in history.decisions if d.mode == "enforce" and d.action in actions and d.rule != MANUAL_RULE]
 
 
 def not_replayed(history: CampaignHistory) -> dict[str, int]:
-    """Enforced decisions the replay does not make (known-good marks, a person's release,
-    approvals; without settings, every rule but the cause rules), by action."""
+    """Enforced decisions the replay does not make (known-good marks, a person's release, cancel
+    or retry, approvals; without settings, every rule but the cause rules), by action."""
     actions = replayed_actions(history)
     counts: dict[str, int] = {}
     for d in history.decisions:
-        if d.mode == "enforce" and d.action not in actions:
+        if d.mode == "enforce" and (d.action not in actions or d.rule == MANUAL_RULE):
             counts[d.action] = counts.get(d.action, 0) + 1
     return counts
 

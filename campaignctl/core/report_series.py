@@ -124,7 +124,9 @@ def metric_names(rows: Iterable[MetricRow]) -> list[str]:
 
 
 def default_metric(settings: CampaignSettings, names: Sequence[str]) -> str | None:
-    """The metric rungs promote by, if the campaign has rungs; else the first one reported."""
+    """The campaign's `objective:`, else the metric rungs promote by, else the first one reported."""
+    if settings.objective:
+        return settings.objective.metric
     for rung in settings.rungs:
         if rung.promote is not None and rung.promote.metric:
             return rung.promote.metric

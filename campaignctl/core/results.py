@@ -30,8 +30,10 @@ class Objective:
 
 
 def objective_of(settings: CampaignSettings, policy: Policy) -> Objective | None:
-    """The metric the campaign optimises: what its rungs promote by, else what early stopping
+    """The metric the campaign optimises: its `objective:`, else what its rungs promote by, else what early stopping
     watches; None when the spec names neither."""
+    if settings.objective:
+        return Objective(settings.objective.metric, settings.objective.goal, "objective")
     for rung in settings.rungs:
         if rung.promote is not None and rung.promote.metric:
             return Objective(rung.promote.metric, rung.promote.goal or "min", f"rungs[{rung.number}].promote")

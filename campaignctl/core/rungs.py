@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
+from campaignctl.core.objective import ObjectiveSpec
 from campaignctl.core.params import Scalar
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
@@ -71,7 +72,8 @@ def rung_from_settings(number: int, data: Mapping[str, object]) -> Rung:
                 Promotion(**promote) if isinstance(promote, dict) else None)
 
 
-def read_rungs(r: Reader, base: Resources) -> tuple[Rung, ...]:
+def read_rungs(r: Reader, base: Resources, objective: ObjectiveSpec | None = None) -> tuple[Rung, ...]:
+    """`objective`: the campaign's; a `promote:` that names no metric promotes by it."""
     value = r.get(("rungs",))
     if not isinstance(value, list):
         if isinstance(value, (dict, str, int, float)):
@@ -91,7 +93,7 @@ def read_rungs(r: Reader, base: Resources) -> tuple[Rung, ...]:
         resources = _resources(r, (*path, "resources"), resources)
         last = i == len(value) - 1
         rungs.append(Rung(i, _name(r, path, i, {x.name for x in rungs}), params, resources,
-                          _promotion(r, (*path, "promote"), last)))
+                          _promotion(r, (*path, "promote"), last, objective)))
     return tuple(rungs)
 
 
@@ -144,7 +146,7 @@ def _resources(r: Reader, path: KeyPath, base: Resources) -> Resources:
     return resources
 
 
-def _promotion(r: Reader, path: KeyPath, last: bool) -> Promotion | None:
+def _promotion(r: Reader, path: KeyPath, last: bool, objective: ObjectiveSpec | None) -> Promotion | None:
     given = r.mapping(path, PROMOTE_KEYS)
     if last:
         if given is not None:
@@ -154,8 +156,9 @@ def _promotion(r: Reader, path: KeyPath, last: bool) -> Promotion | None:
         r.problem(path, "is required on every rung but the last: {metric: NAME, goal: min|max, eta: 3} "
                         "or {metric: NAME, goal: min|max, threshold: 0.5}")
         return None
-    metric = r.pattern((*path, "metric"), METRIC_NAME, "the name of a metric the task reports", required=True)
-    goal = r.choice((*path, "goal"), MODES) or "min"
+    metric = r.pattern((*path, "metric"), METRIC_NAME, "the name of a metric the task reports",
+                       required=objective is None) or (objective.metric if objective else None)
+    goal = r.choice((*path, "goal"), MODES) or (objective.goal if objective else "min")
     eta = r.number((*path, "eta"), minimum=1.0)
     threshold = r.bounded((*path, "threshold"), -math.inf, math.inf, "a finite number")
     if (eta is None) == (threshold is None):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaignctl.core.objective import ObjectiveSpec, objective_from_settings
 from campaignctl.core.profile import Profile
 from campaignctl.core.rungs import Rung, rung_from_settings
 from campaignctl.core.spec import Budget
@@ -22,6 +23,7 @@ class CampaignSettings:
     configs: int = 0  # configs per rung (0 without rungs)
     rungs: tuple[Rung, ...] = ()  # () for a plain campaign
     profile: Profile | None = None  # `profile:`: the kind of work right_size pools history under
+    objective: ObjectiveSpec | None = None  # `objective:`: the metric the campaign optimises
 
     @property
     def progressive(self) -> bool:
@@ -36,7 +38,7 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
         tasks=int(data.get("tasks") or 0), max_parallel=data.get("max_parallel") or None,
         gpu_types=tuple(data.get("gpu_types") or ()), min_gpus=int(data.get("min_gpus") or 0),
         budget=Budget(**data.get("budget") or {}), configs=int(data.get("configs") or 0) if rungs else 0,
-        rungs=rungs, profile=_profile(data.get("profile")))
+        rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")))
 
 
 def _profile(value: Any) -> Profile | None:

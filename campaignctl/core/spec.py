@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
 from campaignctl.core.notify_config import read_notify
+from campaignctl.core.objective import ObjectiveSpec, read_objective
 from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.ownership import read_share
 from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
@@ -31,7 +32,7 @@ from campaignctl.core.safety import (
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile")
+            "share", "profile", "objective")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -81,6 +82,7 @@ class CampaignSpec:
     env: Mapping[str, str] = field(default_factory=dict)  # the env templates, likewise
     share_group: str | None = None  # `share: {group: G}`: G's members may act on the campaign too
     profile: Profile | None = None  # `profile:`: the kind of work its history is pooled under (right_size)
+    objective: ObjectiveSpec | None = None  # `objective:` (core/objective.py)
 
     @property
     def configs(self) -> int:
@@ -108,6 +110,8 @@ class CampaignSpec:
             settings["share"] = {"group": self.share_group}
         if self.profile:
             settings["profile"] = {"name": self.profile.name, "by": list(self.profile.by)}
+        if self.objective:
+            settings["objective"] = self.objective.to_settings()
         return settings
 
     def group_of(self, task_index: int) -> str:
@@ -150,7 +154,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     workdir = _join(spec_dir, r.string(("workdir",), default=".", path_like=True) or ".")
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
-    rungs = read_rungs(r, resources)
+    objective = read_objective(r)
+    rungs = read_rungs(r, resources, objective)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir)
     _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
@@ -166,7 +171,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
-                        share_group=share_group, profile=profile)
+                        share_group=share_group, profile=profile, objective=objective)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:

@@ -28,6 +28,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
+from campaignctl.core.by_hand import CANCELLED, CANCELLING, ENDED
 from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import AnsweredElsewhereError, SlurmTransientError
@@ -186,7 +187,7 @@ def _leased(store: Store, leases: Leases, records: list[CampaignRecord],
     return [c for c in mine if name is not None or c.state in TICKED], left
 
 
-TICKED = ("active", "paused")  # the states `--all` ticks
+TICKED = ("active", "paused", CANCELLING)  # the states `--all` ticks
 
 
 def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
@@ -292,6 +293,11 @@ class _Tick:
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
+        if record.state == CANCELLING:  # `cancel`: watch its stopped attempts end, decide nothing
+            ended = all(v.latest.state in ENDED for v in views)
+            if ended and not dry_run:
+                self.store.set_campaign_state(record.id, CANCELLED)
+            return CampaignTick(record.name, CANCELLED if ended else CANCELLING, len(rows), changed, [], repaired)
         policy, snapshot = gather(self.store, self.log, record, views, rows, summaries)
         snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs)
         plan = decide_tick(snapshot, policy, self.now)

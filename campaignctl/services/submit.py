@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -15,9 +14,9 @@ from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError, SpecError
+from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
-from campaignctl.core.plan import ArrayChunk, plan_chunks
+from campaignctl.core.plan import plan_chunks
 from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
@@ -33,6 +32,7 @@ from campaignctl.services.dispatch import (
 )
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 from campaignctl.services.right_size import first_sizes, record_first_size
+from campaignctl.services.submit_checks import REFUSED_HINT, path_problems, program_note, slurm_refusals
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +111,14 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         require_may_act(store, record, "submit a spec named", "or give your spec another `name:`")
         require_owner_for_share_change(store, record, spec.share_group)
     unchanged = record is not None and store.revision(record.id, record.current_revision).spec_hash == spec.spec_hash
-    if not unchanged:  # a new campaign or revision: would Slurm take its later rungs?
-        refusals = later_rung_refusals(spec)
+    if not unchanged:  # a new campaign or revision: nothing is recorded unless its jobs can run
+        problems = path_problems(spec)
+        if problems:
+            raise SpecError(problems, spec_path, "nothing was submitted or recorded")
+        refusals = slurm_refusals(spec, store)
         if refusals:
             raise SpecError(refusals, spec_path, REFUSED_HINT)
+        notes += [note] if (note := program_note(spec)) else []
     if record is None:
         store.create_campaign(spec, text, spec_path, identity.user_name(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
@@ -149,32 +153,6 @@ def capture(spec: CampaignSpec) -> str:
                               spec.share_group)
 
 
-REFUSED_HINT = ("nothing was submitted; give the rung resources the cluster has "
-                "(sinfo -o '%P %G %m %l' lists partitions, GPUs, memory and time limits)")
-
-
-def later_rung_refusals(spec: CampaignSpec) -> list[str]:
-    """Promotions reach Slurm much later, from cron, after the screening spend. So ask now, with
-    one `sbatch --test-only` per later rung, whether Slurm would take that rung's resources: a
-    rung asking for more GPUs or memory than any node has, or an unknown GPU type or partition,
-    is refused here instead of stranding the promoted configs. (A time limit above the
-    partition's is not refused unless the cluster sets EnforcePartLimits: the job would pend.)"""
-    refusals = []
-    with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
-        for rung in spec.rungs[1:]:
-            chunk = ArrayChunk(task_indices=(rung.number * spec.configs,), throttle=None)
-            params = parameters(spec.name, rung.resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
-            script = Path(tmp) / f"rung{rung.number}.sbatch"
-            script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
-            try:
-                refused = slurm.refusal(str(script))
-            except SiteLimitError:  # the user's queue is full now: says nothing of these resources
-                continue
-            if refused:
-                refusals.append(f"rungs[{rung.number}] ({rung.name}): Slurm would refuse its tasks: {refused}")
-    return refusals
-
-
 def _rung_notes(spec: CampaignSpec) -> list[str]:
     if not spec.rungs:
         return []
@@ -190,10 +168,12 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     except SlurmUnavailableError as exc:
         max_array = slurm.DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
+    notes += path_problems(spec)
+    notes += [note] if (note := program_note(spec)) else []
     try:
-        notes += later_rung_refusals(spec)
+        notes += slurm_refusals(spec, None)
     except SlurmUnavailableError as exc:
-        notes.append(f"could not ask Slurm about the later rungs ({exc.message})")
+        notes.append(f"could not ask Slurm whether it would take these jobs ({exc.message})")
     sizes = first_sizes(None, spec, spec.first_tasks()) if spec.first_tasks() else []
     notes += [n for size in sizes if (n := size.note())]
     planned = [(size, c) for size in sizes for c in plan_chunks(size.tasks, max_array, spec.max_parallel)]

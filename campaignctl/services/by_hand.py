@@ -1,0 +1,137 @@
+"""`cancel` and `retry`: a person stops a campaign or some of its tasks, or runs again tasks
+that were given up or cancelled, as logged decisions carried out like a tick's (core/by_hand.py
+says which tasks qualify). Only the caller's campaigns, or those shared with them; every scancel
+goes through the Actor, which touches only jobs of this campaign's own submissions.
+
+A whole campaign cancelled is `cancelling` until its last attempt has ended (ticks keep
+observing it, and act on nothing else), then `cancelled`. Submissions of it that had not reached
+Slurm yet (waiting for room under a site limit, or for a refused try's backoff) are abandoned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from campaignctl.adapters import identity, slurm
+from campaignctl.adapters.store import Store
+from campaignctl.core.budget import assess
+from campaignctl.core.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
+from campaignctl.core.cost import campaign_spend
+from campaignctl.core.decide import Decision
+from campaignctl.core.errors import ConflictError
+from campaignctl.core.governance import gate
+from campaignctl.core.observe import task_views
+from campaignctl.core.task_selection import select_tasks
+from campaignctl.core.tick import gate_needs
+from campaignctl.services.act import Actor
+from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.dispatch import abandon, job_name, new_token
+from campaignctl.services.manual import manual_tick
+from campaignctl.services.ownership import require_may_act
+from campaignctl.services.tick_snapshot import fill, gather
+
+DONE = ("finished", CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class ByHandResult:
+    campaign: str
+    action: str  # cancel | retry
+    state: str  # the campaign's, after
+    decisions: list[dict[str, object]] = field(default_factory=list)  # task, action, status, error
+    skipped: list[dict[str, object]] = field(default_factory=list)  # task, why
+    abandoned: list[str] = field(default_factory=list)  # submissions dropped before reaching Slurm
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> ByHandResult:
+    """Cancel the campaign (`tasks` None) or the tasks named."""
+    store = Store.open()
+    record = find_campaign(store, name)
+    require_may_act(store, record, "cancel")
+    if record.state in DONE and tasks is None:
+        raise ConflictError(f"campaign {name!r} is {record.state}: nothing to cancel",
+                            f"`campaignctl status {name}` shows how its tasks ended")
+    who = identity.user_name()
+    with manual_tick(store, record, f"cancel {name}") as (log, tick_id):
+        history = store.history(record.id)
+        views = task_views(history, log.decided_tokens(record.id))
+        states = {r.task_index: r.state for r in history}  # rows are by attempt: the latest wins
+        chosen = select_tasks(states, tasks, None, name)
+        decisions, skipped = cancel_decisions(views, chosen, who, reason)
+        abandoned = []
+        if tasks is None:  # the whole campaign: submissions still waiting to go out go nowhere
+            abandoned = _abandon_unsent(store, record.id, name)
+            waiting = {s.task_index for s in skipped if "not reached Slurm" in s.why}
+            skipped = [s for s in skipped if s.task_index not in waiting]
+        policy, _ = gather(store, log, record, views, history, {})
+        outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs), decisions)
+        if tasks is None:
+            store.set_campaign_state(record.id, CANCELLING if any(d.action == "stop" for d in decisions)
+                                     else CANCELLED)
+        return ByHandResult(name, "cancel", store.campaign_state(record.id), outcomes, _skipped(skipped), abandoned)
+
+
+def retry(name: str, tasks: Sequence[int] | None = None, states: Sequence[str] | None = None,
+          reason: str = "", force: bool = False) -> ByHandResult:
+    """New attempts, under the current revision, for the tasks named (by index and/or by the
+    state their latest attempt ended in) that were given up or cancelled."""
+    store = Store.open()
+    record = find_campaign(store, name)
+    require_may_act(store, record, "retry")
+    who = identity.user_name()
+    with manual_tick(store, record, f"retry {name}") as (log, tick_id):
+        history = store.history(record.id)
+        views = task_views(history, log.decided_tokens(record.id))
+        latest = {r.task_index: r.state for r in history}
+        chosen = select_tasks(latest, tasks, states, name)
+        if not chosen:
+            raise ConflictError(f"no task of campaign {name!r} matches", _states_hint(latest))
+        policy, snapshot = gather(store, log, record, views, history, {})
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        resources = {t: actor.spec.resources_of(t) for t in chosen}
+        decisions, skipped = retry_decisions(views, chosen, resources, who, reason)
+        if decisions and not force:
+            snapshot = fill(store, record, snapshot, gate_needs(snapshot), slurm.own_queued_jobs)
+            assessment = assess(snapshot.settings.budget, campaign_spend(snapshot.usage, policy.prices))
+            if assessment.exhausted:
+                raise ConflictError(f"campaign {name!r} has spent its budget: "
+                                    + "; ".join(line.describe() for line in assessment.lines),
+                                    "raise budget in the spec and `campaignctl submit` it (a new revision), "
+                                    "or retry --force")
+        outcomes = _act(actor, gate(decisions, policy))
+        if decisions and record.state in (*DONE, CANCELLING):
+            store.set_campaign_state(record.id, "active")  # ticks run its new attempts to their end
+        return ByHandResult(name, "retry", store.campaign_state(record.id), outcomes, _skipped(skipped))
+
+
+def _act(actor: Actor, decisions: list[Decision]) -> list[dict[str, object]]:
+    if not decisions:
+        return []
+    array_of = {d.attempt_token: str(d.inputs.get("job_id") or "").partition("_")[0] or None for d in decisions}
+    outcomes = actor.act(decisions, array_of, new_token, None).in_order(("pending", None))
+    return [{"task": d.task_index, "action": d.action, "status": status, "error": error or ""}
+            for d, (status, error) in zip(decisions, outcomes, strict=True)]
+
+
+def _abandon_unsent(store: Store, campaign_id: int, name: str) -> list[str]:
+    me = identity.user_name()
+    unsent = [s for s in store.submissions(campaign_id, states=("intent",)) if s.submitted_by == me]
+    for sub in unsent:
+        abandon(store, sub.token, job_name(name, sub.token))
+    return [s.token for s in unsent]
+
+
+def _skipped(skipped: Sequence[Skipped]) -> list[dict[str, object]]:
+    return [{"task": s.task_index, "why": s.why} for s in skipped]
+
+
+def _states_hint(latest: dict[int, str]) -> str:
+    counts: dict[str, int] = {}
+    for state in latest.values():
+        counts[state] = counts.get(state, 0) + 1
+    return "its tasks' latest states: " + ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
+

@@ -1,0 +1,95 @@
+"""What `submit` checks before it records anything, so that a mistake in the spec ends the
+command with nothing half-created: the paths the job will need, and Slurm's own answer
+(`sbatch --test-only`) for every array it would submit, first arrays and later rungs alike."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from campaignctl.adapters import slurm
+from campaignctl.adapters.store import Store
+from campaignctl.adapters.submission import ArraySubmission
+from campaignctl.core.errors import SiteLimitError
+from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.resources import Resources
+from campaignctl.core.spec import CampaignSpec
+from campaignctl.services.dispatch import parameters
+from campaignctl.services.right_size import first_sizes
+
+REFUSED_HINT = ("nothing was submitted or recorded; give the resources the cluster has "
+                "(sinfo -o '%P %G %m %l' lists partitions, GPUs, memory and time limits; "
+                "sacctmgr show assoc user=$USER lists your accounts and QOS)")
+
+
+def path_problems(spec: CampaignSpec) -> list[str]:
+    """Paths every job would trip over: a missing `workdir` made every job exit 2 (cd failed) and
+    be given up as "a bug in the program"; a `run_dir` under a file or an unwritable directory;
+    a program named by path that is not there. Checked on the submit host, which shares the
+    filesystem with the nodes at every site campaignctl is built for."""
+    problems = []
+    if not os.path.isdir(spec.workdir):
+        problems.append(f"workdir: {spec.workdir} is not a directory (every job would start there)")
+    else:
+        problems += _run_dir_problems(spec.run_dir)
+        program = spec.command[0] if spec.command else ""
+        if "/" in program and "{" not in program:
+            path = Path(spec.workdir, program)
+            if not path.is_file():
+                problems.append(f"command[0]: {program} is not a file (looked for {path})")
+            elif not os.access(path, os.X_OK):
+                problems.append(f"command[0]: {path} is not executable; `chmod +x` it or run it "
+                                f"through its interpreter, e.g. [python, {program}]")
+    return problems
+
+
+def _run_dir_problems(run_dir: str) -> list[str]:
+    existing = Path(run_dir)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return [f"run_dir: {run_dir} cannot be created: {existing} is not a directory"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return [f"run_dir: {run_dir} cannot be created: {existing} is not writable by you"]
+    return []
+
+
+def program_note(spec: CampaignSpec) -> str:
+    """A bare program name (`python`) is looked up on the job's PATH, the one captured now."""
+    program = spec.command[0] if spec.command else ""
+    if not program or "/" in program or "{" in program or shutil.which(program):
+        return ""
+    return (f"command[0]: {program!r} is not on this shell's PATH, which every attempt runs with; "
+            "load its module or activate its environment before `submit`, or name it by path")
+
+
+def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
+    """One `sbatch --test-only` per distinct request: each first array's resources (the spec's,
+    or right_size's per group) and each later rung's. Promotions reach Slurm much later, from
+    cron, after the screening spend, so a rung Slurm would refuse is refused now. A request Slurm
+    took once in this process is not asked again (slurm.refusal). A time limit above the
+    partition's is not refused unless the cluster sets EnforcePartLimits: the job would pend."""
+    asked: list[tuple[str, Resources, int]] = []
+    first = spec.first_tasks()
+    if first:
+        for size in first_sizes(store, spec, first):
+            label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
+            asked.append((f"resources ({label})", size.resources, size.tasks[0]))
+    asked += [(f"rungs[{rung.number}] ({rung.name})", rung.resources, rung.number * spec.configs)
+              for rung in spec.rungs[1:]]
+    refusals = []
+    with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
+        for i, (where, resources, task) in enumerate(asked):
+            chunk = ArrayChunk(task_indices=(task,), throttle=None)
+            params = parameters(spec.name, resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
+            script = Path(tmp) / f"request{i}.sbatch"
+            script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
+            try:
+                refused = slurm.refusal(str(script))
+            except SiteLimitError:  # the user's queue is full now: says nothing of these resources
+                continue
+            if refused:
+                refusals.append(f"{where}: Slurm would refuse the job: {refused}")
+    return refusals
