@@ -199,7 +199,10 @@ def cancel(job_id: str) -> None:
 
 
 _TAKEN: set[str] = set()  # the resource requests `sbatch --test-only` accepted in this process
-_PER_ARRAY = ("#SBATCH --array=", "#SBATCH --comment=", "#SBATCH --job-name=")
+# what differs per array and never decides whether Slurm takes a job (the output path is where
+# the array's folder is: submit's checks stage in a temporary one)
+_PER_ARRAY = ("#SBATCH --array=", "#SBATCH --comment=", "#SBATCH --job-name=", "#SBATCH --output=",
+              "#SBATCH --error=")
 
 
 def _request(script: str) -> str:

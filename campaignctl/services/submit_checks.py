@@ -71,14 +71,13 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
     cron, after the screening spend, so a rung Slurm would refuse is refused now. A request Slurm
     took once in this process is not asked again (slurm.refusal). A time limit above the
     partition's is not refused unless the cluster sets EnforcePartLimits: the job would pend."""
-    asked: list[tuple[str, Resources, int]] = []
+    asked: list[tuple[str, Resources, int]] = [(f"rungs[{rung.number}] ({rung.name})", rung.resources,
+                                                 rung.number * spec.configs) for rung in spec.rungs[1:]]
     first = spec.first_tasks()
     if first:
         for size in first_sizes(store, spec, first):
             label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
             asked.append((f"resources ({label})", size.resources, size.tasks[0]))
-    asked += [(f"rungs[{rung.number}] ({rung.name})", rung.resources, rung.number * spec.configs)
-              for rung in spec.rungs[1:]]
     refusals = []
     with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
         for i, (where, resources, task) in enumerate(asked):
@@ -91,5 +90,5 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
             except SiteLimitError:  # the user's queue is full now: says nothing of these resources
                 continue
             if refused:
-                refusals.append(f"{where}: Slurm would refuse the job: {refused}")
+                refusals.append(f"{where}: Slurm would refuse its tasks: {refused}")
     return refusals

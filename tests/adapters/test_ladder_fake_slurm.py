@@ -12,6 +12,7 @@ from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.runner import task_environment
+from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
@@ -135,11 +136,14 @@ def test_a_later_rung_slurm_would_refuse_is_refused_at_submit_before_anything_ru
         "rungs[1] (grow): Slurm would refuse its tasks: Requested node configuration is not available"]
     assert "nothing was submitted" in refused.value.hint
     assert Store.open().campaign("lad") is None and not fake_slurm.jobs
-    assert [a[:2] for a in fake_slurm.argvs] == [("sbatch", "--test-only")] * 2  # every later rung is asked
+    # every later rung is asked, then the first array
+    assert [a[:2] for a in fake_slurm.argvs] == [("sbatch", "--test-only")] * 3
 
-    submit(ladder_spec(tmp_path))  # both later rungs asked, then rung 0 asked and submitted
-    assert [a[1] for a in fake_slurm.argvs if a[0] == "sbatch"][2:] == [
-        "--test-only", "--test-only", "--test-only", "--parsable"]
+    # again: only the rung refused before is asked; what Slurm took once in this process is not
+    # (rung 2, the first array: the same request whatever its array's name and folder)
+    submit(ladder_spec(tmp_path))
+    assert [a[1] for a in fake_slurm.argvs if a[0] == "sbatch"][3:] == ["--test-only", "--parsable"]
+    slurm.forget_site()  # a later `campaignctl submit`: a new process, which asks Slurm again
     fake_slurm.fail_next["sbatch"] = "allocation failure: Invalid partition name specified"
     with pytest.raises(SpecError):  # a changed spec is asked again, and no revision is recorded
         submit(ladder_spec(tmp_path, budget=20.0))

@@ -13,7 +13,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import submissions
-from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.errors import SpecError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
@@ -205,21 +205,22 @@ def test_a_release_that_fails_once_succeeds_on_the_next_tick(tmp_path: Path, fak
     assert [e[:3] for e in entries()] == [("out_of_memory", "resubmit", "applied")]
 
 
-def test_a_first_submission_slurm_refuses_is_given_up_by_reconcile(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
-    fake_slurm.fail_always["sbatch --test-only"] = f"allocation failure: {REFUSED}"
-    spec = write_spec(tmp_path, """\
+def test_a_first_submission_slurm_refuses_leaves_nothing_and_the_fixed_spec_just_works(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.fail_next["sbatch --test-only"] = "allocation failure: Invalid partition name specified"
+    text = """\
 name: big
 command: [python3, train.py, "{i}"]
 matrix: {i: [0, 1]}
-resources: {mem: 1G, time: "00:10:00"}
-policy: {use: default, submit_tries: 2, submit_backoff: "0"}
-""", name="big.yaml")
-    with pytest.raises(SlurmUnavailableError, match=REFUSED):
-        submit(spec)
-    assert reconcile("big").campaigns[0].state == "finished"
-    assert [e[:3] for e in entries("big")] == [("submit_refused", "give_up", "applied")] * 2
-    assert fake_slurm.submitted == 0
-
+resources: {mem: 1G, time: "00:10:00", partition: PART}
+"""
+    with pytest.raises(SpecError, match="Invalid partition name specified") as refused:
+        submit(write_spec(tmp_path, text.replace("PART", "gpux"), name="big.yaml"))
+    assert refused.value.problems == ["resources (tasks 0-1): Slurm would refuse its tasks: "
+                                      "Invalid partition name specified"]
+    assert Store.open().campaign("big") is None and fake_slurm.submitted == 0
+    result = submit(write_spec(tmp_path, text.replace("PART", "batch"), name="big.yaml"))
+    assert (result.outcome, result.revision, fake_slurm.submitted) == ("created", 1, 1)
 
 
 def test_a_duplicate_that_appears_after_release_is_cancelled_when_squeue_is_next_read(
