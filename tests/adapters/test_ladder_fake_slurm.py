@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from submitit.core.utils import DelayedSubmission, JobPaths
 
+from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.runner import task_environment
-from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
