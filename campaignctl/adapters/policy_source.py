@@ -18,23 +18,48 @@ def builtin_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_policy(reference: str, base_dir: str) -> Policy:
-    """`reference` is a packaged policy name (`default`) or a path, relative to `base_dir`."""
-    if names_policy_file(reference):
-        path = Path(reference) if reference.startswith("/") else Path(base_dir) / reference
-        if not path.is_file():
-            raise NotFoundError(f"policy file {str(path)!r} not found",
-                                f"built-in policies: {', '.join(builtin_names())}")
-        doc = load_yaml(path)
-    else:
+DEFAULT_BASE = "default"
+MAX_BASES = 8  # `use:` chains deeper than this are refused (a file naming itself, or a loop)
+
+
+def load_policy(reference: str, base_dir: str, _depth: int = 0) -> Policy:
+    """`reference` is a packaged policy name (`default`) or a path, relative to `base_dir`.
+
+    A policy file extends the policy its `use:` names (a built-in name, or a path relative to the
+    file), `default` when it names none: what the file leaves out is the base's, never 0. A file
+    without `use:` used to start from nothing, so a file of one rule had a failure budget of 0 and
+    gave up every OOM and TIMEOUT. The built-ins are complete in themselves."""
+    if not names_policy_file(reference):
         resource = resources.files("campaignctl") / "policies" / f"{reference}.yaml"
         if not resource.is_file():
             raise NotFoundError(f"no built-in policy named {reference!r}",
                                 f"built-in policies: {', '.join(builtin_names())}; or give a path "
                                 "to a policy YAML file")
-        doc = parse_yaml(resource.read_text(encoding="utf-8"), f"policies/{reference}.yaml")
+        return _read(parse_yaml(resource.read_text(encoding="utf-8"), f"policies/{reference}.yaml"), None)
+    path = Path(reference) if reference.startswith("/") else Path(base_dir) / reference
+    if not path.is_file():
+        raise NotFoundError(f"policy file {str(path)!r} not found",
+                            f"built-in policies: {', '.join(builtin_names())}")
+    doc = load_yaml(path)
+    if path.resolve().parent == Path(str(resources.files("campaignctl") / "policies")).resolve():
+        return _read(doc, None)  # the packaged file itself (`campaignctl/policies/default.yaml`): a built-in
+    use = doc.data.get("use", DEFAULT_BASE) if isinstance(doc.data, dict) else DEFAULT_BASE
+    if not isinstance(use, str) or not use:
+        raise SpecError([f"{doc.where(('use',))}: must name the policy this file extends: a built-in "
+                         f"({', '.join(builtin_names())}) or a path"], doc.source)
+    if _depth >= MAX_BASES:
+        raise SpecError([f"{doc.where(('use',))}: `use:` goes {MAX_BASES} files deep; does it name "
+                         "itself, or a file that names it?"], doc.source)
+    try:
+        base = load_policy(use, str(path.parent), _depth + 1)
+    except NotFoundError as exc:
+        raise SpecError([f"{doc.where(('use',))}: {exc.message}"], doc.source, exc.hint) from None
+    return _read(doc, base)
+
+
+def _read(doc: RawDoc, base: Policy | None) -> Policy:
     reader = Reader(doc)
-    policy = read_policy(reader)
+    policy = read_policy(reader, base=base)
     reader.raise_if_problems()
     return policy
 

@@ -114,6 +114,7 @@ class Policy:
     submit_backoff_s: int = 120
     notify: Notify = field(default_factory=Notify)  # who is told of alerts, holds, give-ups, …
     right_size: RightSize = field(default_factory=RightSize)  # memory and time from the profile's history
+    base: str = ""  # a policy file's `use:`: the policy it extends ('' for a built-in, complete in itself)
 
     def submit_retry_in_s(self, tries: int) -> int:
         """How long after its `tries`-th refused try a submission is tried again."""
@@ -147,12 +148,20 @@ class Policy:
 
     @property
     def digest(self) -> str:
-        canonical = json.dumps(policy_to_dict(self), sort_keys=True, separators=(",", ":"))
+        """Of what the policy does: `base` says where its values came from, not what they are."""
+        data = policy_to_dict(self)
+        data.pop("base", None)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
     def label(self) -> str:
         return f"{self.name}@v{self.version}"
+
+    @property
+    def described(self) -> str:
+        """Its label, and the policy it extends: `mine@v2 (extends default@v1)`."""
+        return self.label + (f" (extends {self.base})" if self.base else "")
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
@@ -162,6 +171,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         del data["notify"]
     if policy.right_size == RightSize():
         del data["right_size"]
+    if not policy.base:
+        del data["base"]
     return data
 
 
@@ -175,14 +186,18 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
                      "right_size": right_size_from_dict(data.get("right_size"))})
 
 
-def read_policy(r: Reader, path: KeyPath = ()) -> Policy:
-    """A whole policy file (top level of its own document)."""
-    r.mapping(path, POLICY_KEYS, required=True)
+def read_policy(r: Reader, path: KeyPath = (), base: Policy | None = None) -> Policy:
+    """A whole policy file (top level of its own document). `base`: the policy its `use:` names,
+    loaded by the caller (adapters/policy_source.py), whose every setting the file's own override;
+    None for a built-in, which is complete in itself."""
+    r.mapping(path, (*POLICY_KEYS, "use") if base is not None else POLICY_KEYS, required=True)
     name = r.pattern((*path, "name"), SLURM_WORD, "letters, digits, _ . -", required=True) or "invalid"
     version = r.integer((*path, "version"), 0, 1_000_000, default=0) or 0
-    return _read_settings(r, path, replace(Policy(), name=name, version=version,
-                                              description=r.string((*path, "description")) or "",
-                                              notify=read_notify(r, (*path, "notify"), Notify())))
+    start = base or Policy()
+    return _read_settings(r, path, replace(start, name=name, version=version,
+                                           description=r.string((*path, "description")) or start.description,
+                                           notify=read_notify(r, (*path, "notify"), start.notify),
+                                           base=base.label if base is not None else ""))
 
 
 def read_overrides(r: Reader, path: KeyPath, base: Policy) -> Policy:

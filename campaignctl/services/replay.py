@@ -84,7 +84,7 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     actual = actual_decisions(history)
     comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
-    return _result(record.name, policy_file, policy.label, policy.digest, history, current.label, comparison)
+    return _result(record.name, policy_file, policy.described, policy.digest, history, current.label, comparison)
 
 
 def _resources_given(history: CampaignHistory) -> Callable[[RecordedDecision], Resources | None]:

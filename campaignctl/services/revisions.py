@@ -73,7 +73,7 @@ def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:
         policy = policy_from_dict(json.loads(rev.policy_json))
         shadow = policy_from_dict(json.loads(rev.shadow_policy_json)) if rev.shadow_policy_json else None
         rows.append(RevisionRow(rev.number, rev.kind, rev.created_at, rev.author, rev.reason, rev.spec_hash,
-                                content_hash(rev), policy.label, shadow.label if shadow else "",
+                                content_hash(rev), policy.described, shadow.described if shadow else "",
                                 policy.shadow_rules, good.get(rev.number, ""),
                                 rev.number == record.current_revision, rev.source_revision,
                                 revision_diff(before, rev)))
@@ -109,7 +109,7 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
         draft = replace(current, shadow_policy_json=text, kind="policy")
     else:
         draft = replace(current, policy_json=text, kind="policy")
-    why = reason or (f"candidate policy {policy.label} in shadow" if shadow else f"policy set to {policy.label}")
+    why = reason or (f"candidate policy {policy.described} in shadow" if shadow else f"policy set to {policy.described}")
     _add(store, record, draft, why)
     return list_revisions(name)
 

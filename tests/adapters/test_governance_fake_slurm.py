@@ -124,7 +124,7 @@ def test_a_candidate_policy_proposes_next_to_the_enforced_one(tmp_path: Path, fa
     assert enforced == [("default@v1", {"mem_mb": [1024, 1536]})]
     assert shadow == [("frugal@v2", {"mem_mb": [1024, 2048]}, "proposed")]
     promoted = promote(name)
-    assert next(r for r in promoted.revisions if r.current).policy == "frugal@v2"
+    assert next(r for r in promoted.revisions if r.current).policy == "frugal@v2 (extends default@v1)"
 
 
 APPROVAL = "{use: default, approval: {max_mem: 1200M, expire_after: 1h}}"

@@ -136,8 +136,7 @@ def test_governance_commands_refuse_bad_input_with_a_hint(
     bad.write_text("name: x\nrules: {out_of_memory: {action: explode}}\n")
     assert_user_error(run_cli("policy", "set", "gov", str(bad), state=state_home), 3,
                       "rules.out_of_memory.action", "resubmit")
-    same = run_cli("policy", "set", "gov", str(REPO / "campaignctl" / "policies" / "default.yaml"),
-                   state=state_home)
+    same = run_cli("policy", "set", "gov", "default", state=state_home)
     assert_user_error(same, 5, "already has this content")
 
 
