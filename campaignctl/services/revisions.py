@@ -109,7 +109,8 @@ def set_policy(name: str, policy_file: str | Path, reason: str = "", shadow: boo
         draft = replace(current, shadow_policy_json=text, kind="policy")
     else:
         draft = replace(current, policy_json=text, kind="policy")
-    why = reason or (f"candidate policy {policy.described} in shadow" if shadow else f"policy set to {policy.described}")
+    why = reason or (f"candidate policy {policy.described} in shadow" if shadow
+                     else f"policy set to {policy.described}")
     _add(store, record, draft, why)
     return list_revisions(name)
 
