@@ -243,6 +243,14 @@ class Store:
                 tries=submissions.c.tries + 1, last_error=error, next_try_at=next_try_at,
                 updated_at=utc_now()).returning(submissions.c.tries)).scalar_one())
 
+    def rebase_submission(self, token: str, revision: int, resources_json: str) -> None:
+        """A submission that never reached Slurm goes out under `revision` instead, due at once,
+        its refused tries forgotten (they were the old revision's)."""
+        with self.engine.begin() as conn:
+            conn.execute(submissions.update().where(submissions.c.token == token, submissions.c.job_id.is_(None))
+                         .values(revision=revision, resources_json=resources_json, tries=0, last_error="",
+                                 next_try_at=None, updated_at=utc_now()))
+
     def record_wait(self, token: str, why: str, next_try_at: str) -> None:
         """Submission `token` waits for room under a site limit: noted, and no try counted."""
         with self.engine.begin() as conn:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -185,12 +185,14 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
     taking it up here would submit its retry a second time, as our job."""
     me = identity.user_name()
     pending = [sub for sub in store.submissions(record.id, states=("intent", "submitted")) if sub.submitted_by == me]
+    specs: dict[int, CampaignSpec] = {}
+    attempts = store.attempts(record.id)
+    pending = [rebased(store, sub, record.current_revision, chunk_of(attempts, sub)[0], specs)
+               if sub.job_id is None and sub.revision < record.current_revision else sub for sub in pending]
     if policy is not None:
         pending = [sub for sub in pending if is_due(sub, now)]
     if not pending:
         return []
-    specs: dict[int, CampaignSpec] = {}
-    attempts = store.attempts(record.id)
     results = []
     room, queued = submit_room()  # one squeue for every submission's token, and the room
     for sub in pending:
@@ -238,6 +240,22 @@ def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJo
         if sub.state == "abandoned" or (sub.state == "released" and q.array_job_id != sub.job_id):
             found.add(q.array_job_id)
     return sorted(found, key=int)
+
+
+def rebased(store: Store, sub: SubmissionRecord, revision: int, chunk: ArrayChunk,
+            specs: dict[int, CampaignSpec]) -> SubmissionRecord:
+    """A submission that has not reached Slurm (refused, or waiting for room) goes out under the
+    campaign's current revision: a corrected spec (`submit` of revision 2) applies to it, instead
+    of its revision-1 script being tried until given up. First attempts take the new revision's
+    resources; a rule's retry keeps the resources the rule chose. Its argv and env are the new
+    revision's either way."""
+    if revision not in specs:
+        specs[revision] = revision_spec(store, sub.campaign_id, revision)
+    resources_json = sub.resources_json
+    if sub.kind == "initial":
+        resources_json = json.dumps(asdict(specs[revision].resources_of(chunk.task_indices[0])))
+    store.rebase_submission(sub.token, revision, resources_json)
+    return replace(sub, revision=revision, resources_json=resources_json, tries=0, next_try_at=None)
 
 
 def revision_spec(store: Store, campaign_id: int, number: int) -> CampaignSpec:

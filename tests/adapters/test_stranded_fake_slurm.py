@@ -6,6 +6,7 @@ then given up with Slurm's message, never a task left SUBMITTING for ever nor a 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,24 @@ def test_releasing_a_job_that_already_ended_is_no_refusal(tmp_path: Path, fake_s
                                                 "slurm_suspend error: Job has already finished")
     [decision] = reconcile("st").campaigns[0].decisions
     assert decision.status == "applied" and Store.open().submission(retry_token()).tries == 0
+
+
+def test_a_new_revision_applies_to_a_retry_that_has_not_reached_slurm(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    spec = campaign(tmp_path, tries=3, backoff="10m")
+    oom_first_task(fake_slurm)
+    fake_slurm.fail_next["sbatch --test-only"] = f"allocation failure: {REFUSED}"
+    assert reconcile("st").campaigns[0].decisions[0].status == "retrying"
+    token = retry_token()
+    store = Store.open()
+    assert (store.submission(token).revision, store.submission(token).tries) == (1, 1)
+    # the user fixes the spec: revision 2, a new argument; the refused retry goes out under it at
+    # once (its revision-1 backoff forgotten), keeping the memory the OOM rule gave it
+    spec.write_text(spec.read_text().replace('"{i}"]', '"{i}", --fixed]'))
+    assert submit(spec).outcome == "revised"
+    reconcile("st")
+    sub = store.submission(token)
+    assert (sub.revision, sub.state, sub.tries) == (2, "released", 0)
+    assert json.loads(sub.resources_json)["mem_mb"] == 1536
+    assert len(jobs_named(fake_slurm, token)) == 1
+    script = next(Path(a[-1]) for a in fake_slurm.argvs if a[0] == "sbatch" and "--hold" in a and token in a[-1])
+    assert "revision=2" in script.read_text()
