@@ -15,7 +15,6 @@ from campaignctl.core.sacct import JobObservation
 from campaignctl.core.slurm_states import TERMINAL
 
 # Local states before Slurm has the job: recorded intent, or held until payloads are in place.
-SUBMITTING = "SUBMITTING"
 NOT_SUBMITTED = "NOT_SUBMITTED"
 
 
@@ -63,7 +62,9 @@ def task_rows(task_params: Mapping[int, Mapping[str, Scalar]], attempts: Iterabl
             continue
         attempt, count = latest[index]
         obs = _observation(attempt, observed)
-        state = obs.state.value if obs else (SUBMITTING if attempt.job_id is None else "UNKNOWN")
+        # before Slurm: SUBMITTING, or ABANDONED once its submission was given up (never SUBMITTING
+        # in a campaign that finished)
+        state = obs.state.value if obs else (attempt.state if attempt.job_id is None else "UNKNOWN")
         # the latest attempt's params: a rule may have changed them (a smaller batch after a GPU OOM)
         # sacct prints ExitCode 0:0 for a job that is still running: no exit until it ended
         exit_code = obs.exit_code if obs and state in TERMINAL else None

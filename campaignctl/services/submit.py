@@ -138,6 +138,11 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                  for r in recover(store, record)]
     spec = with_captured_env(spec, store.revision(record.id, record.current_revision))
     fresh = _submit_unsubmitted(store, record, spec)
+    if fresh[0] and outcome == "unchanged":
+        notes.append(f"{sum(c.size for c in fresh[0])} task(s) whose submission had been given up before "
+                     "reaching Slurm submitted again")
+        if record.state != "active":  # a finished (or cancelled) campaign: ticks run these again
+            store.set_campaign_state(record.id, "active")
     chunks = recovered + fresh[0]
     if waiting := sum(c.size for c in chunks if c.action == "waiting"):
         notes.append(f"{waiting} task(s) wait for room under the site's limit on queued jobs; "

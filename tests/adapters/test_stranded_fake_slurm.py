@@ -14,7 +14,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import submissions
-from campaignctl.core.errors import SlurmTransientError, SpecError
+from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
@@ -289,3 +289,30 @@ def test_a_new_revision_applies_to_a_retry_that_has_not_reached_slurm(tmp_path: 
     assert len(jobs_named(fake_slurm, token)) == 1
     script = next(Path(a[-1]) for a in fake_slurm.argvs if a[0] == "sbatch" and "--hold" in a and token in a[-1])
     assert "revision=2" in script.read_text()
+
+
+def test_a_campaign_whose_first_submission_was_given_up_shows_abandoned_and_the_same_submit_runs_it(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    # --test-only says yes, sbatch itself says no (an association added later fixes it)
+    fake_slurm.fail_always["sbatch --parsable"] = ("sbatch: error: Batch job submission failed: "
+                                                   "Invalid account or account/partition combination specified")
+    spec = write_spec(tmp_path, """\
+name: st
+command: [python3, train.py, "{i}"]
+matrix: {i: [0, 1]}
+resources: {mem: 1G, time: "00:10:00"}
+policy: {use: default, submit_tries: 2, submit_backoff: "0"}
+""", name="st.yaml")
+    with pytest.raises(SlurmUnavailableError, match="Invalid account"):
+        submit(spec)
+    assert reconcile("st").campaigns[0].state == "finished"
+    finished = status("st")
+    assert [t.state for t in finished.tasks] == ["ABANDONED", "ABANDONED"]  # never SUBMITTING once finished
+    del fake_slurm.fail_always["sbatch --parsable"]
+    again = submit(spec)
+    assert again.outcome == "unchanged" and again.sbatch_calls == 1
+    assert any("submitted again" in n for n in again.notes)
+    [job] = [j for j in fake_slurm.jobs.values()]
+    fake_slurm.finish(job.job_id)
+    assert reconcile().campaigns[0].state == "finished"  # `--all` ticks it again: it is active
+    assert [t.state for t in status("st").tasks] == ["COMPLETED", "COMPLETED"]
