@@ -37,3 +37,18 @@ def read_from(path: Path, offset: int, limit: int = BLOCK * 16) -> bytes:
     with path.open("rb") as handle:
         handle.seek(offset)
         return handle.read(limit)
+
+
+def program_printed(path: Path) -> bool:
+    """Whether the program wrote anything to its output.log: lines of campaignctl's own (the
+    runner's `campaignctl: …` notes) do not count. A missing file has nothing. Reads at most the
+    first BLOCK bytes: a log longer than that was written by the program."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(BLOCK)
+    except OSError:
+        return False
+    if len(head) >= BLOCK:
+        return True
+    return any(line.strip() and not line.startswith(b"campaignctl: ") for line in head.splitlines())
+

@@ -96,6 +96,7 @@ def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
         lines += [Text(w, style="yellow") for w in
                   loop_warnings(ticks, cron is None or cron.installed, cron.problem if cron else "")]
     lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.refused]
+    lines += [Text(f"{result.campaigns[0].name}: {note}", style="yellow") for note in result.silent]
     return lines
 
 

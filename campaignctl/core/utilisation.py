@@ -146,3 +146,18 @@ def _fewer_gpus(view: TaskView, window: Window, policy: Policy, min_gpus: int) -
                          inputs, {**params, "replacement": asdict(resources), "only_if": "RUNNING"}, resources)]
     return [Decision(view.index, latest.token, GPU_IDLE, "resize_next",
                      f"GPU-idle: {seen}; the next attempt gets gpus {old} → {new}.", inputs, params, resources)]
+
+
+# `status` says so when a task has run this long, its CPUs busy, and its output is still empty
+SILENT_AFTER_S = 120
+SILENT_CPU_PCT = 20.0  # mean CPU use (% of one CPU) that counts as working
+
+
+def silent_while_working(state: str, elapsed_s: int | None, cpu_mean_pct: float | None,
+                         gpu_util_mean_pct: float | None) -> bool:
+    """A running attempt whose telemetry shows work (CPU or GPU busy) for SILENT_AFTER_S: if its
+    output is empty, its program buffers what it prints (C stdio and Python both block-buffer a
+    file) and live metrics from output, early stopping and `output -f` see nothing until it exits."""
+    busy = (cpu_mean_pct or 0.0) >= SILENT_CPU_PCT or (gpu_util_mean_pct or 0.0) >= SILENT_CPU_PCT
+    return state == "RUNNING" and (elapsed_s or 0) >= SILENT_AFTER_S and busy
+

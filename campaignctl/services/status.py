@@ -7,8 +7,9 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import paths, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
@@ -36,7 +37,7 @@ from campaignctl.core.status import (
     task_rows,
 )
 from campaignctl.core.telemetry import Summary
-from campaignctl.core.utilisation import classify, window_of
+from campaignctl.core.utilisation import classify, silent_while_working, window_of
 from campaignctl.services.campaigns import current_policy, find_campaigns, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.ticks import tick_health
@@ -93,6 +94,7 @@ class StatusResult:
     ticks: TickHealth | None = None  # is reconcile running as cron expects (core/stall.py)
     stale: str = ""  # Slurm did not answer (its error): the rows are the store's, as the last tick left them
     cron: CronEntry | None = None  # is a crontab line running `campaignctl reconcile`
+    silent: list[str] = field(default_factory=list)  # running tasks busy with nothing in their output
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -187,8 +189,20 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
         return base
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
-    return replace(base, tasks=_with_usage(store, records[0], select_rows(detail, states, tasks), policy),
-                   spend=_spend(store, records[0], policy, settings, summaries[0].efficiency))
+    shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy)
+    return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency),
+                   silent=_silent(records[0], shown))
+
+
+def _silent(record: CampaignRecord, rows: list[TaskRow]) -> list[str]:
+    """One note per running task whose telemetry shows work and whose output is still empty."""
+    quiet = [r for r in rows if r.token and silent_while_working(r.state, r.elapsed_s, r.cpu_mean_pct,
+                                                                 r.gpu_util_mean_pct)
+             and not program_printed(paths.task_dir(record.run_dir, r.index) / r.token / "output.log")]
+    return [f"task {r.index} has run {r.elapsed_s // 60 if r.elapsed_s else 0} min, busy, and printed nothing: "
+            "its program buffers its output (a Python program with PYTHONUNBUFFERED=0, or C stdio); "
+            "metrics from output and `output -f` see nothing until it exits. Print with flush, or run it "
+            "unbuffered (`stdbuf -oL` in the command, or PYTHONUNBUFFERED=1)" for r in quiet]
 
 
 def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None:
