@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decide import AttemptView, Decision, TaskView
 from campaignctl.core.observe import ABANDONED, FINAL, UNKNOWN
 from campaignctl.core.resources import Resources
 
@@ -33,15 +33,10 @@ class Skipped:
 
 def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str,
                      reason: str) -> tuple[list[Decision], list[Skipped]]:
-    by_index = {v.index: v for v in views}
-    decisions, skipped = [], []
+    decisions: list[Decision] = []
+    skipped: list[Skipped] = []
     said = f"cancelled by {who}" + (f": {reason}" if reason else "")
-    for t in tasks:
-        view = by_index.get(t)
-        if view is None:
-            skipped.append(Skipped(t, "completed"))
-            continue
-        a = view.latest
+    for t, a in _latest(views, tasks, skipped):
         inputs: dict[str, object] = {"job_id": a.job_id, "state": a.state, "attempt": a.number, "by": who}
         if a.state in ENDED:
             if a.decided:
@@ -57,21 +52,16 @@ def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str,
             # `seen` PENDING tells a 24.11 tick why accounting may hold no record of it
             decisions.append(Decision(t, a.token, MANUAL_RULE, "stop", f"{said} ({a.state})", inputs,
                                       {"only_if": "", "seen": a.state}))
-    return decisions, skipped
+    return decisions, sorted(skipped, key=lambda s: s.task_index)
 
 
 def retry_decisions(views: Sequence[TaskView], tasks: Sequence[int], resources: Mapping[int, Resources],
                     who: str, reason: str) -> tuple[list[Decision], list[Skipped]]:
     """`resources`: each task's first-attempt resources under the current revision."""
-    by_index = {v.index: v for v in views}
-    decisions, skipped = [], []
+    decisions: list[Decision] = []
+    skipped: list[Skipped] = []
     said = f"retried by {who}" + (f": {reason}" if reason else "")
-    for t in tasks:
-        view = by_index.get(t)
-        if view is None:
-            skipped.append(Skipped(t, "completed"))
-            continue
-        a = view.latest
+    for t, a in _latest(views, tasks, skipped):
         if a.state == "COMPLETED":
             skipped.append(Skipped(t, "completed"))
         elif a.state not in ENDED:
@@ -85,4 +75,13 @@ def retry_decisions(views: Sequence[TaskView], tasks: Sequence[int], resources: 
                                       f"(attempt {a.number} ended {a.state})",
                                       {"job_id": a.job_id, "state": a.state, "attempt": a.number, "by": who},
                                       {"changes": {}}, resources[t]))
-    return decisions, skipped
+    return decisions, sorted(skipped, key=lambda s: s.task_index)
+
+
+def _latest(views: Sequence[TaskView], tasks: Sequence[int], skipped: list[Skipped]) -> list[tuple[int, AttemptView]]:
+    """Each named task's latest attempt; a task without a view completed on its first attempt
+    (core/observe.task_views leaves those out) and is noted in `skipped`."""
+    by_index = {v.index: v for v in views}
+    skipped += [Skipped(t, "completed") for t in tasks if t not in by_index]
+    return [(t, by_index[t].latest) for t in tasks if t in by_index]
+

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import ConflictError, UsageError
@@ -16,6 +15,7 @@ from campaignctl.core.replay import actual_decisions, not_replayed
 from campaignctl.services.by_hand import cancel, retry
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
+from tests.adapters.test_governance_fake_slurm import entries
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
@@ -28,13 +28,6 @@ matrix: {{i: {list(range(tasks))}}}
 resources: {{mem: 1G, time: "00:10:00"}}
 """, name=f"{name}.yaml"))
     return name
-
-
-def entries(name: str) -> list[LoggedDecision]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return DecisionLog(store.engine).entries(record.id)
 
 
 def state_of(name: str) -> str:
