@@ -12,6 +12,7 @@ from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import ConflictError, UsageError
 from campaignctl.core.replay import actual_decisions, not_replayed
+from campaignctl.services.approvals import approve
 from campaignctl.services.by_hand import cancel, retry
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
@@ -119,3 +120,41 @@ def test_retry_runs_given_up_and_cancelled_tasks_again_under_the_current_revisio
     history = HistoryStore(store.engine).campaign_history(record)
     assert all(d.rule != "manual" for d in actual_decisions(history))
     assert not_replayed(history)["retry"] == 2
+
+
+def test_a_retry_above_the_approval_limits_waits_for_approve(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(write_spec(tmp_path, """\
+name: gated
+command: [python3, train.py, "{i}"]
+matrix: {i: [0]}
+resources: {mem: 1G, time: "00:10:00"}
+policy: {use: default, approval: {max_mem: 512M}}
+""", name="gated.yaml"))
+    array = min(fake_slurm.jobs, key=int)
+    fake_slurm.set_state(array, 0, "FAILED", "3:0")
+    reconcile("gated")  # given up: exit 3 is a bug
+    jobs = len(fake_slurm.jobs)
+    result = retry("gated", [0])
+    assert [(d["action"], d["status"]) for d in result.decisions] == [("retry", "awaiting-approval")]
+    assert len(fake_slurm.jobs) == jobs  # nothing submitted before a person approves
+    [waiting] = [e for e in entries("gated") if e.action == "retry"]
+    assert "above approval limit" in waiting.gate
+    approve(waiting.id, "ok")
+    assert len(fake_slurm.jobs) == jobs + 1
+
+
+def test_a_retry_the_spent_budget_cannot_pay_for_is_refused_unless_forced(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit(write_spec(tmp_path, """\
+name: broke
+command: [python3, train.py, "{i}"]
+matrix: {i: [0]}
+resources: {mem: 1G, time: "00:10:00"}
+budget: {cpu_hours: 0.01}
+""", name="broke.yaml"))
+    array = min(fake_slurm.jobs, key=int)
+    fake_slurm.set_state(array, 0, "FAILED", "3:0", elapsed="01:00:00")
+    reconcile("broke")
+    with pytest.raises(ConflictError, match="has spent its budget"):
+        retry("broke", [0])
+    assert [d["status"] for d in retry("broke", [0], force=True).decisions] == ["applied"]
