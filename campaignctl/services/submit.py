@@ -14,6 +14,7 @@ from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
+from campaignctl.core.by_hand import CANCELLED
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
 from campaignctl.core.plan import plan_chunks
@@ -141,7 +142,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     if fresh[0] and outcome == "unchanged":
         notes.append(f"{sum(c.size for c in fresh[0])} task(s) whose submission had been given up before "
                      "reaching Slurm submitted again")
-        if record.state != "active":  # a finished (or cancelled) campaign: ticks run these again
+        if record.state in ("finished", CANCELLED):  # ticks run these again (a paused one stays paused)
             store.set_campaign_state(record.id, "active")
     chunks = recovered + fresh[0]
     if waiting := sum(c.size for c in chunks if c.action == "waiting"):
