@@ -15,6 +15,7 @@ from campaignctl.core.replay import actual_decisions, not_replayed
 from campaignctl.services.approvals import approve
 from campaignctl.services.by_hand import cancel, retry
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.replay import replay_policy
 from campaignctl.services.submit import submit
 from tests.adapters.test_governance_fake_slurm import entries
 from tests.conftest import write_spec
@@ -120,6 +121,8 @@ def test_retry_runs_given_up_and_cancelled_tasks_again_under_the_current_revisio
     history = HistoryStore(store.engine).campaign_history(record)
     assert all(d.rule != "manual" for d in actual_decisions(history))
     assert not_replayed(history)["retry"] == 2
+    replayed = replay_policy("default", name)  # the policy's own decisions, reproduced around the person's
+    assert replayed.identical and replayed.reproduced == 1, replayed.differences
 
 
 def test_a_retry_above_the_approval_limits_waits_for_approve(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
