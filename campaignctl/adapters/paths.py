@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import grp
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -76,8 +77,7 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
 def open_atomic(path: Path, mode: int = 0o644) -> Iterator[TextIO]:
     """A text handle whose content replaces `path` only when the block ends without an error
     (temp-then-rename); on an error the temp file is removed and `path` is left as it was."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode)
+    fd, tmp = _temp_beside(path, mode & ~_umask())
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle
@@ -94,18 +94,43 @@ def write_public(path: Path, data: bytes, mode: int = 0o644) -> None:
     (node_exporter's textfile collector runs as its own user; reports are shared). The temp file
     is in the same directory, so the rename is atomic, and its name does not end in `.prom`, so
     the collector never reads it half-written."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd, tmp = _temp_beside(path, mode)
     try:
-        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _temp_beside(path: Path, mode: int) -> tuple[int, Path]:
+    """A new temp file in `path`'s directory (so the rename is atomic) with `mode`: a random name
+    created with O_EXCL (mkstemp), never a predictable `.NAME.tmpPID` opened with O_TRUNC, which
+    followed a symlink another user planted there and overwrote its target."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    return fd, Path(name)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask sets it: a race with the runner's
+    threads creating files meanwhile). Linux shows it in /proc/self/status since 4.7."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def private_run_tree(run_dir: Path, group: str | None = None) -> None:
