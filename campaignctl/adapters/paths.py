@@ -189,6 +189,16 @@ SHARED_DIR = 0o2770  # a shared campaign's directories: the group may create and
 SHARED_READ_DIR = 0o2750  # … where only the owner writes (the captured environment)
 
 
+def public_dir(path: Path) -> None:
+    """`path` and any missing parent created 0755, or narrower under the umask (never wider: under
+    umask 000 a plain mkdir made a report directory 0777, writable by everyone). An existing
+    directory is left as it is."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o755 & ~_umask())
+
+
 def _make_private(path: Path, chmod_existing: bool) -> None:
     missing = [p for p in (path, *path.parents) if not p.exists()]
     for directory in reversed(missing):

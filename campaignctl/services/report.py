@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
-from campaignctl.adapters.paths import write_public
+from campaignctl.adapters.paths import public_dir, write_public
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import UNITS
 from campaignctl.core.clock import epoch
@@ -59,7 +59,7 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
 def write_report(out_dir: Path, page: str, charts: list[Chart]) -> list[str]:
     """The PNGs, then the page (each temp-then-rename, mode 0644): a reader never sees half a file."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        public_dir(out_dir)
         for chart in charts:
             write_public(out_dir / chart.file, chart.png)
         write_public(out_dir / PAGE, page.encode())

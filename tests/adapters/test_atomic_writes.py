@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.paths import open_atomic, write_atomic, write_public
+from campaignctl.adapters.paths import open_atomic, public_dir, write_atomic, write_public
 
 
 def test_a_planted_symlink_at_the_old_temp_name_is_not_followed(tmp_path: Path) -> None:
@@ -42,3 +42,13 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
         handle.write("half")
         raise RuntimeError("disk full")
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]
+
+
+def test_a_report_directory_is_never_wider_than_0755(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        public_dir(tmp_path / "reports" / "sweep")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "reports").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "reports" / "sweep").stat().st_mode) == 0o755
