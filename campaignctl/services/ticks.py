@@ -11,6 +11,7 @@ from pathlib import Path
 from campaignctl.adapters import lock, paths
 from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
+from campaignctl.core.errors import UsageError
 from campaignctl.core.stall import TickHealth, assess_ticks
 from campaignctl.core.units import parse_interval_seconds
 
@@ -26,7 +27,16 @@ def tick_health(store: Store, now: datetime | None = None) -> TickHealth:
 
 
 def stall_setting_s() -> int | None:
-    return parse_interval_seconds(os.environ.get(STALL_SETTING, "").strip() or None)
+    """CAMPAIGNCTL_STALL_AFTER (`20m`, `1200`), None unset. A value that is no duration (`nan`)
+    used to be ignored without a word: it is an error (exit 2), as CAMPAIGNCTL_LEASE_TTL's is."""
+    text = os.environ.get(STALL_SETTING, "").strip()
+    if not text:
+        return None
+    seconds = parse_interval_seconds(text)
+    if seconds is None or seconds <= 0 or not text[:1].isdigit():
+        raise UsageError(f"{STALL_SETTING}={text!r} is not a duration",
+                         "give seconds or 90s, 20m, 1h; unset it for 3 cron intervals")
+    return seconds
 
 
 def interval_path() -> Path:

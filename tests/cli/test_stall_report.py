@@ -108,3 +108,12 @@ def test_ticks_that_stopped_completing_are_a_stall_once_cron_is_installed(campai
     assert not tick_health(store).stalled
     record_cron_interval(None)
     assert cron_interval_s() is None
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "soon", "0"])
+def test_a_stall_setting_that_is_no_duration_is_an_error_not_ignored(
+        value: str, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMPAIGNCTL_STALL_AFTER", value)
+    done = run_cli("status", state=state_home)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"CAMPAIGNCTL_STALL_AFTER={value!r} is not a duration" in done.stderr and "Traceback" not in done.stderr
