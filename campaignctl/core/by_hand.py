@@ -31,8 +31,10 @@ class Skipped:
     why: str
 
 
-def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str,
-                     reason: str) -> tuple[list[Decision], list[Skipped]]:
+def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str, reason: str,
+                     whole: bool = False) -> tuple[list[Decision], list[Skipped]]:
+    """`whole`: the campaign is cancelled, and its submissions that have not reached Slurm are
+    dropped (by the caller): their tasks are given up here."""
     decisions: list[Decision] = []
     skipped: list[Skipped] = []
     said = f"cancelled by {who}" + (f": {reason}" if reason else "")
@@ -44,6 +46,10 @@ def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str,
             else:
                 decisions.append(Decision(t, a.token, MANUAL_RULE, "give_up",
                                           f"{said}; attempt {a.number} had ended {a.state}", inputs))
+        elif a.job_id is None and whole:
+            decisions.append(Decision(t, a.token, MANUAL_RULE, "give_up",
+                                      f"{said}; attempt {a.number} had not reached Slurm (its submission "
+                                      "is dropped)", inputs))
         elif a.job_id is None:
             skipped.append(Skipped(t, "its attempt has not reached Slurm yet (cancel the whole campaign "
                                       "to drop submissions still waiting)"))

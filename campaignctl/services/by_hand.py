@@ -61,12 +61,10 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
         views = task_views(history, log.decided_tokens(record.id))
         states = {r.task_index: r.state for r in history}  # rows are by attempt: the latest wins
         chosen = select_tasks(states, tasks, None, name)
-        decisions, skipped = cancel_decisions(views, chosen, who, reason)
-        abandoned = []
-        if tasks is None:  # the whole campaign: submissions still waiting to go out go nowhere
-            abandoned = _abandon_unsent(store, record.id, name)
-            waiting = {s.task_index for s in skipped if "not reached Slurm" in s.why}
-            skipped = [s for s in skipped if s.task_index not in waiting]
+        decisions, skipped = cancel_decisions(views, chosen, who, reason, whole=tasks is None)
+        # the whole campaign: submissions still waiting to go out go nowhere (their tasks are
+        # given up above, by hand, so no tick reads them as refused by Slurm)
+        abandoned = _abandon_unsent(store, record.id, name) if tasks is None else []
         policy, _ = gather(store, log, record, views, history, {})
         outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs), decisions)
         if tasks is None:

@@ -16,6 +16,7 @@ from campaignctl.services.approvals import approve
 from campaignctl.services.by_hand import cancel, retry
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.replay import replay_policy
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.adapters.test_governance_fake_slurm import entries
 from tests.conftest import write_spec
@@ -161,3 +162,21 @@ budget: {cpu_hours: 0.01}
     with pytest.raises(ConflictError, match="has spent its budget"):
         retry("broke", [0])
     assert [d["status"] for d in retry("broke", [0], force=True).decisions] == ["applied"]
+
+
+def test_cancelling_the_campaign_drops_a_submission_still_waiting_for_room(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    fake_slurm.max_array_size, fake_slurm.max_submit = 2, 2  # tasks 0-1 go out, 2-3 wait for room
+    name = campaign(tmp_path, tasks=4)
+    [array] = fake_slurm.jobs
+    for i in range(2):
+        fake_slurm.set_state(array, i, "RUNNING")
+    result = cancel(name, None, "wrong data")
+    assert {(d["task"], d["action"]) for d in result.decisions} == {(0, "stop"), (1, "stop"), (2, "give_up"),
+                                                                     (3, "give_up")}
+    assert len(result.abandoned) == 1 and result.skipped == []
+    gave_up = [e for e in entries(name) if e.action == "give_up"]
+    assert all(e.rule == "manual" and "had not reached Slurm" in e.reason for e in gave_up)
+    assert reconcile(name).campaigns[0].state == "cancelled"
+    assert list(fake_slurm.jobs) == [array]  # the waiting array never went out
+    assert [t.state for t in status(name).tasks] == ["CANCELLED", "CANCELLED", "ABANDONED", "ABANDONED"]
