@@ -70,7 +70,8 @@ def choose_metric(asked: str | None, objective: Objective | None, reported: Sequ
         return asked or (objective.metric if objective else None)
     if len(reported) > 1:
         raise InputError(f"the tasks reported {len(reported)} metrics and the spec names no objective",
-                         f"choose one with --metric: {', '.join(reported)}")
+                         f"choose one with --metric: {', '.join(reported)}; or name it in the spec, "
+                         f"`objective: {{metric: {reported[0]}, goal: min}}`, and submit it again")
     return reported[0] if reported else None
 
 
