@@ -47,7 +47,7 @@ def cron_env(state: Path) -> dict[str, str]:
 
 
 def prepare_nanogpt(src: Path, work: Path, text: Path | None) -> Path:
-    shutil.copytree(src, work / "nanoGPT", ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(src, work / "nanoGPT", ignore=shutil.ignore_patterns(".git", "runs", "out*"))
     data = work / "nanoGPT" / "data" / "shakespeare_char"
     if text is not None:
         shutil.copy(text, data / "input.txt")
@@ -57,7 +57,7 @@ def prepare_nanogpt(src: Path, work: Path, text: Path | None) -> Path:
 
 
 def prepare_word_lm(src: Path, work: Path) -> Path:
-    shutil.copytree(src, work / "wlm", ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(src, work / "wlm", ignore=shutil.ignore_patterns(".git", "runs", "*.pt"))
     wiki = work / "wlm" / "data" / "wikitext-2"
     if not (wiki / "train.txt").exists():
         shutil.copy(wiki / "valid.txt", wiki / "train.txt")
