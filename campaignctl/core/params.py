@@ -87,8 +87,10 @@ def fill(template: str, params: Mapping[str, Scalar]) -> str:
 
 
 def fill_argv(templates: Sequence[str], values: Mapping[str, Scalar]) -> tuple[str, ...]:
-    argv = ((t, fill(t, values)) for t in templates)
-    return tuple(arg for t, arg in argv
+    argv = tuple(fill(t, values) for t in templates)
+    if "" not in argv:
+        return argv
+    return tuple(arg for t, arg in zip(templates, argv, strict=True)
                  if arg or not (t[:1] == "{" and t[-1:] == "}" and _CONDITION.fullmatch(t[1:-1])))
 
 
@@ -217,12 +219,19 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
     _check_placeholders(r, command + env, [{**p, **extra} for extra in rungs for p in points])
     if r.problems:
         return ()
-    tasks = [TaskSpec(index=k * len(points) + c, params={**point, **extra}, argv=(), env={}, rung=k, config=c)
-             for k, extra in enumerate(rungs) for c, point in enumerate(points)]
-    return tuple(replace(task, argv=fill_argv([t for _, t in command], v),
-                         env={str(path[1]): fill(t, v) for path, t in env})
-                 for task in tasks
-                 for v in [{**task.params, **attempt_values(task, 1, run_dir)}])
+    argv_templates = [t for _, t in command]
+    by_attempt = any(_CONDITION.fullmatch(name) or name in ATTEMPT_NAMES
+                     for _, t in command + env for name in placeholders(t))
+    out = []
+    for k, extra in enumerate(rungs):
+        for c, point in enumerate(points):
+            index, params = k * len(points) + c, {**point, **extra}
+            values = params if not by_attempt else {
+                **params, "attempt": 1, "task_index": index, "checkpoint_dir": checkpoint_dir(run_dir, c),
+                RESUME: resumes(1, k)}  # attempt_values of its first attempt, without a TaskSpec
+            out.append(TaskSpec(index, params, fill_argv(argv_templates, values),
+                                {str(path[1]): fill(t, values) for path, t in env}, k, c))
+    return tuple(out)
 
 
 def _check_rung_params(r: Reader, points: list[dict[str, Scalar]],
