@@ -41,6 +41,7 @@ def one_run(mode: str, max_array: int | None) -> tuple[int, float]:
         spec = write_spec(Path(tmp), f"bench-{mode}")
         fake = FakeSlurm(max_array_size=max_array) if max_array else None
         proc.EXECUTOR = fake or proc.subprocess_executor
+        slurm.forget_site()  # each run its own Slurm: MaxArraySize and --test-only answers are per process
         started = time.perf_counter()
         result = submit(spec)
         elapsed = time.perf_counter() - started
