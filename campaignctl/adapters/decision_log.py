@@ -151,8 +151,8 @@ class DecisionLog:
                  .where(d.campaign_id == campaign_id, d.mode == "enforce", d.action.in_(("cancel", "stop")),
                         o.status == "applied"))
         with self.engine.connect() as conn:
-            return {token for token, params in conn.execute(query)
-                    if "PENDING" in (json.loads(params).get("only_if"), json.loads(params).get("seen"))}
+            rows = [(token, json.loads(params)) for token, params in conn.execute(query)]
+        return {token for token, params in rows if "PENDING" in (params.get("only_if"), params.get("seen"))}
 
     def unresolved_tokens(self, campaign_id: int) -> set[str]:
         """Attempts whose resubmission Slurm refused for good: answered (never retried blindly

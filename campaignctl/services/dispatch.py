@@ -247,7 +247,8 @@ def rebased(store: Store, sub: SubmissionRecord, revision: int, chunk: ArrayChun
     """A submission that has not reached Slurm (refused, or waiting for room) goes out under the
     campaign's current revision: a corrected spec (`submit` of revision 2) applies to it, instead
     of its revision-1 script being tried until given up. First attempts take the new revision's
-    resources; a rule's retry keeps the resources the rule chose. Its argv and env are the new
+    spec resources (a right_size sizing of the old revision is not redone); a rule's retry keeps
+    the resources the rule chose. Its argv and env are the new
     revision's either way."""
     if revision not in specs:
         specs[revision] = revision_spec(store, sub.campaign_id, revision)

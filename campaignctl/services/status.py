@@ -200,7 +200,7 @@ def _silent(record: CampaignRecord, rows: list[TaskRow]) -> list[str]:
                                                                  r.gpu_util_mean_pct)
              and not program_printed(paths.task_dir(record.run_dir, r.index) / r.token / "output.log")]
     return [f"task {r.index} has run {r.elapsed_s // 60 if r.elapsed_s else 0} min, busy, and printed nothing: "
-            "its program buffers its output (a Python program with PYTHONUNBUFFERED=0, or C stdio); "
+            "its program buffers its output (C stdio, or Python with PYTHONUNBUFFERED set empty); "
             "metrics from output and `output -f` see nothing until it exits. Print with flush, or run it "
             "unbuffered (`stdbuf -oL` in the command, or PYTHONUNBUFFERED=1)" for r in quiet]
 
