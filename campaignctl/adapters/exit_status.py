@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from campaignctl.adapters.job_files import read_head
+from campaignctl.core import bounded_json
+from campaignctl.core.redact import mask_assignments, printable
 from campaignctl.core.suspects import RankCause
 
 EVIDENCE_LIMIT = 4096
+EXIT_FILE_LIMIT = 256 * 1024  # the runner writes ~5 KiB at most (evidence is capped at 4 KiB)
 
 
 def read_rank_causes(attempt_dir: Path) -> list[RankCause]:
@@ -23,10 +26,7 @@ def read_rank_causes(attempt_dir: Path) -> list[RankCause]:
 
 
 def _node(path: Path) -> str:
-    try:
-        data = json.loads(path.read_bytes()[:256 * 1024])
-    except (OSError, ValueError):
-        return ""
+    data = _read(path)
     node = data.get("node") if isinstance(data, dict) else None
     return node if isinstance(node, str) else ""
 
@@ -34,25 +34,29 @@ def _node(path: Path) -> str:
 def read_returncode(attempt_dir: Path) -> int | None:
     """The program's return code as the runner recorded it in exit.json (rank 0's, or the only
     process's; -N: killed by signal N), or None (no file yet, unreadable)."""
-    try:
-        with open(attempt_dir / "exit.json", "rb") as f:
-            data = json.loads(f.read(256 * 1024))
-    except (OSError, ValueError):
-        return None
+    data = _read(attempt_dir / "exit.json")
     code = data.get("returncode") if isinstance(data, dict) else None
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def read_cause(path: Path) -> tuple[str, str] | None:
     """(cause, evidence) from exit.json, or None: no file (the job died before the runner could
-    write it, or the shared filesystem has not shown it yet), unreadable, or no cause named."""
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(256 * 1024))
-    except (OSError, ValueError):
+    write it, or the shared filesystem has not shown it yet), unreadable, or no cause named.
+    Secrets are masked and control characters dropped from both (core/redact.py)."""
+    data = _read(path)
+    if not isinstance(data, dict):
         return None
-    cause = data.get("cause") if isinstance(data, dict) else None
+    cause, evidence = data.get("cause"), data.get("evidence")
     if not isinstance(cause, str) or not cause:
         return None
-    evidence = data.get("evidence")
-    return cause, (evidence if isinstance(evidence, str) else "")[:EVIDENCE_LIMIT]
+    # written by the job: an older runner masked nothing, and any writer may put escape sequences
+    shown = printable(mask_assignments(evidence if isinstance(evidence, str) else ""))
+    return printable(cause)[:64], shown[:EVIDENCE_LIMIT]
+
+
+def _read(path: Path) -> object:
+    """exit.json's value; None where there is no regular file, or no bounded JSON in it."""
+    try:
+        return bounded_json.loads(read_head(path, EXIT_FILE_LIMIT), max_len=EXIT_FILE_LIMIT)
+    except (OSError, ValueError):
+        return None

@@ -7,7 +7,8 @@ its output follows it there. Then bash hands the resulting environment back as `
 records on a private, unlinked temp file: the program is still started from its argv,
 without a shell, with what the setup exported (exported bash functions such as Lmod's `module`
 included). A failing line fails the attempt with the cause `setup_failed` and, as evidence,
-the line, its exit status and its last output lines.
+the line, its exit status and its last output lines, secrets masked (core/redact.py: the evidence
+becomes the give-up reason, hence the log, webhooks and reports).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from campaignctl.core.job_env import decode_environment
+from campaignctl.core.redact import mask_secrets
 
 SETUP_FAILED = "setup_failed"
 MARKER = "campaignctl setup [{i}/{n}]: "
@@ -82,7 +84,8 @@ def run_setup(lines: Sequence[str], env: Mapping[str, str], workdir: str, log: B
         status, _, dumped = result.read().partition(b"\0")
     if status == b"ok" and code == 0:
         return SetupOutcome(_after_setup(env, decode_environment(dumped)))
-    return _failure(lines, status.decode(errors="replace"), code, log_path, start)
+    failure = _failure(lines, status.decode(errors="replace"), code, log_path, start)
+    return SetupOutcome(failure.env, failure.code, mask_secrets(failure.evidence, env))
 
 
 def _after_setup(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:

@@ -316,6 +316,17 @@ ALTER TABLE attempts ADD COLUMN consumed_energy_j BIGINT;
 ALTER TABLE telemetry ADD COLUMN gpu_energy_j DOUBLE PRECISION NOT NULL DEFAULT 0
 """
 
+# One campaign's tick that failed (reconcile --all goes on with the others; `status` shows the
+# error until a later tick of the campaign succeeds). A notification's next try is backed off
+# across ticks (services/notify.py), so a webhook down for a minute loses nothing.
+_016_HARDENING = """
+CREATE TABLE tick_failures (
+  id {pk}, tick_id BIGINT, campaign_id BIGINT NOT NULL REFERENCES campaigns(id),
+  failed_at TEXT NOT NULL, error TEXT NOT NULL);
+CREATE INDEX tick_failures_campaign ON tick_failures (campaign_id, id);
+ALTER TABLE notifications ADD COLUMN next_try_at TEXT
+"""
+
 
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
@@ -332,6 +343,7 @@ MIGRATIONS.append(("012_submitted_by", _ddl(_012_SUBMITTED_BY)))
 MIGRATIONS.append(("013_append_only_pg", _013_append_only_pg))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 MIGRATIONS.append(("015_energy", _ddl(_015_ENERGY)))
+MIGRATIONS.append(("016_hardening", _ddl(_016_HARDENING)))
 
 metadata = sa.MetaData()
 campaigns = sa.Table(
@@ -423,4 +435,8 @@ notifications = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.BigInteger),
     sa.Column("event_key", sa.Text), sa.Column("channel", sa.Text), sa.Column("event_json", sa.Text),
     sa.Column("status", sa.Text), sa.Column("tries", sa.Integer), sa.Column("last_error", sa.Text),
-    sa.Column("created_at", sa.Text), sa.Column("sent_at", sa.Text))
+    sa.Column("created_at", sa.Text), sa.Column("sent_at", sa.Text), sa.Column("next_try_at", sa.Text))
+tick_failures = sa.Table(
+    "tick_failures", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("tick_id", sa.BigInteger),
+    sa.Column("campaign_id", sa.BigInteger), sa.Column("failed_at", sa.Text), sa.Column("error", sa.Text))

@@ -6,6 +6,7 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from campaignctl.adapters.job_files import open_regular, regular_file
 from campaignctl.core.records import HistoryRow
 
 MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
@@ -23,13 +24,15 @@ def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
     which then simply never counts). A file replaced (other inode) or shorter than the offset
     was rotated or truncated: it is read from the start."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = open_regular(path)
+    except OSError:  # missing, or not a regular file (adapters/job_files.py)
         return [], position
     try:
         st = os.fstat(fd)
         offset = position.offset if (st.st_ino == position.inode and st.st_size >= position.offset) else 0
         data = os.pread(fd, min(st.st_size - offset, MAX_READ), offset)
+    except OSError:
+        return [], position
     finally:
         os.close(fd)
     end = data.rfind(b"\n") + 1
@@ -56,7 +59,7 @@ def read_tail_lines(path: str, max_bytes: int = 32 * 2**20) -> list[str]:
     """The complete lines of a whole file, or of its last `max_bytes` (the first, partial line
     of that tail dropped): what the report draws. A missing file has none."""
     try:
-        with open(path, "rb") as handle:
+        with regular_file(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - max_bytes))
             data = handle.read()

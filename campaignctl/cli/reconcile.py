@@ -16,6 +16,8 @@ from campaignctl.cli.common import (
 )
 from campaignctl.cli.status import skipped_view
 
+FAILED_CAMPAIGN_EXIT = 75  # EX_TEMPFAIL: the others ticked; the failed one is tried again next tick
+
 if TYPE_CHECKING:
     from campaignctl.services.notify import NotifyResult
     from campaignctl.services.reconcile import ReconcileResult
@@ -34,6 +36,9 @@ def reconcile(
 
     Each campaign is acted on under its lease in the database: one another process holds (any
     user, any host sharing CAMPAIGNCTL_DB_URL) is left alone this tick, and the tick still exits 0.
+
+    A campaign whose part of the tick fails is reported (here and in `status`) and the tick goes
+    on with the others; the command then exits 75, as it does when Slurm or the database is down.
 
     With CAMPAIGNCTL_CHAIN_HEAD=FILE set, each tick ends by writing the decision log's chain head to FILE.
 
@@ -57,6 +62,8 @@ def reconcile(
         print_json("reconcile", result.to_dict())
     else:
         render(result)
+    if result.failed:
+        raise typer.Exit(FAILED_CAMPAIGN_EXIT)
 
 
 def render(result: ReconcileResult) -> None:
@@ -76,6 +83,8 @@ def render(result: ReconcileResult) -> None:
             console.print(line, markup=False, soft_wrap=True)
     for left in result.left_alone:
         console.print(styled((left.name, "bold"), f" left alone: {left.why}"))
+    for failed in result.failed:
+        err_console.print(styled((failed.name, "bold red"), f" failed this tick: {failed.error}"), soft_wrap=True)
     for part in skipped_view(result.skipped_lines, result.skipped):
         console.print(part)
     if result.status != "locked":

@@ -78,7 +78,8 @@ def campaigns_view(result: StatusResult) -> RenderableType:
 
 def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
     """`NAME: revision 2, active · last tick 3m ago, cron every 5m`, then in colour: stale data,
-    a stalled loop, no tick for too long, no crontab line, submissions Slurm refused."""
+    a stalled loop, no tick for too long, no crontab line, a tick that failed on a campaign,
+    submissions Slurm refused."""
     ticks = result.ticks
     if ticks is not None:
         age = "no tick yet" if ticks.last_tick_age_s is None else f"last tick {brief(ticks.last_tick_age_s)} ago"
@@ -95,6 +96,7 @@ def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
         cron = result.cron
         lines += [Text(w, style="yellow") for w in
                   loop_warnings(ticks, cron is None or cron.installed, cron.problem if cron else "")]
+    lines += [Text(f"{c.name}: {c.tick_failed}", style="bold red") for c in result.campaigns if c.tick_failed]
     lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.refused]
     lines += [Text(f"{result.campaigns[0].name}: {note}", style="yellow") for note in result.silent]
     return lines

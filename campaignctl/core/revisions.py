@@ -9,6 +9,7 @@ import json
 
 from campaignctl.core.notify_config import mask_urls
 from campaignctl.core.records import RevisionRecord
+from campaignctl.core.redact import mask_assignments
 
 
 def revision_text(rev: RevisionRecord) -> str:
@@ -28,8 +29,13 @@ def content_hash(rev: RevisionRecord) -> str:
 
 
 def revision_diff(old: RevisionRecord | None, new: RevisionRecord) -> str:
-    """The diff as shown: URLs masked, since a `notify:` webhook's path or query holds a token."""
-    before = mask_urls(revision_text(old)).splitlines(keepends=True) if old else []
-    return "".join(difflib.unified_diff(before, mask_urls(revision_text(new)).splitlines(keepends=True),
+    """The diff as shown to the whole team: URLs masked, since a `notify:` webhook's path or query
+    holds a token, and the values of variables named like secrets (`env: {API_TOKEN: …}`)."""
+    before = _shown(revision_text(old)).splitlines(keepends=True) if old else []
+    return "".join(difflib.unified_diff(before, _shown(revision_text(new)).splitlines(keepends=True),
                                         f"revision {old.number}" if old else "(nothing)",
                                         f"revision {new.number}", n=2))
+
+
+def _shown(text: str) -> str:
+    return mask_assignments(mask_urls(text))

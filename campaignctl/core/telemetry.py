@@ -11,11 +11,11 @@ Line format (one JSON object per line):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaignctl.core import bounded_json
 from campaignctl.core.energy import Reading, gpu_powers, integrate
 
 WINDOW_KEEP = 120  # recent samples kept per attempt for windowed rules (20 min at 10 s)
@@ -72,8 +72,10 @@ class Summary:
 
 
 def parse_line(line: str) -> dict[str, object] | None:
+    """The record of one line; None for a bad one (core/bounded_json.py: what a job could write
+    to stop a reader, such as a 309-digit integer or `NaN`, is bad too)."""
     try:
-        value = json.loads(line)
+        value = bounded_json.loads(line)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

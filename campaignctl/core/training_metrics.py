@@ -7,11 +7,12 @@ non-negative integer), any number of named finite numbers, and optionally the ti
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from campaignctl.core import bounded_json
 
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
 RESERVED = ("step", "t")
@@ -47,8 +48,8 @@ def parse_metric_lines(lines: Iterable[str]) -> ParsedLines:
 
 def _points_of(line: str) -> list[MetricPoint]:
     try:
-        record = json.loads(line)
-    except ValueError:
+        record = bounded_json.loads(line)
+    except ValueError:  # not JSON, or what a job could write to stop a reader (core/bounded_json.py)
         return []
     if not isinstance(record, dict):
         return []

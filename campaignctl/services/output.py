@@ -5,17 +5,26 @@ until the attempt ends."""
 from __future__ import annotations
 
 import codecs
+import errno
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from campaignctl.adapters import output_log, paths, slurm
+from campaignctl.adapters import job_files, output_log, paths, slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import read_time
 from campaignctl.core.decide import Decision
-from campaignctl.core.errors import NotFoundError, NotStartedError, SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.errors import (
+    InputError,
+    NotFoundError,
+    NotStartedError,
+    PermissionDeniedError,
+    SlurmTransientError,
+    SlurmUnavailableError,
+)
 from campaignctl.core.records import AttemptRecord
 from campaignctl.core.slurm_states import TERMINAL
 from campaignctl.core.status import index_ranges
@@ -88,9 +97,27 @@ def first_offset(target: OutputTarget, tail: int | None) -> int:
     """Where reading starts: the beginning, or the last `tail` lines. NotStartedError (exit 6)
     while the file is not there."""
     path = Path(target.path)
-    if not path.is_file():
+    if not is_written(target):
         raise not_started(target)
     return 0 if tail is None else output_log.tail_offset(path, tail)
+
+
+def is_written(target: OutputTarget) -> bool:
+    """Whether the runner wrote the output file yet. What it never writes there (a symlink, a
+    FIFO, a directory: the job, or a member of a shared campaign's group, can put one in its
+    place) is exit 3; a file this user may not read, exit 77."""
+    try:
+        os.close(job_files.open_regular(target.path))
+    except FileNotFoundError:
+        return False
+    except PermissionError as exc:
+        raise PermissionDeniedError(f"{target.path}: {exc.strerror}", "the attempt's owner can read it, "
+                                    "or share the run directory with your group") from exc
+    except OSError as exc:
+        what = "a symlink" if exc.errno == errno.ELOOP else exc.strerror
+        raise InputError(f"{target.path} is {what}, not the file the runner writes: campaignctl does not read it",
+                         "look at the attempt directory; whoever can write it replaced output.log") from exc
+    return True
 
 
 def read_text(target: OutputTarget, offset: int) -> Iterator[str]:
@@ -117,7 +144,7 @@ def follow(target: OutputTarget, tail: int | None) -> Iterator[str]:
     offset: int | None = None
     checked, ended = 0.0, target.state in TERMINAL  # the last tick saw it end: read it all, done
     while True:
-        if offset is None and path.is_file():
+        if offset is None and is_written(target):
             offset = output_log.tail_offset(path, tail) if tail is not None else 0
         if offset is not None:
             for chunk in _chunks(path, offset):

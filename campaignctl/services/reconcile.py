@@ -9,6 +9,11 @@ order) → decisions and submission intents in one transaction
 → act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
 (services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
 → leases released.
+
+Each campaign is its own error boundary: what one campaign's part of the tick raises (a bug, a
+file its job wrote that nothing should have to read) is recorded for it (adapters/tick_failures.py,
+shown by `status`) and the tick goes on with the others; the command then exits 75. Slurm or the
+database failing for everyone still ends the whole tick (75 as well).
 """
 
 from __future__ import annotations
@@ -28,10 +33,16 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.by_hand import CANCELLED, CANCELLING, ENDED
 from campaignctl.core.clock import UTC, read_time, stamp, utc
 from campaignctl.core.decide import Decision, TaskView
-from campaignctl.core.errors import AnsweredElsewhereError, SlurmTransientError
+from campaignctl.core.errors import (
+    AnsweredElsewhereError,
+    CampaignctlError,
+    DatabaseBusyError,
+    SlurmTransientError,
+)
 from campaignctl.core.observe import (
     diff_observations,
     key_of,
@@ -39,6 +50,7 @@ from campaignctl.core.observe import (
     task_views,
 )
 from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.redact import mask_assignments, printable
 from campaignctl.core.sacct import JobObservation
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import decide_tick, finished, needs
@@ -87,6 +99,14 @@ class LeftAlone:
 
 
 @dataclass(frozen=True, slots=True)
+class CampaignFailure:
+    """A campaign whose part of the tick raised: nothing more was done on it this tick."""
+
+    name: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileResult:
     status: str  # ok | locked (the flock, or every campaign's lease held elsewhere) | dry-run | nothing-to-do
     tick_id: int | None
@@ -99,6 +119,7 @@ class ReconcileResult:
     notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
     left_alone: list[LeftAlone] = field(default_factory=list)
     left_out: int = 0  # --all: active campaigns of others, not shared with the caller, left alone
+    failed: list[CampaignFailure] = field(default_factory=list)  # the CLI then exits 75
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -153,7 +174,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
             write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
             # after the decisions are written and carried out; under the leases, so two ticks never
             # send one queued event twice
-            dropped = {c.name for c in result.left_alone}
+            dropped = {c.name for c in result.left_alone} | {f.name for f in result.failed}
             notify = notify_after_tick(store, [r for r in records if r.name not in dropped], name is None,
                                        clock, leases)
         return replace(result, left_alone=held + result.left_alone, notify=notify, left_out=left_out)
@@ -201,6 +222,7 @@ class _Tick:
         self.store = store
         self.leases = leases  # None: a dry run, which takes no lease
         self.left_alone: list[LeftAlone] = []
+        self.failed: list[CampaignFailure] = []
         self.log = DecisionLog(store.engine)
         self.tick_id = tick_id
         self.now = _tick_clock(now)
@@ -225,7 +247,7 @@ class _Tick:
             tick = self._guarded(record, partial(self._campaign_tick, record, histories[record.id], rows,
                                                  decided[record.id], observed, repaired.get(record.id, 0), dry_run))
             ticks += [tick] if tick is not None else []
-        dropped = {c.name for c in self.left_alone}
+        dropped = {c.name for c in self.left_alone} | {f.name for f in self.failed}
         if not dry_run and (queued := self.squeue.seen()) is not None:
             for record in (r for r in records if r.name not in dropped):
                 for job_id in stray_jobs(self.store.submissions(record.id), queued, record.name):
@@ -234,16 +256,15 @@ class _Tick:
         status = "dry-run" if dry_run else ("ok" if records or self.left_alone else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)
         return ReconcileResult(status, self.tick_id, ticks, calls, skipped_lines=len(skipped),
-                               skipped=skipped[:slurm.SHOWN_SKIPS], left_alone=self.left_alone)
+                               skipped=skipped[:slurm.SHOWN_SKIPS], left_alone=self.left_alone,
+                               failed=self.failed)
 
     def _guarded(self, record: CampaignRecord, work: Callable[[], T]) -> T | None:
         """`work` on one campaign if its lease is still this tick's (a tick suspended past the TTL
         may have lost it to another, which then acted); None, the campaign left alone, if not, or
         if another tick answered one of its attempts at the same moment (all this campaign's
         decisions written in that transaction were rolled back, none carried out)."""
-        if self.leases is None:
-            return work()
-        if not self.leases.holds(record.id):
+        if self.leases is not None and not self.leases.holds(record.id):
             self.left_alone.append(LeftAlone(record.name, "its lease lapsed and another process took it; "
                                                           "nothing more done on it this tick"))
             return None
@@ -251,7 +272,19 @@ class _Tick:
             return work()
         except AnsweredElsewhereError as exc:
             self.left_alone.append(LeftAlone(record.name, exc.message))
-            return None
+        except (SlurmTransientError, DatabaseBusyError):
+            raise  # everyone's: the whole tick ends, as it did before any campaign was reached
+        except CampaignctlError as exc:
+            self._fail(record, exc.message)
+        except Exception as exc:  # the campaign's boundary: the others still get their tick
+            self._fail(record, f"internal error: {type(exc).__name__}: {exc}")
+        return None
+
+    def _fail(self, record: CampaignRecord, error: str) -> None:
+        error = printable(mask_assignments(error))  # an exception's text may quote a job's file
+        self.failed.append(CampaignFailure(record.name, error))
+        if self.tick_id is not None:
+            TickFailures(self.store.engine).record(self.tick_id, record.id, error)
 
     def _campaign_tick(self, record: CampaignRecord, history: list[HistoryRow], rows: list[HistoryRow],
                        decided: set[str], observed: dict[tuple[str, int | None], JobObservation],

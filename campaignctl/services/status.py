@@ -12,6 +12,7 @@ from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import campaign_spend
@@ -58,6 +59,7 @@ class CampaignSummary:
     rungs: list[RungProgress] = field(default_factory=list)  # a progressive campaign's ladder
     refused: list[str] = field(default_factory=list)  # submissions Slurm refused, waiting for their next try
     efficiency: Efficiency | None = None  # of what Slurm allocated, over every attempt that ran
+    tick_failed: str = ""  # the last tick that covered the campaign failed on it: when and why
 
     @property
     def summary(self) -> str:
@@ -180,7 +182,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
-                                         _refused(store, record), efficiency))
+                                         _refused(store, record), efficiency, _tick_failed(store, record)))
         detail = rows
     skipped = seen.skipped
     base = StatusResult(summaries, [], seen.calls, None, len(skipped), skipped[:slurm.SHOWN_SKIPS],
@@ -226,6 +228,12 @@ def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tu
                      attempt_energy_kwh=tuple(attempt_efficiency(u, prices).energy_kwh for u in tasks.get(r.index, [])))
              for r in rows],
             campaign_efficiency([u.use for u in usage], prices))
+
+
+def _tick_failed(store: Store, record: CampaignRecord) -> str:
+    failure = TickFailures(store.engine).current(record.id, record.name)
+    return "" if failure is None else (f"the last tick (at {failure.failed_at}) failed on this campaign and did "
+                                       f"nothing more on it: {failure.error}")
 
 
 def _refused(store: Store, record: CampaignRecord) -> list[str]:

@@ -82,6 +82,18 @@ def test_a_failing_setup_line_fails_the_attempt_with_its_line_and_output(
     assert "never" not in output and not (tmp_path / "seen.json").exists()  # the program did not run
 
 
+def test_a_secret_in_a_failing_setup_line_or_its_output_is_masked_in_the_evidence(
+        tmp_path: Path, captured: str, keep_signal_handlers: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evidence becomes the give-up reason: the log, every webhook body and the report."""
+    monkeypatch.setenv("WANDB_API_KEY", "wb-0123456789")
+    setup = ("export DB_PASSWORD=hunter2-long; echo using $DB_PASSWORD and $WANDB_API_KEY; false",)
+    code, info, _ = run(launch_in(tmp_path, "", setup))
+    assert code == 1 and info["cause"] == "setup_failed"
+    assert "hunter2" not in str(info["evidence"]) and "wb-0123456789" not in str(info["evidence"])
+    assert str(info["evidence"]).startswith("setup line 1 `export DB_PASSWORD=***; echo using")
+    assert str(info["evidence"]).endswith("using *** and ***")
+
+
 def test_a_setup_line_that_ends_the_shell_is_a_setup_failure(
         tmp_path: Path, captured: str, keep_signal_handlers: None) -> None:
     code, info, _ = run(launch_in(tmp_path, captured, ("set -e", "echo going; exit 0", "echo never")))

@@ -106,6 +106,15 @@ def test_the_revision_diff_never_shows_a_webhook_token() -> None:
     assert mask_urls(f"a {HOOK} b") == "a https://hooks.example.org/… b"
 
 
+def test_the_revision_diff_never_shows_an_env_secret_to_the_team() -> None:
+    old = RevisionRecord(1, 1, "name: n\nenv: {HF_TOKEN: hf_abc123, LR: '0.1'}\n", "h", "s.yaml", "t")
+    new = RevisionRecord(1, 2, "name: n\nenv:\n  HF_TOKEN: hf_new456\n  DB_PASSWORD: 'p w'\n  LR: '0.2'\n",
+                         "h", "s.yaml", "t")
+    diff = revision_diff(old, new)
+    assert not {"hf_abc123", "hf_new456", "p w"} & set(diff.replace("\n", " ").split("'"))
+    assert "hf_" not in diff and "HF_TOKEN: ***" in diff and "DB_PASSWORD: '***'" in diff and "LR: '0.2'" in diff
+
+
 NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)
 CAMPAIGN = CampaignFacts(7, "lr", "active", 2, "2026-11-24T05:00:00+00:00", 4, 0)
 

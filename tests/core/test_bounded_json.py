@@ -1,0 +1,39 @@
+"""core/bounded_json: what a job could write to stop a reader is a bad line, never an exception
+other than ValueError (the probe's repros of issue 26)."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaignctl.core import bounded_json
+from campaignctl.core.telemetry import Summary, fold
+from campaignctl.core.training_metrics import parse_metric_lines
+
+
+@pytest.mark.parametrize("text", [
+    '{"rss_mb": ' + "9" * 309 + "}",  # float() of it: OverflowError
+    "[" * 100_000 + "]" * 100_000,  # json: RecursionError
+    '{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1e400}',
+    '{"a": "' + "x" * 70_000 + '"}',
+])
+def test_what_once_broke_a_reader_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        bounded_json.loads(text)
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{"step": 12345678901234567890, "loss": 0.5}', {"step": 12345678901234567890, "loss": 0.5}),
+    ('{"s": "[[[[[[[[[[[[[[[[[[[[[[[["}', {"s": "[" * 24}),  # brackets inside a string are no nesting
+    ('{"gpus": [{"index": 0, "util_pct": 35}]}', {"gpus": [{"index": 0, "util_pct": 35}]}),
+    ('{"a": -1.5e-3}', {"a": -1.5e-3}),
+])
+def test_what_a_sampler_or_a_trainer_writes_reads_as_before(text: str, value: object) -> None:
+    assert bounded_json.loads(text) == value
+
+
+def test_bad_lines_are_counted_and_the_rest_is_read() -> None:
+    good = '{"t": 1.7e9, "cpu_pct": 90.0, "rss_mb": 100.0, "nproc": 1}'
+    summary = fold(Summary(), [good, '{"t": 1.7e9, "cpu_pct": 1, "rss_mb": ' + "9" * 400 + "}", "[" * 5000, good])
+    assert (summary.samples, summary.bad_lines) == (2, 2)
+    parsed = parse_metric_lines(['{"step": 1, "loss": 0.5}', '{"step": 2, "loss": 1e999}', "{" * 999])
+    assert [p.value for p in parsed.points] == [0.5] and parsed.bad_lines == 2
