@@ -9,7 +9,8 @@ released by one statement each, so two takers never both win. Expiry is judged b
 clock, never a login node's (their clocks differ): a holder that crashed, or whose host died,
 loses the lease once it lapses, with nothing to clean up. SQLite has no server: its clock is the
 clock of the host running the command (the same for every user of that host). A holder on this
-host whose process is gone (killed right after sbatch, say) gives its leases up at once.
+host, in this PID namespace, whose process is gone (killed right after sbatch, say) gives its
+leases up at once; in another namespace (a container) its pid means nothing here, so it lapses.
 
 One process holds all its leases under one random token: they are renewed together, in the
 background, while a tick runs (`keep`), and released together when it ends.
@@ -54,6 +55,14 @@ def _clock() -> float:
     """Seconds that pass as the database's do, a suspended host's included (CLOCK_BOOTTIME, Linux;
     CLOCK_MONOTONIC stops while the machine sleeps, and the wall clock jumps when it is set)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _pid_namespace() -> str:
+    """`pid:[4026531836]`: which pids this process sees (a container has its own); '' unknown."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:
@@ -107,6 +116,7 @@ class Leases:
         self.ttl_s = ttl_setting() if ttl_s is None else ttl_s
         self.token = uuid.uuid4().hex
         self.user, self.host, self.pid = identity.user_name(), socket.gethostname(), os.getpid()
+        self.pid_ns = _pid_namespace()
         self._now: sa.ColumnClause[float] = sa.literal_column(_NOW[engine.dialect.name])
         self._fresh: dict[int, float] = {}  # campaign → `_clock()` when its lease was last extended
 
@@ -124,6 +134,7 @@ class Leases:
         statement = insert.values([self._row(i) for i in ids]).on_conflict_do_update(
             index_elements=[leases.c.campaign_id],
             set_={"holder": insert.excluded.holder, "host": insert.excluded.host, "pid": insert.excluded.pid,
+                  "pid_ns": insert.excluded.pid_ns,
                   "token": insert.excluded.token, "expires_at": insert.excluded.expires_at,
                   "acquired_at": sa.case((mine, leases.c.acquired_at), else_=insert.excluded.acquired_at)},
             where=sa.or_(leases.c.expires_at <= now, mine)).returning(leases.c.campaign_id)
@@ -139,10 +150,10 @@ class Leases:
         flock it held died with it, its lease would block the campaign for up to a TTL). Taken
         over by token, so a holder that renewed in between keeps it. A pid is only known dead on
         its own host: a holder elsewhere lapses by the clock."""
-        if not ids:
+        if not ids or not self.pid_ns:
             return set()
         rows = conn.execute(sa.select(leases.c.campaign_id, leases.c.token, leases.c.pid).where(
-            leases.c.campaign_id.in_(ids), leases.c.host == self.host)).all()
+            leases.c.campaign_id.in_(ids), leases.c.host == self.host, leases.c.pid_ns == self.pid_ns)).all()
         taken = set()
         for row in rows:
             if _alive(row.pid):
@@ -209,7 +220,8 @@ class Leases:
 
     def _row(self, campaign_id: int) -> dict[str, object]:
         return {"campaign_id": campaign_id, "holder": self.user, "host": self.host, "pid": self.pid,
-                "token": self.token, "acquired_at": self._now, "expires_at": self._now + self.ttl_s}
+                "pid_ns": self.pid_ns, "token": self.token, "acquired_at": self._now,
+                "expires_at": self._now + self.ttl_s}
 
     def _holders(self, conn: sa.Connection, ids: list[int]) -> dict[int, Holder]:
         if not ids:

@@ -318,13 +318,15 @@ ALTER TABLE telemetry ADD COLUMN gpu_energy_j DOUBLE PRECISION NOT NULL DEFAULT 
 
 # One campaign's tick that failed (reconcile --all goes on with the others; `status` shows the
 # error until a later tick of the campaign succeeds). A notification's next try is backed off
-# across ticks (services/notify.py), so a webhook down for a minute loses nothing.
+# across ticks (services/notify.py), so a webhook down for a minute loses nothing. A lease names
+# its holder's PID namespace: a pid is only known dead in its own (adapters/lease.py).
 _016_HARDENING = """
 CREATE TABLE tick_failures (
   id {pk}, tick_id BIGINT, campaign_id BIGINT NOT NULL REFERENCES campaigns(id),
   failed_at TEXT NOT NULL, error TEXT NOT NULL);
 CREATE INDEX tick_failures_campaign ON tick_failures (campaign_id, id);
-ALTER TABLE notifications ADD COLUMN next_try_at TEXT
+ALTER TABLE notifications ADD COLUMN next_try_at TEXT;
+ALTER TABLE leases ADD COLUMN pid_ns TEXT
 """
 
 
@@ -415,7 +417,7 @@ leases = sa.Table(
     "leases", metadata,
     sa.Column("campaign_id", sa.BigInteger, primary_key=True), sa.Column("holder", sa.Text),
     sa.Column("host", sa.Text), sa.Column("pid", sa.BigInteger), sa.Column("token", sa.Text),
-    sa.Column("acquired_at", sa.Double), sa.Column("expires_at", sa.Double))
+    sa.Column("acquired_at", sa.Double), sa.Column("expires_at", sa.Double), sa.Column("pid_ns", sa.Text))
 telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),

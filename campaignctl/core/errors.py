@@ -114,6 +114,14 @@ class AnsweredElsewhereError(WriteConflictError):
     campaign were rolled back, none carried out."""
 
 
+class LeaseLostError(CampaignctlError):
+    """The tick lost the campaign's lease while it acted (suspended past the lease's TTL inside
+    sbatch, say): another process holds it now and finishes what this one started (EX_TEMPFAIL)."""
+
+    exit_code = 75
+    kind = "lease_lost"
+
+
 class LeaseHeldError(CampaignctlError):
     """Another process (any user, any host) holds the campaign's lease (EX_TEMPFAIL): run the
     command again once it is done."""

@@ -32,6 +32,7 @@ from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, Resources
 from campaignctl.services.dispatch import (
+    Guard,
     abandon,
     dispatch_within,
     job_name,
@@ -64,9 +65,10 @@ class Outcomes:
 
 class Actor:
     def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, policy: Policy,
-                 tick_id: int, queued: Callable[[], list[slurm.QueuedJob]]) -> None:
+                 tick_id: int, queued: Callable[[], list[slurm.QueuedJob]], guard: Guard | None = None) -> None:
         self.store, self.log, self.record, self.policy = store, log, record, policy
         self.tick_id = tick_id
+        self.guard = guard  # the tick's lease on the campaign, asked around each sbatch (dispatch)
         self.queued = queued
         self._spec: CampaignSpec | None = None
         self._room: SubmitRoom | None = None
@@ -173,7 +175,7 @@ class Actor:
                             self.record.current_revision, self.policy.slurm_requeue)
         try:
             job_id = dispatch_within(self.room, self.store, self.spec, group.token, group.chunk, params, None,
-                                     numbers)
+                                     numbers, guard=self.guard)
         except SlurmUnavailableError as exc:
             return self._refused(group.token, ids, exc.message)
         if job_id is None:  # waits for room under a site limit: a later tick submits it (repair)
@@ -287,7 +289,7 @@ class Actor:
         """Finish a crashed tick: adopt/finish its submissions by token (and retry those Slurm
         refused, once due), redo its resizes (setting the same values twice is harmless), then
         write the missing outcomes. A submission still waiting for its next try stays open."""
-        done = {d.token: d for d in recover(self.store, self.record, self.policy)}
+        done = {d.token: d for d in recover(self.store, self.record, self.policy, guard=self.guard)}
         me = identity.user_name()  # another member's submissions are its own tick's to finish (recover)
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         open_entries = [e for e in open_entries if states.get(e.group_token) is None

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from campaignctl.adapters import faults, identity, paths, slurm
 from campaignctl.adapters.runner import TaskLaunch
 from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
+from campaignctl.core.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
 from campaignctl.core.params import Scalar, checkpoint_dir, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
@@ -91,14 +91,21 @@ def _layout(resources: Resources) -> dict[str, Any]:
     return {"launcher": resources.launcher, "procs_per_node": resources.tasks_per_node}
 
 
+Guard = Callable[[], bool]  # whether this process still holds the campaign's lease (Leases.holds)
+
+
 def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
              params: dict[str, Any], job_id: str | None,
-             attempt_numbers: Sequence[int] | None = None) -> str:
+             attempt_numbers: Sequence[int] | None = None, guard: Guard | None = None) -> str:
     """Steps 2-5 of the protocol, from wherever the last run stopped. A new job is first put to
     `sbatch --test-only`: Slurm 22.05 accepts a held job no node can run (`--hold --mem=100G`
     on 4000 MB nodes: rc 0) and, once released, leaves it PENDING (BadConstraints) for ever,
     while the same job without --hold is refused with "Requested node configuration is not
-    available"; --test-only says the latter."""
+    available"; --test-only says the latter.
+
+    `guard` (a tick's lease) is asked after sbatch and before release: a tick suspended inside
+    sbatch past the lease's TTL finds another holder, which may have submitted this token
+    itself; its held job is then cancelled unless the holder adopted it, and it releases nothing."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
     if job_id is None:
         submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
@@ -107,12 +114,32 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
+        if guard is not None and not guard():
+            _lost_after_sbatch(store, token, job_id)
         store.set_submission_state(token, "submitted", job_id)
     submission.deliver(job_id, chunk.size)
     faults.crash_point("before_release")
+    if guard is not None and not guard():
+        raise LeaseLostError(f"lost the lease before releasing job {job_id} (submission {token}): its holder "
+                             "adopts and releases it", LEASE_LOST_HINT)
     slurm.release(job_id)
     store.set_submission_state(token, "released")
     return job_id
+
+
+LEASE_LOST_HINT = "nothing to do: the next tick goes on from what the lease's holder did"
+
+
+def _lost_after_sbatch(store: Store, token: str, job_id: str) -> NoReturn:
+    """Our held job `job_id` came back after the lease went to another process. The holder
+    adopted it (found by name in squeue: its job id is recorded) or is submitting its own: ours
+    is then a duplicate, held, never run, and cancelled."""
+    recorded = store.submission(token).job_id
+    if recorded != job_id:
+        slurm.cancel(job_id)
+    kept = "adopted by the lease's holder" if recorded == job_id else "cancelled as a duplicate"
+    raise LeaseLostError(f"lost the lease inside sbatch (submission {token}): job {job_id} {kept}",
+                         LEASE_LOST_HINT)
 
 
 REFUSED_HINT = ("nothing runs for these tasks; `sinfo -o '%P %G %m %l'` lists what the cluster has "
@@ -140,7 +167,8 @@ def wait_for_room(store: Store, token: str, why: str, now: datetime | None = Non
 
 def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
                     params: dict[str, Any], job_id: str | None,
-                    attempt_numbers: Sequence[int] | None = None, now: datetime | None = None) -> str | None:
+                    attempt_numbers: Sequence[int] | None = None, now: datetime | None = None,
+                    guard: Guard | None = None) -> str | None:
     """`dispatch` when `room` allows it; None when the submission waits for room (noted in the
     store). A submit limit Slurm names, or its generic text while jobs of ours are queued, makes
     this and the tick's later submissions wait; the same text with nothing queued is a refusal
@@ -149,7 +177,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
         wait_for_room(store, token, why, now)
         return None
     try:
-        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers)
+        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers, guard)
     except SiteLimitError as exc:
         if not room.is_limit(exc.message):
             raise SlurmUnavailableError(exc.message, REFUSED_HINT) from None
@@ -173,7 +201,7 @@ def is_due(sub: SubmissionRecord, now: datetime | None = None) -> bool:
 
 
 def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
-            now: datetime | None = None) -> list[Dispatched]:
+            now: datetime | None = None, guard: Guard | None = None) -> list[Dispatched]:
     """Finish submissions a crashed or refused run left behind. Each one's token is looked up
     first (squeue, by job name): a job found is adopted and any duplicate cancelled, so sbatch
     never runs twice for one token. With `policy` (reconcile), a submission Slurm refused waits
@@ -208,7 +236,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
         if job_id and job_id != sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
         try:
-            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now)
+            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, guard)
         except SlurmUnavailableError as exc:
             tries = refused(store, sub.token, exc.message, policy or spec.policy, now)
             if policy is None:

@@ -41,6 +41,7 @@ from campaignctl.core.errors import (
     AnsweredElsewhereError,
     CampaignctlError,
     DatabaseBusyError,
+    LeaseLostError,
     SlurmTransientError,
 )
 from campaignctl.core.observe import (
@@ -270,7 +271,7 @@ class _Tick:
             return None
         try:
             return work()
-        except AnsweredElsewhereError as exc:
+        except (AnsweredElsewhereError, LeaseLostError) as exc:
             self.left_alone.append(LeftAlone(record.name, exc.message))
         except (SlurmTransientError, DatabaseBusyError):
             raise  # everyone's: the whole tick ends, as it did before any campaign was reached
@@ -279,6 +280,10 @@ class _Tick:
         except Exception as exc:  # the campaign's boundary: the others still get their tick
             self._fail(record, f"internal error: {type(exc).__name__}: {exc}")
         return None
+
+    def _guard(self, record: CampaignRecord) -> Callable[[], bool] | None:
+        leases = self.leases
+        return None if leases is None else (lambda: leases.holds(record.id))
 
     def _fail(self, record: CampaignRecord, error: str) -> None:
         error = printable(mask_assignments(error))  # an exception's text may quote a job's file
@@ -342,7 +347,7 @@ class _Tick:
         outcomes = Outcomes((), {})
         if decisions:
             assert self.tick_id is not None
-            actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs)
+            actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs, self._guard(record))
             outcomes = actor.act(decisions, _array_job_of(views), new_token,
                                  plan.retry_parallel)
         late = list(plan.expired)
@@ -380,7 +385,7 @@ class _Tick:
         if not open_entries and not pending_subs and not stranded:
             return 0
         policy, _ = current_policy(self.store, record)
-        actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs)
+        actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs, self._guard(record))
         # a decision waiting for approval is not open work; an approved one that a crash left
         # undone is, carried out under the submission token its approval named
         approvals = {int(e.params["decision_id"]): str(e.params["token"])  # type: ignore[call-overload]

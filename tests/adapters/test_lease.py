@@ -93,6 +93,18 @@ def test_a_holder_on_this_host_whose_process_is_gone_gives_its_lease_up_at_once(
     assert list(me.take([a])) == [a]
 
 
+def test_a_holder_in_another_pid_namespace_of_this_host_keeps_its_lease(store: Store) -> None:
+    """A tick in a container on this host: its pid, dead in our namespace, may be alive in its own
+    (the probe took the lease from a live holder there and resubmitted its retry twice)."""
+    a = ids(store)[0]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    contained = Leases(store.engine, 60)
+    contained.pid, contained.pid_ns = dead.pid, "pid:[4026599999]"
+    assert contained.take([a]) == {}
+    assert list(Leases(store.engine, 60).take([a])) == [a]  # still held: it lapses by the clock only
+
+
 def test_a_lapsed_lease_is_taken_by_the_next_and_its_old_holder_knows_it_lost_it(store: Store) -> None:
     a = ids(store)[0]
     crashed = alice(store, ttl_s=0)  # a holder that stopped renewing: lapsed at once
