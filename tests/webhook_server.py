@@ -1,7 +1,9 @@
 """A real HTTP server on 127.0.0.1 (an ephemeral port) in a thread, standing in for a webhook:
 it answers each POST with the next scripted status (the last one repeats), holds the connection
-open without answering ("hang") or answers something that is not HTTP ("garbage"), and keeps
-every request it answered with a status."""
+open without answering ("hang"), answers something that is not HTTP ("garbage"), sends its
+answer one byte every 3 s ("trickle", what once held a tick for over 300 s), or a status with a
+reason phrase holding terminal escape sequences ("escape"); 301/302/307 come with a Location.
+It keeps every request it answered with a status."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HANG = "hang"
 GARBAGE = "garbage"  # a reply that is not HTTP
+TRICKLE = "trickle"  # "HTTP/1.1 200 OK…", one byte every TRICKLE_S
+TRICKLE_S = 3.0
+ESCAPE = "escape"  # 500 with "\x1b]0;pwned\x07\x1b[2J" in its reason phrase
 
 
 @dataclass
@@ -44,12 +49,25 @@ def _handler(hook: Webhook) -> type[BaseHTTPRequestHandler]:
             if step == HANG:
                 hook.release.wait(30)
                 return
+            if step == TRICKLE:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                    if hook.release.wait(TRICKLE_S):
+                        return
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                return
+            if step == ESCAPE:
+                self.wfile.write(b"HTTP/1.1 500 Oops \x1b]0;pwned\x07\x1b[2J\r\nContent-Length: 0\r\n\r\n")
+                self.close_connection = True
+                return
             if step == GARBAGE:
                 self.wfile.write(b"nonsense\r\n")
                 self.close_connection = True
                 return
             hook.received.append(Received(self.path, dict(self.headers), body))
             self.send_response(int(step))
+            if int(step) in (301, 302, 303, 307, 308):
+                self.send_header("Location", "https://new.example.org/hooks/moved?key=tok3n")
             self.send_header("Content-Length", "0")
             self.end_headers()
 

@@ -5,8 +5,13 @@ its decisions (they are written and carried out before anything is sent).
 
 A 5xx answer, a refused or reset connection, a timeout and a command's non-zero exit are tried
 again; a 4xx answer is not (the URL or its token is wrong: the same request fails the same way),
-except 408 and 429.
-Messages name the webhook by scheme, host and port only: its path or query often holds a token.
+except 408 and 429. A 3xx is a failure that is not tried again: urllib would follow a 301/302 as a
+GET without the body and report success, so the event was silently lost.
+One deadline bounds each request whole (connect, TLS, sending, the answer): urllib's timeout
+bounds each socket operation, so an endpoint sending one byte every 3 s held a tick for over 300 s.
+The request runs in a daemon thread the caller stops waiting for at the deadline.
+Messages name the webhook by scheme, host and port only: its path or query often holds a token;
+what the endpoint or the command wrote is stripped of control characters before it is shown.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from campaignctl import __version__
 from campaignctl.core.notify import Event, retry_waits
 from campaignctl.core.notify_config import mask_url
+from campaignctl.core.redact import printable
 
 USER_AGENT = f"campaignctl/{__version__} (notify)"
 # The 4xx answers that say "later", not "never" (RFC 9110 408 Request Timeout; RFC 6585 429 Too
@@ -65,15 +72,40 @@ def deliver(channel: str, target: str | tuple[str, ...], event: Event, timeout_s
     return last
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
+        return None  # urllib then raises HTTPError with the 3xx code
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)  # proxies from the environment, as urlopen
+
+
 def _post(url: str, body: bytes, timeout: float) -> tuple[bool, str, bool]:
+    """(ok, error, final) of one POST, all of it within `timeout` seconds."""
+    answer: list[tuple[bool, str, bool]] = []
+    worker = threading.Thread(target=lambda: answer.append(_post_once(url, body, timeout)),
+                              name="campaignctl-webhook", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not answer:  # still sending or reading: left behind, it ends with the process
+        return False, f"{mask_url(url)} did not answer within {timeout:.1f} s", False
+    ok, error, final = answer[0]
+    return ok, printable(error), final
+
+
+def _post_once(url: str, body: bytes, timeout: float) -> tuple[bool, str, bool]:
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/json", "User-Agent": USER_AGENT})
     shown = mask_url(url)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
+        with _OPENER.open(request, timeout=timeout) as answer:
             answer.read(4096)
             return True, "", False
-    except urllib.error.HTTPError as exc:  # 3xx that urllib did not follow, 4xx, 5xx
+    except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            where = mask_url(exc.headers.get("Location", "") or "") if exc.headers else ""
+            return False, (f"{shown} answered HTTP {exc.code} (a redirect{f' to {where}' if where else ''}): "
+                           "campaignctl does not follow redirects; give notify.webhook the final URL"), True
         return False, f"{shown} answered HTTP {exc.code} {exc.reason}", exc.code < 500 and exc.code not in RETRIED_4XX
     except TimeoutError:
         return False, f"{shown} did not answer within {timeout:.1f} s", False
@@ -103,6 +135,6 @@ def _run(argv: tuple[str, ...], body: bytes, env: dict[str, str], timeout: float
         return False, f"command {argv[0]} did not finish within {timeout:.1f} s", False
     if child.returncode != 0:
         tail = err.decode("utf-8", "replace").strip().splitlines()
-        detail = f": {tail[-1][:_STDERR_SHOWN]}" if tail else ""
+        detail = f": {printable(tail[-1])[:_STDERR_SHOWN]}" if tail else ""
         return False, f"command {argv[0]} exited {child.returncode}{detail}", False
     return True, "", False

@@ -63,18 +63,22 @@ class NotifyStore:
             conn.execute(insert.on_conflict_do_nothing(index_elements=["event_key"]), rows)
         return len(rows)
 
-    def pending(self, campaign_ids: Sequence[int] | None = None) -> list[PendingNotice]:
+    def pending(self, campaign_ids: Sequence[int] | None = None, due_by: str | None = None) -> list[PendingNotice]:
+        """Notices still to send; with `due_by` (an ISO time), only those whose next try is due."""
         n = notifications.c
         query = sa.select(n.id, n.campaign_id, n.channel, n.event_json, n.tries).where(
             n.status == "pending").order_by(n.id)
+        if due_by is not None:
+            query = query.where(sa.or_(n.next_try_at.is_(None), n.next_try_at <= due_by))
         if campaign_ids is not None:
             query = query.where(n.campaign_id.in_(campaign_ids))
         with self.engine.connect() as conn:
             return [PendingNotice(r.id, r.campaign_id, r.channel, json.loads(r.event_json), r.tries)
                     for r in conn.execute(query)]
 
-    def record(self, notice_id: int, status: str, tries: int, error: str) -> None:
-        values: dict[str, object] = {"status": status, "tries": tries, "last_error": error}
+    def record(self, notice_id: int, status: str, tries: int, error: str, next_try_at: str | None = None) -> None:
+        values: dict[str, object] = {"status": status, "tries": tries, "last_error": error,
+                                     "next_try_at": next_try_at}
         if status == "sent":
             values["sent_at"] = utc_now()
         with self.engine.begin() as conn:

@@ -160,5 +160,16 @@ def sample_event(campaign: str, revision: int, now: datetime) -> Event:
 
 
 def retry_waits(retries: int) -> list[float]:
-    """Seconds to wait before each try after the first: 0.5, 1, 2, …"""
+    """Seconds to wait before each try after the first: 0.5, 1, 2, … (`notify test`: a person waits)."""
     return [RETRY_WAIT_S * 2 ** n for n in range(retries)]
+
+
+TICK_RETRY_S = 300  # a queued event that failed is tried again at the first tick this long after…
+TICK_RETRY_MAX_S = 3600  # …doubling each time, to at most this: with `retries: 3`, over 35 minutes
+
+
+def next_try_in_s(tries: int) -> int:
+    """Seconds from a failed try (the `tries`-th) to the next: 300, 600, 1200, … 3600. Retries
+    spread over ticks outlast an endpoint's outage; retries within one tick (seconds apart) did
+    not: a 4-second outage lost the event."""
+    return min(TICK_RETRY_MAX_S, TICK_RETRY_S * 2 ** max(0, tries - 1))

@@ -1,7 +1,9 @@
 """Telling people: after a tick's decisions are written and carried out, derive the events its
 campaigns' `notify:` asks for from the decision log (core/notify.py), queue each once per channel
 in the store, and send what is queued within a few seconds. What is not sent stays queued for the
-next tick: a slow or dead endpoint costs a tick at most NOTIFY_BUDGET_S and loses nothing.
+next tick: a slow or dead endpoint costs a tick at most NOTIFY_BUDGET_S and loses nothing. Each
+notice is tried once per tick; one that failed waits for its next try (core/notify.next_try_in_s:
+5 min, 10, 20 … across ticks) until its `retries` are spent.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.lease import Leases
@@ -24,6 +26,7 @@ from campaignctl.core.notify import (
     LoggedFact,
     derive_events,
     event_from_dict,
+    next_try_in_s,
     sample_event,
 )
 from campaignctl.core.notify_config import Notify
@@ -78,12 +81,12 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
         policy, settings = current_policy(store, record)
         configs[record.id] = policy.notify
         queued += _queue(store, notices, record, policy.notify, settings.tasks, now)
-    pending = notices.pending(None if scope_all else list(configs))
+    pending = notices.pending(None if scope_all else list(configs), now.isoformat(timespec="seconds"))
     others = {n.campaign_id for n in pending} - set(configs)
     others -= set(leases.take(others))
     pending = [n for n in pending if n.campaign_id in configs or n.campaign_id in others]
     configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
-    return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued)
+    return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued, now)
 
 
 def notify_of(store: Store, record: CampaignRecord) -> Notify:
@@ -122,7 +125,7 @@ def _target(notify: Notify, channel: str) -> str | tuple[str, ...]:
 
 
 def _send(notices: NotifyStore, pending: Sequence[PendingNotice], configs: dict[int, Notify],
-          deadline: float, queued: int) -> NotifyResult:
+          deadline: float, queued: int, now: datetime) -> NotifyResult:
     sent = failed = 0
     errors: list[str] = []
     down: set[tuple[int, str]] = set()  # a channel that failed this tick: its other events wait
@@ -137,11 +140,14 @@ def _send(notices: NotifyStore, pending: Sequence[PendingNotice], configs: dict[
         if (notice.campaign_id, notice.channel) in down:
             continue  # it failed this tick: the next tick tries its other events
         delivery = deliver(notice.channel, _target(notify, notice.channel), event_from_dict(notice.event),
-                           notify.timeout_s, left, deadline)
+                           notify.timeout_s, 1, deadline)
         if not delivery.tries:
             break  # the budget is spent
-        status = _status(delivery, notice.tries + delivery.tries, notify.retries)
-        notices.record(notice.id, status, notice.tries + delivery.tries, delivery.error)
+        tries = notice.tries + delivery.tries
+        status = _status(delivery, tries, notify.retries)
+        later = now + timedelta(seconds=next_try_in_s(tries))
+        notices.record(notice.id, status, tries, delivery.error,
+                       later.isoformat(timespec="seconds") if status == "pending" else None)
         sent, failed = sent + (status == "sent"), failed + (status == "failed")
         if not delivery.ok:
             down.add((notice.campaign_id, notice.channel))

@@ -17,7 +17,7 @@ from campaignctl.services import notify as notify_service
 from campaignctl.services.submit import submit
 from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
-from tests.webhook_server import HANG, webhook
+from tests.webhook_server import ESCAPE, HANG, TRICKLE, webhook
 
 
 def campaign(tmp_path: Path, notify: str, name: str = "nt") -> None:
@@ -78,10 +78,83 @@ def test_a_hanging_endpoint_never_holds_back_the_ticks_decisions_and_is_tried_ag
         assert "did not answer within 2.0 s" in out and "s3cr3t" not in out and "tok3n" not in out
         ((_, status, tries, _),) = rows()
         assert (status, tries) == ("pending", 1)
+        # its next try waits 5 minutes (core/notify.next_try_in_s): the next tick sends nothing
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "--all")
+        assert code == 0 and "notify:" not in out and hook.answered == 1
+        _five_minutes_pass()
         # the campaign finished in that tick: --all reconciles no campaign now, but sends its queue
         code, out, _ = run_main(monkeypatch, capsys, "reconcile", "--all")
     assert code == 0 and "nothing-to-do" in out and "notify: 1 sent, 0 failed" in out
     assert hook.events() == ["give_up"] and rows()[0][1:3] == ("sent", 2)
+
+
+def _five_minutes_pass() -> None:
+    """What the next tick after five minutes sees: every notice's next try is due."""
+    with Store.open().engine.begin() as conn:
+        conn.execute(notifications.update().where(notifications.c.next_try_at.is_not(None))
+                     .values(next_try_at="2000-01-01T00:00:00+00:00"))
+
+
+def test_an_outage_shorter_than_the_retries_loses_nothing_across_ticks(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe: every retry inside one tick (3.5 s), so a 4-second outage lost the event."""
+    with webhook([503, 503, 200]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up], retries: 3}}")
+        give_up_task_1(fake_slurm)
+        first = run_main(monkeypatch, capsys, "reconcile", "nt")[1]
+        assert hook.answered == 1 and "1 left for the next tick" in first  # one try per tick
+        (next_try,) = _next_tries()
+        assert next_try is not None
+        _five_minutes_pass()
+        run_main(monkeypatch, capsys, "reconcile", "--all")
+        _five_minutes_pass()
+        last = run_main(monkeypatch, capsys, "reconcile", "--all")[1]
+    assert "notify: 1 sent, 0 failed" in last and hook.answered == 3  # 503, 503, then 200
+    assert rows()[0][1:3] == ("sent", 3)
+
+
+def _next_tries() -> list[str | None]:
+    with Store.open().engine.connect() as conn:
+        return list(conn.execute(sa.select(notifications.c.next_try_at)).scalars())
+
+
+@pytest.mark.parametrize("answer", [301, 302, 307])
+def test_a_redirect_is_a_failure_never_followed_as_a_get_without_the_body(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], answer: int) -> None:
+    with webhook([answer]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
+        give_up_task_1(fake_slurm)
+        out = run_main(monkeypatch, capsys, "reconcile", "nt")[1]
+    assert hook.answered == 1 and "notify: 0 sent, 1 failed" in out
+    assert f"answered HTTP {answer} (a redirect to https://new.example.org/…)" in out and "tok3n" not in out
+    assert rows()[0][1] == "failed"
+
+
+def test_an_endpoint_that_trickles_its_answer_costs_the_tick_its_timeout_not_minutes(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([TRICKLE]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', timeout: 4s, on: [give_up]}}")
+        give_up_task_1(fake_slurm)
+        started = time.monotonic()
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+        took = time.monotonic() - started
+    assert code == 0 and took < 8, took  # one byte every 3 s: urllib's per-read timeout never fired
+    assert "did not answer within 4.0 s" in out and rows()[0][1] == "pending"
+
+
+def test_control_characters_from_the_endpoint_never_reach_the_terminal(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with webhook([ESCAPE]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
+        give_up_task_1(fake_slurm)
+        out = run_main(monkeypatch, capsys, "reconcile", "nt")[1]
+        shown = run_main(monkeypatch, capsys, "notify", "list", "nt")[1]
+    assert "answered HTTP 500 Oops ]0;pwned[2J" in out
+    assert "\x1b" not in out + shown and "\x07" not in out + shown
 
 
 def test_a_4xx_is_recorded_failed_once_and_not_tried_again(
