@@ -1,26 +1,32 @@
 """A profile's history, read from the facts the store already holds: every ended attempt of the
 campaigns whose revision names the profile (`settings_json`), with sacct's MaxRSS and Elapsed and
-the sampler's summary. No copy: a profile is a query."""
+the sampler's summary. No copy: a profile is a query.
+
+Read for a viewer, a profile pools the viewer's own campaigns, those shared with a group of
+theirs, and other users' that say `profile: {shared: true}`. A peak memory that cannot be a
+measurement (core/right_size.plausible_peak) is left out of its sample."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from campaignctl.adapters.store import driver_sql
 from campaignctl.core.observe import resources_parser
+from campaignctl.core.ownership import Identity, Ownership, share_of
 from campaignctl.core.profile import group_of
-from campaignctl.core.right_size import ENDED, RULE, SIZE_FIRST, UsageSample
+from campaignctl.core.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
 from campaignctl.core.sacct import rss_mb
 from campaignctl.core.telemetry import summary_from_dict
 
 # settings_json is written by json.dumps with its default separators (": ")
 _SAMPLES_SQL = """
-SELECT c.name, c.id, r.settings_json, t.task_index, COALESCE(a.params_json, t.params_json), a.state, a.elapsed_s,
-       a.max_rss, COALESCE(a.resources_json, s.resources_json), tel.summary_json, a.token, s.token
+SELECT c.name, c.id, c.owner, r.settings_json, t.task_index, COALESCE(a.params_json, t.params_json), a.state,
+       a.elapsed_s, a.max_rss, COALESCE(a.resources_json, s.resources_json), tel.summary_json, a.token, s.token
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 JOIN campaigns c ON c.id = t.campaign_id JOIN revisions r ON r.campaign_id = c.id AND r.number = s.revision
 LEFT JOIN telemetry tel ON tel.attempt_id = a.id
@@ -55,8 +61,10 @@ class ProfileStore:
         found = {(name, _profile(settings)[0]) for name, settings in rows}
         return [ProfileCampaign(n, p) for n, p in sorted(found) if p]
 
-    def samples(self, profile: str, campaign_id: int | None = None) -> list[UsageSample]:
-        """The profile's ended attempts (of one campaign when `campaign_id` is given), oldest first."""
+    def samples(self, profile: str, campaign_id: int | None = None,
+                viewer: Identity | None = None) -> list[UsageSample]:
+        """The profile's ended attempts (of one campaign when `campaign_id` is given), oldest first;
+        with `viewer`, only of the campaigns it may pool (the module's docstring)."""
         sql = _SAMPLES_SQL.format(states=", ".join(f"'{s}'" for s in ENDED),
                                   campaign="" if campaign_id is None else "AND c.id = ?")
         args: tuple[object, ...] = (f'%"profile": {{"name": {json.dumps(profile)}%',)
@@ -66,18 +74,20 @@ class ProfileStore:
             sized = self._right_sized(conn, sorted({r[1] for r in rows}))
         parse = resources_parser()
         out = []
-        for name, _, settings_json, index, params, state, elapsed, max_rss, res, summary_json, token, sub in rows:
+        for name, _, owner, settings_json, index, params, state, elapsed, max_rss, res, summary_json, token, sub \
+                in rows:
             settings = json.loads(settings_json)
             pname, by = _profile(settings_json)
-            if pname != profile:
+            if pname != profile or (viewer is not None and not _pooled(viewer, owner, settings)):
                 continue
+            requested = parse(res)
             rung = index // int(settings["configs"]) if settings.get("rungs") else 0
             summary = summary_from_dict(json.loads(summary_json)) if summary_json else None
             peaks = [v for v in (rss_mb(max_rss or ""), summary.rss_max_mb if summary and summary.samples else None)
-                     if v is not None]
+                     if v is not None and plausible_peak(v, requested.mem_mb)]
             out.append(UsageSample(
                 name, group_of(rung, json.loads(params), by), state, max(peaks) if peaks else None, elapsed,
-                parse(res), gpu_mem_mb=summary.gpu_mem_max_mb if summary and summary.gpu_samples else None,
+                requested, gpu_mem_mb=summary.gpu_mem_max_mb if summary and summary.gpu_samples else None,
                 cpu_pct=summary.cpu_mean if summary else None, right_sized=token in sized or sub in sized))
         return out
 
@@ -95,6 +105,11 @@ class ProfileStore:
         sql = _RIGHT_SIZED_SQL.format(ids=", ".join(str(int(i)) for i in campaign_ids))
         rows = conn.exec_driver_sql(driver_sql(conn, sql), (RULE,)).fetchall()
         return {group if action == SIZE_FIRST else token for action, token, group in rows}
+
+
+def _pooled(viewer: Identity, owner: str, settings: dict[str, Any]) -> bool:
+    shared = bool((settings.get("profile") or {}).get("shared"))
+    return shared or Ownership(owner, share_of(settings)).may_act(viewer)
 
 
 def _profile(settings_json: str) -> tuple[str, tuple[str, ...]]:

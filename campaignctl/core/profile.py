@@ -2,6 +2,11 @@
 
     profile: nanogpt-small                       # samples grouped by rung
     profile: {name: nanogpt-small, by: [model]}  # and by these task parameters
+    profile: {name: nanogpt-small, shared: true} # other users' campaigns may pool these samples
+
+A profile pools the campaigns of its caller's own and those shared with a group of theirs;
+another user's campaign counts only when its spec says `shared: true` (adapters/profile_store.py):
+a shared database holds everyone's history, and a poisoned sample sizes the next submit.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from campaignctl.core.params import TaskSpec
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import CAMPAIGN_NAME
 
-PROFILE_KEYS = ("name", "by")
+PROFILE_KEYS = ("name", "by", "shared")
 _NAME = "1-64 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit, e.g. nanogpt-small"
 
 
@@ -21,6 +26,7 @@ _NAME = "1-64 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit
 class Profile:
     name: str
     by: tuple[str, ...] = ()  # task parameters that split the profile into groups
+    shared: bool = False  # other users' right-sizing may pool this campaign's samples
 
 
 def group_of(rung: int, params: Mapping[str, object], by: Sequence[str]) -> str:
@@ -33,7 +39,7 @@ def read_profile(r: Reader, tasks: Sequence[TaskSpec]) -> Profile | None:
     if isinstance(value, dict):
         r.mapping(("profile",), PROFILE_KEYS)
         name = r.pattern(("profile", "name"), CAMPAIGN_NAME, _NAME, required=True)
-        return Profile(name, _by(r, tasks)) if name else None
+        return Profile(name, _by(r, tasks), r.boolean(("profile", "shared"), False)) if name else None
     name = r.pattern(("profile",), CAMPAIGN_NAME, _NAME)
     return Profile(name) if name else None
 

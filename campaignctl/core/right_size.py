@@ -29,6 +29,20 @@ SIZE_FIRST = "size_first"  # record-only: how a submission's first attempts were
 ENDED = ("COMPLETED", "OUT_OF_MEMORY", "TIMEOUT")
 MEM_STEP_MB = 64  # proposals are rounded up to whole 64M (sbatch --mem takes megabytes)
 MIN_TIME_MIN = 2  # slurmctld checks limits every 30 s and a job's start-up is not in a short sample
+# The least memory right_size asks: never `--mem=0`, which Slurm reads as all of the node's memory
+MIN_MEM_MB = 128
+# A peak above twice what the attempt was allowed (its cgroup limit; MaxRSS can count shared pages
+# twice) is not a measurement; with no limit asked (`--mem=0`: the node's), above the largest node
+MAX_PEAK_FACTOR = 2
+MAX_NODE_MEM_MB = 64 * 2**20  # 64 TiB
+
+
+def plausible_peak(rss_mb: float | None, asked_mem_mb: int) -> bool:
+    """Whether a sample's peak memory can be believed: finite, positive, within what the attempt
+    could hold. A job, or anyone writing its attempt directory, can write any number into its
+    telemetry; a profile pools every user's campaigns in a shared database."""
+    bound = MAX_PEAK_FACTOR * asked_mem_mb if asked_mem_mb > 0 else MAX_NODE_MEM_MB
+    return rss_mb is not None and math.isfinite(rss_mb) and 0 < rss_mb <= bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +104,7 @@ def propose(samples: Sequence[UsageSample], section: RightSize, asked: Resources
     if min(len(mem), len(time)) < section.min_samples:
         return None
     mem_q, time_q = quantile(mem, section.mem.quantile), quantile(time, section.time.quantile)
-    mem_mb = _bounded(MEM_STEP_MB * math.ceil(mem_q * section.mem.margin / MEM_STEP_MB),
+    mem_mb = _bounded(max(MIN_MEM_MB, MEM_STEP_MB * math.ceil(mem_q * section.mem.margin / MEM_STEP_MB)),
                       asked.mem_mb, mem_cap_mb, section)
     time_min = _bounded(max(MIN_TIME_MIN, math.ceil(time_q * section.time.margin / 60)),
                         asked.time_min, time_cap_min, section)

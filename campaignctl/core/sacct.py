@@ -20,6 +20,7 @@ A line that cannot be read is skipped and counted (`Observed.skipped`), never fa
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -263,14 +264,16 @@ def rss_mb(text: str) -> float | None:
 
 
 def _rss_bytes(text: str) -> float:
-    """`123456K` → bytes; sacct prints K/M/G/T suffixes (or none)."""
+    """`123456K` → bytes; sacct prints K/M/G/T suffixes (or none). 0 for what is no size: float()
+    also reads `infK`, `nan` and `-5K`, which a right-sized request must never be made of."""
     if not text:
         return 0.0
     unit = " KMGT".find(text[-1])
     try:
-        return float(text[:-1]) * 1024 ** unit if unit > 0 else float(text)
+        size = float(text[:-1]) * 1024 ** unit if unit > 0 else float(text)
     except ValueError:
         return 0.0
+    return size if math.isfinite(size) and size > 0 else 0.0
 
 
 _LIVE = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})

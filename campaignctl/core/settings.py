@@ -42,4 +42,6 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
 
 
 def _profile(value: Any) -> Profile | None:
-    return Profile(str(value["name"]), tuple(value.get("by") or ())) if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    return Profile(str(value["name"]), tuple(value.get("by") or ()), bool(value.get("shared", False)))

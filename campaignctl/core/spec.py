@@ -109,7 +109,8 @@ class CampaignSpec:
         if self.share_group:
             settings["share"] = {"group": self.share_group}
         if self.profile:
-            settings["profile"] = {"name": self.profile.name, "by": list(self.profile.by)}
+            shared = {"shared": True} if self.profile.shared else {}
+            settings["profile"] = {"name": self.profile.name, "by": list(self.profile.by), **shared}
         if self.objective:
             settings["objective"] = self.objective.to_settings()
         return settings

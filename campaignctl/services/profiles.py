@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from campaignctl.adapters import identity
 from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import NotFoundError
@@ -55,7 +56,7 @@ def list_profiles() -> ProfileList:
         named.setdefault(pc.profile, []).append(pc.name)
     rows = []
     for name, campaigns in sorted(named.items()):
-        samples = profiles.samples(name)
+        samples = profiles.samples(name, viewer=identity.current_identity())
         rows.append(ProfileRow(name, campaigns, len(samples), sum(s.right_sized for s in samples),
                                sum(s.wrong for s in samples)))
     return ProfileList(rows)
@@ -67,6 +68,6 @@ def show_profile(name: str) -> ProfileShow:
     if name not in known:
         raise NotFoundError(f"no campaign names profile {name!r}", f"known profiles: {', '.join(known) or 'none yet'}"
                                                                   " (a spec's `profile:` key names one)")
-    samples = profiles.samples(name)
+    samples = profiles.samples(name, viewer=identity.current_identity())
     section = RightSize(enabled=True)
     return ProfileShow(name, profile_stats(samples), campaign_use(samples, section), section)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from campaignctl.adapters import identity
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
@@ -42,7 +43,8 @@ def first_sizes(store: Store | None, spec: CampaignSpec, tasks: Sequence[int]) -
     section = spec.policy.right_size
     if not (section.enabled and spec.profile and tasks):
         return [FirstSize(base, list(tasks))]
-    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name)
+    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
+                                                                   viewer=identity.current_identity())
     by_group: dict[str, list[UsageSample]] = {}
     for s in samples:
         by_group.setdefault(s.group, []).append(s)

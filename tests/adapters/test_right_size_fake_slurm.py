@@ -70,3 +70,41 @@ def test_too_few_samples_leave_the_spec_as_it_is(tmp_path: Path, fake_slurm: Fak
     record = Store.open().campaign("second")
     assert record is not None
     assert not [e for e in DecisionLog(Store.open().engine).entries(record.id) if e.rule == "right_size"]
+
+
+@pytest.mark.parametrize("poison", ["0", "-5K", "nanK", "infK", "999999999999999G"])
+def test_a_poisoned_peak_never_sizes_a_submit_and_never_breaks_profile_show(
+        tmp_path: Path, fake_slurm: FakeSlurm, poison: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26: rss 0, negative or NaN once asked `--mem=0M` (Slurm: the whole node); infinity
+    made `profile show` and every right-sized submit exit 1."""
+    from tests.conftest import run_main
+    submit_service.submit(spec(tmp_path, "first"))
+    ended_history("first", poison)  # sacct's MaxRSS, and the telemetry peak, say nonsense
+    store = Store.open()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO telemetry (attempt_id, inode, file_offset, summary_json, updated_at) "
+                             "SELECT id, 0, 0, '{\"samples\": 3, \"rss_max_mb\": -1.0}', '' FROM attempts")
+    policy = "{use: default, right_size: {min_samples: 3, mode: enforce}}"
+    submit_service.submit(spec(tmp_path, "second", policy))
+    assert submitted_mem("second") == [1024]  # too few believable samples: one submission at the spec's 1G
+    code, out, _ = run_main(monkeypatch, capsys, "profile", "show", "small")
+    assert code == 0 and "small" in out
+
+
+def test_a_profile_pools_another_users_campaign_only_when_it_is_shared(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit_service.submit(spec(tmp_path, "theirs"))
+    ended_history("theirs", "163840K")
+    store = Store.open()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE campaigns SET owner = 'mallory' WHERE name = 'theirs'")
+    policy = "{use: default, right_size: {min_samples: 3, mode: enforce}}"
+    submit_service.submit(spec(tmp_path, "mine", policy))
+    assert submitted_mem("mine") == [1024]  # mallory's history sizes nothing of ours
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE revisions SET settings_json = REPLACE(settings_json, "
+                             "'\"by\": [\"model\"]', '\"by\": [\"model\"], \"shared\": true') "
+                             "WHERE campaign_id = (SELECT id FROM campaigns WHERE name = 'theirs')")
+    submit_service.submit(spec(tmp_path, "mine2", policy))
+    assert submitted_mem("mine2") == [192, 192]  # shared explicitly: pooled
