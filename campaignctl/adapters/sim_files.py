@@ -1,18 +1,20 @@
-"""The simulator's input files: a cluster YAML (yaml.safe_load) and a trace CSV. Every problem
-names the file, the key or line, and what is allowed (SpecError: exit 3)."""
+"""The simulator's input files: a cluster YAML (read as strictly as a spec: adapters/yaml_source.py)
+and a trace CSV. Every problem names the file, the key or line, and what is allowed (SpecError:
+exit 3); sizes are capped (MAX_NODES nodes, MAX_TASKS rows, finite numbers below MAX_NUMBER), so
+no input makes a simulation run out of memory or exit 1."""
 
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from campaignctl.core.decide import split_nodes
+from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.errors import SpecError
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.sim.cluster import Cluster, Node, Partition
-from campaignctl.core.sim.workload import TRACE_COLUMNS, TRACE_STATES, TraceRow
+from campaignctl.core.sim.workload import MAX_TASKS, TRACE_COLUMNS, TRACE_STATES, TraceRow
 from campaignctl.core.units import parse_mem_mb
 
 NODE_KEYS = ("name", "cpus", "mem", "gpus", "gpu_type")
@@ -20,31 +22,36 @@ PARTITION_KEYS = ("name", "nodes", "priority_tier")
 CLUSTER_HINT = "see docs/simulate.md, 'The cluster file'"
 TRACE_HINT = "see docs/simulate.md, 'Trace CSV'"
 OPTIONAL = ("cpus", "mem_mb", "time_min", "max_rss_mb")  # empty: the spec's (max_rss_mb: from the end state)
+MAX_NODES = 100_000  # the largest clusters have tens of thousands
+MAX_NUMBER = 10**12  # seconds, MB, CPUs: anything larger is no cluster's
 
 
 def read_cluster(path: Path) -> Cluster:
     source = str(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError([f"cannot read it: {e.strerror}"], source, CLUSTER_HINT) from None
-    except yaml.YAMLError as e:
-        raise SpecError([f"not valid YAML: {e}"], source, CLUSTER_HINT) from None
+    raw = load_yaml(path)
+    if raw.problems:
+        raise SpecError(list(raw.problems), source, CLUSTER_HINT)
+    doc = raw.data
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) or not doc["nodes"]:
         raise SpecError(["nodes: a list of node groups is required (allowed keys: nodes, partitions)"],
                         source, CLUSTER_HINT)
     unknown = sorted(set(doc) - {"nodes", "partitions"})
     if unknown:
         raise SpecError([f"{unknown[0]}: unknown key; allowed: nodes, partitions"], source, CLUSTER_HINT)
-    nodes = [n for i, group in enumerate(doc["nodes"]) for n in _nodes(group, f"nodes[{i}]", source)]
+    nodes: list[Node] = []
+    for i, group in enumerate(doc["nodes"]):
+        nodes += _nodes(group, f"nodes[{i}]", source, MAX_NODES - len(nodes))
     names = tuple(n.name for n in nodes)
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise SpecError([f"nodes: {twice} is named twice; each node once"], source, CLUSTER_HINT)
     parts = doc.get("partitions") or [{"name": "batch", "priority_tier": 1}, {"name": "high", "priority_tier": 10}]
     if not isinstance(parts, list):
         raise SpecError(["partitions: must be a list"], source, CLUSTER_HINT)
     return Cluster(tuple(nodes), tuple(_partition(p, f"partitions[{i}]", names, source) for i, p in enumerate(parts)))
 
 
-def _nodes(group: Any, where: str, source: str) -> list[Node]:
+def _nodes(group: Any, where: str, source: str, room: int) -> list[Node]:
     if not isinstance(group, dict):
         raise SpecError([f"{where}: must be a mapping with keys {', '.join(NODE_KEYS)}"], source, CLUSTER_HINT)
     _known(group, NODE_KEYS, where, source)
@@ -59,9 +66,16 @@ def _nodes(group: Any, where: str, source: str) -> list[Node]:
     try:
         mem = parse_mem_mb(str(group.get("mem", "")))
     except ValueError:
-        raise SpecError([f"{where}.mem: {group.get('mem')!r} is not a memory size (e.g. 64G, 4000M)"],
+        mem = 0
+    if not 0 < mem <= MAX_NUMBER:
+        raise SpecError([f"{where}.mem: {group.get('mem')!r} is not a memory size above 0 (e.g. 64G, 4000M)"],
+                        source, CLUSTER_HINT)
+    try:
+        hosts = split_nodes(name, limit=room)
+    except ValueError as exc:
+        raise SpecError([f"{where}.name: {name[:80]!r} {exc}: a file holds at most {MAX_NODES:,} nodes"],
                         source, CLUSTER_HINT) from None
-    return [Node(n, cpus, mem, gpus, gpu_type if gpus else None) for n in split_nodes(name)]
+    return [Node(n, cpus, mem, gpus, gpu_type if gpus else None) for n in hosts]
 
 
 def _partition(p: Any, where: str, names: tuple[str, ...], source: str) -> Partition:
@@ -84,7 +98,7 @@ def _known(d: dict[str, Any], allowed: tuple[str, ...], where: str, source: str)
 
 def _count(d: dict[str, Any], key: str, where: str, source: str, required: bool = False) -> int:
     value = d.get(key, None if required else 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (required and value < 1):
+    if not isinstance(value, int) or isinstance(value, bool) or not (1 if required else 0) <= value <= MAX_NUMBER:
         raise SpecError([f"{where}.{key}: {value!r} is not a {'positive' if required else 'non-negative'} integer"],
                         source, CLUSTER_HINT)
     return value
@@ -101,7 +115,13 @@ def read_trace(path: Path) -> list[TraceRow]:
             if missing:
                 raise SpecError([f"header: column {missing[0]} is missing; columns: {', '.join(TRACE_COLUMNS)}"],
                                 source, TRACE_HINT)
-            return [_row(r, line, source) for line, r in enumerate(reader, start=2)]
+            rows: list[TraceRow] = []
+            for line, r in enumerate(reader, start=2):
+                if len(rows) == MAX_TASKS:
+                    raise SpecError([f"line {line}: more than {MAX_TASKS:,} rows; a simulation takes at most that "
+                                     "many tasks"], source, TRACE_HINT)
+                rows.append(_row(r, line, source))
+            return rows
     except OSError as e:
         raise SpecError([f"cannot read it: {e.strerror}"], source, TRACE_HINT) from None
 
@@ -112,12 +132,15 @@ def _row(r: dict[str, str], line: int, source: str) -> TraceRow:
         if not text and column in OPTIONAL:
             return None
         try:
-            value = int(float(text))
+            number = float(text)
         except ValueError:
-            raise SpecError([f"line {line}, {column}: {text!r} is not a number"], source, TRACE_HINT) from None
-        if value < 0:
-            raise SpecError([f"line {line}, {column}: {value} is negative"], source, TRACE_HINT)
-        return value
+            number = math.nan
+        if not math.isfinite(number):
+            raise SpecError([f"line {line}, {column}: {text[:40]!r} is not a number"], source, TRACE_HINT)
+        if not 0 <= number <= MAX_NUMBER:
+            raise SpecError([f"line {line}, {column}: {text[:40]} is out of range (0 to {MAX_NUMBER:,})"],
+                            source, TRACE_HINT)
+        return int(number)
 
     state = (r.get("final_state") or "").strip().upper()
     if state not in TRACE_STATES:

@@ -72,7 +72,51 @@ def test_a_cluster_file_with_a_bad_memory_size_says_what_is_allowed(
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("nodes:\n  - {name: n1, cpus: 8, mem: lots}\n")
     code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "--cluster", str(cluster))
-    assert code == 3 and "nodes[0].mem: 'lots' is not a memory size (e.g. 64G, 4000M)" in err
+    assert code == 3 and "nodes[0].mem: 'lots' is not a memory size above 0 (e.g. 64G, 4000M)" in err
+
+
+@pytest.mark.parametrize("text, said", [
+    ("nodes:\n  - {name: 'n[1-100000000]', cpus: 8, mem: 64G}\n",
+     "nodes[0].name: 'n[1-100000000]' names 100,000,000 nodes, more than 100,000"),
+    ("nodes:\n  - {name: n1, cpus: 8, mem: 0}\n", "nodes[0].mem: 0 is not a memory size above 0"),
+    ("nodes:\n  - {name: 'n[1-2]', cpus: 8, mem: 4G}\n  - {name: n2, cpus: 8, mem: 4G}\n",
+     "nodes: n2 is named twice; each node once"),
+    ("nodes:\n  - {name: n1, cpus: 100000000000000000, mem: 4G}\n", "nodes[0].cpus: 100000000000000000 is not"),
+    ("nodes: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 64 levels deep"),
+])
+def test_a_hostile_cluster_file_is_exit_3_naming_the_key(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spec: Path, tmp_path: Path,
+        text: str, said: str) -> None:
+    """Issue 26: these ran out of memory, exited 1 or were accepted."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(text)
+    code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "--cluster", str(cluster))
+    assert code == 3 and said in err, err
+
+
+@pytest.mark.parametrize("workload, said", [
+    ("synthetic:tasks=3e6", "tasks: 3e6 is out of range (0 to 500000)"),
+    ("synthetic:oom=nan", "oom: nan is out of range"),
+    ("synthetic:mem_mean=inf", "mem_mean: inf is out of range"),
+    ("synthetic:dur_mean=1e400", "dur_mean: 1e400 is out of range"),
+])
+def test_a_synthetic_workload_out_of_range_is_exit_3(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spec: Path,
+        workload: str, said: str) -> None:
+    code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "-w", workload)
+    assert code == 3 and said in err, err
+
+
+@pytest.mark.parametrize("cell, said", [("1e400", "'1e400' is not a number"), ("nan", "'nan' is not a number"),
+                                        ("1e13", "1e13 is out of range")])
+def test_a_trace_cell_that_is_no_finite_number_is_exit_3_naming_the_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spec: Path, tmp_path: Path,
+        cell: str, said: str) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("submit_s,duration_s,gpus,cpus,mem_mb,final_state\n0,60,0,1,100,COMPLETED\n"
+                     f"0,{cell},0,1,100,COMPLETED\n")
+    code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "-w", str(trace))
+    assert code == 3 and f"line 3, duration_s: {said}" in err, err
 
 
 def test_a_cluster_file_runs_the_campaign_on_its_nodes(monkeypatch: pytest.MonkeyPatch,

@@ -8,6 +8,7 @@ attempt (where an OOM strikes, a node failure, a preemption) come from a generat
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,12 @@ TRACE_COLUMNS = ("submit_s", "duration_s", "gpus", "cpus", "mem_mb", "final_stat
 TRACE_STATES = ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED")
 TRACE_OOM_NEED = 1.5  # an OUT_OF_MEMORY row without max_rss_mb needed this × its request
 TRACE_TIMEOUT_RUN = 1.5  # a TIMEOUT row needed this × its limit
+
+
+MAX_TASKS = 500_000  # a simulation holds every task's truth and attempts in memory (3e6 ran out)
+# the largest value of each unbounded key: an hour-long mean is 60, a 64 TiB mean 6.7e7 MB
+MAX_VALUE = {"tasks": MAX_TASKS, "mem_mean": 64 * 2**20, "mem_sd": 64 * 2**20, "dur_mean": 525_600,
+             "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600}
 
 
 class WorkloadError(ValueError):
@@ -99,9 +106,9 @@ def parse_synthetic(text: str) -> Synthetic:
             number = float(value)
         except ValueError:
             raise WorkloadError(f"synthetic workload key {key}: {value!r} is not a number") from None
-        if number < 0 or (key not in ("tasks", "mem_mean", "mem_sd", "dur_mean", "dur_sd", "node_down",
-                                      "preemptor_min", "submit_spread") and number > 1):
-            raise WorkloadError(f"synthetic workload key {key}: {value} is out of range")
+        if not math.isfinite(number) or number < 0 or number > MAX_VALUE.get(key, 1):
+            raise WorkloadError(f"synthetic workload key {key}: {value} is out of range "
+                                f"(0 to {MAX_VALUE.get(key, 1):g})")
         values[key] = int(number) if key == "tasks" else number
     return Synthetic(**values)  # type: ignore[arg-type]
 
