@@ -71,6 +71,26 @@ def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
         cursor.close()
 
 
+# A statement that runs longer than this ends with SQLSTATE 57014 (exit 75): the largest tick's
+# query (100,000 attempts) takes seconds; a server so loaded that one takes minutes is down.
+STATEMENT_TIMEOUT_MS = 300_000
+
+
+def _postgres_timeouts(engine: sa.Engine) -> None:
+    """Every session waits for a lock at most BUSY_TIMEOUT_MS, as SQLite's busy_timeout: another
+    session's table lock (an `ALTER TABLE`, a `LOCK TABLE` held in an open transaction, a
+    `VACUUM FULL`) once held a tick as long as it was held; now the statement ends with SQLSTATE
+    55P03 and the command with exit 75. Set per session, not as startup options, which a
+    transaction-pooling PgBouncer refuses."""
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: object, _record: object) -> None:
+        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        cursor.close()
+        dbapi_conn.commit()  # type: ignore[attr-defined]  # psycopg began a transaction for the SETs
+
+
 def _shown(url: str) -> str:
     """The URL without its password (an error message may end up in a log or a ticket)."""
     try:
@@ -89,14 +109,14 @@ CHAIN_LOCK_KEY = 0x63686E31  # "chn1"
 def write_lock(conn: sa.Connection, key: int, wait: bool = False) -> None:
     """Hold a database-wide write lock until this transaction ends; the transaction's first
     statement. PostgreSQL: the advisory lock `key` (under READ COMMITTED each later statement
-    sees what the previous holder committed); unless `wait`, waited for no longer than SQLite's
-    busy timeout (`lock_timeout`, then SQLSTATE 55P03: exit 75), so a holder that hangs inside its
-    transaction does not hang every other writer. SQLite: the write lock itself (`BEGIN IMMEDIATE`,
+    sees what the previous holder committed); unless `wait`, waited for no longer than the
+    session's lock_timeout (SQLite's busy timeout; then SQLSTATE 55P03: exit 75), so a holder that
+    hangs inside its transaction does not hang every other writer. SQLite: the write lock itself (`BEGIN IMMEDIATE`,
     under busy_timeout): sqlite3 would otherwise begin only at the first write (and run DDL outside
     any transaction), so a read before it could see a state another writer is about to change."""
     if conn.dialect.name == "postgresql":
-        if not wait:
-            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {BUSY_TIMEOUT_MS}")
+        if wait:  # migrations: every other process waits for the one migrating, however long
+            conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
     elif conn.dialect.name == "sqlite":
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -120,6 +140,8 @@ class Store:
         if engine.dialect.name == "sqlite":
             prepare_sqlite(engine.url)
             _sqlite_pragmas(engine, Path(str(engine.url.database)))
+        elif engine.dialect.name == "postgresql":
+            _postgres_timeouts(engine)
         translate_errors(engine)
         store = cls(engine)
         store.migrate()

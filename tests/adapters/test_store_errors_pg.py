@@ -5,8 +5,12 @@ lab server (scripts/pglab) on a closed port, a wrong password and a missing data
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import psycopg
 import pytest
+import sqlalchemy as sa
 from psycopg import errors as pg
 
 from campaignctl.adapters.store_file import database_error, permission_error
@@ -54,3 +58,29 @@ def test_a_missing_privilege_is_73_naming_what_to_grant_or_who_migrates(text: st
     error = permission_error(pg.InsufficientPrivilege(text), "db", "campaignctl_app")
     assert error.exit_code == 73
     assert grant in error.hint and "campaignctl_app" in error.hint
+
+
+def test_another_sessions_table_lock_ends_a_tick_with_75_not_a_hang(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26: a `LOCK TABLE` held in another session's open transaction blocked a tick for as
+    long as it was held; every session now has a lock_timeout (the busy timeout, here 2 s)."""
+    from campaignctl.adapters import store as store_module
+    from tests.fakeslurm import FakeSlurm
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 2000)
+    fake = FakeSlurm()
+    from campaignctl.adapters import proc
+    monkeypatch.setattr(proc, "EXECUTOR", fake)
+    from campaignctl.services.submit import submit
+    from tests.conftest import run_main, write_spec
+    submit(write_spec(tmp_path, "name: lk\ncommand: [python3, t.py]\n"))
+    blocker = sa.create_engine(pg_url)
+    with blocker.connect() as conn:
+        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("LOCK TABLE attempts IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        code, _, err = run_main(monkeypatch, capsys, "reconcile", "lk")
+        took = time.monotonic() - started
+        conn.exec_driver_sql("ROLLBACK")
+    blocker.dispose()
+    assert code == 75 and took < 30, (code, took, err)
+    assert "lock timeout" in err
