@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from importlib.abc import Traversable
 from pathlib import Path
 
 from campaignctl.adapters.yaml_source import load_yaml, parse_yaml
@@ -31,14 +32,14 @@ def load_policy(reference: str, base_dir: str, _depth: int = 0) -> Policy:
     gave up every OOM and TIMEOUT. The built-ins are complete in themselves."""
     if not names_policy_file(reference):
         resource = resources.files("campaignctl") / "policies" / f"{reference}.yaml"
-        if not resource.is_file():
-            raise NotFoundError(f"no built-in policy named {reference!r}",
+        if not _is_file(resource):
+            raise NotFoundError(f"no built-in policy named {_shown(reference)}",
                                 f"built-in policies: {', '.join(builtin_names())}; or give a path "
                                 "to a policy YAML file")
         return _read(parse_yaml(resource.read_text(encoding="utf-8"), f"policies/{reference}.yaml"), None)
     path = Path(reference) if reference.startswith("/") else Path(base_dir) / reference
-    if not path.is_file():
-        raise NotFoundError(f"policy file {str(path)!r} not found",
+    if not _is_file(path):
+        raise NotFoundError(f"policy file {_shown(str(path))} not found",
                             f"built-in policies: {', '.join(builtin_names())}")
     doc = load_yaml(path)
     if path.resolve().parent == Path(str(resources.files("campaignctl") / "policies")).resolve():
@@ -55,6 +56,19 @@ def load_policy(reference: str, base_dir: str, _depth: int = 0) -> Policy:
     except NotFoundError as exc:
         raise SpecError([f"{doc.where(('use',))}: {exc.message}"], doc.source, exc.hint) from None
     return _read(doc, base)
+
+
+def _is_file(path: Traversable) -> bool:
+    """A name longer than the system allows (ENAMETOOLONG: a 70 KB `use:`) is no file either;
+    pathlib's is_file raises for it."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _shown(name: str) -> str:
+    return repr(name) if len(name) <= 200 else repr(name[:200]) + f"… ({len(name):,} characters)"
 
 
 def _read(doc: RawDoc, base: Policy | None) -> Policy:

@@ -21,6 +21,7 @@ from submitit.core.utils import DelayedSubmission, JobPaths
 from campaignctl.adapters import slurm
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
 
@@ -78,6 +79,10 @@ class ArraySubmission:
         self.folder = folder
         self.token = token
         self.group = group  # a shared campaign's Unix group: the folders are its (paths.private_run_tree)
+        if shutil.which("srun") is None:  # submitit's SlurmExecutor raises a bare RuntimeError (exit 1)
+            raise SlurmUnavailableError("srun is not on PATH: the job script starts each task with srun",
+                                        "load your site's Slurm module (or add the directory of sbatch and "
+                                        "srun to PATH) and run the command again")
         self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
         self.executor.update_parameters(**{k: v for k, v in parameters.items() if k != "map_count"})
         self.executor.parameters["map_count"] = parameters["map_count"]

@@ -16,6 +16,7 @@ _MISSING = object()
 MAX_MEM_MB = 1024 ** 3  # 1024T
 MAX_TIME_MIN = 365 * 24 * 60  # a year
 MAX_DURATION_S = 365 * 24 * 3600
+MAX_FLOAT_INT = 10**300  # an integer YAML reads exactly; above ~1.8e308 float() of it overflows
 
 
 class Reader:
@@ -114,6 +115,9 @@ class Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= minimum:
             self.problem(path, f"must be a number above {minimum:g}, got {_short(value)}")
+            return None
+        if isinstance(value, int) and value > MAX_FLOAT_INT:  # float() of it: OverflowError
+            self.problem(path, f"must be a finite number above {minimum:g}, got {_short(value)}")
             return None
         return float(value)
 

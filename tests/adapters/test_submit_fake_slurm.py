@@ -120,3 +120,17 @@ def test_persistent_transient_errors_end_with_exit_75_and_a_repairable_intent(
     monkeypatch.setattr("campaignctl.adapters.proc.EXECUTOR", fake_slurm)
     assert submit_service.submit(spec).chunks[0].action == "recovered"
     assert len(fake_slurm.live_jobs()) == 1
+
+
+def test_submit_without_srun_on_path_is_exit_69_and_records_nothing(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26: submitit's bare RuntimeError ('Could not detect "srun"') was exit 1."""
+    from tests.conftest import run_main
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    spec = write_spec(tmp_path, "name: nosrun\ncommand: [python3, t.py]\n")
+    code, _, err = run_main(monkeypatch, capsys, "submit", str(spec))
+    assert code == 69 and "srun is not on PATH" in err and "load your site's Slurm module" in err
+    assert Store.open().campaign("nosrun") is None

@@ -36,6 +36,11 @@ HOSTILE = {
     "huge time": (HEAD + "resources: {time: 100000000000000000000000}\n", "resources.time: 100000000000000000000000"),
     "huge duration": (HEAD + "policy: {unknown_grace: " + "9" * 30 + "}\n", "policy.unknown_grace:"),
     "huge duration text": (HEAD + "policy: {unknown_grace: " + "9" * 5000 + "s}\n", "policy.unknown_grace:"),
+    # issue 26: float() of a 309-digit integer overflowed; a 70 KB name is too long for open()
+    "309-digit budget": (HEAD + "budget: {gpu_hours: " + "9" * 309 + "}\n",
+                         "budget.gpu_hours: must be a finite number above 0"),
+    "70 KB policy name": (HEAD + "policy: {use: " + "a" * 70_000 + "}\n", "policy.use: no built-in policy named"),
+    "70 KB policy path": (HEAD + "policy: {use: ./" + "a" * 70_000 + ".yaml}\n", "not found"),
 }
 
 
