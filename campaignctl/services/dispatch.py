@@ -103,7 +103,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     while the same job without --hold is refused with "Requested node configuration is not
     available"; --test-only says the latter.
 
-    `guard` (a tick's lease) is asked after sbatch and before release: a tick suspended inside
+    `guard` (a tick's lease) is asked before and after sbatch and before release: a tick suspended inside
     sbatch past the lease's TTL finds another holder, which may have submitted this token
     itself; its held job is then cancelled unless the holder adopted it, and it releases nothing."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
@@ -112,6 +112,9 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
         refused = slurm.refusal(str(submission.script_path))
         if refused:
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
+        if guard is not None and not guard():
+            raise LeaseLostError(f"lost the lease before sbatch of submission {token}: its holder submits it",
+                                 LEASE_LOST_HINT)
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
         if guard is not None and not guard():

@@ -168,6 +168,40 @@ def test_a_tick_whose_lease_was_taken_from_it_leaves_the_campaign_alone(
     assert retries(store, "la") == []
 
 
+@pytest.mark.parametrize("adopted", [False, True])
+def test_a_tick_that_loses_its_lease_inside_sbatch_releases_nothing_and_cancels_only_a_duplicate(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], adopted: bool) -> None:
+    """Issue 26: the tick's sbatch returns after its lease went to another tick, which either
+    submitted the token itself (ours is a duplicate: cancelled) or adopted ours from squeue (its
+    job id recorded: ours is left to it). Either way this tick releases nothing."""
+    from campaignctl.adapters.submission import ArraySubmission
+    store = two_campaigns(tmp_path, fake_slurm)
+    submit_held, lost = ArraySubmission.submit_held, []
+
+    def frozen_past_the_ttl(self: ArraySubmission) -> str:
+        job_id = submit_held(self)
+        lost.append(job_id)
+        with store.engine.begin() as conn:  # meanwhile another tick took the lease …
+            conn.execute(leases.update().where(leases.c.campaign_id == campaign_id(store, "la"))
+                         .values(token="another", expires_at=sa.literal(10.0**12)))
+        store.set_submission_state(self.token, "submitted", job_id if adopted else "99999")  # … and sbatched
+        return job_id
+
+    monkeypatch.setattr(ArraySubmission, "submit_held", frozen_past_the_ttl)
+    ticking = iter(range(10**9, 10**10, 10**4))  # every look at the clock finds a TTL passed
+    monkeypatch.setattr(lease_module, "_clock", lambda: float(next(ticking)))  # so holds() asks the database
+    code, out, _ = run_main(monkeypatch, capsys, "reconcile", "--all", "--json")
+    data = json.loads(out)["data"]
+    assert code == 0, out
+    (left,) = data["left_alone"]
+    kept = "adopted by the lease's holder" if adopted else "cancelled as a duplicate"
+    assert left["name"] == "la" and "lost the lease inside sbatch" in left["why"] and kept in left["why"]
+    (ours,) = lost
+    assert fake_slurm.jobs[ours].cancelled is not adopted
+    assert fake_slurm.jobs[ours].held  # never released by this tick
+
+
 def test_a_finished_campaigns_queued_notices_are_sent_only_by_the_tick_that_holds_its_lease(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -193,6 +227,8 @@ notify: {{command: [{sys.executable}, {script}, {got}, {up}], retries: 5}}
     assert run_main(monkeypatch, capsys, "reconcile", "--all")[0] == 0
     assert not got.exists()  # its queue is the lease holder's to send
     other.release()
+    with store.engine.begin() as conn:  # five minutes later: the failed notice's next try is due
+        conn.execute(notifications.update().values(next_try_at=None))
     assert run_main(monkeypatch, capsys, "reconcile", "--all")[0] == 0
     assert [json.loads(line)["event"] for line in got.read_text().splitlines()] == waiting  # once each
     assert pending_events(store) == []
