@@ -32,7 +32,7 @@ from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, Resources
 from campaignctl.services.dispatch import (
-    Guard,
+    LeaseCheck,
     abandon,
     dispatch_within,
     job_name,
@@ -65,10 +65,11 @@ class Outcomes:
 
 class Actor:
     def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, policy: Policy,
-                 tick_id: int, queued: Callable[[], list[slurm.QueuedJob]], guard: Guard | None = None) -> None:
+                 tick_id: int, queued: Callable[[], list[slurm.QueuedJob]],
+                 still_leased: LeaseCheck | None = None) -> None:
         self.store, self.log, self.record, self.policy = store, log, record, policy
         self.tick_id = tick_id
-        self.guard = guard  # the tick's lease on the campaign, asked around each sbatch (dispatch)
+        self.still_leased = still_leased  # the tick's lease on the campaign, asked around each sbatch (dispatch)
         self.queued = queued
         self._spec: CampaignSpec | None = None
         self._room: SubmitRoom | None = None
@@ -175,7 +176,7 @@ class Actor:
                             self.record.current_revision, self.policy.slurm_requeue)
         try:
             job_id = dispatch_within(self.room, self.store, self.spec, group.token, group.chunk, params, None,
-                                     numbers, guard=self.guard)
+                                     numbers, still_leased=self.still_leased)
         except SlurmUnavailableError as exc:
             return self._refused(group.token, ids, exc.message)
         if job_id is None:  # waits for room under a site limit: a later tick submits it (repair)
@@ -289,7 +290,7 @@ class Actor:
         """Finish a crashed tick: adopt/finish its submissions by token (and retry those Slurm
         refused, once due), redo its resizes (setting the same values twice is harmless), then
         write the missing outcomes. A submission still waiting for its next try stays open."""
-        done = {d.token: d for d in recover(self.store, self.record, self.policy, guard=self.guard)}
+        done = {d.token: d for d in recover(self.store, self.record, self.policy, still_leased=self.still_leased)}
         me = identity.user_name()  # another member's submissions are its own tick's to finish (recover)
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         open_entries = [e for e in open_entries if states.get(e.group_token) is None

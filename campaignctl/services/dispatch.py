@@ -91,38 +91,39 @@ def _layout(resources: Resources) -> dict[str, Any]:
     return {"launcher": resources.launcher, "procs_per_node": resources.tasks_per_node}
 
 
-Guard = Callable[[], bool]  # whether this process still holds the campaign's lease (Leases.holds)
+LeaseCheck = Callable[[], bool]  # whether this process still holds the campaign's lease (Leases.holds)
 
 
 def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
              params: dict[str, Any], job_id: str | None,
-             attempt_numbers: Sequence[int] | None = None, guard: Guard | None = None) -> str:
+             attempt_numbers: Sequence[int] | None = None, still_leased: LeaseCheck | None = None) -> str:
     """Steps 2-5 of the protocol, from wherever the last run stopped. A new job is first put to
     `sbatch --test-only`: Slurm 22.05 accepts a held job no node can run (`--hold --mem=100G`
     on 4000 MB nodes: rc 0) and, once released, leaves it PENDING (BadConstraints) for ever,
     while the same job without --hold is refused with "Requested node configuration is not
     available"; --test-only says the latter.
 
-    `guard` (a tick's lease) is asked before and after sbatch and before release: a tick suspended inside
-    sbatch past the lease's TTL finds another holder, which may have submitted this token
-    itself; its held job is then cancelled unless the holder adopted it, and it releases nothing."""
+    `still_leased` (a tick's lease) is asked before and after sbatch and before release: a tick
+    suspended inside sbatch past the lease's TTL finds another holder, which may have submitted
+    this token itself; its held job is then cancelled unless the holder adopted it, and it
+    releases nothing."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
     if job_id is None:
         submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
         refused = slurm.refusal(str(submission.script_path))
         if refused:
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
-        if guard is not None and not guard():
+        if still_leased is not None and not still_leased():
             raise LeaseLostError(f"lost the lease before sbatch of submission {token}: its holder submits it",
                                  LEASE_LOST_HINT)
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
-        if guard is not None and not guard():
+        if still_leased is not None and not still_leased():
             _lost_after_sbatch(store, token, job_id)
         store.set_submission_state(token, "submitted", job_id)
     submission.deliver(job_id, chunk.size)
     faults.crash_point("before_release")
-    if guard is not None and not guard():
+    if still_leased is not None and not still_leased():
         raise LeaseLostError(f"lost the lease before releasing job {job_id} (submission {token}): its holder "
                              "adopts and releases it", LEASE_LOST_HINT)
     slurm.release(job_id)
@@ -171,7 +172,7 @@ def wait_for_room(store: Store, token: str, why: str, now: datetime | None = Non
 def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
                     params: dict[str, Any], job_id: str | None,
                     attempt_numbers: Sequence[int] | None = None, now: datetime | None = None,
-                    guard: Guard | None = None) -> str | None:
+                    still_leased: LeaseCheck | None = None) -> str | None:
     """`dispatch` when `room` allows it; None when the submission waits for room (noted in the
     store). A submit limit Slurm names, or its generic text while jobs of ours are queued, makes
     this and the tick's later submissions wait; the same text with nothing queued is a refusal
@@ -180,7 +181,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
         wait_for_room(store, token, why, now)
         return None
     try:
-        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers, guard)
+        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers, still_leased)
     except SiteLimitError as exc:
         if not room.is_limit(exc.message):
             raise SlurmUnavailableError(exc.message, REFUSED_HINT) from None
@@ -204,7 +205,7 @@ def is_due(sub: SubmissionRecord, now: datetime | None = None) -> bool:
 
 
 def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
-            now: datetime | None = None, guard: Guard | None = None) -> list[Dispatched]:
+            now: datetime | None = None, still_leased: LeaseCheck | None = None) -> list[Dispatched]:
     """Finish submissions a crashed or refused run left behind. Each one's token is looked up
     first (squeue, by job name): a job found is adopted and any duplicate cancelled, so sbatch
     never runs twice for one token. With `policy` (reconcile), a submission Slurm refused waits
@@ -239,7 +240,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
         if job_id and job_id != sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
         try:
-            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, guard)
+            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, still_leased)
         except SlurmUnavailableError as exc:
             tries = refused(store, sub.token, exc.message, policy or spec.policy, now)
             if policy is None:

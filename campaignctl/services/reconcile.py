@@ -281,7 +281,7 @@ class _Tick:
             self._fail(record, f"internal error: {type(exc).__name__}: {exc}")
         return None
 
-    def _guard(self, record: CampaignRecord) -> Callable[[], bool] | None:
+    def _lease_check(self, record: CampaignRecord) -> Callable[[], bool] | None:
         leases = self.leases
         return None if leases is None else (lambda: leases.holds(record.id))
 
@@ -347,7 +347,8 @@ class _Tick:
         outcomes = Outcomes((), {})
         if decisions:
             assert self.tick_id is not None
-            actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs, self._guard(record))
+            actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs,
+                          self._lease_check(record))
             outcomes = actor.act(decisions, _array_job_of(views), new_token,
                                  plan.retry_parallel)
         late = list(plan.expired)
@@ -385,7 +386,8 @@ class _Tick:
         if not open_entries and not pending_subs and not stranded:
             return 0
         policy, _ = current_policy(self.store, record)
-        actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs, self._guard(record))
+        actor = Actor(self.store, self.log, record, policy, self.tick_id or 0, self.squeue.jobs,
+                      self._lease_check(record))
         # a decision waiting for approval is not open work; an approved one that a crash left
         # undone is, carried out under the submission token its approval named
         approvals = {int(e.params["decision_id"]): str(e.params["token"])  # type: ignore[call-overload]
