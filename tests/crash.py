@@ -9,8 +9,9 @@ import pytest
 from campaignctl.adapters import faults
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """A BaseException, as SIGKILL is: no `except Exception` (reconcile's per-campaign error
+    boundary among them) runs when a process is killed."""
 
 
 def crash_once_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:

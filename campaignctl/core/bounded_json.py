@@ -3,8 +3,11 @@
 The job itself, or any member of a shared campaign's group, can write there. Python's `json`
 accepts what breaks a reader later: an integer of 309 digits (`float()` of it raises
 OverflowError), `1e400` and `NaN`/`Infinity` (non-finite floats), and nesting deep enough to raise
-RecursionError, which is not a ValueError. Here each of those is a bad line (ValueError), as a
-line that is not JSON at all is: the caller skips it and counts it.
+RecursionError, which is not a ValueError. Here a line too long or too deep is a bad line
+(ValueError), as a line that is not JSON at all is: the caller skips it and counts it. A number
+that is not finite, or an integer of more digits than any count a job writes, reads as null: the
+field is dropped and the rest of the line kept (a trainer's `json.dumps` writes a diverged loss as
+`NaN`; the step's other metrics still count).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ MAX_INT_DIGITS = 20  # a step, a byte count or a PID fits in 19 digits
 
 
 def loads(text: str | bytes, max_len: int = MAX_LINE) -> object:
-    """The value of one JSON text; ValueError for anything too long, too deep, or holding a
-    number that is not finite or an integer too long to be one a job would write."""
+    """The value of one JSON text, every number in it finite (or null); ValueError for a text
+    that is not JSON, too long or too deep."""
     if len(text) > max_len:
         raise ValueError(f"longer than {max_len} characters")
     if isinstance(text, bytes):
@@ -29,21 +32,17 @@ def loads(text: str | bytes, max_len: int = MAX_LINE) -> object:
     return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
-def _int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer of more than {MAX_INT_DIGITS} digits")
-    return int(digits)
+def _int(digits: str) -> int | None:
+    return int(digits) if len(digits.lstrip("-")) <= MAX_INT_DIGITS else None
 
 
-def _float(text: str) -> float:
+def _float(text: str) -> float | None:
     value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is not a finite number")
-    return value
+    return value if math.isfinite(value) else None
 
 
-def _constant(name: str) -> float:
-    raise ValueError(f"{name} is not a finite number")
+def _constant(_name: str) -> None:
+    return None  # NaN, Infinity, -Infinity
 
 
 def _depth(text: str) -> int:
