@@ -147,7 +147,9 @@ def load_yaml(path: Path) -> RawDoc:
                              "a spec that big is not a campaign description"], str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(["file not found"], str(path)) from None
+        raise SpecError(["file not found"], str(path),
+                        f"check the path (relative to {Path.cwd()}); the templates/ folder of campaignctl "
+                        "holds specs to start from") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([f"cannot read: {exc}"], str(path)) from None
     return parse_yaml(text, str(path))

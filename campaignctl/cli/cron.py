@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, print_json
+from campaignctl.cli.common import DryRunOption, JsonOption, TextfileOption, console, err_console, print_json
 
 if TYPE_CHECKING:
     from campaignctl.services.cron import CronResult
@@ -66,6 +66,8 @@ def render(result: CronResult, json_out: bool) -> None:
     if json_out:
         print_json(f"cron {result.action}", result.to_dict())
         return
+    if result.note:
+        err_console.print(result.note, markup=False, soft_wrap=True)
     console.print(_headline(result))
     if result.entry:
         console.print(result.entry, soft_wrap=True)

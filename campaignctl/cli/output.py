@@ -22,8 +22,11 @@ def output(
                                           "attempt ends (waits for a pending one to start); Ctrl-C stops.")] = False,
     tail: Annotated[int | None, typer.Option("--tail", min=0, help="Start at the last N lines.")] = None,
     path_only: Annotated[bool, typer.Option("--path", help="Print only the file's path (for scripts).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No header line on stderr.")] = False,
 ) -> None:
     """Print the output (stdout and stderr) of a task's attempt: <run_dir>/tasks/TASK/<token>/output.log.
+    A header line (task, attempt, state, path) goes to stderr first (--quiet: none); the output
+    always ends with a newline, so a last line without one does not run into the next prompt.
 
     Exit codes: 4 no such campaign, task or attempt (the ones that exist are named); 6 the attempt
     has no output yet (pending: -f waits for it); 130 Ctrl-C while following; 141 the reader closed
@@ -39,16 +42,22 @@ def output(
         return
     job = f", job {target.job_id}" if target.job_id else ""
     chunks = follow(target, tail) if follow_ else read_text(target, first_offset(target, tail))
-    err_console.print(f"task {target.task} of {target.campaign!r}, attempt {target.attempt} of {target.attempts} "
-                      f"({target.state}{job}): {target.path}",
-                      style="dim", soft_wrap=True)
+    if not quiet:
+        err_console.print(f"task {target.task} of {target.campaign!r}, attempt {target.attempt} of "
+                          f"{target.attempts} ({target.state}{job}): {target.path}", style="dim", soft_wrap=True)
+        err_console.file.flush()
     _write(chunks)
 
 
 def _write(chunks: Iterable[str]) -> None:
+    last = "\n"
     try:
         for text in chunks:
             sys.stdout.write(text)
             sys.stdout.flush()  # a reader that went away (`| head`): exit 141 at the CLI's boundary
+            last = text[-1:] or last
     except KeyboardInterrupt:
         raise typer.Exit(INTERRUPTED) from None
+    if last != "\n":  # a program killed mid-line (a traceback's last line, an OOM kill)
+        sys.stdout.write("\n")
+        sys.stdout.flush()

@@ -13,7 +13,7 @@ from campaignctl.cli.common import JsonOption, console, local_time, print_json, 
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
 from campaignctl.core.stall import loop_warnings
-from campaignctl.core.status import collapse, index_ranges, varying_keys
+from campaignctl.core.status import TASK_STATES, collapse, index_ranges, unknown_states, varying_keys
 
 if TYPE_CHECKING:
     from campaignctl.services.status import SpendView, StatusResult
@@ -41,6 +41,9 @@ def status(
         raise typer.BadParameter("--watch redraws a table for people; for scripts, run --json in a loop")
     if campaign is None and (state or task):
         raise typer.BadParameter("--state and --task pick tasks of one campaign: name it")
+    if unknown := unknown_states(state or ()):
+        raise typer.BadParameter(f"{unknown[0]!r} is no task state; the states are {', '.join(TASK_STATES)}",
+                                 param_hint="--state")
     from campaignctl.services.status import status as status_service
 
     def build() -> StatusResult:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.ladder import NOT_PROMOTED
+from campaignctl.core.observe import ABANDONED
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation
-from campaignctl.core.slurm_states import TERMINAL
+from campaignctl.core.slurm_states import TERMINAL, State
 
 # Local states before Slurm has the job: recorded intent, or held until payloads are in place.
 NOT_SUBMITTED = "NOT_SUBMITTED"
@@ -90,6 +91,15 @@ def stored_rows(task_params: Mapping[int, Mapping[str, Scalar]], history: Iterab
                             row.nodes, row.elapsed_s, row.exit_code if row.state in TERMINAL else None,
                             token=row.token))
     return rows
+
+
+# What a task row's state can be: Slurm's, as the domain names them, and campaignctl's own
+TASK_STATES = (*(s.value for s in State), NOT_SUBMITTED, "SUBMITTING", "SUBMITTED", ABANDONED, NOT_PROMOTED)
+
+
+def unknown_states(states: Collection[str]) -> list[str]:
+    """The `--state` values no task can be in (`FAILD`): said, not answered with "no task matches"."""
+    return [s for s in states if s.upper() not in TASK_STATES]
 
 
 def select_rows(rows: Iterable[TaskRow], states: Collection[str] = (), tasks: Collection[int] = ()) -> list[TaskRow]:

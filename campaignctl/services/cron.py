@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from campaignctl.adapters import crontab, paths
+from campaignctl.adapters.crontab import CrontabUnavailableError
 from campaignctl.core.crontab import (
     CronJob,
     cron_environment,
@@ -30,6 +31,7 @@ class CronResult:
     installed: bool  # a managed entry is in the crontab afterwards (or would be)
     entry: str | None  # the managed job line: installed, removed, or current
     log_path: str
+    note: str = ""  # a dry run without crontab(1): why the line is only shown
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -41,7 +43,13 @@ def install(every_minutes: int, campaign: str | None = None, dry_run: bool = Fal
     job = CronJob(every_minutes, campaignctl_program(), str(log), campaign, _environment(),
                   os.path.abspath(textfile) if textfile else None)
     line = render_job_line(job)  # validates before anything is read or created
-    before = crontab.read_crontab()
+    try:
+        before = crontab.read_crontab()
+    except CrontabUnavailableError as exc:
+        if not dry_run:
+            raise
+        # the line is what a dry run is for: print it for a crontab elsewhere, or scrontab
+        return CronResult("install", True, True, True, line, str(log), f"{exc.message}: {exc.hint}")
     after = install_entry(before, line)
     if not dry_run:
         paths.state_dir()  # cron's `>> log` needs the directory; created private (0700)

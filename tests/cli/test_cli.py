@@ -48,8 +48,16 @@ def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_missing_spec_file(tmp_path: Path) -> None:
-    assert_user_error(run_cli("submit", str(tmp_path / "nope.yaml"), state=tmp_path), 3,
-                      "nope.yaml", "file not found")
+    missing = run_cli("submit", str(tmp_path / "nope.yaml"), state=tmp_path)
+    assert_user_error(missing, 3, "nope.yaml", "file not found")
+    assert "check the path" in missing.stderr and "fix the keys above" not in missing.stderr  # issue 28
+
+
+def test_status_of_a_state_no_task_can_be_in_is_a_usage_error_naming_the_states(tmp_path: Path) -> None:
+    """Issue 28: `--state FAILD` printed "no task matches" and exit 0."""
+    typo = run_cli("status", "lr", "--state", "FAILD", state=tmp_path)
+    assert typo.returncode == 2 and "'FAILD' is no task state" in typo.stderr
+    assert "FAILED" in typo.stderr and "OUT_OF_MEMORY" in typo.stderr and "Traceback" not in typo.stderr
 
 
 def test_invalid_spec_names_file_line_key_and_allowed_values(tmp_path: Path) -> None:

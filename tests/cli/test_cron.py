@@ -162,6 +162,17 @@ def test_missing_crontab_binary_names_the_package(cron: Cron, tmp_path: Path) ->
     assert_user_error(cron.run("show", path=str(empty)), 69, "crontab: command not found", "apt-get install cron")
 
 
+def test_a_dry_run_without_crontab_still_prints_the_line(cron: Cron, tmp_path: Path) -> None:
+    """Issue 28: the line is what a dry run is for (to paste into a crontab elsewhere, or scrontab)."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    shown = cron.run("install", "--dry-run", "--every", "7", path=str(empty))
+    assert shown.returncode == 0, shown.stderr
+    assert "would install:" in shown.stdout and "*/7 * * * * " in shown.stdout and "reconcile --all" in shown.stdout
+    assert "crontab: command not found" in shown.stderr and "apt-get install cron" in shown.stderr
+    assert_user_error(cron.run("install", "--every", "7", path=str(empty)), 69, "crontab: command not found")
+
+
 def test_crontab_refusing_the_user_is_exit_69_with_its_message(cron: Cron) -> None:
     assert_user_error(cron.run("install", FAKE_CRONTAB_DENY="1"), 69, "not allowed to use this program")
 

@@ -70,7 +70,7 @@ def test_tail_path_and_attempt(sweep: str, tmp_path: Path, monkeypatch: pytest.M
     first = output_file(tmp_path, 1, 0)
     first.write_text("".join(f"step {i}\n" for i in range(100)) + "Killed")
     code, out, _ = cli(monkeypatch, capsys, sweep, "1", "--attempt", "1", "--tail", "2")
-    assert (code, out) == (0, "step 99\nKilled")
+    assert (code, out) == (0, "step 99\nKilled\n")  # the newline the program never wrote (issue 28)
     code, out, _ = cli(monkeypatch, capsys, sweep, "1", "--attempt", "1", "--path")
     assert (code, out) == (0, f"{first}\n")
     code, out, _ = cli(monkeypatch, capsys, sweep, "1", "--path")  # the latest attempt: the retry
@@ -142,6 +142,23 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(sweep: str, tmp_path: P
     err = head.stderr.read().decode()
     assert head.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err
+
+
+def test_the_header_comes_first_and_a_last_line_without_newline_gets_one(
+        sweep: str, tmp_path: Path, state_home: Path) -> None:
+    """Issue 28: in a terminal (stdout and stderr on one screen) the header came after the output
+    and glued onto a traceback's last line (`AssertionErrortask 2 of …`)."""
+    output_file(tmp_path, 0).write_text("Traceback (most recent call last):\nAssertionError")
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "CAMPAIGNCTL_FAULT")}
+    env["XDG_STATE_HOME"] = str(state_home)
+    both = subprocess.run([sys.executable, "-m", "campaignctl", "output", sweep, "0"], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    lines = both.stdout.splitlines(keepends=True)
+    assert both.returncode == 0 and lines[0].startswith("task 0 of 'out', attempt 1 of 1")
+    assert lines[1:] == ["Traceback (most recent call last):\n", "AssertionError\n"]
+    quiet = subprocess.run([sys.executable, "-m", "campaignctl", "output", sweep, "0", "--quiet"], cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert quiet.stderr == "" and quiet.stdout.endswith("AssertionError\n")
 
 
 def test_a_give_up_decision_names_the_output_file(tmp_path: Path, fake_slurm: FakeSlurm,
