@@ -11,6 +11,9 @@ from campaignctl.cli.common import JsonOption, console, err_console, print_json
 if TYPE_CHECKING:
     from campaignctl.services.revisions import RevisionsResult
 
+FullOption = Annotated[bool, typer.Option("--full", help="Print the whole diff of the revision, not the "
+                                                         "settings that changed.")]
+
 policy_app = typer.Typer(help="Change, shadow, promote and replay a campaign's policy.\n\n"
                               "Example: campaignctl policy replay lr-sweep policies/default.yaml",
                          no_args_is_help=True)
@@ -24,16 +27,18 @@ def set_(
     shadow: Annotated[bool, typer.Option("--shadow", help="Run it next to the current policy as a candidate "
                                                           "that only proposes.")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Why (kept with the new revision).")] = "",
+    full: FullOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Change a campaign's policy mid-flight: a new revision, applied from the next reconcile.
-    Work already queued keeps its resources; `campaignctl rollback` undoes the change.
+    Work already queued keeps its resources; `campaignctl rollback` undoes the change. Prints the
+    settings that changed (--full: the whole diff).
 
     Example: campaignctl policy set lr-sweep my-policy.yaml --reason "grow memory faster"
     """
     from campaignctl.services.revisions import set_policy
 
-    _render(set_policy(campaign, policy_file, reason, shadow), json_out, "policy set")
+    _render(set_policy(campaign, policy_file, reason, shadow), json_out, "policy set", full)
 
 
 @policy_app.command("promote")
@@ -41,6 +46,7 @@ def promote(
     campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
     rule: Annotated[str | None, typer.Option("--rule", help="Promote only this shadow rule.")] = None,
     reason: Annotated[str, typer.Option("--reason", help="Why (kept with the new revision).")] = "",
+    full: FullOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Let shadow decisions act: the candidate policy becomes the enforced one, or the policy's
@@ -50,7 +56,7 @@ def promote(
     """
     from campaignctl.services.revisions import promote as promote_service
 
-    _render(promote_service(campaign, reason, rule), json_out, "policy promote")
+    _render(promote_service(campaign, reason, rule), json_out, "policy promote", full)
 
 
 @policy_app.command("replay")
@@ -95,7 +101,7 @@ def _campaign_first(first: str, second: str) -> tuple[str, str]:
     return first, second
 
 
-def _render(result: RevisionsResult, json_out: bool, command: str) -> None:
+def _render(result: RevisionsResult, json_out: bool, command: str, full: bool) -> None:
     if json_out:
         print_json(command, result.to_dict())
         return
@@ -103,4 +109,8 @@ def _render(result: RevisionsResult, json_out: bool, command: str) -> None:
     shadow = ", ".join(filter(None, [rev.shadow_policy and f"candidate {rev.shadow_policy}", *rev.shadow_rules]))
     console.print(f"{result.campaign}: revision {rev.number} is current ({rev.kind}: {rev.reason}); "
                   f"policy {rev.policy}" + (f"; in shadow: {shadow}" if shadow else ""))
-    console.print(rev.diff, soft_wrap=True)
+    if full:
+        console.print(rev.diff, soft_wrap=True, markup=False)
+        return
+    for line in rev.summary or ["no setting changed"]:
+        console.print(line, soft_wrap=True, markup=False)

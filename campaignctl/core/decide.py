@@ -228,7 +228,8 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     reason = (f"{_described(latest, cause)} (attempt {latest.number}); retry {seen} of "
               f"{rule.max_retries} with {what}")
     if cause == "timeout":
-        reason += ", resuming from the task's checkpoint directory"
+        # whether the program resumes is the program's doing: say what campaignctl gives it
+        reason += "; the retry gets CAMPAIGNCTL_RESUME=1 and the same checkpoint directory"
     params: dict[str, object] = {"changes": changes, "retry": seen, "max_retries": rule.max_retries}
     params.update(_task_params(latest, param_changes))
     return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs, params, new)

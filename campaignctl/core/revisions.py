@@ -39,3 +39,55 @@ def revision_diff(old: RevisionRecord | None, new: RevisionRecord) -> str:
 
 def _shown(text: str) -> str:
     return mask_assignments(mask_urls(text))
+
+
+SUMMARY_LIMIT = 12  # changed settings listed per part; the rest counted (`--full` shows the diff)
+
+
+def change_summary(old: RevisionRecord | None, new: RevisionRecord) -> list[str]:
+    """What a revision changed, in a few lines: the spec lines, the enforced policy's settings
+    that changed, and how a candidate in shadow differs from the policy it runs next to. (The
+    full diff of a new candidate is every line of it: 260 lines for the default policy.)"""
+    lines = []
+    before_spec = _shown(old.spec_text).splitlines() if old else []
+    spec = [d for d in difflib.ndiff(before_spec, _shown(new.spec_text).splitlines()) if d[:2] in ("+ ", "- ")]
+    if spec:
+        lines.append(f"spec: {sum(d[0] == '+' for d in spec)} line(s) added, {sum(d[0] == '-' for d in spec)} removed")
+    policy = json.loads(new.policy_json)
+    if old is not None:
+        lines += _listed("policy", setting_changes(json.loads(old.policy_json), policy))
+    if new.shadow_policy_json:
+        lines += _listed("candidate in shadow, against the enforced policy",
+                         setting_changes(policy, json.loads(new.shadow_policy_json)))
+    elif old is not None and old.shadow_policy_json:
+        lines.append("candidate in shadow: removed")
+    return lines
+
+
+def setting_changes(old: dict[str, object], new: dict[str, object]) -> list[str]:
+    """`rules.out_of_memory.mem_factor: 1.5 → 2.0` for each setting that differs (secrets masked)."""
+    a, b = _flat(old), _flat(new)
+    missing = object()
+    return [mask_assignments(mask_urls(f"{k}: {_value(a.get(k, missing))} → {_value(b.get(k, missing))}"))
+            for k in sorted(set(a) | set(b)) if a.get(k, missing) != b.get(k, missing)]
+
+
+def _listed(title: str, changes: list[str]) -> list[str]:
+    if not changes:
+        return []
+    more = len(changes) - SUMMARY_LIMIT
+    return ([f"{title}: {len(changes)} setting(s) differ"] + [f"  {c}" for c in changes[:SUMMARY_LIMIT]]
+            + ([f"  … and {more} more (--full shows the whole diff)"] if more > 0 else []))
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def _value(value: object) -> str:
+    return "(none)" if not isinstance(value, (str, int, float, bool, list, type(None))) else json.dumps(value)

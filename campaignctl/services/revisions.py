@@ -17,7 +17,7 @@ from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.records import CampaignRecord, RevisionRecord
-from campaignctl.core.revisions import content_hash, revision_diff
+from campaignctl.core.revisions import change_summary, content_hash, revision_diff
 from campaignctl.core.tick import KNOWN_GOOD
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign
@@ -42,6 +42,7 @@ class RevisionRow:
     current: bool
     source_revision: int | None
     diff: str  # against the revision before it
+    summary: list[str]  # what the diff changed, in a few lines (core/revisions.change_summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:
                                 content_hash(rev), policy.described, shadow.described if shadow else "",
                                 policy.shadow_rules, good.get(rev.number, ""),
                                 rev.number == record.current_revision, rev.source_revision,
-                                revision_diff(before, rev)))
+                                revision_diff(before, rev), change_summary(before, rev)))
     return RevisionsResult(name, record.current_revision, rows)
 
 

@@ -148,6 +148,23 @@ def test_governance_commands_refuse_bad_input_with_a_hint(
     assert_user_error(same, 5, "already has this content")
 
 
+def test_policy_set_prints_the_settings_that_changed_and_full_prints_the_diff(
+        tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
+    """Issue 28: `policy set --shadow` dumped a 260-line JSON diff."""
+    submit(write_spec(tmp_path, "name: gov\ncommand: [python3, x.py]\ntasks: [{}]\n"))
+    grow = tmp_path / "grow.yaml"
+    grow.write_text("name: grow\nrules: {out_of_memory: {mem_factor: 2}}\n")
+    shadow = run_cli("policy", "set", "gov", str(grow), "--shadow", state=state_home)
+    assert shadow.returncode == 0, shadow.stderr
+    lines = shadow.stdout.splitlines()
+    assert len(lines) <= 7, shadow.stdout
+    assert "candidate in shadow, against the enforced policy: 4 setting(s) differ" in shadow.stdout
+    assert "rules.out_of_memory.mem_factor: 1.5 → 2.0" in shadow.stdout and 'name: "default" → "grow"' in shadow.stdout
+    assert 'base: (none) → "default@v1"' in shadow.stdout and "version: 1 → 0" in shadow.stdout
+    promoted = run_cli("policy", "promote", "gov", "--full", state=state_home)
+    assert promoted.returncode == 0 and '+  "name": "grow"' in promoted.stdout  # the whole diff
+
+
 def test_policy_set_then_rollback_to_it_by_hand(tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
     submit(write_spec(tmp_path, "name: gov\ncommand: [python3, x.py]\ntasks: [{}]\n"))
     other = REPO / "campaignctl" / "policies" / "conservative.yaml"

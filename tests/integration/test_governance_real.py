@@ -76,7 +76,7 @@ def test_rollback_restores_what_a_bad_policy_did_to_pending_jobs(
         (tmp_path / "bad.yaml").write_text(BAD_POLICY)
         changed = cli("policy", "set", name, str(tmp_path / "bad.yaml"), "--reason", "grow memory faster")
         assert changed.returncode == 0, changed.stderr
-        assert "revision 3 is current" in changed.stdout and '+  "name": "grow-fast"' in changed.stdout
+        assert "revision 3 is current" in changed.stdout and '→ "grow-fast"' in changed.stdout  # the settings
 
         def bad_resize_seen() -> bool:
             reconcile(name)
