@@ -117,6 +117,6 @@ def status(name: str) -> dict[str, object]:
 
 
 def results(name: str, metric: str | None = None, by: str = "last", goal: str | None = None) -> list[dict[str, object]]:
-    """What `campaignctl results NAME --json` prints under `data`: one plain row per config, the
-    winner first (`pandas.DataFrame(api.results(name))`). Reads the store only."""
+    """The rows `campaignctl results NAME --json` prints under `data.rows`: one plain row per
+    config, the winner first (`pandas.DataFrame(api.results(name))`). Reads the store only."""
     return results_service.results(name, metric, by, goal).rows()

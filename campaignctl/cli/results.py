@@ -54,7 +54,7 @@ def results(
 
     result = results_service(campaign, metric, by.value, goal.value if goal else None)
     if json_out:
-        print_json("results", result.rows())
+        print_json("results", result.to_dict())
     elif csv_out:
         write_csv(result.rows())
     else:
@@ -79,7 +79,8 @@ SHORT = ("GPU-h", "cost")  # what fits 80 columns next to the params and the met
 def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     params = list(dict.fromkeys(k for c in result.configs for k in c.params))
     rungs = any(c.rung for c in result.configs)
-    shown = [i for i, name in enumerate(COLUMNS) if wide or name in SHORT]
+    unused = _unused_columns(result)
+    shown = [i for i, name in enumerate(COLUMNS) if (wide or name in SHORT) and name not in unused]
     table = Table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state", "final",
                   "best", *(COLUMNS[i] for i in shown), box=None, padding=(0, 1), collapse_padding=True,
                   pad_edge=False, header_style="bold underline",
@@ -91,6 +92,17 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
                       _value(c.final), _value(c.best), *(figures[i] for i in shown))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
                                                "(cpu, mem, time, gpu: % of what Slurm allocated)"))
+
+
+def _unused_columns(result: ResultsResult) -> set[str]:
+    """Columns every config has nothing in: a CPU campaign's GPU columns, cost without prices."""
+    effs = [c.efficiency for c in result.configs]
+    unused = set()
+    if not any(e.gpu_hours for e in effs):
+        unused |= {"gpu", "gpu mem", "GPU-h"}
+    if not any(e.cost for e in effs):
+        unused.add("cost")
+    return unused
 
 
 def _summary(result: ResultsResult) -> Text:

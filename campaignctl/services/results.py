@@ -38,6 +38,13 @@ class ResultsResult:
         """Plain rows, the winner first: `pandas.DataFrame(result.rows())`."""
         return [plain_row(c, self.metric) for c in self.configs]
 
+    def to_dict(self) -> dict[str, object]:
+        """What `results --json` prints: everything the table and its summary lines show."""
+        winner = next((c.config for c in self.configs if c.rank == 1), None)
+        return {"campaign": self.campaign, "metric": self.metric, "goal": self.goal,
+                "goal_source": self.goal_source, "by": self.by, "metrics": self.metrics, "winner": winner,
+                "efficiency": self.efficiency.to_dict(), "rows": self.rows()}
+
 
 def results(name: str, metric: str | None = None, by: str = "last", goal: str | None = None) -> ResultsResult:
     if by not in BY or (goal is not None and goal not in MODES):

@@ -15,8 +15,10 @@ import pytest
 
 from campaignctl.core.errors import InputError
 from campaignctl.core.results import Objective
+from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import choose_metric
-from tests.conftest import run_main
+from campaignctl.services.submit import submit
+from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 from tests.report_campaign import NAME, drive
 
@@ -37,7 +39,11 @@ def json_rows(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str
     assert code == 0, err
     envelope = json.loads(out)
     assert envelope["command"] == "results" and envelope["ok"]
-    return envelope["data"]
+    data = envelope["data"]
+    # issue 28: the goal and the campaign's efficiency the table shows are in the JSON too
+    assert {"metric", "goal", "goal_source", "by", "winner", "efficiency"} <= set(data)
+    assert data["winner"] == next((r["config"] for r in data["rows"] if r["rank"] == 1), None)
+    return data["rows"]
 
 
 def test_json_has_one_plain_row_per_config_the_winner_first(
@@ -87,7 +93,8 @@ def test_the_table_names_the_winner_and_the_unit(driven: Path, monkeypatch: pyte
     assert "winner: config 0 (lr=0.1)" in out and "min (assumed; --goal max if higher is better)" in out
     assert "% of what Slurm allocated" in out
     header = next(line for line in out.splitlines() if line.startswith("rank"))
-    assert header.split() == ["rank", "config", "lr", "state", "final", "best", "GPU-h", "cost"]  # fits 80
+    # fits 80; no prices in the policy: no cost column of zeros (issue 28)
+    assert header.split() == ["rank", "config", "lr", "state", "final", "best", "GPU-h"]
     rows = [line for line in out.splitlines() if line.split()[:1] in (["rank"], ["1"], ["2"], ["3"], ["4"])]
     assert len(rows) == 5 and all(len(line) <= 80 and "…" not in line for line in rows)
     monkeypatch.setenv("COLUMNS", "160")
@@ -131,3 +138,18 @@ def test_several_metrics_and_no_objective_must_be_chosen() -> None:
     with pytest.raises(InputError) as raised:
         choose_metric(None, None, ["loss", "acc"])
     assert raised.value.exit_code == 3 and "choose one with --metric: loss, acc" in raised.value.hint
+
+
+def test_a_cpu_campaign_shows_no_gpu_columns(tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: a CPU campaign's results had GPU-h and cost columns of zeros."""
+    submit(write_spec(tmp_path, "name: cpu\ncommand: [python3, t.py, '{i}']\nmatrix: {i: [0, 1]}\n"
+                                "resources: {cpus_per_task: 2, mem: 1G, time: '00:10:00'}\n"))
+    fake_slurm.set_state(min(fake_slurm.jobs, key=int), 0, "COMPLETED", "0:0", "node1")
+    reconcile("cpu")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_main(monkeypatch, capsys, "results", "cpu", "--wide")
+    header = next(line for line in out.splitlines() if line.startswith("rank"))
+    assert code == 0 and "cpu" in header.split() and "mem" in header.split()
+    assert not {"gpu", "GPU-h", "cost"} & set(header.split()) and "gpu mem" not in header

@@ -58,5 +58,5 @@ objective: {metric: loss, goal: min}
         time.sleep(1)
     ranked = cli("results", "live", "--json")
     assert ranked.returncode == 0, ranked.stderr  # the objective names the metric: no "names no objective"
-    [row] = json.loads(ranked.stdout)["data"]
+    [row] = json.loads(ranked.stdout)["data"]["rows"]
     assert row["metric"] == "loss" and row["final"] == pytest.approx(1 / 6, abs=1e-4)

@@ -39,7 +39,7 @@ for step in range(1, 6):
 def results_json(*args: str) -> list[dict]:
     shown = cli("results", NAME, "--json", *args)
     assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)["data"]
+    return json.loads(shown.stdout)["data"]["rows"]
 
 
 def test_results_rank_a_real_grid_by_last_and_best_value_with_efficiency(
