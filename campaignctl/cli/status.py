@@ -12,7 +12,7 @@ from rich.text import Text
 from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
-from campaignctl.core.stall import loop_warnings
+from campaignctl.core.stall import NO_CRON, loop_warnings
 from campaignctl.core.status import TASK_STATES, collapse, index_ranges, unknown_states, varying_keys
 
 if TYPE_CHECKING:
@@ -97,8 +97,11 @@ def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
         lines.append(Text(ticks.message, style="bold red"))
     if ticks is not None and any(c.state in LIVE_STATES for c in result.campaigns):
         cron = result.cron
-        lines += [Text(w, style="yellow") for w in
-                  loop_warnings(ticks, cron is None or cron.installed, cron.problem if cron else "")]
+        from campaignctl.services.ticks import due_warning
+
+        warnings = loop_warnings(ticks, cron is None or cron.installed, cron.problem if cron else "")
+        lines += [Text(w, style="yellow") for w in warnings
+                  if not w.startswith(NO_CRON) or due_warning("no-cron")]  # once a minute, not every screen
     lines += [Text(f"{c.name}: {c.tick_failed}", style="bold red") for c in result.campaigns if c.tick_failed]
     lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.refused]
     lines += [Text(f"{result.campaigns[0].name}: {note}", style="yellow") for note in result.silent]

@@ -73,6 +73,9 @@ def human(seconds: int) -> str:
     return " ".join(p for p in parts if p) or "0s"
 
 
+NO_CRON = "no crontab line runs `campaignctl reconcile`"
+
+
 def loop_warnings(health: TickHealth, cron_installed: bool, cron_problem: str = "") -> list[str]:
     """What `status` warns about the control loop beside a stall: no crontab line, without which
     nothing retries, promotes or holds; with one, no tick for longer than the stall threshold
@@ -83,7 +86,7 @@ def loop_warnings(health: TickHealth, cron_installed: bool, cron_problem: str = 
         warnings.append(f"no reconcile tick for {human(age)}, more than {human(health.stall_after_s)}: "
                         "retries, promotions and budget holds wait for the next one")
     if not cron_installed:
-        why = f" ({cron_problem})" if cron_problem else ""
-        warnings.append(f"no crontab line runs `campaignctl reconcile`{why}: nothing is retried or promoted "
-                        "until a tick runs; `campaignctl cron install --every 5`, or run `campaignctl reconcile`")
+        # one line at 80 columns: what to run, or why crontab cannot be read (then no command helps)
+        warnings.append(f"{NO_CRON}: {cron_problem}" if cron_problem
+                        else f"{NO_CRON}; add one: campaignctl cron install")
     return warnings

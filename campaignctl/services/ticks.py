@@ -5,6 +5,7 @@ without calling Slurm: the last tick in the store, the reconcile lock's holder, 
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -37,6 +38,28 @@ def stall_setting_s() -> int | None:
         raise UsageError(f"{STALL_SETTING}={text!r} is not a duration",
                          "give seconds or 90s, 20m, 1h; unset it for 3 cron intervals")
     return seconds
+
+
+WARN_EVERY_S = 60  # a warning that repeats on every screen (no crontab line) is shown this often
+
+
+def due_warning(name: str, now: float | None = None) -> bool:
+    """Whether the repeating warning `name` is due: not shown by this user in the last
+    WARN_EVERY_S seconds (`status --watch`, or status run again and again). Marks it shown."""
+    stamp = Path(paths.state_path()) / f"warned-{name}"
+    now = time.time() if now is None else now
+    try:
+        if now - stamp.stat().st_mtime < WARN_EVERY_S:
+            return False
+    except OSError:
+        pass
+    try:
+        paths.state_dir()
+        stamp.touch(mode=0o600)
+        os.utime(stamp, (now, now))
+    except OSError:
+        pass  # a read-only state directory: warn every time, as before
+    return True
 
 
 def interval_path() -> Path:

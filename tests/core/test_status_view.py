@@ -104,7 +104,7 @@ def test_only_the_parameters_that_vary_are_shown_compactly() -> None:
 
 @pytest.mark.parametrize(("last_tick_s", "interval_s", "cron", "says"), [
     (60, 300, True, []),
-    (60, None, False, ["no crontab line runs `campaignctl reconcile` (crontab: command not found)"]),
+    (60, None, False, ["no crontab line runs `campaignctl reconcile`: crontab: command not found"]),
     (1000, None, True, ["no reconcile tick for 16m 40s, more than 15m"]),  # a line not installed by campaignctl
     (1000, None, False, ["no crontab line"]),  # run by hand: the age says nothing more
     (1000, 300, True, []),  # stalled: status prints the stall message itself
