@@ -151,9 +151,15 @@ def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> list[TaskR
     proposal never acted, so it must not stand where the decision that did is shown."""
     enforced: dict[int, LoggedDecision] = {}
     shadow: dict[int, LoggedDecision] = {}
+    by_token = {r.token: r.index for r in rows if r.token}
     for e in entries:
         if e.task_index >= 0:
             (shadow if e.mode == "shadow" else enforced)[e.task_index] = e
+        # a promotion is logged on the next rung's task; the task promoted shows it too, as a
+        # retired one shows its `retire`
+        source = by_token.get(e.attempt_token) if e.action == "promote" else None
+        if source is not None and source != e.task_index:
+            (shadow if e.mode == "shadow" else enforced)[source] = e
     return [replace(r, last_decision=_said(enforced.get(r.index)), shadow=_said(shadow.get(r.index)),
                     decision_status=enforced[r.index].status if r.index in enforced else "") for r in rows]
 

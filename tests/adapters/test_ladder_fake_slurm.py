@@ -94,6 +94,10 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
     entries = DecisionLog(store.engine).entries(record.id, actions=("promote",))
     assert [e.inputs["rank"] for e in entries] == [1, 3, 2, 1]  # configs 1, 3, 4 then 3: the evidence is logged
     assert entries[-1].inputs["ranking"] == {"1": 0.1, "3": 0.05, "4": 0.3}
+    rows = {r.index: r.last_decision for r in status("lad").tasks}
+    # issue 28: a promoted task said `-` where a retired one said `retire (promotion)`
+    assert rows[1] == rows[9] == rows[15] == "promote (promotion) applied"  # config 1 kept by screen, 3 by grow
+    assert rows[0] == rows[7] == "retire (promotion) applied"  # config 0 left at screen, 1 at grow
     shown = status("lad").campaigns[0]
     assert shown.counts == {"NOT_PROMOTED": 8, "COMPLETED": 10}
     assert [(r.name, r.started, r.promoted) for r in shown.rungs] == [
