@@ -369,6 +369,16 @@ class Store:
         return [UsageGroup(phase_of(state), parse(res), tres, n, int(elapsed or 0), float(energy or 0.0))
                 for state, res, tres, n, elapsed, energy in rows]
 
+    def attempt_usage_groups(self, campaign_id: int) -> list[tuple[str, UsageGroup]]:
+        """usage_groups one attempt at a time, each with its job id: `status` moves each into the
+        phase sacct says now, so the spend line agrees with the task table it prints."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _ATTEMPT_USAGE_SQL), (campaign_id,)).fetchall()
+        parse = resources_parser()
+        return [(job_id, UsageGroup(phase_of(state), parse(res), tres or "", 1, int(elapsed or 0),
+                                    float(energy or 0.0)))
+                for job_id, state, res, tres, elapsed, energy in rows]
+
     def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
         """Current throttle per submitted array job id (the `%N` of its array spec)."""
         with self.engine.connect() as conn:
@@ -442,6 +452,14 @@ FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.i
 LEFT JOIN telemetry tl ON tl.attempt_id = a.id
 WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
 GROUP BY a.state, res, a.alloc_tres"""
+
+
+_ATTEMPT_USAGE_SQL = """
+SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s,
+       COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)
+FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
+LEFT JOIN telemetry tl ON tl.attempt_id = a.id
+WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
-from campaignctl.core.cost import campaign_spend
+from campaignctl.core.cost import UsageGroup, campaign_spend, phase_of
 from campaignctl.core.efficiency import Efficiency, attempt_efficiency, campaign_efficiency, task_efficiency
 from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
@@ -198,7 +198,8 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
     shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy)
-    return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency),
+    return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
+                                                   seen.observed),
                    silent=_silent(records[0], shown))
 
 
@@ -273,12 +274,27 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
 
 
 def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: CampaignSettings,
-           efficiency: Efficiency | None) -> SpendView:
-    spend = campaign_spend(store.usage_groups(record.id), policy.prices)
+           efficiency: Efficiency | None, observed: dict[tuple[str, int | None], JobObservation]) -> SpendView:
+    """The spend as of what sacct says now (the task table's states), not as of the last tick:
+    an attempt the table shows COMPLETED commits nothing more, and its time counts as spent."""
+    spend = campaign_spend(_live_groups(store.attempt_usage_groups(record.id), observed), policy.prices)
     budget = settings.budget
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
                      bool(budget.limits()) and assess(budget, spend).exhausted,
                      (efficiency.energy_source if efficiency else None) or "")
+
+
+def _live_groups(groups: list[tuple[str, UsageGroup]],
+                 observed: dict[tuple[str, int | None], JobObservation]) -> list[UsageGroup]:
+    out = []
+    for job_id, group in groups:
+        array, _, index = job_id.partition("_")
+        seen = observed.get((array, int(index) if index.isdigit() else None))
+        if seen is not None:
+            group = replace(group, phase=phase_of(seen.state.value),
+                            elapsed_s=seen.elapsed_s if seen.elapsed_s is not None else group.elapsed_s)
+        out.append(group)
+    return out
 
 
 def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy) -> list[TaskRow]:

@@ -59,3 +59,21 @@ def test_reconcile_holds_once_resume_is_refused_and_a_forced_resume_sticks(
     assert record is not None and record.state == "active"
     actions = [e.action for e in DecisionLog(store.engine).entries(record.id)]
     assert actions.count("hold") == 1 and actions.count("release") == 1 and "alert" in actions
+
+
+def test_status_spend_agrees_with_the_task_table_not_the_last_tick(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """Issue 28: with every task COMPLETED in the table, the spend line still said "committed"
+    (the last tick had seen them RUNNING) and a done campaign "spent 0"."""
+    from campaignctl.services.status import status
+    submit(write_spec(tmp_path, SPEC.replace("budget: {gpu_hours: 0.5}", "budget: {gpu_hours: 100}")))
+    array = min(fake_slurm.jobs, key=int)
+    for index in range(3):
+        fake_slurm.set_state(array, index, "RUNNING", "0:0", "node1")
+    reconcile("tight")  # the store now says RUNNING, committing up to the 1-hour limit
+    for index in range(3):
+        fake_slurm.set_state(array, index, "COMPLETED", "0:0", "node1")
+    shown = status("tight")
+    assert {r.state for r in shown.tasks} == {"COMPLETED"}
+    assert shown.spend is not None
+    assert shown.spend.committed["gpu_hours"] == 0 and shown.spend.projected["gpu_hours"] == 0
+    assert shown.spend.spent["gpu_hours"] == pytest.approx(3 * 3 / 3600)  # sacct's 00:00:03 each
