@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from campaignctl.core.clock import read_time
@@ -30,11 +32,40 @@ TextfileOption = Annotated[Path | None, typer.Option(
     "--textfile", callback=_prom_file, show_default=False,
     help="Prometheus textfile (*.prom) for node_exporter: written as a temp file, mode 0644, then renamed.")]
 
+UNLIMITED = 100_000  # columns of a console with no width limit (rich needs a number)
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         """rich would exit 1; the CLI's boundary makes a reader that went away exit 141."""
         self.quiet = True
         raise BrokenPipeError
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        """A terminal's size; written to a pipe or a file (and COLUMNS not set), no width limit:
+        whole rows, as squeue, ps and kubectl print them for grep and paste. (rich would take the
+        width of whichever standard stream is a terminal, stderr in `status | cat`, else 80.)"""
+        dims = super().size
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS"):
+            return ConsoleDimensions(UNLIMITED, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+@contextmanager
+def whole_rows(wide: bool) -> Iterator[None]:
+    """`--wide`: whole rows whatever the terminal's width (the terminal wraps them)."""
+    before = console._width
+    if wide:
+        console.width = UNLIMITED
+    try:
+        yield
+    finally:
+        console._width = before
 
 
 # Markup is off on both consoles: user and Slurm text (a param `[/data/a]`, a reason, a hostlist

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli.common import JsonOption, console, print_json, styled
+from campaignctl.cli.common import JsonOption, console, print_json, styled, whole_rows
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.results import ConfigResult, param_column
 
@@ -58,7 +58,8 @@ def results(
     elif csv_out:
         write_csv(result.rows())
     else:
-        console.print(view(result, wide))
+        with whole_rows(wide):
+            console.print(view(result, wide))
 
 
 def write_csv(rows: list[dict[str, object]]) -> None:

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled
+from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled, whole_rows
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
 from campaignctl.core.stall import NO_CRON, loop_warnings
@@ -57,7 +57,8 @@ def status(
     result = build()
     if json_out:
         print_json("status", result.to_dict())
-    else:
+        return
+    with whole_rows(wide):
         console.print(view(result, campaign, wide, bool(state)))
 
 

@@ -153,3 +153,18 @@ def test_a_cpu_campaign_shows_no_gpu_columns(tmp_path: Path, fake_slurm: FakeSlu
     header = next(line for line in out.splitlines() if line.startswith("rank"))
     assert code == 0 and "cpu" in header.split() and "mem" in header.split()
     assert not {"gpu", "GPU-h", "cost"} & set(header.split()) and "gpu mem" not in header
+
+
+def test_results_to_a_file_keep_every_value_whole(driven: Path, state_home: Path, tmp_path: Path) -> None:
+    """Issue 28: `results --wide >file` showed lr as `0.…`: a file or pipe has no width limit."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home)}
+    done = subprocess.run([sys.executable, "-m", "campaignctl", "results", NAME, "--wide"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout and " 0.003 " in done.stdout
+    header = next(line for line in done.stdout.splitlines() if line.startswith("rank"))
+    assert {"cpu", "mem", "time", "gpu", "GPU-h"} <= set(header.split())

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +35,9 @@ def shown(width: int, *args: str) -> Result:
         done = CliRunner().invoke(app, ["status", *args])
     assert done.exit_code == 0, done.output
     assert "Traceback" not in done.output
+    if "--wide" in args:  # whole rows whatever the width (issue 28): nothing cut
+        assert "…" not in done.output, done.output
+        return done
     too_wide = [line for line in done.output.splitlines() if len(line) > width]
     assert not too_wide, too_wide
     return done
@@ -196,3 +201,24 @@ def test_submit_and_status_say_whether_a_crontab_line_runs_reconcile(
 def test_state_and_task_filters_need_a_campaign(state_home: Path) -> None:
     done = CliRunner().invoke(app, ["status", "--state", "FAILED"])
     assert done.exit_code == 2 and "--state and --task pick tasks of one campaign" in done.output
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_piped_status_prints_whole_rows_with_no_width_limit(sweep: str, state_home: Path, tmp_path: Path,
+                                                            wide: bool) -> None:
+    """Issue 28: `status NAME --wide | cat` was cut at 80 columns (params and nodes dropped,
+    `COMPLET…`); squeue, ps and kubectl print whole rows to a pipe, for grep and paste. The
+    real CLI in a subprocess, stdout a pipe, no COLUMNS (a shell does not export it)."""
+    from tests.conftest import REPO
+    bare = tmp_path / "no-slurm"  # sacct missing: the stored state, marked stale (layout is the point)
+    bare.mkdir()
+    env = {"PATH": str(bare), "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home), "TERM": "xterm"}
+    done = subprocess.run([sys.executable, "-m", "campaignctl", "status", sweep, *(["--wide"] if wide else [])],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout
+    rows = task_lines(done.stdout)
+    assert len(rows) == 6
+    if wide:
+        assert all(f"data={DATASET}" in row for row in rows)  # every parameter, whole
+        assert any(len(row) > 200 for row in rows)
