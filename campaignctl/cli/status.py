@@ -33,7 +33,8 @@ def status(
     json_out: JsonOption = False,
 ) -> None:
     """Show campaigns, or one campaign's tasks, from one sacct call (one per redraw with --watch).
-    Fits 80 columns; --wide shows everything. With Slurm unreachable, the stored state, marked stale.
+    Fits the terminal; --wide shows every column, and a pipe or file gets whole rows (no width
+    limit). With Slurm unreachable, the stored state, marked stale.
 
     Example: campaignctl status lr-sweep --state FAILED --watch --interval 10
     """
