@@ -27,6 +27,8 @@ def output(
     """Print the output (stdout and stderr) of a task's attempt: <run_dir>/tasks/TASK/<token>/output.log.
     A header line (task, attempt, state, path) goes to stderr first (--quiet: none); the output
     always ends with a newline, so a last line without one does not run into the next prompt.
+    Slurm's own lines on how it ended the job (an oom-kill, DUE TO TIME LIMIT), from the job's log
+    under <run_dir>/slurm, follow it, marked `[slurm]`.
 
     Exit codes: 4 no such campaign, task or attempt (the ones that exist are named); 6 the attempt
     has no output yet (pending: -f waits for it); 130 Ctrl-C while following; 141 the reader closed
@@ -47,6 +49,11 @@ def output(
                           f"{target.attempts} ({target.state}{job}): {target.path}", style="dim", soft_wrap=True)
         err_console.file.flush()
     _write(chunks)
+    from campaignctl.services.output import slurm_endings
+
+    for line in slurm_endings(target):  # after the program's last line, where Slurm ended it
+        sys.stdout.write(f"[slurm] {line}\n")
+    sys.stdout.flush()
 
 
 def _write(chunks: Iterable[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -45,6 +46,7 @@ class OutputTarget:
     state: str  # as the last tick stored it
     path: str
     created_at: str = ""
+    slurm_log: str = ""  # the job's own --output file, where slurmstepd says why it ended it
 
     @property
     def described(self) -> str:
@@ -82,8 +84,34 @@ def locate(name: str, task: int, attempt: int | None = None) -> OutputTarget:
 
 def _target(name: str, run_dir: str, attempt: AttemptRecord, count: int) -> OutputTarget:
     path = paths.attempt_output(run_dir, attempt.task_index, attempt.token)
+    # submitit's `%A_%a_%t_log.out` for Slurm task 0 of the element (rank 0 of a multi-node attempt)
+    slurm_log = str(Path(run_dir) / "slurm" / f"{attempt.job_id}_0_log.out") if attempt.job_id else ""
     return OutputTarget(name, attempt.task_index, attempt.attempt_number, count, attempt.token,
-                        attempt.job_id, attempt.state, str(path), attempt.created_at)
+                        attempt.job_id, attempt.state, str(path), attempt.created_at, slurm_log)
+
+
+# What slurmstepd and srun print when Slurm ends a job (tests/fixtures/slurm_logs/): the program's
+# own output just stops there, mid-line or after its last print
+SLURM_ENDINGS = re.compile(r"oom-kill|Out Of Memory|Exceeded job memory limit|DUE TO TIME LIMIT|"
+                           r"DUE TO PREEMPTION|DUE TO NODE FAILURE|CANCELLED AT")
+SLURM_LOG_TAIL = 64 * 1024
+
+
+def slurm_endings(target: OutputTarget) -> list[str]:
+    """Slurm's own lines on why it ended the attempt (`slurmstepd-node2: error: Detected 1
+    oom-kill event(s)…`, `*** JOB 7183 … CANCELLED AT … DUE TO TIME LIMIT ***`), from the tail of the
+    job's log (the job's own: only its attempt's lines); none while the job has not written one,
+    or where it is not a regular file."""
+    if not target.slurm_log:
+        return []
+    try:
+        with job_files.regular_file(target.slurm_log) as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - SLURM_LOG_TAIL))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line.strip() for line in text.splitlines() if SLURM_ENDINGS.search(line)]
 
 
 def not_started(target: OutputTarget) -> NotStartedError:

@@ -161,6 +161,28 @@ def test_the_header_comes_first_and_a_last_line_without_newline_gets_one(
     assert quiet.stderr == "" and quiet.stdout.endswith("AssertionError\n")
 
 
+@pytest.mark.parametrize("fixture, said", [
+    ("oom-22.05.out", ["[slurm] slurmstepd-node2: error: Detected 1 oom-kill event(s) in StepId=7200.0. Some of your "
+                       "processes may have been killed by the cgroup out-of-memory handler.",
+                       "[slurm] srun: error: node2: task 0: Out Of Memory"]),
+    ("timeout-22.05.out", ["[slurm] slurmstepd-node1: error: *** STEP 7183.0 ON node1 CANCELLED AT "
+                           "2026-11-27T18:04:40 DUE TO TIME LIMIT ***",
+                           "[slurm] slurmstepd-node1: error: *** JOB 7183 ON node1 CANCELLED AT "
+                           "2026-11-27T18:04:40 DUE TO TIME LIMIT ***"]),
+])
+def test_how_slurm_ended_the_attempt_follows_its_output(
+        sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        fixture: str, said: list[str]) -> None:
+    """Issue 28: for an OOM attempt the log just stopped; the oom-kill line is in the job's own
+    log under <run_dir>/slurm (recorded: tests/fixtures/slurm_logs/SOURCES.md)."""
+    output_file(tmp_path, 1, 0).write_text("step 98\nstep 99\n")
+    log = tmp_path / "runs" / "out" / "slurm" / "100_1_0_log.out"  # task 1's first attempt: job 100_1
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes((REPO / "tests" / "fixtures" / "slurm_logs" / fixture).read_bytes())
+    code, out, _ = cli(monkeypatch, capsys, sweep, "1", "--attempt", "1")
+    assert code == 0 and out.splitlines() == ["step 98", "step 99", *said]
+
+
 def test_a_give_up_decision_names_the_output_file(tmp_path: Path, fake_slurm: FakeSlurm,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
