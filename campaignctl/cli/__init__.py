@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from campaignctl.cli import agent as agent_cmd
 from campaignctl.cli import by_hand as by_hand_cmd
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
@@ -83,6 +84,7 @@ app.command("report", short_help="Write an HTML report with charts.")(report_cmd
 app.command("metrics", short_help="Campaign metrics for Prometheus.")(prometheus_cmd.metrics)
 app.command("simulate", short_help="Try policies on a simulated Slurm cluster.")(simulate_cmd.simulate)
 app.add_typer(notify_cmd.notify_app, name="notify", short_help="Test a notify channel; list what it was told.")
+app.command("mcp", short_help="Read-only tools for a coding assistant (MCP, stdio).")(agent_cmd.mcp)
 
 
 def main() -> None:

@@ -1,0 +1,138 @@
+"""`campaignctl mcp`: a Model Context Protocol server over stdio, so a coding assistant answers
+"why did task 7 fail and what happens next" from campaignctl's own evidence.
+
+Every tool is read-only: it calls the same services as `status`, `output`, `log`, `results`,
+`profile show`, `simulate` and `reconcile --dry-run` (which takes no lock or lease and writes
+nothing), and returns what their `--json` prints. No tool submits, cancels, changes a policy or
+acts on a job. An error a command would print (no such campaign, a bad spec) comes back as the
+tool's error, with its hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+from campaignctl import __version__
+from campaignctl.core.errors import CampaignctlError
+
+OUTPUT_LINES = 50  # a task's output tail by default: the traceback that explains a failure
+MAX_OUTPUT_LINES = 2000
+MAX_DECISIONS = 200
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolError(Exception):
+    """What a command would print as `error:` and `hint:`, for the assistant to read."""
+
+
+def _tool_error(message: str) -> Exception:
+    """The SDK's ToolError, whose message reaches the client (any other exception reads only
+    "Error executing tool …" there); ours where the SDK is not installed (tools called directly)."""
+    try:
+        from mcp.server.mcpserver.exceptions import ToolError as SdkToolError
+    except ImportError:
+        return ToolError(message)
+    return SdkToolError(message)
+
+
+def _answered(tool: F) -> F:
+    @wraps(tool)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except CampaignctlError as exc:
+            raise _tool_error(f"{exc.message} (hint: {exc.hint})" if exc.hint else exc.message) from None
+    return run  # type: ignore[return-value]
+
+
+@_answered
+def campaigns() -> dict[str, Any]:
+    """Every campaign in the store: state, task counts by state, attempts, decisions, and whether
+    the control loop (cron's reconcile) is running."""
+    from campaignctl.services.status import status
+    return status(None).to_dict()
+
+
+@_answered
+def campaign_status(campaign: str, states: list[str] | None = None, tasks: list[int] | None = None) -> dict[str, Any]:
+    """One campaign's tasks from one sacct call: each task's state, attempts, exit code, nodes,
+    params, telemetry and latest decision, with the spend against its budget. `states` (FAILED,
+    OUT_OF_MEMORY …) and `tasks` (indices) narrow the rows."""
+    from campaignctl.services.status import status
+    return status(campaign, states or (), tasks or ()).to_dict()
+
+
+@_answered
+def task_output(campaign: str, task: int, attempt: int | None = None, lines: int = OUTPUT_LINES) -> dict[str, Any]:
+    """The last `lines` lines a task's program printed (stdout and stderr) in an attempt (default:
+    its latest), and Slurm's own lines on how it ended the job (an oom-kill, a time limit)."""
+    from campaignctl.services.output import first_offset, locate, read_text, slurm_endings
+    target = locate(campaign, task, attempt)
+    text = "".join(read_text(target, first_offset(target, max(0, min(lines, MAX_OUTPUT_LINES)))))
+    return {**target.to_dict(), "output": text, "slurm": slurm_endings(target)}
+
+
+@_answered
+def decisions(campaign: str, task: int | None = None, limit: int = 50) -> dict[str, Any]:
+    """The decision log, newest last: each decision's rule, action, reason, the evidence it was
+    decided on (inputs: sacct's state, exit code, nodes, the output's cause …), its outcome and
+    the policy that made it. `task` narrows to one task (-1: campaign-wide decisions)."""
+    from campaignctl.services.log import decision_log
+    entries = decision_log(campaign, task, max(1, min(limit, MAX_DECISIONS)))
+    return {"campaign": campaign, "decisions": [e.to_dict() for e in entries]}
+
+
+@_answered
+def results(campaign: str, metric: str | None = None, by: str = "last", goal: str | None = None) -> dict[str, Any]:
+    """One row per config, the winner first: its params, state, final and best value of the
+    metric, and what it used of what Slurm allocated."""
+    from campaignctl.services.results import results as results_service
+    return results_service(campaign, metric, by, goal).to_dict()
+
+
+@_answered
+def profile(name: str) -> dict[str, Any]:
+    """What a kind of work (a spec's `profile:`) used across campaigns: memory, time and GPU use
+    per group, and what right-sizing would ask now."""
+    from campaignctl.services.profiles import show_profile
+    return show_profile(name).to_dict()
+
+
+@_answered
+def next_tick(campaign: str) -> dict[str, Any]:
+    """What the next reconcile tick would decide for the campaign now (`reconcile --dry-run`):
+    each decision with its rule, action and reason. Nothing is carried out or written."""
+    from campaignctl.services.reconcile import reconcile
+    return reconcile(campaign, dry_run=True).to_dict()
+
+
+@_answered
+def simulate(spec: str, policies: list[str] | None = None, workload: str | None = None,
+             seed: int = 1) -> dict[str, Any]:
+    """A spec's tasks on a simulated cluster under each policy (default: the spec's own and the
+    attempt-scaled baseline): completions, makespan, GPU-hours allocated and wasted, decisions.
+    Touches no Slurm and no store."""
+    from campaignctl.services.simulate import simulate as simulate_service
+    return simulate_service(Path(spec), list(policies or ()), workload, seed, None).to_dict()
+
+
+TOOLS = (campaigns, campaign_status, task_output, decisions, results, profile, next_tick, simulate)
+
+
+def serve() -> None:
+    """Run the server on stdin/stdout until the client closes it."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer("campaignctl", version=__version__,
+                       instructions="Read-only view of campaignctl's Slurm training campaigns: their "
+                                    "state, each task's output, the decisions with their evidence, "
+                                    "results, and what the next tick would do.")
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+    for tool in TOOLS:
+        server.tool(annotations=read_only)(tool)
+    server.run("stdio")

@@ -1,0 +1,95 @@
+"""`campaignctl mcp` driven by the MCP SDK's own client over stdio, as a coding assistant drives
+it: the tools it lists, "why did task 1 fail" answered from the log's evidence and the task's
+output, an unknown campaign as a tool error with the hint, and nothing in the store changed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from mcp.client.session import ClientSession  # the test extras install the SDK: no skip
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from campaignctl.adapters.store import Store
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.submit import submit
+from tests.conftest import REPO, write_spec
+from tests.fakeslurm import FakeSlurm
+
+TOOLS = {"campaigns", "campaign_status", "task_output", "decisions", "results", "profile", "next_tick", "simulate"}
+TRACEBACK = 'Traceback (most recent call last):\n  File "train.py", line 9\nValueError: shape mismatch\n'
+
+
+@pytest.fixture
+def failed_task(tmp_path: Path, fake_slurm: FakeSlurm) -> Path:
+    """Task 1 of `agent` failed with exit 1 (a bug: given up); its output has the traceback."""
+    submit(write_spec(tmp_path, "name: agent\ncommand: [python3, train.py, '{i}']\nmatrix: {i: [0, 1]}\n"))
+    (job,) = fake_slurm.jobs
+    fake_slurm.set_state(job, 0, "COMPLETED", "0:0", "node1")
+    fake_slurm.set_state(job, 1, "FAILED", "1:0", "node2")
+    reconcile("agent")
+    store = Store.open()
+    record = store.campaign("agent")
+    assert record is not None
+    attempt = next(a for a in store.attempts(record.id) if a.task_index == 1)
+    log = tmp_path / "runs" / "agent" / "tasks" / "1" / attempt.token / "output.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("epoch 1\n" + TRACEBACK)
+    return tmp_path
+
+
+def _rows(store: Store) -> dict[str, int]:
+    with store.engine.connect() as conn:
+        return {t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one()
+                for t in ("campaigns", "revisions", "submissions", "attempts", "decisions", "ticks", "leases")}
+
+
+async def _session(state_home: Path, tmp_path: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    bare = tmp_path / "no-slurm"  # the server's own sacct calls fail: status shows the stored state
+    bare.mkdir(exist_ok=True)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "campaignctl", "mcp"], cwd=str(REPO),
+                                   env={"XDG_STATE_HOME": str(state_home), "PATH": str(bare), "HOME": str(tmp_path)})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        return [listed, *[await session.call_tool(name, args) for name, args in calls]]
+
+
+def _data(answer: Any) -> Any:
+    assert not answer.is_error, answer.content
+    (text,) = answer.content
+    return json.loads(text.text)
+
+
+def test_an_assistant_reads_why_a_task_failed_and_changes_nothing(failed_task: Path, state_home: Path) -> None:
+    before = _rows(Store.open())
+    spec = write_spec(failed_task, "name: sim\ncommand: [python3, t.py, '{i}']\nmatrix: {i: [0, 1, 2]}\n"
+                                   "resources: {gpus: 1, mem: 4G, time: '01:00:00'}\n", "sim.yaml")
+    listed, campaigns, status, output, decided, results, unknown, simulated = anyio.run(
+        _session, state_home, failed_task, [
+            ("campaigns", {}), ("campaign_status", {"campaign": "agent", "states": ["FAILED"]}),
+            ("task_output", {"campaign": "agent", "task": 1, "lines": 2}),
+            ("decisions", {"campaign": "agent", "task": 1}), ("results", {"campaign": "agent"}),
+            ("campaign_status", {"campaign": "ghost"}),
+            ("simulate", {"spec": str(spec), "workload": "synthetic:tasks=50", "seed": 3})])
+    assert {t.name for t in listed.tools} == TOOLS
+    assert all(t.annotations and t.annotations.read_only_hint for t in listed.tools)
+    assert [c["name"] for c in _data(campaigns)["campaigns"]] == ["agent"]
+    rows = _data(status)["tasks"]
+    assert [(r["index"], r["state"]) for r in rows] == [(1, "FAILED")]
+    shown = _data(output)
+    assert shown["output"] == "  File \"train.py\", line 9\nValueError: shape mismatch\n" and shown["task"] == 1
+    (decision,) = _data(decided)["decisions"]
+    assert decision["action"] == "give_up" and decision["inputs"]["exit_code"] == 1
+    assert "exit code 1" in decision["reason"]
+    assert _data(results)["campaign"] == "agent"
+    assert unknown.is_error and "no campaign named 'ghost'" in unknown.content[0].text
+    assert "known campaigns: agent" in unknown.content[0].text
+    runs = _data(simulated)["runs"]
+    assert [r["policy"] for r in runs] == ["campaign", "attempt-scaled"] and runs[0]["tasks"] == 50
+    assert _rows(Store.open()) == before  # read-only: not a row added or changed
