@@ -64,20 +64,30 @@ def status(
 
 
 def view(result: StatusResult, campaign: str | None, wide: bool = False, by_state: bool = False) -> RenderableType:
-    return campaigns_view(result) if campaign is None else tasks_view(result, wide, by_state)
+    return campaigns_view(result, wide) if campaign is None else tasks_view(result, wide, by_state)
 
 
 def _counts(counts: dict[str, int]) -> Text:
     return Text(", ").join(styled((k, STATE_STYLE.get(k, "white")), f" {v}") for k, v in counts.items())
 
 
-def campaigns_view(result: StatusResult) -> RenderableType:
+def campaigns_view(result: StatusResult, wide: bool = False) -> RenderableType:
+    """One line per campaign at 80 columns: its name whole (what one types next), then the
+    figures; the task states wrap last. Decisions by action with --wide (their count without)."""
     if not result.campaigns:
         return "no campaigns yet: campaignctl submit SPEC"
-    table = Table("campaign", "state", "revision", "tasks", "attempts", "task states", "decisions")
+    longest = max(len(c.name) for c in result.campaigns)
+    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
+    table.add_column("campaign", no_wrap=True, min_width=max(len("campaign"), longest))
+    for name in ("state", "rev", "tasks", "tries", "decided"):
+        table.add_column(name, no_wrap=True, justify="left" if name == "state" else "right")
+    table.add_column("task states", ratio=1)
+    if wide:
+        table.add_column("decisions")
     for c in result.campaigns:
-        table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts), _counts(c.counts),
-                      ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-")
+        decided = ", ".join(f"{k} {v}" for k, v in sorted(c.decisions.items())) or "-"
+        table.add_row(c.name, c.state, str(c.revision), str(c.tasks), str(c.attempts),
+                      str(sum(c.decisions.values())), _counts(c.counts), *([decided] if wide else []))
     return Group(*loop_view(result, Text("campaigns")), table, *skipped_view(result.skipped_lines, result.skipped))
 
 

@@ -222,3 +222,38 @@ def test_piped_status_prints_whole_rows_with_no_width_limit(sweep: str, state_ho
     if wide:
         assert all(f"data={DATASET}" in row for row in rows)  # every parameter, whole
         assert any(len(row) > 200 for row in rows)
+
+
+NAMES = ("nano-faulty-sweep-v2", "progressive-lr-search", "resnet50-imagenet-seeds", "tiny")
+
+
+@pytest.fixture
+def many(tmp_path: Path, fake_slurm: FakeSlurm) -> list[str]:
+    """Four campaigns with long names (issue 28: `nano-faul…`, `progressi…` at 80 columns)."""
+    for name in NAMES:
+        submit(write_spec(tmp_path, f"name: {name}\ncommand: [python3, t.py, '{{i}}']\nmatrix: {{i: [0, 1, 2]}}\n",
+                          f"{name}.yaml"))
+    for job in fake_slurm.jobs:
+        fake_slurm.set_state(job, 0, "COMPLETED", "0:0", "node1")
+        fake_slurm.set_state(job, 1, "FAILED", "1:0", "node1")
+    return list(NAMES)
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_campaign_list_keeps_every_name_whole_one_line_each(many: list[str], width: int) -> None:
+    out = _list(width)
+    lines = out.splitlines()
+    for name in many:
+        (row,) = [line for line in lines if line.startswith(name + " ")]  # whole, one line
+        assert "…" not in row
+    assert sum(1 for line in lines if line.split()[:1] and line.split()[0] in many) == len(many)
+
+
+def _list(width: int) -> str:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", str(width))
+        done = CliRunner().invoke(app, ["status"])
+    assert done.exit_code == 0, done.output
+    too_wide = [line for line in done.output.splitlines() if len(line) > width]
+    assert not too_wide, too_wide
+    return done.output
