@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, local_time, print_json, styled
+from campaignctl.cli.common import DryRunOption, JsonOption, console, local_time, print_json, styled, whole_rows
 
 if TYPE_CHECKING:
     from campaignctl.services.approvals import VerdictResult
@@ -24,9 +24,12 @@ def revisions(
     diff: Annotated[int | None, typer.Option("--diff", help="Show this revision's diff to the one before it.")] = None,
     mark_good_rev: Annotated[int | None, typer.Option("--mark-good", help="Mark this revision known-good.")] = None,
     reason: ReasonOption = "",
+    wide: Annotated[bool, typer.Option("--wide", help="Add the shadow policy and rules, the content hash "
+                                                      "and the time zone.")] = False,
     json_out: JsonOption = False,
 ) -> None:
     """List a campaign's revisions: who changed what and why, which are known-good, and diffs.
+    One line each at 80 columns (the reason wraps); --wide adds shadow, hash and time zone.
 
     Example: campaignctl revisions lr-sweep --diff 3
     """
@@ -38,17 +41,27 @@ def revisions(
     if json_out:
         print_json("revisions", result.to_dict())
         return
-    render_revisions(result, diff)
+    with whole_rows(wide):
+        render_revisions(result, diff, wide)
 
 
-def render_revisions(result: RevisionsResult, diff: int | None) -> None:
-    table = Table("rev", "kind", "when", "author", "reason", "policy", "shadow", "known-good", "hash")
+def render_revisions(result: RevisionsResult, diff: int | None, wide: bool = False) -> None:
+    """Every column that tells revisions apart whole (rev, kind, when, author, policy); the
+    reason last, wrapping."""
+    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
+    for name in ("rev", "kind", "when", "author", "policy", "good"):
+        table.add_column(name, no_wrap=True)
+    if wide:
+        table.add_column("shadow", no_wrap=True)
+        table.add_column("hash", no_wrap=True)
+    table.add_column("reason", ratio=1)
     for r in result.revisions:
         shadow = ", ".join(filter(None, [r.shadow_policy and f"candidate {r.shadow_policy}", *r.shadow_rules]))
-        table.add_row(f"{r.number}{' *' if r.current else ''}",
-                      r.kind + (f" ← {r.source_revision}" if r.source_revision else ""),
-                      local_time(r.created_at), r.author, r.reason, r.policy, shadow or "-",
-                      "yes" if r.known_good else "-", r.content_hash[:12])
+        when = local_time(r.created_at)
+        table.add_row(f"{r.number}{'*' if r.current else ''}",
+                      r.kind + (f"←{r.source_revision}" if r.source_revision else ""),
+                      when if wide else when[:16], r.author, r.policy, "yes" if r.known_good else "-",
+                      *([shadow or "-", r.content_hash[:12]] if wide else []), r.reason or "-")
     console.print(table)
     console.print(f"* current revision of {result.campaign}: {result.current}")
     for r in result.revisions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,11 @@ from tests.conftest import REPO, write_spec
 from tests.fakeslurm import FakeSlurm
 
 
-def run_cli(*args: str, state: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, state: Path, cwd: Path | None = None,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD")}
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
-    env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
+    env.update({"XDG_STATE_HOME": str(state), "COLUMNS": "200", **(env_extra or {})})
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
                           env=env, cwd=cwd or REPO, timeout=60)
 
@@ -163,6 +165,24 @@ def test_policy_set_prints_the_settings_that_changed_and_full_prints_the_diff(
     assert 'base: (none) → "default@v1"' in shadow.stdout and "version: 1 → 0" in shadow.stdout
     promoted = run_cli("policy", "promote", "gov", "--full", state=state_home)
     assert promoted.returncode == 0 and '+  "name": "grow"' in promoted.stdout  # the whole diff
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_revisions_keep_what_tells_them_apart_whole(tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm,
+                                                    width: int) -> None:
+    """Issue 28: `revisions` at 80 columns read `2026-…`, `initi…`, `defau…`."""
+    submit(write_spec(tmp_path, "name: gov\ncommand: [python3, x.py]\ntasks: [{}]\n"))
+    other = REPO / "campaignctl" / "policies" / "conservative.yaml"
+    reason = "be careful: the last sweep lost two days to a node that kept failing"
+    assert run_cli("policy", "set", "gov", str(other), "--reason", reason, state=state_home).returncode == 0
+    shown = run_cli("revisions", "gov", state=state_home, env_extra={"COLUMNS": str(width)})
+    lines = shown.stdout.splitlines()
+    assert shown.returncode == 0 and all(len(line) <= width for line in lines), lines
+    rows = [line for line in lines if line.split()[:1] in (["1"], ["2*"])]
+    assert rows[0].split()[:2] == ["1", "spec"] and "default@v1" in rows[0]
+    assert rows[1].split()[:2] == ["2*", "policy"] and "conservative@v1" in rows[1]
+    assert "…" not in shown.stdout and re.search(r"\b20\d\d-\d\d-\d\d \d\d:\d\d\b", rows[0])
+    assert "two days" in " ".join(lines)  # the reason, wrapped if it must
 
 
 def test_policy_set_then_rollback_to_it_by_hand(tmp_path: Path, state_home: Path, fake_slurm: FakeSlurm) -> None:
