@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.table import Table
 from rich.text import Text
 
 from campaignctl.core.clock import read_time
@@ -54,6 +55,19 @@ class _Console(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         self._width, self._height = new_size
+
+
+def plain_table(*whole: str, wrapping: tuple[str, ...] = (), **options: Any) -> Table:
+    """A borderless table (80 columns fit more): the `whole` columns never cut or wrapped (names,
+    states, the parameters that vary: what one types or greps next), then the `wrapping` ones,
+    which wrap in what room is left."""
+    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline",
+                  **options)
+    for name in whole:
+        table.add_column(name, no_wrap=True)
+    for name in wrapping:
+        table.add_column(name, ratio=1)
+    return table
 
 
 @contextmanager

@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from campaignctl.cli.common import DryRunOption, JsonOption, console, local_time, print_json, styled, whole_rows
+from campaignctl.cli.common import (
+    DryRunOption,
+    JsonOption,
+    console,
+    local_time,
+    plain_table,
+    print_json,
+    styled,
+    whole_rows,
+)
 
 if TYPE_CHECKING:
     from campaignctl.services.approvals import VerdictResult
@@ -48,9 +56,7 @@ def revisions(
 def render_revisions(result: RevisionsResult, diff: int | None, wide: bool = False) -> None:
     """Every column that tells revisions apart whole (rev, kind, when, author, policy); the
     reason last, wrapping."""
-    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
-    for name in ("rev", "kind", "when", "author", "policy", "good"):
-        table.add_column(name, no_wrap=True)
+    table = plain_table("rev", "kind", "when", "author", "policy", "good")
     if wide:
         table.add_column("shadow", no_wrap=True)
         table.add_column("hash", no_wrap=True)

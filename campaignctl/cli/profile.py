@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from campaignctl.cli.common import JsonOption, console, print_json
+from campaignctl.cli.common import JsonOption, console, plain_table, print_json
 
 if TYPE_CHECKING:
     from campaignctl.core.profile_stats import Spread
@@ -33,7 +33,7 @@ def list_(json_out: JsonOption = False) -> None:
     if json_out:
         print_json("profile list", result.to_dict())
         return
-    table = Table("profile", "samples", "right-sized", "wrong", "campaigns")
+    table = plain_table("profile", "samples", "right-sized", "wrong", wrapping=("campaigns",))
     for p in result.profiles:
         table.add_row(p.name, str(p.samples), str(p.right_sized), str(p.wrong), ", ".join(p.campaigns))
     console.print(table if result.profiles else "no profiles yet: name one with `profile:` in a spec")

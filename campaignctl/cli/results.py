@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli.common import JsonOption, console, print_json, styled, whole_rows
+from campaignctl.cli.common import JsonOption, console, plain_table, print_json, styled, whole_rows
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.results import ConfigResult, param_column
 
@@ -82,10 +81,10 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     rungs = any(c.rung for c in result.configs)
     unused = _unused_columns(result)
     shown = [i for i, name in enumerate(COLUMNS) if (wide or name in SHORT) and name not in unused]
-    table = Table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state", "final",
-                  "best", *(COLUMNS[i] for i in shown), box=None, padding=(0, 1), collapse_padding=True,
-                  pad_edge=False, header_style="bold underline",
-                  title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
+    # the config and its params never cut (issue 28: lr printed as `0.…`); the figures are short
+    table = plain_table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state",
+                        "final", "best", *(COLUMNS[i] for i in shown),
+                        title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
     for c in result.configs:
         figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),

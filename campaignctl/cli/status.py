@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
-from campaignctl.cli.common import JsonOption, console, local_time, print_json, styled, whole_rows
+from campaignctl.cli.common import JsonOption, console, local_time, plain_table, print_json, styled, whole_rows
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
 from campaignctl.core.stall import NO_CRON, loop_warnings
@@ -77,7 +76,7 @@ def campaigns_view(result: StatusResult, wide: bool = False) -> RenderableType:
     if not result.campaigns:
         return "no campaigns yet: campaignctl submit SPEC"
     longest = max(len(c.name) for c in result.campaigns)
-    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
+    table = plain_table()
     table.add_column("campaign", no_wrap=True, min_width=max(len("campaign"), longest))
     for name in ("state", "rev", "tasks", "tries", "decided"):
         table.add_column(name, no_wrap=True, justify="left" if name == "state" else "right")

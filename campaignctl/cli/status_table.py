@@ -11,6 +11,7 @@ from typing import Literal
 from rich.table import Table
 from rich.text import Text
 
+from campaignctl.cli.common import plain_table
 from campaignctl.core.clock import brief
 from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
 from campaignctl.core.efficiency import cells
@@ -96,7 +97,7 @@ def columns_for(rows: Sequence[TaskRow], wide: bool) -> Sequence[Column]:
 
 def task_table(rows: Sequence[TaskRow], columns: Sequence[Column], shown: Shown) -> Table:
     """One line per task. Fixed columns never wrap; flexible ones are cut with … to fit."""
-    table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold underline")
+    table = plain_table()
     for column in columns:
         table.add_column(column.header, justify=column.justify, no_wrap=not column.flexible,
                          overflow="ellipsis", min_width=len(column.header))
