@@ -75,8 +75,10 @@ ATTEMPTS = Column("try", lambda r, _: str(r.attempts), "right")
 ELAPSED = Column("elapsed", lambda r, _: brief(r.elapsed_s), "right")
 EXIT = Column("exit", _exit, "right")
 
+# the parameters that vary are what tells tasks apart (issue 28: `lr=0.00…`): whole; the decision
+# gives way
 COMPACT = (TASK, Column("state", _state), ATTEMPTS, ELAPSED, EXIT,
-           Column("params", _params, flexible=True), Column("decision", _decision, flexible=True))
+           Column("params", _params), Column("decision", _decision, flexible=True))
 WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state), ATTEMPTS,
         Column("job id", lambda r, _: r.job_id or "-"), Column("node", lambda r, _: r.node or "-", flexible=True),
         ELAPSED, EXIT, *(Column(h, _efficiency(i), "right") for i, h in enumerate(EFFICIENCY)),

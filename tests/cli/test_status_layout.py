@@ -257,3 +257,19 @@ def _list(width: int) -> str:
     too_wide = [line for line in done.output.splitlines() if len(line) > width]
     assert not too_wide, too_wide
     return done.output
+
+
+def test_the_parameters_that_vary_are_never_cut_at_80_columns(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """Issue 28: `status NAME` printed `n_layer=1 n_embd=32 lr=0.00…`: the one that varies, cut."""
+    submit(write_spec(tmp_path, """\
+name: nano
+command: [python3, train.py, "{n_layer}", "{n_embd}", "{lr}"]
+tasks:
+  - {n_layer: 1, n_embd: 32, lr: 0.000316}
+  - {n_layer: 2, n_embd: 64, lr: 0.000125}
+"""))
+    (job,) = fake_slurm.jobs
+    fake_slurm.set_state(job, 0, "FAILED", "1:0", "node1")
+    reconcile("nano")  # a give-up decision with a long reason to make room for
+    out = shown(80, "nano").output
+    assert "n_layer=1 n_embd=32 lr=0.000316" in out and "n_layer=2 n_embd=64 lr=0.000125" in out
