@@ -139,7 +139,7 @@ def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False)
     rows, quiet = (list(result.tasks), {}) if by_state else collapse(result.tasks)
     keys = None if wide else varying_keys(result.tasks)
     if rows:
-        parts.append(task_table(rows, columns_for(rows, wide), Shown(keys)))
+        parts.append(task_table(rows, columns_for(rows, wide, Shown(keys), console.width), Shown(keys)))
     elif not quiet:
         parts.append(Text("no task matches"))
     parts += [Text(f"{state}: {len(tasks)} task(s) ({index_ranges(tasks)})", style="dim")

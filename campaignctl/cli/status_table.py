@@ -89,12 +89,28 @@ WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state),
 NODES = Column("nodes", lambda r, _: r.node or "-")
 
 
-def columns_for(rows: Sequence[TaskRow], wide: bool) -> Sequence[Column]:
+# what a narrow terminal drops, first to last, so that the parameters that vary stay whole
+DROPPED_FIRST = ("decision", "exit", "elapsed", "try")
+
+
+def columns_for(rows: Sequence[TaskRow], wide: bool, shown: Shown | None = None,
+                width: int | None = None) -> Sequence[Column]:
     """WIDE, or COMPACT with the node list beside the state when an attempt spans several nodes
-    (`node[1-2]`: which nodes a multi-node task holds, or held when it failed)."""
-    if wide or not any(len(split_nodes(r.node)) > 1 for r in rows):
-        return WIDE if wide else COMPACT
-    return (*COMPACT[:2], NODES, *COMPACT[2:])
+    (`node[1-2]`: which nodes a multi-node task holds, or held when it failed). Within `width`,
+    COMPACT drops DROPPED_FIRST columns while the whole params would not fit beside them."""
+    if wide:
+        return WIDE
+    columns: Sequence[Column] = COMPACT if not any(len(split_nodes(r.node)) > 1 for r in rows) else (
+        *COMPACT[:2], NODES, *COMPACT[2:])
+    if width is None or shown is None:
+        return columns
+    need = {c.header: max(len(c.header), *(len(str(c.cell(r, shown))) for r in rows)) for c in columns}
+    for header in DROPPED_FIRST:
+        fixed = sum(w for h, w in need.items() if h != "decision") + len(need) - 1
+        if fixed + (min(need.get("decision", 0), 8) if "decision" in need else 0) <= width:
+            break
+        need.pop(header, None)
+    return tuple(c for c in columns if c.header in need)
 
 
 def task_table(rows: Sequence[TaskRow], columns: Sequence[Column], shown: Shown) -> Table:

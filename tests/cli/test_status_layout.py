@@ -265,11 +265,14 @@ def test_the_parameters_that_vary_are_never_cut_at_80_columns(tmp_path: Path, fa
 name: nano
 command: [python3, train.py, "{n_layer}", "{n_embd}", "{lr}"]
 tasks:
-  - {n_layer: 1, n_embd: 32, lr: 0.000316}
-  - {n_layer: 2, n_embd: 64, lr: 0.000125}
+  - {n_layer: 12, n_embd: 768, lr: 0.000316, dropout: 0.1, batch: 12}
+  - {n_layer: 24, n_embd: 1024, lr: 0.000125, dropout: 0.2, batch: 8}
 """))
     (job,) = fake_slurm.jobs
-    fake_slurm.set_state(job, 0, "FAILED", "1:0", "node1")
-    reconcile("nano")  # a give-up decision with a long reason to make room for
+    fake_slurm.set_state(job, 0, "OUT_OF_MEMORY", "0:125", "node1")
+    reconcile("nano")  # a resubmit decision, to make room for
     out = shown(80, "nano").output
-    assert "n_layer=1 n_embd=32 lr=0.000316" in out and "n_layer=2 n_embd=64 lr=0.000125" in out
+    assert "n_layer=12 n_embd=768 lr=0.000316 dropout=0.1 batch=12" in out
+    assert "n_layer=24 n_embd=1024 lr=0.000125 dropout=0.2 batch=8" in out
+    wide = shown(200, "nano").output  # with room, every column stays
+    assert "decision" in wide and "elapsed" in wide
