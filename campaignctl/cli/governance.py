@@ -63,10 +63,10 @@ def render_revisions(result: RevisionsResult, diff: int | None, wide: bool = Fal
     table.add_column("reason", ratio=1)
     for r in result.revisions:
         shadow = ", ".join(filter(None, [r.shadow_policy and f"candidate {r.shadow_policy}", *r.shadow_rules]))
-        when = local_time(r.created_at)
+        when = local_time(r.created_at)  # `2026-11-27 19:15:27 CET`; to the minute at 80 columns
         table.add_row(f"{r.number}{'*' if r.current else ''}",
                       r.kind + (f"←{r.source_revision}" if r.source_revision else ""),
-                      when if wide else when[:16], r.author, r.policy, "yes" if r.known_good else "-",
+                      when if wide else f"{when[:16]}{when[19:]}", r.author, r.policy, "yes" if r.known_good else "-",
                       *([shadow or "-", r.content_hash[:12]] if wide else []), r.reason or "-")
     console.print(table)
     console.print(f"* current revision of {result.campaign}: {result.current}")

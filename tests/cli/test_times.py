@@ -41,4 +41,6 @@ def test_log_and_revisions_show_local_time_and_json_stays_utc(logged: int, state
     revisions = json.loads(run_cli("revisions", "rc", "--json", state=state_home).stdout)["data"]["revisions"]
     assert revisions[0]["created_at"].endswith("+00:00")
     table = run_cli("revisions", "rc", state=state_home).stdout
-    assert paris(revisions[0]["created_at"]) in table
+    shown = paris(revisions[0]["created_at"])  # `2026-11-27 19:15:27 CET`: to the minute, with its zone
+    assert f"{shown[:16]}{shown[19:]}" in table
+    assert shown in run_cli("revisions", "rc", "--wide", state=state_home).stdout
