@@ -17,7 +17,7 @@ from campaignctl.services import notify as notify_service
 from campaignctl.services.submit import submit
 from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
-from tests.webhook_server import ESCAPE, HANG, TRICKLE, webhook
+from tests.webhook_server import ESCAPE, HANG, TRICKLE, Webhook, webhook
 
 
 def campaign(tmp_path: Path, notify: str, name: str = "nt") -> None:
@@ -88,6 +88,19 @@ def test_a_hanging_endpoint_never_holds_back_the_ticks_decisions_and_is_tried_ag
     assert hook.events() == ["give_up"] and rows()[0][1:3] == ("sent", 2)
 
 
+def one_give_up_told(tmp_path: Path, fake: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str], answer: int | str,
+                     options: str = "") -> tuple[Webhook, int, str, float]:
+    """A give-up told to a webhook that answers `answer`: (the hook, reconcile's exit code and
+    output, seconds the tick took)."""
+    with webhook([answer]) as hook:
+        campaign(tmp_path, f"{{webhook: '{hook.url}', {options}on: [give_up]}}")
+        give_up_task_1(fake)
+        started = time.monotonic()
+        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
+        return hook, code, out, time.monotonic() - started
+
+
 def _five_minutes_pass() -> None:
     """What the next tick after five minutes sees: every notice's next try is due."""
     with Store.open().engine.begin() as conn:
@@ -123,10 +136,7 @@ def _next_tries() -> list[str | None]:
 def test_a_redirect_is_a_failure_never_followed_as_a_get_without_the_body(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], answer: int) -> None:
-    with webhook([answer]) as hook:
-        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
-        give_up_task_1(fake_slurm)
-        out = run_main(monkeypatch, capsys, "reconcile", "nt")[1]
+    hook, _, out, _ = one_give_up_told(tmp_path, fake_slurm, monkeypatch, capsys, answer)
     assert hook.answered == 1 and "notify: 0 sent, 1 failed" in out
     assert f"answered HTTP {answer} (a redirect to https://new.example.org/…)" in out and "tok3n" not in out
     assert rows()[0][1] == "failed"
@@ -135,12 +145,7 @@ def test_a_redirect_is_a_failure_never_followed_as_a_get_without_the_body(
 def test_an_endpoint_that_trickles_its_answer_costs_the_tick_its_timeout_not_minutes(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    with webhook([TRICKLE]) as hook:
-        campaign(tmp_path, f"{{webhook: '{hook.url}', timeout: 4s, on: [give_up]}}")
-        give_up_task_1(fake_slurm)
-        started = time.monotonic()
-        code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
-        took = time.monotonic() - started
+    _, code, out, took = one_give_up_told(tmp_path, fake_slurm, monkeypatch, capsys, TRICKLE, "timeout: 4s, ")
     assert code == 0 and took < 8, took  # one byte every 3 s: urllib's per-read timeout never fired
     assert "did not answer within 4.0 s" in out and rows()[0][1] == "pending"
 
@@ -148,11 +153,8 @@ def test_an_endpoint_that_trickles_its_answer_costs_the_tick_its_timeout_not_min
 def test_control_characters_from_the_endpoint_never_reach_the_terminal(
         tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    with webhook([ESCAPE]) as hook:
-        campaign(tmp_path, f"{{webhook: '{hook.url}', on: [give_up]}}")
-        give_up_task_1(fake_slurm)
-        out = run_main(monkeypatch, capsys, "reconcile", "nt")[1]
-        shown = run_main(monkeypatch, capsys, "notify", "list", "nt")[1]
+    _, _, out, _ = one_give_up_told(tmp_path, fake_slurm, monkeypatch, capsys, ESCAPE)
+    shown = run_main(monkeypatch, capsys, "notify", "list", "nt")[1]
     assert "answered HTTP 500 Oops ]0;pwned[2J" in out
     assert "\x1b" not in out + shown and "\x07" not in out + shown
 
