@@ -5,6 +5,7 @@ output, an unknown campaign as a tool error with the hint, and nothing in the st
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ async def _session(state_home: Path, tmp_path: Path, calls: list[tuple[str, dict
     bare = tmp_path / "no-slurm"  # the server's own sacct calls fail: status shows the stored state
     bare.mkdir(exist_ok=True)
     params = StdioServerParameters(command=sys.executable, args=["-m", "campaignctl", "mcp"], cwd=str(REPO),
-                                   env={"XDG_STATE_HOME": str(state_home), "PATH": str(bare), "HOME": str(tmp_path)})
+                                   env={"XDG_STATE_HOME": str(state_home), "PATH": str(bare), "HOME": str(tmp_path),
+                                        **{k: v for k, v in os.environ.items() if k == "CAMPAIGNCTL_DB_URL"}})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = await session.list_tools()

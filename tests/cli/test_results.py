@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,8 @@ def test_results_to_a_file_keep_every_value_whole(driven: Path, state_home: Path
     import sys
 
     from tests.conftest import REPO
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home),
+           **{k: v for k, v in os.environ.items() if k == "CAMPAIGNCTL_DB_URL"}}  # the PostgreSQL run's
     done = subprocess.run([sys.executable, "-m", "campaignctl", "results", NAME, "--wide"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -212,7 +212,8 @@ def test_piped_status_prints_whole_rows_with_no_width_limit(sweep: str, state_ho
     from tests.conftest import REPO
     bare = tmp_path / "no-slurm"  # sacct missing: the stored state, marked stale (layout is the point)
     bare.mkdir()
-    env = {"PATH": str(bare), "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home), "TERM": "xterm"}
+    env = {"PATH": str(bare), "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home), "TERM": "xterm",
+           **{k: v for k, v in os.environ.items() if k == "CAMPAIGNCTL_DB_URL"}}  # the PostgreSQL run's
     done = subprocess.run([sys.executable, "-m", "campaignctl", "status", sweep, *(["--wide"] if wide else [])],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
