@@ -136,9 +136,14 @@ def index_ranges(indices: Iterable[int]) -> str:
 def varying_keys(rows: Iterable[TaskRow]) -> list[str]:
     """The parameters whose values differ between tasks, in first-seen order: a value every task
     shares tells the rows apart no better than nothing, and costs a narrow terminal its width."""
+    return varying_keys_of(row.params for row in rows)
+
+
+def varying_keys_of(params: Iterable[Mapping[str, Scalar]]) -> list[str]:
+    """varying_keys of parameter mappings (a results row's config, a task's)."""
     values: dict[str, set[str]] = {}
-    for row in rows:
-        for key, value in row.params.items():
+    for one in params:
+        for key, value in one.items():
             values.setdefault(key, set()).add(repr(value))
     varying = [k for k, seen in values.items() if len(seen) > 1]
     return varying or list(values)[:1]

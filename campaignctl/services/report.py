@@ -15,16 +15,17 @@ from campaignctl.core.budget import UNITS
 from campaignctl.core.clock import epoch
 from campaignctl.core.cost import DIMENSIONS
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
-from campaignctl.core.errors import OutputError
+from campaignctl.core.errors import InputError, OutputError
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
 from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.core.report_page import Chart, Page, Table, render_page
 from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.status import NOT_SUBMITTED
+from campaignctl.core.status import NOT_SUBMITTED, varying_keys_of
 from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.report_charts import build_charts
 from campaignctl.services.report_inputs import ReportInputs, gather
+from campaignctl.services.results import results as results_service
 
 PAGE = "index.html"
 TABLE_ROWS = 500  # rows per table on the page: the most recent decisions, the first tasks
@@ -50,7 +51,7 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
                 summary_rows(inputs), charts,
-                [task_table(inputs), *node_table(inputs), decision_table(inputs)])
+                [*results_table(record.name, metric), task_table(inputs), *node_table(inputs), decision_table(inputs)])
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
                         {c.id: c.note for c in charts}, drawn)
@@ -136,6 +137,30 @@ def node_table(inputs: ReportInputs) -> list[Table]:
     rows = [node_cells(line) for line in inputs.node_lines]
     return [Table("nodes", "Nodes of multi-node attempts (each node's own sampler)", NODE_HEADERS,
                   rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))]
+
+
+def results_table(name: str, metric: str | None) -> list[Table]:
+    """What `campaignctl results` ranks, the winner first: the section a reader looks for first.
+    None while no task reported a metric."""
+    try:
+        ranked = results_service(name, metric)
+    except InputError:  # the metric asked for was not reported: the metrics chart says which were
+        return []
+    if ranked.metric is None or not ranked.configs:
+        return []
+    keys = varying_keys_of([c.params for c in ranked.configs])
+    winner = next((c for c in ranked.configs if c.rank == 1), None)
+    said = "no config reported it yet" if winner is None else "winner: config " + str(winner.config) + (
+        f" ({' '.join(f'{k}={winner.params.get(k)}' for k in keys)})" if keys else "")
+    rows = [["-" if c.rank is None else str(c.rank), str(c.config), *(str(c.params.get(k, "")) for k in keys),
+             c.state, _figure(c.final), _figure(c.best)] for c in ranked.configs[:TABLE_ROWS]]
+    title = f"Results by {'the best' if ranked.by == 'best' else 'the last'} {ranked.metric} ({ranked.goal}): {said}"
+    return [Table("results", title, ("rank", "config", *keys, "state", "final", "best"), rows,
+                  max(0, len(ranked.configs) - TABLE_ROWS))]
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def decision_table(inputs: ReportInputs) -> Table:

@@ -41,6 +41,11 @@ def test_a_driven_campaign_has_every_chart_with_data(tmp_path: Path, fake_slurm:
         assert stat.S_IMODE((tmp_path / "out" / file[1]).stat().st_mode) == 0o644
     assert "tasks</td><td>4: COMPLETED 3, FAILED 1" in page
     assert "out_of_memory" in page and "lr=0.003" in page
+    # issue 28: a results section, the winner first, before the task table
+    results = re.search(r'<section id="results"><h2>([^<]+)</h2>(.*?)</section>', page)
+    assert results and results[1] == "Results by the last loss (min): winner: config 0 (lr=0.1)"
+    first = re.search(r"<tr><td>1</td><td>0</td><td>0.1</td><td>COMPLETED</td>", results[2])
+    assert first and page.index('id="results"') < page.index('id="tasks"')
     assert result.files == [str(tmp_path / "out" / f) for f in ("index.html", "gantt.png", "utilisation.png",
                                                                 "spend.png", "metrics.png", "decisions.png")]
 
