@@ -96,11 +96,14 @@ def render_page(page: Page) -> str:
 
 
 def _figure(chart: Chart) -> str:
+    """A chart, or for one with nothing to draw its note alone: an empty panel under the same
+    words said nothing more (the PNG is still written beside the page)."""
+    head = (f'<figure id="{escape(chart.id)}" class="chart" data-file="{escape(chart.file)}">'
+            f"<h2>{escape(chart.title)}</h2>")
+    if chart.note:
+        return f'{head}<p class="no-data">{escape(chart.note)}</p></figure>'
     data = base64.b64encode(chart.png).decode()
-    note = f'<p class="no-data">{escape(chart.note)}</p>' if chart.note else ""
-    return (f'<figure id="{escape(chart.id)}" class="chart" data-file="{escape(chart.file)}">'
-            f"<h2>{escape(chart.title)}</h2>{note}"
-            f'<img src="data:image/png;base64,{data}" alt="{escape(chart.title)}">'
+    return (f'{head}<img src="data:image/png;base64,{data}" alt="{escape(chart.title)}">'
             f'<figcaption>{escape(chart.caption)} (<a href="{escape(chart.file)}">{escape(chart.file)}</a>)'
             "</figcaption></figure>")
 
