@@ -158,8 +158,9 @@ def spend_png(curves: Mapping[str, Sequence[Point]], limits: Mapping[str, float]
     return _png(fig)
 
 
-def metrics_png(rungs: Sequence[RungCurves], metric: str) -> bytes:
-    """One panel per rung, one line per task: `metric` against the step."""
+def metrics_png(rungs: Sequence[RungCurves], metric: str, labels: Mapping[int, str] | None = None) -> bytes:
+    """One panel per rung, one line per task: `metric` against the step; each line's legend its
+    task's `labels` entry (the parameters that vary), else `task N`."""
     cols = min(3, len(rungs))
     rows = math.ceil(len(rungs) / cols)
     fig, axes = _figure(3.6 * rows, rows=rows, cols=cols)
@@ -170,7 +171,7 @@ def metrics_png(rungs: Sequence[RungCurves], metric: str) -> bytes:
         rung = rungs[i]
         for task, curve in rung.curves.items():
             ax.plot([s for s, _ in curve], [v for _, v in curve], marker="." if len(curve) < 30 else None,
-                    linewidth=1, label=f"task {task}")
+                    linewidth=1, label=(labels or {}).get(task, f"task {task}"))
         if not rung.curves:
             _say(ax, f"no {metric} reported in this rung yet")
         elif len(rung.curves) <= MAX_LEGEND:

@@ -3,8 +3,11 @@ or a chart that says why there is nothing to draw."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from campaignctl.adapters import charts
 from campaignctl.core.budget import UNITS
+from campaignctl.core.params import Scalar
 from campaignctl.core.report_page import Chart
 from campaignctl.core.report_series import (
     curves_by_rung,
@@ -14,6 +17,7 @@ from campaignctl.core.report_series import (
     spend_dimensions,
     utilisation,
 )
+from campaignctl.core.status import param_text, varying_keys_of
 from campaignctl.core.timeline import gantt_bars, time_window
 from campaignctl.services.report_inputs import ReportInputs
 
@@ -94,7 +98,14 @@ def metrics_chart(inputs: ReportInputs, name: str | None) -> Chart:
     if not any(r.curves for r in rungs):
         return _empty("chart-metrics", title, caption, "metrics.png", f"no task reported {name!r}"
                       + (f"; reported: {', '.join(names)}" if names else ""))
-    return Chart("chart-metrics", title, caption, "metrics.png", charts.metrics_png(rungs, name))
+    return Chart("chart-metrics", title, caption, "metrics.png",
+                 charts.metrics_png(rungs, name, task_labels(inputs.params)))
+
+
+def task_labels(params: Mapping[int, Mapping[str, Scalar]]) -> dict[int, str]:
+    """Each task's legend: the parameters that tell it apart (`lr=0.01`), not `task 16`."""
+    keys = varying_keys_of(params.values())
+    return {task: param_text(p, keys) or f"task {task}" for task, p in params.items()}
 
 
 def decisions_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:

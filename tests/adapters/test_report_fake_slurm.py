@@ -100,3 +100,19 @@ def test_matplotlib_is_loaded_only_to_draw() -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_metric_legends_name_the_parameters_that_vary(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: the metrics chart's legend said `task 16`; it says what tells the lines apart."""
+    from campaignctl.adapters import charts
+    from campaignctl.services.report_charts import task_labels
+    assert task_labels({0: {"lr": 0.1, "data": "/d"}, 1: {"lr": 0.01, "data": "/d"}}) == {0: "lr=0.1", 1: "lr=0.01"}
+    drive(tmp_path, fake_slurm, monkeypatch)
+    drawn: list[dict[int, str]] = []
+    real = charts.metrics_png
+    monkeypatch.setattr(charts, "metrics_png", lambda rungs, metric, labels=None: (
+        drawn.append(dict(labels or {})), real(rungs, metric, labels))[1])
+    report(NAME, tmp_path / "out")
+    (labels,) = drawn
+    assert labels[0] == "lr=0.1" and labels[3] == "lr=0.003"
