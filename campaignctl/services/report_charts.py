@@ -38,11 +38,11 @@ def _empty(chart_id: str, title: str, caption: str, file: str, note: str) -> Cha
 
 def gantt_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
     title = "Tasks over time"
-    tasks = sorted(inputs.params)
-    caption = ("One row per task: grey while an attempt waits in the queue, then its run, blue while it "
-               "runs and coloured by how it ended; a retry follows on the same row."
-               + (f" The first {GANTT_ROWS} of {len(tasks)} tasks." if len(tasks) > GANTT_ROWS else ""))
     bars = gantt_bars(inputs.spans, inputs.now)
+    tasks = sorted({b.task_index for b in bars})  # a row per task that reached Slurm, none for the rest
+    caption = ("One row per task that reached Slurm: grey while an attempt waits in the queue, then its run, "
+               "blue while it runs and coloured by how it ended; a retry follows on the same row."
+               + (f" The first {GANTT_ROWS} of {len(tasks)} tasks." if len(tasks) > GANTT_ROWS else ""))
     if not bars:
         return _empty("chart-gantt", title, caption, "gantt.png", "no attempt has reached Slurm yet")
     return Chart("chart-gantt", title, caption, "gantt.png", charts.gantt_png(bars, tasks[:GANTT_ROWS], window))

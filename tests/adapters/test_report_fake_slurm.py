@@ -116,3 +116,17 @@ def test_metric_legends_name_the_parameters_that_vary(tmp_path: Path, fake_slurm
     report(NAME, tmp_path / "out")
     (labels,) = drawn
     assert labels[0] == "lr=0.1" and labels[3] == "lr=0.003"
+
+
+def test_the_gantt_has_rows_only_for_tasks_that_reached_slurm(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a progressive campaign's Gantt had empty rows for its later rungs' tasks."""
+    from campaignctl.adapters import charts
+    from tests.adapters.test_ladder_fake_slurm import ladder_spec
+    submit(ladder_spec(tmp_path))  # 6 configs × 3 rungs: only rung 0's 6 tasks are submitted
+    rows: list[list[int]] = []
+    real = charts.gantt_png
+    monkeypatch.setattr(charts, "gantt_png", lambda bars, tasks, window: (rows.append(list(tasks)),
+                                                                          real(bars, tasks, window))[1])
+    report("lad", tmp_path / "out")
+    assert rows == [[0, 1, 2, 3, 4, 5]]
