@@ -120,17 +120,21 @@ def _lines(ax: Axes, by_task: Mapping[int, Sequence[Point]], mean: Sequence[Poin
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 
 
-def utilisation_png(util: Utilisation, window: tuple[float, float]) -> bytes:
-    fig, axes = _figure(6.0, rows=2, sharex=True)
-    gpu_ax, cpu_ax = axes[0][0], axes[1][0]
-    if util.gpu_mean:
-        _lines(gpu_ax, util.gpu_by_task, util.gpu_mean, "mean of all tasks")
-    else:
-        _say(gpu_ax, "no GPU samples: no GPUs asked for, or NVML unavailable on the nodes")
+def utilisation_png(util: Utilisation, window: tuple[float, float], gpus: bool = True) -> bytes:
+    """GPU utilisation over CPU use; a campaign that asked for no GPU gets the CPU panel alone
+    (an empty GPU panel took half the chart)."""
+    fig, axes = _figure(6.0 if gpus else 3.4, rows=2 if gpus else 1, sharex=True)
+    cpu_ax = axes[-1][0]
+    if gpus:
+        gpu_ax = axes[0][0]
+        if util.gpu_mean:
+            _lines(gpu_ax, util.gpu_by_task, util.gpu_mean, "mean of all tasks")
+        else:
+            _say(gpu_ax, "no GPU samples: NVML unavailable on the nodes")
+        gpu_ax.set_ylabel("GPU utilisation %")
     _lines(cpu_ax, util.cpu_by_task, util.cpu_mean, "mean of all tasks")
-    gpu_ax.set_ylabel("GPU utilisation %")
     cpu_ax.set_ylabel("CPU % of allocated cores")
-    gpu_ax.set_title(f"GPU and CPU utilisation over time ({util.samples} samples)")
+    axes[0][0].set_title(f"{'GPU and CPU' if gpus else 'CPU'} utilisation over time ({util.samples} samples)")
     _time_axis(cpu_ax, window)
     return _png(fig)
 

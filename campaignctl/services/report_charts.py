@@ -60,7 +60,8 @@ def utilisation_chart(inputs: ReportInputs, window: tuple[float, float]) -> Char
         return _empty("chart-utilisation", title, caption, "utilisation.png",
                       "no telemetry samples: none in the attempts' telemetry.jsonl files or in the store "
                       "(telemetry off, or no attempt has run yet)")
-    return Chart("chart-utilisation", title, caption, "utilisation.png", charts.utilisation_png(util, window))
+    gpus = bool(util.gpu_mean) or bool(inputs.campaign_efficiency.gpu_hours)  # asked for GPUs, held them
+    return Chart("chart-utilisation", title, caption, "utilisation.png", charts.utilisation_png(util, window, gpus))
 
 
 def spend_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:

@@ -130,3 +130,28 @@ def test_the_gantt_has_rows_only_for_tasks_that_reached_slurm(tmp_path: Path, fa
                                                                           real(bars, tasks, window))[1])
     report("lad", tmp_path / "out")
     assert rows == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_a_cpu_campaign_utilisation_chart_has_no_empty_gpu_panel(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: half the utilisation chart was an empty GPU panel for a CPU campaign."""
+    from campaignctl.adapters import charts
+    from campaignctl.services.reconcile import reconcile
+    submit(write_spec(tmp_path, "name: cpu\ncommand: [python3, t.py]\nresources: {cpus_per_task: 2, mem: 1G}\n"))
+    (job,) = fake_slurm.jobs
+    fake_slurm.set_state(job, 0, "RUNNING", "0:0", "node1")
+    from campaignctl.adapters.store import Store
+    record = Store.open().campaign("cpu")
+    assert record is not None
+    token = Store.open().attempts(record.id)[0].token
+    sampled = tmp_path / "runs" / "cpu" / "tasks" / "0" / token / "telemetry.jsonl"
+    sampled.parent.mkdir(parents=True)
+    sampled.write_text("".join(f'{{"t": {1.7e9 + 10 * i}, "cpu_pct": 150, "rss_mb": 300, "nproc": 1}}\n'
+                               for i in range(5)))
+    reconcile("cpu")
+    panels: list[bool] = []
+    real = charts.utilisation_png
+    monkeypatch.setattr(charts, "utilisation_png", lambda util, window, gpus=True: (panels.append(gpus),
+                                                                                   real(util, window, gpus))[1])
+    result = report("cpu", tmp_path / "out")
+    assert result.charts["chart-utilisation"] == "" and panels == [False]
