@@ -41,6 +41,7 @@ figure.chart { margin: 1.5rem 0; border-top: 1px solid #ddd; padding-top: 0.5rem
 figure.chart img { max-width: 100%; height: auto; }
 figcaption { color: #444; font-size: 0.9rem; }
 .no-data { color: #a15c00; font-weight: bold; }
+.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 
@@ -70,6 +71,7 @@ class Page:
     summary: Sequence[tuple[str, str]]
     charts: Sequence[Chart]
     tables: Sequence[Table] = ()
+    lead: Sequence[Table] = ()  # right under the summary, before the charts: the results, winner first
 
 
 def _sha256(text: str) -> str:
@@ -89,6 +91,7 @@ def render_page(page: Page) -> str:
         f"<title>{title}</title>", f"<style>{STYLE}</style>", f"<script>{SCRIPT}</script>", "</head>",
         "<body>", f"<h1>{title}</h1>", f'<p class="subtitle">{escape(page.subtitle)}</p>',
         _table(Table("summary", "Summary", ("", ""), [list(row) for row in page.summary]), header=False),
+        *(_table(table) for table in page.lead),
         *(_figure(chart) for chart in page.charts),
         *(_table(table) for table in page.tables),
         "</body>", "</html>", ""]
@@ -114,4 +117,6 @@ def _table(table: Table, header: bool = True) -> str:
                    for row in table.rows)
     more = f"<p>{table.omitted} more row(s) not shown.</p>" if table.omitted else ""
     title = f"<h2>{escape(table.title)}</h2>" if header else ""
-    return f'<section id="{escape(table.id)}">{title}<table>{head}{body}</table>{more}</section>'
+    # a table wider than a phone's screen scrolls inside its own box, not the whole page
+    return (f'<section id="{escape(table.id)}">{title}<div class="scroll"><table>{head}{body}</table></div>'
+            f"{more}</section>")

@@ -50,8 +50,8 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     inputs = gather(store, record, time.time() if now is None else now)
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
-                summary_rows(inputs), charts,
-                [*results_table(record.name, metric), task_table(inputs), *node_table(inputs), decision_table(inputs)])
+                summary_rows(inputs), charts, [task_table(inputs), *node_table(inputs), decision_table(inputs)],
+                results_table(record.name, metric))
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
                         {c.id: c.note for c in charts}, drawn)

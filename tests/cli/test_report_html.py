@@ -84,9 +84,14 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path, fake_slurm: Fak
     assert list(dom.figures) == CHARTS
     assert all(f.get("data-rendered") == "true" and f.get("class") == "chart" for f in dom.figures.values())
 
-    shot = tmp_path / "screenshot.png"
-    browse(page, tmp_path / "profile", "--hide-scrollbars", "--window-size=1280,3600", f"--screenshot={shot}")
-    assert png_size(shot.read_bytes()) == (1280, 3600) and shot.stat().st_size > 50_000
+    for width in (1280, 390):  # a desktop and a phone (issue 28); both were looked at when this was written
+        shot = tmp_path / f"screenshot-{width}.png"
+        browse(page, tmp_path / "profile", "--hide-scrollbars", f"--window-size={width},3600", f"--screenshot={shot}")
+        assert png_size(shot.read_bytes()) == (width, 3600) and shot.stat().st_size > 50_000
+    html = page.read_text()
+    # the results, winner first, right under the summary; a wide table scrolls in its own box
+    assert html.index('<section id="results">') < html.index('<figure id="chart-gantt"')
+    assert '<div class="scroll"><table>' in html
 
     files = [Path(f) for f in data["files"]]  # type: ignore[attr-defined]
     assert [f.name for f in files] == ["index.html", "gantt.png", "utilisation.png", "spend.png", "metrics.png",
