@@ -19,14 +19,14 @@ def read_rank_causes(attempt_dir: Path) -> list[RankCause]:
     found = []
     for path in sorted(attempt_dir.glob("exit*.json")):
         rank = path.name[len("exit.rank"):-len(".json")] if path.name.startswith("exit.rank") else "0"
-        cause = read_cause(path)
+        data = _read(path)  # once per file: its cause and its node
+        cause = _cause_of(data)
         if cause is not None and rank.isdigit():
-            found.append(RankCause(int(rank), _node(path), *cause))
+            found.append(RankCause(int(rank), _node_of(data), *cause))
     return found
 
 
-def _node(path: Path) -> str:
-    data = _read(path)
+def _node_of(data: object) -> str:
     node = data.get("node") if isinstance(data, dict) else None
     return node if isinstance(node, str) else ""
 
@@ -43,7 +43,10 @@ def read_cause(path: Path) -> tuple[str, str] | None:
     """(cause, evidence) from exit.json, or None: no file (the job died before the runner could
     write it, or the shared filesystem has not shown it yet), unreadable, or no cause named.
     Secrets are masked and control characters dropped from both (core/redact.py)."""
-    data = _read(path)
+    return _cause_of(_read(path))
+
+
+def _cause_of(data: object) -> tuple[str, str] | None:
     if not isinstance(data, dict):
         return None
     cause, evidence = data.get("cause"), data.get("evidence")

@@ -445,21 +445,20 @@ def _revision_record(row: sa.Row[Any]) -> RevisionRecord:
     return RevisionRecord(**{k: m[k] for k in RevisionRecord.__slots__})  # type: ignore[attr-defined]
 
 
-_USAGE_SQL = """
-SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s),
-       SUM(COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0))
+# every attempt of a campaign that reached Slurm, with its submission's resources and its energy
+_USAGE_FROM = """
 FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
 LEFT JOIN telemetry tl ON tl.attempt_id = a.id
-WHERE t.campaign_id = ? AND a.job_id IS NOT NULL
+WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
+_USAGE_SQL = """
+SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s),
+       SUM(COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0))""" + _USAGE_FROM + """
 GROUP BY a.state, res, a.alloc_tres"""
 
 
 _ATTEMPT_USAGE_SQL = """
 SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s,
-       COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)
-FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
-LEFT JOIN telemetry tl ON tl.attempt_id = a.id
-WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
+       COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)""" + _USAGE_FROM
 
 
 @contextmanager

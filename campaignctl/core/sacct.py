@@ -367,7 +367,7 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
         base, dot, step = job_id.partition(".")
         if dot and step and not job_id.endswith("]"):  # a cut pending list `1_[0-4,51-...%1]` is no step
             if base != last[0]:
-                last = (base, _plain_key(base))
+                last = (base, element_key(base))
             key = last[1] if last[1] is not None else _split_key(job_id)
             fold = folds.get(key) if key is not None else None
             if fold is not None:  # the step, inline (300,000 of them at 100,000 elements)
@@ -405,8 +405,8 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
     return out
 
 
-def _plain_key(base: str) -> Key | None:
-    """The key of a plain element id (`12_3`, `12`); None for other forms."""
+def element_key(base: str) -> Key | None:
+    """The key of a plain element id (`12_3`, `12`) as observations are keyed; None for other forms."""
     job, _, idx = base.partition("_")
     if not (job.isdigit() and (not idx or idx.isdigit())):
         return None
@@ -423,7 +423,7 @@ def _plain_allocation(line: str, base: str, verbatim: bool) -> tuple[Key, _Fold]
     """An allocation line of a plain element read straight into a fold, as `read_sacct_line`
     reads it; None when the line is anything else or has anything odd (that path then reads it,
     and says why it skips it)."""
-    key = _plain_key(base)
+    key = element_key(base)
     if key is None:
         return None
     p = line.rstrip("\n").split("|", len(SACCT_FIELDS) - 1)

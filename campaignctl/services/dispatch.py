@@ -113,9 +113,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
         refused = slurm.refusal(str(submission.script_path))
         if refused:
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
-        if still_leased is not None and not still_leased():
-            raise LeaseLostError(f"lost the lease before sbatch of submission {token}: its holder submits it",
-                                 LEASE_LOST_HINT)
+        _require_lease(still_leased, f"lost the lease before sbatch of submission {token}: its holder submits it")
         job_id = submission.submit_held()
         faults.crash_point("after_sbatch")
         if still_leased is not None and not still_leased():
@@ -123,15 +121,19 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
         store.set_submission_state(token, "submitted", job_id)
     submission.deliver(job_id, chunk.size)
     faults.crash_point("before_release")
-    if still_leased is not None and not still_leased():
-        raise LeaseLostError(f"lost the lease before releasing job {job_id} (submission {token}): its holder "
-                             "adopts and releases it", LEASE_LOST_HINT)
+    _require_lease(still_leased, f"lost the lease before releasing job {job_id} (submission {token}): its "
+                                 "holder adopts and releases it")
     slurm.release(job_id)
     store.set_submission_state(token, "released")
     return job_id
 
 
 LEASE_LOST_HINT = "nothing to do: the next tick goes on from what the lease's holder did"
+
+
+def _require_lease(still_leased: LeaseCheck | None, lost: str) -> None:
+    if still_leased is not None and not still_leased():
+        raise LeaseLostError(lost, LEASE_LOST_HINT)
 
 
 def _lost_after_sbatch(store: Store, token: str, job_id: str) -> NoReturn:

@@ -22,7 +22,7 @@ from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptRecord, CampaignRecord
-from campaignctl.core.sacct import JobObservation
+from campaignctl.core.sacct import JobObservation, element_key
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.site_limits import WAITING
 from campaignctl.core.spec import Resources
@@ -288,8 +288,8 @@ def _live_groups(groups: list[tuple[str, UsageGroup]],
                  observed: dict[tuple[str, int | None], JobObservation]) -> list[UsageGroup]:
     out = []
     for job_id, group in groups:
-        array, _, index = job_id.partition("_")
-        seen = observed.get((array, int(index) if index.isdigit() else None))
+        key = element_key(job_id)
+        seen = observed.get(key) if key is not None else None
         if seen is not None:
             group = replace(group, phase=phase_of(seen.state.value),
                             elapsed_s=seen.elapsed_s if seen.elapsed_s is not None else group.elapsed_s)
