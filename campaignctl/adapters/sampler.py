@@ -3,13 +3,16 @@
 a crash) until the runner stops it after the program exits.
 
     {"event": "start", "t": 1717000000.0, "interval_s": 10.0, "nvml": "ok", "gpus": [0, 1]}
-    {"t": 1717000010.0, "cpu_pct": 187.3, "rss_mb": 2048.5, "nproc": 5,
+    {"t": 1717000010.0, "cpu_pct": 187.3, "rss_mb": 2048.5, "nproc": 5, "cgroup_mem_peak_mb": 1830.2,
      "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3}]}
     {"event": "end", "t": 1717000020.0, "samples": 2}
 
 `cpu_pct` is % of ONE core summed over the task's process tree over the interval (so 4 busy
 workers read ~400); memory is in MiB (2**20 bytes, nvidia-smi's unit); a metric NVML refuses is
-null. Without NVML, "nvml" holds the reason (also written once to output.log) and "gpus" is [].
+null. `cgroup_mem_peak_mb` is the peak usage of the memory cgroup that enforces the task's Slurm
+limit (adapters/cgroup_memory.py; the start line has that limit as `cgroup_mem_limit_mb`); both
+are absent where no cgroup limits the task. Without NVML, "nvml" holds the reason (also written
+once to output.log) and "gpus" is [].
 The last sample is taken after the program has exited and been reaped, so it usually reads
 nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
 """
@@ -26,6 +29,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import psutil
+
+from campaignctl.adapters.cgroup_memory import CgroupMemory, locate
 
 MIB = float(2**20)
 # A process can exit (or become a zombie) between `children()` and the reads: its last interval
@@ -228,6 +233,7 @@ class TelemetrySampler:
         self._cuda_visible = cuda_visible
         self._note = note
         self._tree = ProcessTree(root_pid)
+        self._cgroup: CgroupMemory | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="campaignctl-telemetry", daemon=True)
 
@@ -256,9 +262,11 @@ class TelemetrySampler:
         gpus, status = open_gpus(self._cuda_visible)
         if gpus is None:
             self._note(f"campaignctl: GPU telemetry off: {status}\n")
+        self._cgroup = locate()
+        limit = {"cgroup_mem_limit_mb": round(self._cgroup.limit_bytes / MIB, 1)} if self._cgroup else {}
         try:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
-                                "nvml": status, "gpus": gpus.indices if gpus else [],
+                                "nvml": status, "gpus": gpus.indices if gpus else [], **limit,
                                 **({"node": self.node} if self.node else {})})
             self._tree.read()  # baseline for the first interval's CPU delta
             self.setup_cpu_s = time.thread_time() - started
@@ -280,8 +288,10 @@ class TelemetrySampler:
         now = time.monotonic()
         cpu_s, rss, nproc = self._tree.read()
         wall_s = max(now - last, 1e-6)
+        peak = self._cgroup.peak_bytes() if self._cgroup else None
         _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * cpu_s / wall_s, 1),
                             "rss_mb": round(rss / MIB, 1), "nproc": nproc,
+                            **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
                             "gpus": gpus.read() if gpus else []})
         self.samples += 1
         return now

@@ -4,8 +4,13 @@
 - cpu: mean CPU use of the task's process tree (telemetry, % of one core summed over the tree) ÷
   (100 × allocated cores). sacct AllocTRES `cpu=2` is what Slurm gave; before it reported one,
   the cores asked for.
-- mem: peak RSS ÷ allocated memory. The peak is the larger of sacct MaxRSS and the sampler's; the
-  allocation is AllocTRES `mem=`, else the memory asked for (`--mem`).
+- mem: peak memory ÷ allocated memory, the allocation being AllocTRES `mem=`, else the memory
+  asked for (`--mem`). The peak is the quantity Slurm's limit is enforced on: the peak usage of
+  the task's memory cgroup, page cache included (the sampler's `cgroup_mem_peak_mb`;
+  adapters/cgroup_memory.py), so it never reads over 100 % without an OOM-kill. Where no cgroup
+  was read (ConstrainRAMSpace=no, an attempt run before this reading existed) it is the larger of
+  sacct MaxRSS and the sampler's summed RSS, which count pages shared by forked workers once per
+  process and can read over 100 %. `mem_source` says which: cgroup or rss.
 - time: elapsed ÷ time limit (the attempt's effective limit, after any resize).
 - gpu_util: mean utilisation of the task's GPUs (NVML), gpu_mem: their peak memory use ÷ their
   memory (NVML memory.total): Slurm allocates whole GPUs.
@@ -22,7 +27,7 @@ figure, a pending one no time figure, a CPU-only one no GPU figures.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from campaignctl.core.cost import hourly, parse_alloc_tres, phase_of
 from campaignctl.core.energy import attempt_energy
@@ -53,7 +58,9 @@ class Efficiency:
     gpu_util: float | None = None
     gpu_mem: float | None = None
     gpu_mem_peak_mb: float | None = None
-    rss_peak_mb: float | None = None
+    rss_peak_mb: float | None = None  # summed RSS (sacct MaxRSS or the sampler's), whichever is higher
+    mem_peak_mb: float | None = None  # what `mem` divides: the cgroup peak, else rss_peak_mb
+    mem_source: str | None = None  # cgroup | rss (cgroup+rss: a campaign whose attempts differ)
     gpu_hours: float | None = None
     cost: float | None = None
     energy_kwh: float | None = None
@@ -102,17 +109,21 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
     t = use.telemetry if use.telemetry is not None and use.telemetry.samples else None
     g = t if t is not None and t.gpu_samples else None
     peak = _peak_rss_mb(use)
+    cgroup = t.cgroup_mem_peak_mb if t is not None and t.cgroup_mem_peak_mb > 0 else None
+    mem_peak = cgroup if cgroup is not None else peak
     rate = hourly(use.resources, use.alloc_tres, prices)
     energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None,
                             use.telemetry.energy_gap_s if use.telemetry else 0.0)
     return Efficiency(
         cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
-        mem=_ratio(peak, alloc.mem_mb),
+        mem=_ratio(mem_peak, alloc.mem_mb),
         time=_ratio(ran, use.resources.time_min * 60.0),
         gpu_util=_ratio(g.gpu_util_mean, 100.0) if g else None,
         gpu_mem=_ratio(g.gpu_mem_max_mb, g.gpu_mem_total_mb) if g else None,
         gpu_mem_peak_mb=g.gpu_mem_max_mb if g else None,
         rss_peak_mb=peak,
+        mem_peak_mb=mem_peak,
+        mem_source=None if mem_peak is None else "cgroup" if cgroup is not None else "rss",
         gpu_hours=None if ran is None else rate.gpu_hours * ran / 3600,
         cost=None if ran is None else rate.money * ran / 3600,
         energy_kwh=energy.kwh if energy else None,
@@ -137,10 +148,9 @@ def _with_totals(base: Efficiency, each: Sequence[Efficiency]) -> Efficiency:
     money = [e.cost for e in each if e.cost is not None]
     energy = [e for e in each if e.energy_kwh is not None]
     sources = sorted({e.energy_source for e in energy if e.energy_source}, key=("node", "gpu").index)
-    return Efficiency(base.cpu, base.mem, base.time, base.gpu_util, base.gpu_mem, base.gpu_mem_peak_mb,
-                      base.rss_peak_mb, sum(hours) if hours else None, sum(money) if money else None,
-                      sum(e.energy_kwh or 0.0 for e in energy) if energy else None, "+".join(sources) or None,
-                      any(e.energy_partial for e in energy))
+    return replace(base, gpu_hours=sum(hours) if hours else None, cost=sum(money) if money else None,
+                   energy_kwh=sum(e.energy_kwh or 0.0 for e in energy) if energy else None,
+                   energy_source="+".join(sources) or None, energy_partial=any(e.energy_partial for e in energy))
 
 
 def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
@@ -160,8 +170,10 @@ def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficienc
         mem.add(e.mem, a.mem_mb * ran)
         time.add(e.time, use.resources.time_min * 60.0)
         gpu.add(e.gpu_util, a.gpus * ran)
+    sources = sorted({e.mem_source for e in effs if e.mem_source})
     peak = Efficiency(cpu.value, mem.value, time.value, gpu.value, _highest(e.gpu_mem for e in effs),
-                      _highest(e.gpu_mem_peak_mb for e in effs), _highest(e.rss_peak_mb for e in effs))
+                      _highest(e.gpu_mem_peak_mb for e in effs), _highest(e.rss_peak_mb for e in effs),
+                      _highest(e.mem_peak_mb for e in effs), "+".join(sources) or None)
     return _with_totals(peak, effs)
 
 

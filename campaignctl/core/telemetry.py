@@ -4,7 +4,7 @@ so a tick only reads what was appended since the last one.
 
 Line format (one JSON object per line):
   {"event": "start", "t": 1.7e9, "interval_s": 10, "nvml": "ok" | "<why not>", "gpus": [0]}
-  {"t": 1.7e9, "cpu_pct": 187.5, "rss_mb": 2048.0, "nproc": 3,
+  {"t": 1.7e9, "cpu_pct": 187.5, "rss_mb": 2048.0, "nproc": 3, "cgroup_mem_peak_mb": 1830.2,
    "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0}]}
   {"event": "end", "t": 1.7e9, "samples": 42}
 """
@@ -41,6 +41,7 @@ class Summary:
     cpu_sum: float = 0.0
     cpu_max: float = 0.0
     rss_max_mb: float = 0.0
+    cgroup_mem_peak_mb: float = 0.0  # peak of the memory cgroup enforcing the limit (0: not reported)
     gpu_samples: int = 0
     gpu_util_sum: float = 0.0
     gpu_util_max: float = 0.0
@@ -120,6 +121,7 @@ def fold(summary: Summary, lines: Iterable[str]) -> Summary:
             acc["ended"] = True
         elif event is None and record is not None and isinstance(record.get("t"), (int, float)):
             _add_energy(acc, record)  # the reading after the program was reaped too: the job held the GPUs
+            _add_cgroup_peak(acc, record)  # so is the cgroup's peak: the kernel kept it
         if event in ("start", "end") or (record is not None and record.get("nproc") == 0):
             continue  # nproc 0: taken after the program was reaped, not an idle interval
         if sample is None:
@@ -146,6 +148,12 @@ def _add_energy(acc: dict[str, Any], record: dict[str, object]) -> None:
     acc["power_last"] = step.last
 
 
+def _add_cgroup_peak(acc: dict[str, Any], record: dict[str, object]) -> None:
+    peak = record.get("cgroup_mem_peak_mb")
+    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
+        acc["cgroup_mem_peak_mb"] = max(acc["cgroup_mem_peak_mb"], float(peak))
+
+
 def _add(acc: dict[str, Any], x: Sample) -> None:
     acc["samples"] += 1
     acc["first_t"] = x.t if acc["first_t"] is None else acc["first_t"]
@@ -165,7 +173,8 @@ def _add(acc: dict[str, Any], x: Sample) -> None:
 
 def summary_to_dict(s: Summary) -> dict[str, object]:
     return {"samples": s.samples, "first_t": s.first_t, "last_t": s.last_t, "cpu_sum": s.cpu_sum,
-            "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "gpu_samples": s.gpu_samples,
+            "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "cgroup_mem_peak_mb": s.cgroup_mem_peak_mb,
+            "gpu_samples": s.gpu_samples,
             "gpu_util_sum": s.gpu_util_sum, "gpu_util_max": s.gpu_util_max,
             "gpu_mem_max_mb": s.gpu_mem_max_mb, "gpu_mem_total_mb": s.gpu_mem_total_mb, "nvml": s.nvml,
             "ended": s.ended, "bad_lines": s.bad_lines, "interval_s": s.interval_s,
@@ -176,8 +185,8 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
 
 
 def summary_from_dict(d: dict[str, object]) -> Summary:
-    """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples) and
-    before energy (no `gpu_energy_j`: 0)."""
+    """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples), before
+    energy (no `gpu_energy_j`: 0) and before the cgroup peak (0: not reported)."""
     recent = tuple(Sample(*row) for row in d.get("recent", []))  # type: ignore[attr-defined]
     last = tuple((int(i), float(t), float(w)) for i, t, w in d.get("power_last", []))  # type: ignore[attr-defined]
     return Summary(**{**d, "recent": recent, "power_last": last})  # type: ignore[arg-type]

@@ -76,6 +76,23 @@ def test_peak_rss_is_the_larger_of_sacct_and_the_sampler() -> None:
                               PRICES).mem == pytest.approx(0.3)
 
 
+def test_memory_is_the_cgroup_peak_where_the_sampler_read_one_even_below_summed_rss() -> None:
+    # four forked workers sharing 300M: summed RSS 1500M of a 1000M allocation, never OOM-killed
+    start = json.dumps({"event": "start", "t": 0, "interval_s": 1, "nvml": "no GPU", "cgroup_mem_limit_mb": 1000.0})
+    lines = [start, *(json.dumps({"t": i, "cpu_pct": 90, "rss_mb": 1500.0, "nproc": 5, "cgroup_mem_peak_mb": 310.0 + i,
+                                  "gpus": []}) for i in range(3)),
+             json.dumps({"t": 3, "cpu_pct": 0, "rss_mb": 0, "nproc": 0, "cgroup_mem_peak_mb": 340.0, "gpus": []})]
+    use = AttemptUse("COMPLETED", 60, Resources(mem_mb=1000), "cpu=1,mem=1000M", "1500M", fold(Summary(), lines))
+    e = attempt_efficiency(use, PRICES)
+    assert (e.mem, e.mem_source, e.mem_peak_mb, e.rss_peak_mb) == (pytest.approx(0.34), "cgroup", 340.0, 1500.0)
+    without = attempt_efficiency(AttemptUse("COMPLETED", 60, Resources(mem_mb=1000), "cpu=1,mem=1000M", "1500M"),
+                                 PRICES)
+    assert (without.mem, without.mem_source) == (pytest.approx(1.5), "rss")  # no cgroup read: what RSS says
+    both = campaign_efficiency([use, AttemptUse("COMPLETED", 60, Resources(mem_mb=1000), "cpu=1,mem=1000M", "500M")],
+                               PRICES)
+    assert both.mem_source == "cgroup+rss" and both.mem == pytest.approx((0.34 + 0.5) / 2)
+
+
 def test_gpu_utilisation_and_memory_peak_from_nvml_samples() -> None:
     gpus = [{"index": 0, "util_pct": 80.0, "mem_used_mb": 10240.0, "mem_total_mb": 40960.0},
             {"index": 1, "util_pct": 40.0, "mem_used_mb": 20480.0, "mem_total_mb": 40960.0}]
