@@ -63,6 +63,9 @@ class FakeSlurm:
     vanished: set[str] = field(default_factory=set)  # job ids neither sacct nor squeue knows
     before_sacct: Callable[[], None] | None = None  # a hook, e.g. to hold a tick inside sacct
     env: Mapping[str, str] = field(default_factory=dict)  # the environment of the latest call
+    # `sinfo -N -O NodeList:|,CPUs:|,Memory:|,Gres:|,StateLong:`: nodes roomy enough that a
+    # memory raise of a pending sibling keeps as many tasks per node (core/siblings.py)
+    sinfo_nodes: str = "node1|64|256000|gpu:a100:8(S:0-1)|idle\nnode2|64|256000|gpu:a100:8(S:0-1)|mixed\n"
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
         name = argv[0]
@@ -106,6 +109,9 @@ class FakeSlurm:
         if args[0] == "update":
             return ""
         raise AssertionError(f"unexpected scontrol {args}")
+
+    def _sinfo(self, args: list[str]) -> str:
+        return self.sinfo_nodes
 
     def _sbatch(self, args: list[str]) -> str:
         if args[0] == "--test-only":  # Slurm would take it (make it refuse with fail_next)

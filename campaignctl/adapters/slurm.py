@@ -18,6 +18,7 @@ from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.sacct import SACCT_FIELDS, Observed, Reading, observe_jobs
+from campaignctl.core.siblings import NodeShape, parse_node_shapes
 from campaignctl.core.site_limits import may_be_submit_limit, names_submit_limit
 from campaignctl.core.site_limits import submit_limit as read_submit_limit
 from campaignctl.core.slurm_version import SlurmVersion, parse_version
@@ -323,6 +324,12 @@ def gpu_nodes() -> list[NodeGpus]:
     out = proc.run(["sinfo", "-N", "--noheader", "-O", "NodeList:|,Gres:|,GresUsed:|,StateLong:"],
                    timeout=60).stdout
     return parse_sinfo_gpus(out)
+
+
+def node_shapes(partition: str | None) -> tuple[NodeShape, ...]:
+    """The CPUs, memory and GPUs of the partition's nodes (the default partition's without one)."""
+    argv = ["sinfo", "-N", "--noheader", "-O", "NodeList:|,CPUs:|,Memory:|,Gres:|,StateLong:"]
+    return parse_node_shapes(proc.run([*argv, *(["-p", partition] if partition else [])], timeout=60).stdout)
 
 
 def node_events(nodes: Sequence[str], since: datetime, until: datetime) -> str:

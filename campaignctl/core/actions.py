@@ -36,8 +36,9 @@ CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to m
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
+# ExcNodeList replaces the job's whole --exclude list (the decision carries the union).
 _SCONTROL_FIELDS = {"mem_mb": ("MinMemoryNode",), "time_min": ("TimeLimit",),
-                    "cpus_per_task": ("NumCPUs", "CPUsPerTask")}
+                    "cpus_per_task": ("NumCPUs", "CPUsPerTask"), "exclude": ("ExcNodeList",)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
+from campaignctl.core.siblings import Raise, SiblingFacts, plan_raise
 from campaignctl.core.spec import Resources
 from campaignctl.core.suspects import blamed, suspect_nodes
 
@@ -93,7 +94,7 @@ class Decision:
 
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
-           gpu_types: Sequence[str] = ()) -> list[Decision]:
+           gpu_types: Sequence[str] = (), siblings: SiblingFacts | None = None) -> list[Decision]:
     """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
     plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
     spec's acceptable GPU types, where a GPU OOM may move."""
@@ -103,7 +104,23 @@ def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
         decision = decide_task(task, policy, now, excluded, gpu_types)
         if decision is not None:
             decisions.append(decision)
-    return decisions + resize_pending_siblings(tasks, decisions, policy)
+    resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded)
+    if siblings is not None and any(d.rule in ("out_of_memory", "timeout") for d in decisions):
+        latest = {t.latest.token: t.latest for t in tasks}
+        decisions = [_with_reach(d, latest[d.attempt_token], policy, siblings) for d in decisions]
+    return decisions + resizes
+
+
+def _with_reach(d: Decision, latest: AttemptView, policy: Policy, facts: SiblingFacts) -> Decision:
+    """A first attempt's OOM/TIMEOUT retry records how far its raise reaches and the nodes it was
+    sized by (what `policy replay` reads back: sinfo is not recorded anywhere else)."""
+    if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
+        return d
+    if latest.number != 1 or not policy.rule(d.rule).resize_pending:
+        return d
+    reach = plan_raise(d.rule, latest.params, latest.resources, d.resources, facts.shapes, facts.shares)
+    return replace(d, inputs={**d.inputs, "siblings": reach.why,
+                              "node_shapes": [[n.cpus, n.mem_mb, n.gpus] for n in facts.shapes]})
 
 
 def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
@@ -291,65 +308,74 @@ def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy) -> frozen
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
 
 
-def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision],
-                            policy: Policy) -> list[Decision]:
-    """A task that hit OOM/TIMEOUT predicts the same for its still-pending array siblings: give
-    them the retry's memory/time now (`scontrol update`), before they start and waste an attempt."""
+def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
+                            facts: SiblingFacts | None = None,
+                            excluded: frozenset[str] = frozenset()) -> list[Decision]:
+    """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
+    tasks, before they start and waste an attempt (core/siblings.py: which raises reach which
+    tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
+    raises (time) reach the trigger's own array."""
     by_token = {t.latest.token: t for t in tasks}
-    targets: dict[str, tuple[Decision, Resources]] = {}  # array job id → (trigger, largest new)
+    raises: list[tuple[Decision, Raise, str | None]] = []  # (trigger, raise, its array where facts are missing)
     for d in decisions:
         if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
             continue
-        if not policy.rule(d.rule).resize_pending:
-            continue
-        array = by_token[d.attempt_token].latest.array_job_id
-        if array is None:
-            continue
-        prev = targets.get(array)
-        grown = d.resources if prev is None else replace(
-            prev[1], mem_mb=max(prev[1].mem_mb, d.resources.mem_mb),
-            time_min=max(prev[1].time_min, d.resources.time_min))
-        targets[array] = (d, grown)
+        latest = by_token[d.attempt_token].latest
+        if not policy.rule(d.rule).resize_pending or latest.number != 1:
+            continue  # a retry's failure tells of its task's tail, not of its group's
+        if facts is None:
+            r = plan_raise(d.rule, {}, latest.resources, d.resources, (), {})
+            raises.append((d, r, latest.array_job_id))
+        else:
+            raises.append((d, plan_raise(d.rule, latest.params, latest.resources, d.resources, facts.shapes,
+                                         facts.shares), None))
+    exclude_nodes = excluded if policy.rule("node_fail").exclude_failed_node else frozenset()
+    if not exclude_nodes and not any(r.mem_mb or r.time_min for _, r, _ in raises):
+        return []
     out = []
-    sized: dict[tuple[Resources, Resources], tuple[Resources, dict[str, list[int]], str, dict[str, object]] | None] = {}
     for task in tasks:
         latest = task.latest
-        if latest.state != "PENDING" or latest.array_job_id not in targets:
+        if latest.state != "PENDING" or latest.job_id is None:
             continue
-        trigger, grown = targets[latest.array_job_id]  # type: ignore[index]
-        key = (latest.resources, grown)
-        if key not in sized:  # siblings share a few requests: size each once (the simulator's 100,000 tasks)
-            sized[key] = _resize_plan(latest.resources, grown)
-        plan = sized[key]
-        if plan is not None:
-            resized, changes, what, as_fields = plan
-            reason = (f"pending sibling of task {trigger.task_index}, which hit "
-                      f"{trigger.rule.replace('_', ' ')} in the same array; {what} before it starts.")
-            out.append(Decision(task.index, latest.token, trigger.rule, "resize_pending", reason,
-                                {"job_id": latest.job_id, "state": latest.state, "trigger_task": trigger.task_index,
-                                 "trigger_attempt": trigger.attempt_token},
-                                {"changes": changes, "array_job_id": latest.array_job_id,
-                                 "resources": as_fields}, resized))
+        reaching = [(d, r) for d, r, array in raises if (array is None or array == latest.array_job_id)
+                    and r.group.holds(latest.params)]
+        decision = _sibling_resize(task.index, latest, reaching, exclude_nodes)
+        if decision is not None:
+            out.append(decision)
     return out
 
 
-def _resize_plan(current: Resources, grown: Resources) -> tuple[Resources, dict[str, list[int]], str,
-                                                                dict[str, object]] | None:
-    resized = _resized(current, grown)
-    if resized is None:
+def _sibling_resize(index: int, latest: AttemptView, reaching: Sequence[tuple[Decision, Raise]],
+                    exclude_nodes: frozenset[str]) -> Decision | None:
+    old = latest.resources
+    mem = max([old.mem_mb, *(r.mem_mb for _, r in reaching if r.mem_mb)])
+    time = max([old.time_min, *(r.time_min for _, r in reaching if r.time_min)])
+    have = set(split_nodes(old.exclude or ""))
+    exclude = ",".join(sorted(have | exclude_nodes)) if not exclude_nodes <= have else old.exclude
+    new = replace(old, mem_mb=mem, time_min=time, exclude=exclude)
+    if new == old:
         return None
-    changes = {k: [getattr(current, k), getattr(resized, k)]
-               for k in ("mem_mb", "time_min") if getattr(resized, k) != getattr(current, k)}
-    return resized, changes, ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()), _fields(resized)
+    changes = {k: [getattr(old, k), getattr(new, k)] for k in ("mem_mb", "time_min", "exclude")
+               if getattr(new, k) != getattr(old, k)}
+    what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
+    grew = [(d, r) for d, r in reaching if (r.mem_mb or 0) > old.mem_mb or (r.time_min or 0) > old.time_min]
+    if grew:
+        trigger, why = grew[-1]  # the latest trigger names it, as one scontrol update carries it
+        reason = (f"pending, in the group of task {trigger.task_index}, which hit "
+                  f"{trigger.rule.replace('_', ' ')}; {what} before it starts: {why.why}.")
+        inputs: dict[str, object] = {"job_id": latest.job_id, "state": latest.state,
+                                     "trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
+                                     "group": why.group.describe()}
+        rule = trigger.rule
+    else:
+        reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
+                  "`campaign_exclude_after` attempts died of a node failure.")
+        inputs = {"job_id": latest.job_id, "state": latest.state, "excluded_nodes": sorted(exclude_nodes)}
+        rule = "node_fail"
+    return Decision(index, latest.token, rule, "resize_pending", reason, inputs,
+                    {"changes": changes, "array_job_id": latest.array_job_id, "resources": _fields(new)}, new)
 
 
 def _fields(resources: Resources) -> dict[str, object]:
     """asdict of a flat record, without asdict's deep copy (a resize decision per pending sibling)."""
     return {f.name: getattr(resources, f.name) for f in fields(resources)}
-
-
-def _resized(current: Resources, grown: Resources) -> Resources | None:
-    mem, time = max(current.mem_mb, grown.mem_mb), max(current.time_min, grown.time_min)
-    if (mem, time) == (current.mem_mb, current.time_min):
-        return None
-    return replace(current, mem_mb=mem, time_min=time)

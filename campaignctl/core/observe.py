@@ -95,7 +95,7 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
     task whose only attempt COMPLETED cannot (no failure to answer, no node to blame, nothing
     pending or running), so it has none."""
     parse = resources_parser()
-    parse_params = _params_parser()
+    parse_params = params_parser()
     causes = causes or {}
     changed = {c.attempt_id: c.facts for c in changes}
     grouped: dict[int, list[AttemptView]] = {}
@@ -111,7 +111,7 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
     return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
 
 
-def _params_parser() -> Callable[[str], Mapping[str, Scalar]]:
+def params_parser() -> Callable[[str], Mapping[str, Scalar]]:
     cache: dict[str, Mapping[str, Scalar]] = {}
 
     def parse(text: str) -> Mapping[str, Scalar]:

@@ -37,13 +37,14 @@ from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
-from campaignctl.core.observe import resources_parser, task_views
+from campaignctl.core.observe import params_parser, resources_parser, task_views
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.sacct import rss_mb
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.siblings import NodeShape, SiblingFacts, tally_first_ends
 from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_facts
@@ -159,6 +160,7 @@ class Timeline:
                           if d.action == "give_up" and d.rule == MANUAL_RULE]
         self._releases = [(d.tick_id, d) for d in enforced if d.action == "release" and d.status == "applied"]
         self._fallbacks = [d for d in enforced if d.rule == "gpu_fallback" and d.action == "cancel"]
+        self._shapes = {d.tick_id: d.inputs["node_shapes"] for d in enforced if "node_shapes" in d.inputs}
         self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
         for d in enforced:
             if d.action == "throttle" and d.status == "applied":
@@ -249,7 +251,18 @@ class Timeline:
                   for m in wanted.metrics}
         samples = self._samples(tick, snapshot) if wanted.right_size else None
         return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
-                          samples)
+                          samples, siblings=self._siblings(tick) if wanted.siblings else None)
+
+    def _siblings(self, tick: RecordedTick) -> SiblingFacts:
+        """The nodes a retry of this tick was sized by (its decision recorded them; none: unknown,
+        so a memory raise counts as costing slots) and how first attempts had ended by then."""
+        recorded = self._shapes.get(tick.id)
+        shapes = tuple(NodeShape(*n) for n in recorded if isinstance(n, list) and len(n) == 3
+                       and all(isinstance(v, int) for v in n)) if isinstance(recorded, list) else ()
+        parse = params_parser()
+        rows = self.rows(tick)
+        return SiblingFacts(shapes, tally_first_ends((parse(r.params_json), r.state)
+                                                     for r in rows if r.attempt_number == 1))
 
     def _samples(self, tick: RecordedTick, snapshot: TickSnapshot) -> list[UsageSample]:
         parse = resources_parser()

@@ -64,6 +64,7 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.right_size import UsageSample, groups, plan_lowering
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.siblings import SiblingFacts, needs_facts
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.core.training_metrics import Curve
@@ -84,6 +85,7 @@ class Needs:
     queue: bool = False  # squeue's pending reasons and sinfo's free GPUs (GPU-type fallback)
     metrics: frozenset[str] = frozenset()  # metrics whose curves it ranks or compares
     right_size: bool = False  # the campaign's own ended samples and the attempts right_size lowered
+    siblings: bool = False  # sinfo's nodes of the partition and the first attempts' failure shares
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class TickSnapshot:
     curves: Mapping[str, Curves] = field(default_factory=dict)  # metric → task → points
     samples: tuple[UsageSample, ...] | None = None  # right_size: this campaign's ended attempts
     lowered: frozenset[str] = frozenset()  # right_size: attempt tokens it already lowered in place
+    siblings: SiblingFacts | None = None  # how far an OOM/TIMEOUT retry's raise reaches (core/siblings.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,8 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
-        out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering)
+        raises = not paused and needs_facts(v.latest.state for v in views if not v.latest.decided)
+        out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
     return out
 
 
@@ -227,7 +231,7 @@ def assess_nothing() -> Assessment:
 def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequence[TaskView]) -> _Sections:
     settings = snapshot.settings
     fired = snapshot.requests.fired
-    decisions = decide(views, policy, now, settings.gpu_types)
+    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings)
     assessment = _assessment(snapshot, policy)
     budget = _budget(snapshot, views, assessment)
     paused = snapshot.campaign_state == "paused" or budget.pause
@@ -365,9 +369,9 @@ def _tighter(*caps: int | None) -> int | None:
 def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
                free_gpus: Mapping[str, int] | None = None,
                curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
-               lowered: frozenset[str] | None = None) -> TickSnapshot:
+               lowered: frozenset[str] | None = None, siblings: SiblingFacts | None = None) -> TickSnapshot:
     """The snapshot with lazy facts filled in (those given)."""
-    return replace(snapshot,
+    return replace(snapshot, siblings=snapshot.siblings if siblings is None else siblings,
                    samples=snapshot.samples if samples is None else tuple(samples),
                    lowered=snapshot.lowered if lowered is None else lowered,
                    pending_reasons=snapshot.pending_reasons if pending_reasons is None else pending_reasons,

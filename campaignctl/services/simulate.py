@@ -48,6 +48,7 @@ class PolicyRun:
     wasted_cpu_hours: float
     spend: float  # money at the campaign policy's prices
     ends: dict[str, int]  # runs by final Slurm state
+    wasted_by_end: dict[str, float]  # wasted GPU-hours (CPU-hours without GPUs) by final Slurm state
     decisions: dict[str, int]  # "rule → action" carried out
     proposals: dict[str, int]  # shadow or waiting for approval: logged, not carried out
     ticks: int
@@ -139,6 +140,7 @@ def _run(name: str, t: Tally, campaign_policy: Policy) -> PolicyRun:
     return PolicyRun(name, t.tasks, dict(sorted(t.counts().items())), t.attempts, round(t.makespan_s / 3600, 2),
                      round(t.gpu_hours, 2), round(t.cpu_hours, 2), round(t.wasted_gpu_hours, 2),
                      round(t.wasted_cpu_hours, 2), round(spend, 2), dict(sorted(t.ends.items())),
+                     {k: round(v, 2) for k, v in sorted(t.wasted_by_end.items())},
                      dict(sorted(t.decisions.items())), dict(sorted(t.proposals.items())), t.ticks,
                      decided=list(t.decided))
 

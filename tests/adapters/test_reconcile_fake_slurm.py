@@ -52,7 +52,7 @@ def provoke(fake: FakeSlurm, failures: dict[int, tuple[str, str, str]] = FAILURE
 
 
 def slurm_mutations(fake: FakeSlurm) -> Counter[str]:
-    return Counter({k: v for k, v in fake.calls.items() if k != "sacct"})
+    return Counter({k: v for k, v in fake.calls.items() if k not in ("sacct", "sinfo")})
 
 
 @pytest.mark.parametrize("tasks", [10, 1200])
@@ -66,9 +66,10 @@ def test_a_tick_makes_a_constant_number_of_slurm_calls_whatever_the_campaign_siz
     # excluded, unchanged) one sbatch --test-only, one sbatch --hold and one release. This process
     # already read MaxArraySize (scontrol show config) at submit, and Slurm took the unchanged
     # resources then (--test-only): neither is asked again (a cron tick is a new process: it asks).
-    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 4, "sbatch": 3 + 4}
+    # A first attempt's OOM or TIMEOUT adds one sinfo: the nodes its raise of pending work is sized by.
+    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 4, "sbatch": 3 + 4, "sinfo": 1}
     # and the commands run include `sacct --version` once (the client's own version, no RPC)
-    assert result.slurm_calls == 12 + 1
+    assert result.slurm_calls == 13 + 1
     assert {d.task for d in result.campaigns[0].decisions} == set(FAILURES)
 
 

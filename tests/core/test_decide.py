@@ -19,6 +19,7 @@ from campaignctl.core.decide import (
     split_nodes,
 )
 from campaignctl.core.policy import Policy, Rule
+from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts, parse_node_shapes, tally_first_ends
 from campaignctl.core.spec import Resources
 
 NOW = datetime(2026, 11, 21, 12, 0)
@@ -349,18 +350,61 @@ def sibling_campaign(trigger: str = "OUT_OF_MEMORY", **trigger_fields: object) -
     ]
 
 
-def test_oom_resizes_pending_siblings_of_its_array_only() -> None:
-    decisions = decide(sibling_campaign(), POLICY, NOW)
+ROOMY = SiblingFacts((NodeShape(cpus=8, mem_mb=64000),), {})  # 8 tasks of 1000M or 1500M per node
+TIGHT = SiblingFacts((NodeShape(cpus=8, mem_mb=8000),), {})  # 8 of 1000M, only 5 of 1500M
+
+
+def test_oom_raises_pending_memory_across_the_campaign_where_a_node_holds_as_many() -> None:
+    decisions = decide(sibling_campaign(), POLICY, NOW, siblings=ROOMY)
     assert [(d.task_index, d.action) for d in decisions] == [(0, "resubmit"), (1, "resize_pending"),
-                                                           (2, "resize_pending")]
+                                                           (2, "resize_pending"), (4, "resize_pending")]
     resize = decisions[1]
     assert resize.resources == Resources(mem_mb=1500, time_min=60)
     assert resize.attempt_token == "sub12.1" and resize.rule == "out_of_memory"
-    assert resize.reason == ("pending sibling of task 0, which hit out of memory in the same array; "
-                             "mem_mb 1000 → 1500 before it starts.")
-    assert resize.params["array_job_id"] == "12"
+    assert resize.reason == ("pending, in the group of task 0, which hit out of memory; mem_mb 1000 → 1500 before "
+                             "it starts: 1500M fits as many tasks per node (the campaign: 0 first attempts "
+                             "started, 0% ended out of memory).")
+    assert resize.params["array_job_id"] == "12" and decisions[3].params["array_job_id"] == "13"
     assert resize.params["changes"] == {"mem_mb": [1000, 1500]}
-    assert resize.inputs == {"job_id": "12_1", "state": "PENDING", "trigger_task": 0, "trigger_attempt": "sub12.0"}
+    assert resize.inputs["trigger_task"] == 0 and resize.inputs["job_id"] == "12_1"
+    assert decisions[0].inputs["node_shapes"] == [[8, 64000, 0]]  # what replay sizes it by
+
+
+def test_a_memory_raise_that_fits_fewer_per_node_waits_for_most_of_the_group_to_fail() -> None:
+    decisions = decide(sibling_campaign(), POLICY, NOW, siblings=TIGHT)
+    assert [d.action for d in decisions] == ["resubmit"]  # a quarter failing costs less than 3 of 8 slots
+    assert decisions[0].inputs["siblings"].startswith("not raised: 1500M fits fewer tasks per node")
+    failing = SiblingFacts(TIGHT.shapes, {CAMPAIGN: Ends(started=10, out_of_memory=6)})
+    raised = [d.task_index for d in decide(sibling_campaign(), POLICY, NOW, siblings=failing)
+              if d.action == "resize_pending"]
+    assert raised == [1, 2, 4]
+
+
+def test_the_group_is_the_parameter_value_the_failures_follow() -> None:
+    def task(index: int, state: str, model: str) -> TaskView:
+        return TaskView(index, (replace(attempt(state, index=index), params={"model": model, "seed": index}),))
+    views = [task(0, "OUT_OF_MEMORY", "big"), task(1, "PENDING", "big"), task(2, "PENDING", "small")]
+    ended = [({"model": "big", "seed": i}, "OUT_OF_MEMORY" if i % 4 else "COMPLETED") for i in range(12)]
+    ended += [({"model": "small", "seed": i}, "COMPLETED") for i in range(12, 36)]
+    facts = SiblingFacts(TIGHT.shapes, tally_first_ends(ended))
+    resizes = [d for d in decide(views, POLICY, NOW, siblings=facts) if d.action == "resize_pending"]
+    assert [d.task_index for d in resizes] == [1]  # big fails 75 %; the campaign 25 %: small stays as asked
+    assert resizes[0].inputs["group"] == "model=big: 12 first attempts started, 75% ended out of memory"
+
+
+def test_a_retrys_failure_raises_no_sibling() -> None:
+    tasks = [TaskView(0, (attempt("OUT_OF_MEMORY", decided=True), attempt("TIMEOUT", 2, index=9))),
+             TaskView(1, (attempt("PENDING", index=1),))]
+    assert [d.action for d in decide(tasks, POLICY, NOW, siblings=ROOMY)] == ["resubmit"]
+
+
+def test_nodes_the_campaign_excludes_join_every_pending_tasks_exclude() -> None:
+    failed = [TaskView(i, (attempt("NODE_FAIL", nodes="node3", index=i),)) for i in range(2)]
+    pending = [TaskView(2, (attempt("PENDING", index=2, exclude="node1"),)),
+               TaskView(3, (attempt("PENDING", index=3, exclude="node3"),))]
+    resizes = [d for d in decide(failed + pending, POLICY, NOW) if d.action == "resize_pending"]
+    assert [(d.task_index, d.resources.exclude if d.resources else None) for d in resizes] == [(2, "node1,node3")]
+    assert resizes[0].rule == "node_fail" and resizes[0].params["changes"] == {"exclude": ["node1", "node1,node3"]}
 
 
 def test_timeout_resizes_pending_siblings_time() -> None:
@@ -385,7 +429,7 @@ def test_two_triggers_in_one_array_resize_to_the_largest() -> None:
     tasks = [TaskView(0, (attempt("OUT_OF_MEMORY", mem=1000, index=0),)),
              TaskView(1, (attempt("OUT_OF_MEMORY", mem=3000, index=1),)),
              TaskView(2, (attempt("PENDING", mem=1000, index=2),))]
-    decisions = decide(tasks, POLICY, NOW)
+    decisions = decide(tasks, POLICY, NOW, siblings=ROOMY)
     resizes = [d for d in decisions if d.action == "resize_pending"]
     assert [(d.task_index, d.resources) for d in resizes] == [(2, Resources(mem_mb=4500, time_min=60))]
 
@@ -394,5 +438,22 @@ def test_resize_pending_siblings_takes_decisions_as_given() -> None:
     tasks = sibling_campaign()
     resubmit = decide_task(tasks[0], POLICY, NOW)
     assert resubmit is not None
-    assert [d.task_index for d in resize_pending_siblings(tasks, [resubmit], POLICY)] == [1, 2]
-    assert resize_pending_siblings(tasks, [], POLICY) == []
+    assert [d.task_index for d in resize_pending_siblings(tasks, [resubmit], POLICY, ROOMY)] == [1, 2, 4]
+    assert resize_pending_siblings(tasks, [resubmit], POLICY) == []  # nodes unknown: memory stays as asked
+    assert resize_pending_siblings(tasks, [], POLICY, ROOMY) == []
+
+
+def test_sinfo_node_shapes_count_each_usable_node_once() -> None:
+    # `sinfo -N --noheader -O NodeList:|,CPUs:|,Memory:|,Gres:|,StateLong:` on the lab (22.05),
+    # node2 listed in two partitions, node4 drained
+    text = ("node1|4|7800|gpu:a100:2(S:0)|idle|\nnode2|4|7800|gpu:a100:2(S:0)|mixed|\n"
+            "node2|4|7800|gpu:a100:2(S:0)|mixed|\nnode3|8|15600|gpu:4|allocated|\nnode4|4|7800|(null)|drained|\n"
+            "node5|4|7800|(null)|down*|\n")
+    assert parse_node_shapes(text) == (NodeShape(4, 7800, 2), NodeShape(8, 15600, 4))
+
+
+def test_first_ends_count_what_started_by_parameter_value() -> None:
+    shares = tally_first_ends([({"m": "a"}, "OUT_OF_MEMORY"), ({"m": "a"}, "RUNNING"), ({"m": "b"}, "TIMEOUT"),
+                               ({"m": "b"}, "PENDING")])
+    assert shares[CAMPAIGN] == Ends(started=3, out_of_memory=1, timeout=1)
+    assert shares[("m", "a")].share("out_of_memory") == 0.5 and shares[("m", "b")] == Ends(1, 0, 1)

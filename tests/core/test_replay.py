@@ -131,15 +131,19 @@ def test_an_attempt_a_recorded_stop_ended_is_answered_not_given_up_as_cancelled(
 def test_pending_siblings_are_resized_once_then_seen_with_their_new_resources() -> None:
     attempts = [attempt(1, 0), attempt(2, 1, resized=True), attempt(3, 2, resized=True)]
     seen = [obs(1, 1, "OUT_OF_MEMORY"), obs(2, 1, "PENDING"), obs(3, 1, "PENDING")]
-    h = history([tick(1), tick(2)], attempts, seen)
+    # the retry recorded the nodes it was sized by (sinfo): a node holds as many at 1500M
+    sized = replace(logged(9, 1, "s1.0", "out_of_memory", "resubmit", status="failed"),
+                    inputs={"node_shapes": [[64, 256000, 0]]})
+    h = history([tick(1), tick(2)], attempts, seen, [sized])
     first = replay(h, POLICY)
     assert made(first) == [(1, 0, "out_of_memory", "resubmit"), (1, 1, "out_of_memory", "resize_pending"),
                            (1, 2, "out_of_memory", "resize_pending")]
     assert first[1].decision.resources == replace(BASE, mem_mb=1500)
+    assert made(replay(replace(h, decisions=()), POLICY)) == [(1, 0, "out_of_memory", "resubmit")]  # nodes unknown
     # with the recorded resizes applied, tick 2 sees 1500 MB: nothing to resize again
     resizes = [logged(i, 1, f"s1.{t}", "out_of_memory", "resize_pending", task=t,
                       resources=asdict(replace(BASE, mem_mb=1500))) for i, t in ((1, 1), (2, 2))]
-    assert len(replay(replace(h, decisions=tuple(resizes)), POLICY)) == 3
+    assert len(replay(replace(h, decisions=(sized, *resizes)), POLICY)) == 3
 
 
 def test_recorded_decisions_of_other_rules_are_counted_not_replayed() -> None:

@@ -26,12 +26,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView
+from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView, campaign_excluded_nodes
+from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.settings import CampaignSettings
+from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.tick import TickPlan, TickSnapshot, decide_tick, needs, with_facts
 
@@ -47,9 +49,11 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
         whole = bool(settings.max_parallel or settings.budget.limits() or right_sizes)
-        views = _changed(engine) + (_active(engine) if whole else _waiting(engine, policy, settings, now))
+        changed = _changed(engine)
+        views = changed + _node_failed(engine, changed) + (
+            _active(engine) if whole else _waiting(engine, policy, settings, now))
         plan = _decide(engine, policy, settings, views, now, lowered)
-        siblings = _siblings(engine, plan, policy) if not whole else []
+        siblings = _siblings(engine, plan, views, policy) if not whole else []
         plan = _decide(engine, policy, settings, views + siblings, now, lowered) if siblings else plan
         lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
         return plan
@@ -72,6 +76,8 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
                               {m: {} for m in facts.metrics})
     if facts.right_size:
         snapshot = with_facts(snapshot, samples=_samples(engine, settings), lowered=frozenset(lowered))
+    if facts.siblings:
+        snapshot = with_facts(snapshot, siblings=_sibling_facts(engine))
     return decide_tick(snapshot, policy, now)
 
 
@@ -103,24 +109,42 @@ def _waiting(engine: Engine, policy: Policy, settings: CampaignSettings, now: da
             if job.state == "PENDING" and job.submit <= since and job.res.gpu_type != settings.gpu_types[-1]]
 
 
-def _siblings(engine: Engine, plan: TickPlan, policy: Policy) -> list[TaskView]:
-    """Pending elements of arrays where this plan grows an OOM/TIMEOUT retry, still smaller."""
-    grown: dict[str, tuple[int, int]] = {}
-    for d in plan.decisions:
-        if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
-            continue
-        if not policy.rule(d.rule).resize_pending:
-            continue
-        array_id = engine.jobs[d.task_index][-1].array.id
-        mem, time = grown.get(array_id, (0, 0))
-        grown[array_id] = (max(mem, d.resources.mem_mb), max(time, d.resources.time_min))
-    out = []
-    for array in engine.queue.arrays:
-        if array.id in grown:
-            mem, time = grown[array.id]
-            out += [engine.view(j.task) for j in array.pending.values()
-                    if j.res.mem_mb < mem or j.res.time_min < time]
-    return out
+def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
+    """On a tick that decides, the tasks with a node failure behind them (not already seen): what
+    the campaign-wide node exclusion counts, as reconcile's views of every unfinished task hold."""
+    if not changed or not engine.node_failed:
+        return []
+    seen = {v.index for v in changed}
+    return [engine.view(task) for task in sorted(engine.node_failed - seen)]
+
+
+def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy) -> list[TaskView]:
+    """Pending tasks this plan's raises or the campaign's excluded nodes may reach (a superset:
+    decide_tick picks, by the raise's group, which of them change)."""
+    grown = [d.resources for d in plan.decisions if d.action == "resubmit" and d.resources is not None
+             and d.rule in ("out_of_memory", "timeout")]
+    excluded = set(campaign_excluded_nodes(views, policy)) if policy.rule("node_fail").exclude_failed_node else set()
+    if not grown and not excluded:
+        return []
+    mem = max((r.mem_mb for r in grown), default=0)
+    time = max((r.time_min for r in grown), default=0)
+    seen = {v.index for v in views}
+    return [engine.view(job.task) for job in engine.active.values()
+            if job.state == "PENDING" and job.task not in seen
+            and (job.res.mem_mb < mem or job.res.time_min < time
+                 or not excluded <= set(split_nodes(job.res.exclude or "")))]
+
+
+def _sibling_facts(engine: Engine) -> SiblingFacts:
+    """The partition's nodes, and how first attempts ended (a simulated task has no parameters
+    of its own, so the campaign is the one group): started counts the running ones too."""
+    setup = engine.setup
+    partition = setup.cluster.partition(setup.resources.partition)
+    shapes = {NodeShape(n.cpus, n.mem_mb, n.gpus) for n in setup.cluster.nodes if n.name in partition.nodes}
+    ends = engine.first_ends
+    started = sum(ends.values()) + engine.first_running()
+    return SiblingFacts(tuple(sorted(shapes, key=lambda n: (n.cpus, n.mem_mb, n.gpus))),
+                        {CAMPAIGN: Ends(started, ends.get("OUT_OF_MEMORY", 0), ends.get("TIMEOUT", 0))})
 
 
 def _usage(engine: Engine) -> tuple[UsageGroup, ...]:

@@ -66,6 +66,8 @@ class Engine:
     requests: Requests = field(default_factory=Requests)
     throttles: dict[str, int | None] = field(default_factory=dict)
     paused: bool = False
+    first_ends: dict[str, int] = field(default_factory=dict)  # how first attempts ended: state → count
+    node_failed: set[int] = field(default_factory=set)  # tasks with an attempt ended NODE_FAIL
     _views: dict[int, TaskView] = field(default_factory=dict)
     _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
     _seq: int = 0
@@ -218,6 +220,10 @@ class Engine:
             return
         self.active.pop(job.token, None)
         self._views.pop(job.task, None)
+        if job.attempt == 1:
+            self.first_ends[state] = self.first_ends.get(state, 0) + 1
+        if state == "NODE_FAIL":
+            self.node_failed.add(job.task)
         if state == "COMPLETED":
             self.settled[job.task] = "completed"
             self.tally.settle(self.now)
@@ -296,6 +302,10 @@ class Engine:
             evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
             params=job.params, params_changed=job.params_changed)  # type: ignore[arg-type]
 
+    def first_running(self) -> int:
+        """First attempts running now."""
+        return sum(1 for job in self.active.values() if job.attempt == 1 and job.state == "RUNNING")
+
     def _apply(self, plan: TickPlan) -> bool:
         retries: list[tuple[int, int, Resources, dict[str, object]]] = []
         acted = False
@@ -330,6 +340,7 @@ class Engine:
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
             job.array.resize(job, d.resources)
+            self._views.pop(task, None)  # its view showed the old request
         elif d.action == "cancel" and job is not None:
             self._cancel(job, d)
         elif d.action == "stop" and job is not None and job.state == "RUNNING":

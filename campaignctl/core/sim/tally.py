@@ -20,6 +20,7 @@ class Tally:
     wasted_gpu_hours: float = 0.0  # allocated to attempts (or runs of a requeued job) that did not complete
     wasted_cpu_hours: float = 0.0
     gpu_hours_by_type: dict[str, float] = field(default_factory=dict)
+    wasted_by_end: dict[str, float] = field(default_factory=dict)  # final state → GPU-hours (CPU-hours without GPUs)
     attempts: int = 0  # campaign jobs started (a requeued job counts once per start)
     ends: Counter[str] = field(default_factory=Counter)  # final Slurm state of each run
     decisions: Counter[str] = field(default_factory=Counter)  # "rule → action" carried out
@@ -54,6 +55,7 @@ class Tally:
         if state != "COMPLETED":
             self.wasted_gpu_hours += gpu
             self.wasted_cpu_hours += cpu
+            self.wasted_by_end[state] = self.wasted_by_end.get(state, 0.0) + (gpu if job.res.gpus else cpu)
 
     def settle(self, now: int) -> None:
         self.makespan_s = now
