@@ -7,9 +7,12 @@ view of every task at every 5-minute tick would cost more than the rest of the s
 tick is given:
 - the tasks whose latest attempt ended and is not yet answered (the cause rules' input; a task in
   backoff stays in until answered);
-- the pending siblings of an array in which this tick retries an OOM or TIMEOUT with
-  `resize_pending`, and only those still asking for less (a second `decide_tick` over the same
-  snapshot plus them: the first one names the arrays and the new sizes);
+- on a tick that decides, the tasks with a node failure behind them (what the campaign-wide node
+  exclusion counts);
+- the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/siblings.py),
+  only those still asking for less or lacking an excluded node (a second `decide_tick` over the
+  same snapshot plus them); the raise is sized by the partition's nodes and the first attempts'
+  ends, the one group being the campaign (a simulated task has no parameters of its own);
 - every pending and running task when the sections need the whole picture: a campaign
   `max_parallel` (throttles count running and pending per array) or budget limits (the hold
   lists pending elements);
