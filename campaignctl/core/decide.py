@@ -333,21 +333,38 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     if not exclude_nodes and not any(r.mem_mb or r.time_min for _, r, _ in raises):
         return []
     out = []
+    # pending tasks share a few requests: each (request, raises reaching it) is planned once
+    plans: dict[tuple[Resources, tuple[int, ...]], _SiblingPlan | None] = {}
     for task in tasks:
         latest = task.latest
         if latest.state != "PENDING" or latest.job_id is None:
             continue
-        reaching = [(d, r) for d, r, array in raises if (array is None or array == latest.array_job_id)
-                    and r.group.holds(latest.params)]
-        decision = _sibling_resize(task.index, latest, reaching, exclude_nodes)
-        if decision is not None:
-            out.append(decision)
+        reaching = tuple(i for i, (_, r, array) in enumerate(raises)
+                         if (array is None or array == latest.array_job_id) and r.group.holds(latest.params))
+        key = (latest.resources, reaching)
+        if key not in plans:
+            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], exclude_nodes)
+        plan = plans[key]
+        if plan is not None:
+            out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason,
+                                {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
+                                {"changes": plan.changes, "array_job_id": latest.array_job_id,
+                                 "resources": plan.fields}, plan.resources))
     return out
 
 
-def _sibling_resize(index: int, latest: AttemptView, reaching: Sequence[tuple[Decision, Raise]],
-                    exclude_nodes: frozenset[str]) -> Decision | None:
-    old = latest.resources
+@dataclass(frozen=True, slots=True)
+class _SiblingPlan:
+    resources: Resources
+    changes: dict[str, list[object]]
+    rule: str
+    reason: str
+    inputs: dict[str, object]
+    fields: dict[str, object]
+
+
+def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
+                  exclude_nodes: frozenset[str]) -> _SiblingPlan | None:
     mem = max([old.mem_mb, *(r.mem_mb for _, r in reaching if r.mem_mb)])
     time = max([old.time_min, *(r.time_min for _, r in reaching if r.time_min)])
     have = set(split_nodes(old.exclude or ""))
@@ -355,25 +372,20 @@ def _sibling_resize(index: int, latest: AttemptView, reaching: Sequence[tuple[De
     new = replace(old, mem_mb=mem, time_min=time, exclude=exclude)
     if new == old:
         return None
-    changes = {k: [getattr(old, k), getattr(new, k)] for k in ("mem_mb", "time_min", "exclude")
-               if getattr(new, k) != getattr(old, k)}
+    changes: dict[str, list[object]] = {k: [getattr(old, k), getattr(new, k)] for k in ("mem_mb", "time_min", "exclude")
+                                        if getattr(new, k) != getattr(old, k)}
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
     grew = [(d, r) for d, r in reaching if (r.mem_mb or 0) > old.mem_mb or (r.time_min or 0) > old.time_min]
     if grew:
         trigger, why = grew[-1]  # the latest trigger names it, as one scontrol update carries it
         reason = (f"pending, in the group of task {trigger.task_index}, which hit "
                   f"{trigger.rule.replace('_', ' ')}; {what} before it starts: {why.why}.")
-        inputs: dict[str, object] = {"job_id": latest.job_id, "state": latest.state,
-                                     "trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
-                                     "group": why.group.describe()}
-        rule = trigger.rule
-    else:
-        reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
-                  "`campaign_exclude_after` attempts died of a node failure.")
-        inputs = {"job_id": latest.job_id, "state": latest.state, "excluded_nodes": sorted(exclude_nodes)}
-        rule = "node_fail"
-    return Decision(index, latest.token, rule, "resize_pending", reason, inputs,
-                    {"changes": changes, "array_job_id": latest.array_job_id, "resources": _fields(new)}, new)
+        return _SiblingPlan(new, changes, trigger.rule, reason,
+                            {"trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
+                             "group": why.group.describe()}, _fields(new))
+    reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
+              "`campaign_exclude_after` attempts died of a node failure.")
+    return _SiblingPlan(new, changes, "node_fail", reason, {"excluded_nodes": sorted(exclude_nodes)}, _fields(new))
 
 
 def _fields(resources: Resources) -> dict[str, object]:
