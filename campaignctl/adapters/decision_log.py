@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -15,6 +16,7 @@ from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
@@ -108,24 +110,25 @@ class DecisionLog:
     def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,
                        planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
                        revision: int, now: str) -> list[int]:
+        rows, where = collapse(planned)  # pending tasks resized alike share a row (core/decision_rows.py)
         with self.engine.begin() as conn:
             write_lock(conn, CHAIN_LOCK_KEY)
             head = chain_head(conn, "decisions")
-            ids = list(range(head.id + 1, head.id + 1 + len(planned)))
-            rows = [(i, tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
-                     _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
-                    for i, (d, group) in zip(ids, planned, strict=True)]
-            _insert_chained(conn, "decisions", DECISION_FIELDS, head, rows)
+            ids = list(range(head.id + 1, head.id + 1 + len(rows)))
+            values = [(i, tick_id, campaign_id, d.task_index, d.attempt_token, label, digest, d.rule, d.action,
+                       _dump(d.params), _dump(d.inputs), d.reason, d.mode, group, now, revision, d.gate)
+                      for i, (d, group) in zip(ids, rows, strict=True)]
+            _insert_chained(conn, "decisions", DECISION_FIELDS, head, values)
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, intent.kind, intent.requeue,
                                   intent.task_params)
-            done = [i for i, (d, _) in zip(ids, planned, strict=True)
+            done = [i for i, (d, _) in zip(ids, rows, strict=True)
                     if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")
-            proposed = [i for i, (d, _) in zip(ids, planned, strict=True) if d.mode == "shadow"]
+            proposed = [i for i, (d, _) in zip(ids, rows, strict=True) if d.mode == "shadow"]
             _insert_outcomes(conn, proposed, "proposed", {}, "")
-        return ids
+        return [ids[at] for at in where]
 
     def write_outcomes(self, decision_ids: Sequence[int], status: str,
                        detail: dict[str, object], error: str = "") -> None:
@@ -190,12 +193,15 @@ class DecisionLog:
         """Decisions waiting for `campaignctl approve`: gated, no outcome, not approved yet."""
         approved = {int(e.params["decision_id"])  # type: ignore[call-overload]
                     for e in self.entries(campaign_id, actions=("approve",))}
-        return [e for e in self.entries(campaign_id, open_only=True)
+        return [e for e in self.entries(campaign_id, open_only=True, grouped=True)
                 if e.gate and e.mode == "enforce" and e.id not in approved]
 
     def entries(self, campaign_id: int | None = None, task_index: int | None = None,
                 open_only: bool = False, limit: int | None = None,
-                actions: Sequence[str] | None = None, ids: Sequence[int] | None = None) -> list[LoggedDecision]:
+                actions: Sequence[str] | None = None, ids: Sequence[int] | None = None,
+                grouped: bool = False) -> list[LoggedDecision]:
+        """The log's decisions with their outcomes, oldest first: one per task (a grouped row
+        expanded, each copy with the row's id), or with `grouped` one per row as written."""
         d, o = decisions.c, decision_outcomes.c
         query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
                            d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
@@ -205,8 +211,8 @@ class DecisionLog:
                  .outerjoin(decision_outcomes, o.decision_id == d.id).order_by(d.id))
         if campaign_id is not None:
             query = query.where(d.campaign_id == campaign_id)
-        if task_index is not None:
-            query = query.where(d.task_index == task_index)
+        if task_index is not None:  # a grouped row names its first task: the others are in its params
+            query = query.where(sa.or_(d.task_index == task_index, d.action.in_(GROUPED)))
         if open_only:
             query = query.where(o.id.is_(None))
         if actions is not None:
@@ -218,15 +224,25 @@ class DecisionLog:
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         out = [LoggedDecision(
-            r.id, r.tick_id, r.name, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
-            r.action, json.loads(r.params_json), json.loads(r.inputs_json), r.reason, r.mode,
+            r.id, r.tick_id, r.name, task, token, r.policy, r.policy_digest, r.rule,
+            r.action, params, inputs, r.reason, r.mode,
             r.group_token, r.created_at, r.status or ("awaiting-approval" if r.gate else "pending"),
-            json.loads(r.detail_json or "{}"), r.error or "", r.outcome_at, r.revision, r.gate) for r in rows]
+            json.loads(r.detail_json or "{}"), r.error or "", r.outcome_at, r.revision, r.gate)
+            for r in rows for task, token, params, inputs in _decisions_of(r, grouped)
+            if task_index is None or task == task_index]
         return sorted(out, key=lambda e: e.id)
+
+
+def _decisions_of(row: Any, grouped: bool) -> list[tuple[int, str, dict[str, object], dict[str, object]]]:
+    params, inputs = json.loads(row.params_json), json.loads(row.inputs_json)
+    if grouped:
+        return [(row.task_index, row.attempt_token, params, inputs)]
+    return expand(row.task_index, row.attempt_token, params, inputs)
 
 
 def _insert_outcomes(conn: sa.Connection, decision_ids: Sequence[int], status: str,
                      detail: dict[str, object], error: str) -> None:
+    decision_ids = list(dict.fromkeys(decision_ids))  # the decisions of one grouped row share its id
     if decision_ids:
         now, detail_json = utc_now(), _dump(detail)
         head = chain_head(conn, "decision_outcomes")

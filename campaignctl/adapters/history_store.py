@@ -22,6 +22,7 @@ from campaignctl.adapters.store_schema import (
     ticks,
 )
 from campaignctl.core.clock import read_time
+from campaignctl.core.decision_rows import expand
 from campaignctl.core.records import AttemptFacts, CampaignRecord
 from campaignctl.core.replay import (
     CampaignHistory,
@@ -89,11 +90,12 @@ def _decisions(conn: sa.Connection, campaign_id: int) -> list[RecordedDecision]:
                        d.action, d.params_json, d.reason, d.mode, d.group_token, d.gate, out.status, d.inputs_json)
              .outerjoin(decision_outcomes, out.decision_id == d.id)
              .where(d.campaign_id == campaign_id).order_by(d.id))
-    return [RecordedDecision(r.id, r.tick_id, r.task_index, r.attempt_token, r.policy, r.policy_digest, r.rule,
-                             r.action, json.loads(r.params_json), r.reason, r.mode, r.group_token,
-                             r.status or ("awaiting-approval" if r.gate else "pending"),
-                             json.loads(r.inputs_json or "{}"))
-            for r in conn.execute(query)]
+    return [RecordedDecision(r.id, r.tick_id, task, token, r.policy, r.policy_digest, r.rule,
+                             r.action, params, r.reason, r.mode, r.group_token,
+                             r.status or ("awaiting-approval" if r.gate else "pending"), inputs)
+            for r in conn.execute(query)  # a grouped row is the decisions it holds (core/decision_rows.py)
+            for task, token, params, inputs in expand(r.task_index, r.attempt_token, json.loads(r.params_json),
+                                                      json.loads(r.inputs_json or "{}"))]
 
 
 def _settings(conn: sa.Connection, record: CampaignRecord) -> CampaignSettings:

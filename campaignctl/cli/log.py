@@ -34,6 +34,8 @@ def show(
 
     Example: campaignctl log show lr-sweep --task 3 --inputs
     """
+    from campaignctl.core.decision_rows import members
+    from campaignctl.core.status import index_ranges
     from campaignctl.services.log import decision_log
 
     entries = decision_log(campaign, task, last)
@@ -46,8 +48,11 @@ def show(
     for e in entries:
         status = e.status + (f": {e.error}" if e.error else "")
         job = e.detail.get("job_id") or e.detail.get("jobs")
+        held = members(e.params)
         who = "campaign" if e.task_index < 0 else f"task {e.task_index}" + (
             f" attempt {e.inputs['attempt']}" if "attempt" in e.inputs else "")
+        if held:
+            who = f"{len(held)} tasks ({index_ranges(sorted(m[0] for m in held))})"
         shadow = ("SHADOW ", "magenta") if e.mode == "shadow" else ""
         console.print(styled((f"#{e.id}", "bold"), f" {local_time(e.created_at)}  {who}  ", shadow,
                              f"{e.rule} → ", (e.action, "bold"), " ", (status, STATUS_STYLE.get(e.status, "white")),

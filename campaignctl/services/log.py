@@ -11,6 +11,8 @@ from campaignctl.services.campaigns import find_campaign
 
 
 def decision_log(name: str, task: int | None = None, limit: int | None = None) -> list[LoggedDecision]:
+    """Every row as written (pending tasks resized alike share one, their tasks in its params);
+    with `task`, that task's decisions, a shared row's among them."""
     store = Store.open()
     record = find_campaign(store, name)
     if task is not None and task != CAMPAIGN_TASK:
@@ -18,5 +20,5 @@ def decision_log(name: str, task: int | None = None, limit: int | None = None) -
         if task not in known:
             raise NotFoundError(f"campaign {name!r} has no task {task}", f"its tasks: {index_ranges(known) or 'none'}; "
                                 f"--task {CAMPAIGN_TASK} shows campaign-wide decisions")
-    return DecisionLog(store.engine).entries(record.id, task_index=task, limit=limit)
+    return DecisionLog(store.engine).entries(record.id, task_index=task, limit=limit, grouped=task is None)
 

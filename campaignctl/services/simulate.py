@@ -50,6 +50,7 @@ class PolicyRun:
     ends: dict[str, int]  # runs by final Slurm state
     wasted_by_end: dict[str, float]  # wasted GPU-hours (CPU-hours without GPUs) by final Slurm state
     decisions: dict[str, int]  # "rule → action" carried out
+    log_rows: int  # the decision log's rows for them (pending tasks resized alike share one)
     proposals: dict[str, int]  # shadow or waiting for approval: logged, not carried out
     ticks: int
     wasted_vs_baseline: float | None = None  # wasted hours ÷ the attempt-scaled run's
@@ -141,7 +142,7 @@ def _run(name: str, t: Tally, campaign_policy: Policy) -> PolicyRun:
                      round(t.gpu_hours, 2), round(t.cpu_hours, 2), round(t.wasted_gpu_hours, 2),
                      round(t.wasted_cpu_hours, 2), round(spend, 2), dict(sorted(t.ends.items())),
                      {k: round(v, 2) for k, v in sorted(t.wasted_by_end.items())},
-                     dict(sorted(t.decisions.items())), dict(sorted(t.proposals.items())), t.ticks,
+                     dict(sorted(t.decisions.items())), t.log_rows, dict(sorted(t.proposals.items())), t.ticks,
                      decided=list(t.decided))
 
 

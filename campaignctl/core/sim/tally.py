@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from campaignctl.core.decision_rows import GROUPED
+
 if TYPE_CHECKING:
     from campaignctl.core.sim.scheduler import Job
     from campaignctl.core.tick import TickPlan
@@ -24,6 +26,7 @@ class Tally:
     attempts: int = 0  # campaign jobs started (a requeued job counts once per start)
     ends: Counter[str] = field(default_factory=Counter)  # final Slurm state of each run
     decisions: Counter[str] = field(default_factory=Counter)  # "rule → action" carried out
+    log_rows: int = 0  # rows the decision log would hold for them (core/decision_rows.py)
     proposals: Counter[str] = field(default_factory=Counter)  # shadow, or waiting for approval
     ticks: int = 0
     running: int = 0
@@ -62,7 +65,13 @@ class Tally:
 
     def tick(self, plan: TickPlan) -> None:
         self.ticks += 1
+        shared: set[tuple[object, ...]] = set()  # one row per scontrol update, rule and reason
         for d in plan.decisions:
+            if d.mode == "enforce" and not d.gate:
+                row = (d.params.get("array_job_id"), d.resources, d.rule, d.reason)
+                self.log_rows += d.action not in GROUPED or row not in shared
+                if d.action in GROUPED:
+                    shared.add(row)
             key = f"{d.rule} → {d.action}"
             if d.mode == "enforce" and not d.gate:
                 self.decisions[key] += 1
