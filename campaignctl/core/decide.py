@@ -308,15 +308,12 @@ def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy) -> frozen
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
 
 
-def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
-                            facts: SiblingFacts | None = None,
-                            excluded: frozenset[str] = frozenset()) -> list[Decision]:
-    """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
-    tasks, before they start and waste an attempt (core/siblings.py: which raises reach which
-    tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
-    raises (time) reach the trigger's own array."""
+def sibling_raises(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
+                   facts: SiblingFacts | None) -> list[tuple[Decision, Raise, str | None]]:
+    """(trigger, its raise, its array where facts are missing) of each first attempt's OOM/TIMEOUT
+    retry whose rule resizes pending work."""
     by_token = {t.latest.token: t for t in tasks}
-    raises: list[tuple[Decision, Raise, str | None]] = []  # (trigger, raise, its array where facts are missing)
+    raises: list[tuple[Decision, Raise, str | None]] = []
     for d in decisions:
         if d.action != "resubmit" or d.rule not in ("out_of_memory", "timeout") or d.resources is None:
             continue
@@ -324,11 +321,21 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
         if not policy.rule(d.rule).resize_pending or latest.number != 1:
             continue  # a retry's failure tells of its task's tail, not of its group's
         if facts is None:
-            r = plan_raise(d.rule, {}, latest.resources, d.resources, (), {})
-            raises.append((d, r, latest.array_job_id))
+            raises.append((d, plan_raise(d.rule, {}, latest.resources, d.resources, (), {}), latest.array_job_id))
         else:
             raises.append((d, plan_raise(d.rule, latest.params, latest.resources, d.resources, facts.shapes,
                                          facts.shares), None))
+    return raises
+
+
+def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
+                            facts: SiblingFacts | None = None,
+                            excluded: frozenset[str] = frozenset()) -> list[Decision]:
+    """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
+    tasks, before they start and waste an attempt (core/siblings.py: which raises reach which
+    tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
+    raises (time) reach the trigger's own array."""
+    raises = sibling_raises(tasks, decisions, policy, facts)
     exclude_nodes = excluded if policy.rule("node_fail").exclude_failed_node else frozenset()
     if not exclude_nodes and not any(r.mem_mb or r.time_min for _, r, _ in raises):
         return []

@@ -29,7 +29,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView, campaign_excluded_nodes
+from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView, campaign_excluded_nodes, sibling_raises
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import Resources
@@ -48,6 +48,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
     """A tick that decides as `campaignctl reconcile` would, through `decide_tick`."""
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
+    pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and the arrays then
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
@@ -56,7 +57,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
         views = changed + _node_failed(engine, changed) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         plan = _decide(engine, policy, settings, views, now, lowered)
-        siblings = _siblings(engine, plan, views, policy) if not whole else []
+        siblings = _siblings(engine, plan, views, policy, pushed) if not whole else []
         plan = _decide(engine, policy, settings, views + siblings, now, lowered) if siblings else plan
         lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
         return plan
@@ -121,21 +122,34 @@ def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
     return [engine.view(task) for task in sorted(engine.node_failed - seen)]
 
 
-def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy) -> list[TaskView]:
-    """Pending tasks this plan's raises or the campaign's excluded nodes may reach (a superset:
-    decide_tick picks, by the raise's group, which of them change)."""
-    grown = [d.resources for d in plan.decisions if d.action == "resubmit" and d.resources is not None
-             and d.rule in ("out_of_memory", "timeout")]
-    excluded = set(campaign_excluded_nodes(views, policy)) if policy.rule("node_fail").exclude_failed_node else set()
-    if not grown and not excluded:
+def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy,
+              pushed: dict[str, object]) -> list[TaskView]:
+    """Pending tasks this plan's raises or the campaign's excluded nodes reach: still asking for
+    less than a raise that is made (core/siblings.py), or lacking an excluded node."""
+    triggers = [d for d in plan.decisions if d.action == "resubmit" and d.rule in ("out_of_memory", "timeout")]
+    facts = _sibling_facts(engine) if triggers else None
+    raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []
+    excluded = campaign_excluded_nodes(views, policy) if policy.rule("node_fail").exclude_failed_node else frozenset()
+    mem = max((r.mem_mb for r in raises if r.mem_mb), default=0)
+    time = max((r.time_min for r in raises if r.time_min), default=0)
+    # an excluded node is pushed once to what is pending, and again only to arrays submitted since
+    if excluded == pushed.get("excluded") and pushed.get("arrays") == engine.arrays_submitted:
+        excluded = frozenset()
+    else:
+        pushed.update(excluded=excluded, arrays=engine.arrays_submitted)
+    if not (mem or time or excluded):
         return []
-    mem = max((r.mem_mb for r in grown), default=0)
-    time = max((r.time_min for r in grown), default=0)
     seen = {v.index for v in views}
+    lacking: dict[str | None, bool] = {}  # an --exclude list → whether it lacks an excluded node
+
+    def lacks(exclude: str | None) -> bool:
+        if exclude not in lacking:
+            lacking[exclude] = not excluded <= set(split_nodes(exclude or ""))
+        return lacking[exclude]
+
     return [engine.view(job.task) for job in engine.active.values()
             if job.state == "PENDING" and job.task not in seen
-            and (job.res.mem_mb < mem or job.res.time_min < time
-                 or not excluded <= set(split_nodes(job.res.exclude or "")))]
+            and (job.res.mem_mb < mem or job.res.time_min < time or (excluded and lacks(job.res.exclude)))]
 
 
 def _sibling_facts(engine: Engine) -> SiblingFacts:

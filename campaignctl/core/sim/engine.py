@@ -302,6 +302,10 @@ class Engine:
             evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
             params=job.params, params_changed=job.params_changed)  # type: ignore[arg-type]
 
+    @property
+    def arrays_submitted(self) -> int:
+        return self._arrays
+
     def first_running(self) -> int:
         """First attempts running now."""
         return sum(1 for job in self.active.values() if job.attempt == 1 and job.state == "RUNNING")
