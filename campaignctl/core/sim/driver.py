@@ -132,11 +132,10 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     excluded = campaign_excluded_nodes(views, policy) if policy.rule("node_fail").exclude_failed_node else frozenset()
     mem = max((r.mem_mb for r in raises if r.mem_mb), default=0)
     time = max((r.time_min for r in raises if r.time_min), default=0)
-    # an excluded node is pushed once to what is pending, and again only to arrays submitted since
-    if excluded == pushed.get("excluded") and pushed.get("arrays") == engine.arrays_submitted:
-        excluded = frozenset()
-    else:
-        pushed.update(excluded=excluded, arrays=engine.arrays_submitted)
+    # an excluded node is pushed once to everything pending, then only to arrays submitted since
+    fresh = excluded != pushed.get("excluded")
+    since = 0 if fresh else int(pushed.get("at", 0))  # type: ignore[call-overload]
+    pushed.update(excluded=excluded, at=engine.now + 1)
     if not (mem or time or excluded):
         return []
     seen = {v.index for v in views}
@@ -147,8 +146,12 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
             lacking[exclude] = not excluded <= set(split_nodes(exclude or ""))
         return lacking[exclude]
 
-    return [engine.view(job.task) for job in engine.active.values()
-            if job.state == "PENDING" and job.task not in seen
+    if mem or time:
+        pending = [job for job in engine.active.values() if job.state == "PENDING"]
+    else:
+        pending = [job for array in engine.queue.arrays if array.submit >= since for job in array.pending.values()]
+    return [engine.view(job.task) for job in pending
+            if job.task not in seen and job.task >= 0
             and (job.res.mem_mb < mem or job.res.time_min < time or (excluded and lacks(job.res.exclude)))]
 
 
@@ -159,7 +162,7 @@ def _sibling_facts(engine: Engine) -> SiblingFacts:
     partition = setup.cluster.partition(setup.resources.partition)
     shapes = {NodeShape(n.cpus, n.mem_mb, n.gpus) for n in setup.cluster.nodes if n.name in partition.nodes}
     ends = engine.first_ends
-    started = sum(ends.values()) + engine.first_running()
+    started = engine.first_started
     return SiblingFacts(tuple(sorted(shapes, key=lambda n: (n.cpus, n.mem_mb, n.gpus))),
                         {CAMPAIGN: Ends(started, ends.get("OUT_OF_MEMORY", 0), ends.get("TIMEOUT", 0))})
 

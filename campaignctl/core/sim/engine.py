@@ -67,6 +67,7 @@ class Engine:
     throttles: dict[str, int | None] = field(default_factory=dict)
     paused: bool = False
     first_ends: dict[str, int] = field(default_factory=dict)  # how first attempts ended: state → count
+    first_started: int = 0  # first attempts that started (running or ended)
     node_failed: set[int] = field(default_factory=set)  # tasks with an attempt ended NODE_FAIL
     _views: dict[int, TaskView] = field(default_factory=dict)
     _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
@@ -176,6 +177,7 @@ class Engine:
         self.queue.allocate(job, node)
         job.state, job.start = "RUNNING", self.now
         job.starts += 1
+        self.first_started += job.task >= 0 and job.attempt == 1 and job.starts == 1
         self.tally.started(job)
         self._views.pop(job.task, None)
         if job.task < 0:  # a preempting job of someone else: it holds the node for its while
@@ -305,10 +307,6 @@ class Engine:
     @property
     def arrays_submitted(self) -> int:
         return self._arrays
-
-    def first_running(self) -> int:
-        """First attempts running now."""
-        return sum(1 for job in self.active.values() if job.attempt == 1 and job.state == "RUNNING")
 
     def _apply(self, plan: TickPlan) -> bool:
         retries: list[tuple[int, int, Resources, dict[str, object]]] = []
