@@ -146,13 +146,14 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
             lacking[exclude] = not excluded <= set(split_nodes(exclude or ""))
         return lacking[exclude]
 
-    if mem or time:
-        pending = [job for job in engine.active.values() if job.state == "PENDING"]
-    else:
-        pending = [job for array in engine.queue.arrays if array.submit >= since for job in array.pending.values()]
-    return [engine.view(job.task) for job in pending
-            if job.task not in seen and job.task >= 0
-            and (job.res.mem_mb < mem or job.res.time_min < time or (excluded and lacks(job.res.exclude)))]
+    def reached(key: tuple[object, ...]) -> bool:  # scheduler.shape: (…, mem_mb, …, exclude, time_min)
+        return key[2] < mem or key[6] < time or bool(excluded and lacks(key[5]))  # type: ignore[operator,arg-type]
+
+    # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
+    arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]
+    tasks = sorted(job.task for array in arrays if any(reached(k) for k in array.shapes)
+                   for job in array.pending.values() if job.task >= 0 and job.task not in seen and reached(job.key))
+    return [engine.view(task) for task in tasks]
 
 
 def _sibling_facts(engine: Engine) -> SiblingFacts:
