@@ -76,7 +76,9 @@ def run(label: str, root: Path, pythonpath: str | None, args: argparse.Namespace
     seen: set[str] = set()  # every array job id a task showed (a first array's, before its retries)
     while True:
         time.sleep(args.tick)
-        campaignctl(env, "reconcile", cwd=work)
+        ticked = campaignctl(env, "reconcile", "memcamp", cwd=work)
+        if ticked.returncode != 0:
+            print(f"{label}: reconcile exited {ticked.returncode}: {ticked.stderr.strip()[-500:]}", flush=True)
         data = json.loads(campaignctl(env, "status", "memcamp", "--json", cwd=work).stdout)["data"]
         seen |= {str(t["job_id"]).split("_")[0] for t in data["tasks"] if t.get("job_id")}
         print(f"{label}: {time.time() - started:.0f} s, {data['campaigns'][0]['summary']}", flush=True)

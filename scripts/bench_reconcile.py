@@ -165,6 +165,8 @@ class RecordedSlurm:
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
         name = argv[0]
+        if list(argv[1:]) == ["--version"]:  # the client's own version (version-aware parsing): no RPC
+            return ProcResult(tuple(argv), 0, "slurm 22.05.8\n", "")
         self.calls[name] += 1
         if name == "sacct":
             return ProcResult(tuple(argv), 0, self.sacct, "")
@@ -182,7 +184,8 @@ class StubSlurm:
 
     def __init__(self, directory: Path, sacct_file: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, body in (("sacct", f"exec cat '{sacct_file}'"), ("squeue", "exit 0"),
+        version = "if [ \"$1\" = --version ]; then echo 'slurm 22.05.8'; exit 0; fi\n"
+        for name, body in (("sacct", f"{version}exec cat '{sacct_file}'"), ("squeue", "exit 0"),
                            ("scontrol", f"echo 'MaxArraySize            = {MAX_ARRAY}'")):
             path = directory / name
             path.write_text(f"#!/bin/sh\n{body}\n")

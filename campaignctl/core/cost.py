@@ -15,6 +15,7 @@ energy per attempt-hour so far (0 until an attempt has reported energy).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ def phase_of(state: str) -> str:
     return {"RUNNING": "running", "PENDING": "pending", "SUBMITTING": "pending"}.get(state, "ended")
 
 
+@functools.lru_cache(maxsize=4096)  # a campaign's attempts share a few allocations: status reads 10,000s
 def parse_alloc_tres(text: str) -> Allocation | None:
     """`cpu=2,gres/gpu:a100=1,gres/gpu=1,mem=200M` → 2 CPUs, 1 a100, 200 MB. None for an empty field."""
     fields = dict(part.partition("=")[::2] for part in text.split(",") if "=" in part)

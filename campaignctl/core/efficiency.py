@@ -26,7 +26,7 @@ figure, a pending one no time figure, a CPU-only one no GPU figures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from campaignctl.core.cost import hourly, parse_alloc_tres, phase_of
@@ -132,14 +132,30 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
 
 
 
-def task_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
+def memo(prices: Prices) -> Callable[[AttemptUse], Efficiency]:
+    """attempt_efficiency at `prices`, each attempt computed once (status shows each attempt's
+    figures in its task's row and in the campaign's)."""
+    seen: dict[int, tuple[AttemptUse, Efficiency]] = {}
+
+    def of(use: AttemptUse) -> Efficiency:
+        known = seen.get(id(use))
+        if known is None or known[0] is not use:
+            known = seen[id(use)] = (use, attempt_efficiency(use, prices))
+        return known[1]
+
+    return of
+
+
+def task_efficiency(uses: Sequence[AttemptUse], prices: Prices,
+                    of: Callable[[AttemptUse], Efficiency] | None = None) -> Efficiency:
     """A task (or a config across rungs), its attempts in order: the ratios of the latest attempt
     that ran (of the latest, if none did), GPU-hours and cost of all of them."""
     if not uses:
         return Efficiency()
     ran = [u for u in uses if _ran_s(u) is not None]
-    latest = attempt_efficiency((ran or list(uses))[-1], prices)
-    each = [attempt_efficiency(u, prices) for u in ran]
+    of = of or (lambda u: attempt_efficiency(u, prices))
+    latest = of((ran or list(uses))[-1])
+    each = [of(u) for u in ran]
     return _with_totals(latest, each)
 
 
@@ -153,18 +169,20 @@ def _with_totals(base: Efficiency, each: Sequence[Efficiency]) -> Efficiency:
                    energy_source="+".join(sources) or None, energy_partial=any(e.energy_partial for e in energy))
 
 
-def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices) -> Efficiency:
+def campaign_efficiency(uses: Sequence[AttemptUse], prices: Prices,
+                        of: Callable[[AttemptUse], Efficiency] | None = None) -> Efficiency:
     """Every attempt that ran, each weighted by what it held for how long, as seff's totals do:
     cpu = Σ used core-seconds ÷ Σ allocated core-seconds, mem = Σ peak × elapsed ÷ Σ allocated ×
     elapsed, time = Σ elapsed ÷ Σ limits, gpu_util by GPU-seconds; gpu_mem and the peaks are the
     highest any attempt reached (what the next campaign must allow for)."""
+    efficiency_of = of or (lambda u: attempt_efficiency(u, prices))
     cpu, mem, time, gpu = _Sum(), _Sum(), _Sum(), _Sum()
     effs = []
     for use in uses:
         ran = _ran_s(use)
         if ran is None:
             continue
-        e, a = attempt_efficiency(use, prices), _allocated(use)
+        e, a = efficiency_of(use), _allocated(use)
         effs.append(e)
         cpu.add(e.cpu, a.cores * ran)
         mem.add(e.mem, a.mem_mb * ran)

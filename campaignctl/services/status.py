@@ -16,7 +16,7 @@ from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import UsageGroup, campaign_spend, phase_of
-from campaignctl.core.efficiency import Efficiency, attempt_efficiency, campaign_efficiency, task_efficiency
+from campaignctl.core.efficiency import Efficiency, campaign_efficiency, memo, task_efficiency
 from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
@@ -231,10 +231,11 @@ def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tu
         uses = tasks.get(row.index)
         if uses and row.elapsed_s is not None and len(uses) == row.attempts:
             uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
-    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices),
-                     attempt_energy_kwh=tuple(attempt_efficiency(u, prices).energy_kwh for u in tasks.get(r.index, [])))
+    of = memo(prices)
+    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices, of),
+                     attempt_energy_kwh=tuple(of(u).energy_kwh for u in tasks.get(r.index, [])))
              for r in rows],
-            campaign_efficiency([u.use for u in usage], prices))
+            campaign_efficiency([u.use for u in usage], prices, of))
 
 
 def _tick_failed(store: Store, record: CampaignRecord) -> str:
