@@ -48,7 +48,7 @@ def cancel_all(name: str) -> None:
 def test_a_memory_raise_that_fits_fewer_tasks_per_node_is_not_made(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     # 1 CPU and 2000M each: a lab node holds 2; at 3000M it would hold 1. One task runs at a time.
-    name = campaign(tmp_path, "nosqueeze", [("oom", 2600), ("ok", 0), ("ok", 0), ("ok", 0)],
+    name = campaign(tmp_path, "nosqueeze", [("oom", 2600), ("slow", 0), ("slow", 0), ("slow", 0)],
                     '{cpus_per_task: 1, mem: 2000M, time: "00:10:00"}', "array: {max_parallel: 1}")
     try:
         array = (latest(name)[0].job_id or "").split("_")[0]
