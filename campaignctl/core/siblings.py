@@ -154,9 +154,11 @@ class SiblingFacts:
     shares: Shares
 
 
-def needs_facts(states: Iterable[str]) -> bool:
-    """Whether a tick whose latest attempts ended in `states` may raise siblings (and so reads the facts)."""
-    return any(state in CAUSES for state in states)
+def trigger_of(latest: Iterable[tuple[int, str]]) -> int | None:
+    """Of the unanswered latest attempts (number, state), the index of the first that may raise
+    pending work (a first attempt's OOM or TIMEOUT: a retry's raises nothing), or None: a tick
+    reads sinfo and the shares only then."""
+    return next((i for i, (number, state) in enumerate(latest) if number == 1 and state in CAUSES), None)
 
 
 @dataclass(frozen=True, slots=True)

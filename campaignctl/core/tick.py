@@ -64,7 +64,7 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.right_size import UsageSample, groups, plan_lowering
 from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.siblings import SiblingFacts, needs_facts
+from campaignctl.core.siblings import SiblingFacts, trigger_of
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.throttle import plan_throttles, running_now
 from campaignctl.core.training_metrics import Curve
@@ -171,7 +171,8 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
-        raises = not paused and needs_facts(v.latest.state for v in views if not v.latest.decided)
+        raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
+                                           if not v.latest.decided) is not None
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
     return out
 

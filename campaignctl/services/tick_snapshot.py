@@ -24,7 +24,7 @@ from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.settings import campaign_settings
-from campaignctl.core.siblings import CAUSES, SiblingFacts, tally_first_ends
+from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import KNOWN_GOOD, Needs, TickSnapshot, with_facts
 from campaignctl.services.campaigns import promotions
@@ -70,7 +70,9 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
     metrics = MetricsStore(store.engine)
     curves = {m: metrics.curves(record.id, m) for m in sorted(wanted.metrics)}
     if wanted.siblings:
-        partition = next((v.latest.resources.partition for v in snapshot.views if v.latest.state in CAUSES), None)
+        open_views = [v for v in snapshot.views if not v.latest.decided]
+        at = trigger_of((v.latest.number, v.latest.state) for v in open_views)
+        partition = open_views[at].latest.resources.partition if at is not None else None
         snapshot = with_facts(snapshot, siblings=SiblingFacts(
             slurm.node_shapes(partition),
             tally_first_ends((a.params, a.state) for a in store.attempts(record.id) if a.attempt_number == 1)))

@@ -48,7 +48,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
     """A tick that decides as `campaignctl reconcile` would, through `decide_tick`."""
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
-    pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and the arrays then
+    pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and when
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
