@@ -416,10 +416,13 @@ class Store:
                                        attempts.c.params_json.is_not(None))).all()
         return {r.array_index: json.loads(r.params_json) for r in rows}
 
-    def task_params(self, campaign_id: int) -> dict[int, dict[str, Scalar]]:
+    def task_params(self, campaign_id: int, unstarted: bool = False) -> dict[int, dict[str, Scalar]]:
+        """Each task's params; `unstarted`: only of tasks with no attempt yet."""
+        query = sa.select(tasks.c.task_index, tasks.c.params_json).where(tasks.c.campaign_id == campaign_id)
+        if unstarted:
+            query = query.where(~sa.exists().where(attempts.c.task_id == tasks.c.id))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
-                                .where(tasks.c.campaign_id == campaign_id)).all()
+            rows = conn.execute(query).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.ladder import NOT_PROMOTED
-from campaignctl.core.observe import ABANDONED
+from campaignctl.core.observe import ABANDONED, FINAL, params_parser
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
-from campaignctl.core.sacct import JobObservation
+from campaignctl.core.sacct import JobObservation, element_key
 from campaignctl.core.slurm_states import TERMINAL, State
 
 # Local states before Slurm has the job: recorded intent, or held until payloads are in place.
@@ -43,54 +42,52 @@ class TaskRow:
     attempt_energy_kwh: tuple[float | None, ...] = ()  # each attempt's energy, in order (None: not measured)
 
 
-def _latest(attempts: Iterable[AttemptRecord]) -> dict[int, tuple[AttemptRecord, int]]:
-    latest: dict[int, tuple[AttemptRecord, int]] = {}
-    for attempt in attempts:
-        count = latest[attempt.task_index][1] + 1 if attempt.task_index in latest else 1
-        latest[attempt.task_index] = (attempt, count)
-    return latest
+# States Slurm does not leave on its own: `status` shows an attempt the last tick stored in one as
+# stored, without asking sacct for it (a job requeued by hand after it ended shows its new run once
+# the next tick has seen it). Slurm requeues NODE_FAIL, BOOT_FAIL and PREEMPTED jobs itself
+# (JobRequeue, --requeue), so those are asked.
+SETTLED = FINAL - {"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"}
 
 
-def task_rows(task_params: Mapping[int, Mapping[str, Scalar]], attempts: Iterable[AttemptRecord],
-              observed: Mapping[tuple[str, int | None], JobObservation]) -> list[TaskRow]:
-    """One row per task from its latest attempt. A job id sacct does not (yet) know is UNKNOWN,
-    never 'done': sacct lags squeue by a second or two, and ids can vanish from it."""
-    latest = _latest(attempts)
-    rows = []
-    for index, params in sorted(task_params.items()):
-        if index not in latest:
-            rows.append(TaskRow(index, params, NOT_SUBMITTED, 0, None, "", None, None))
-            continue
-        attempt, count = latest[index]
-        obs = _observation(attempt, observed)
-        # before Slurm: SUBMITTING, or ABANDONED once its submission was given up (never SUBMITTING
-        # in a campaign that finished)
-        state = obs.state.value if obs else (attempt.state if attempt.job_id is None else "UNKNOWN")
-        # the latest attempt's params: a rule may have changed them (a smaller batch after a GPU OOM)
-        # sacct prints ExitCode 0:0 for a job that is still running: no exit until it ended
-        exit_code = obs.exit_code if obs and state in TERMINAL else None
-        rows.append(TaskRow(index, attempt.params or params, state, count, attempt.job_id,
-                            obs.nodes if obs else "", obs.elapsed_s if obs else None, exit_code,
-                            token=attempt.token))
-    return rows
+def live(history: Iterable[HistoryRow]) -> list[HistoryRow]:
+    """The attempts whose state sacct may tell differently from the store."""
+    return [row for row in history if row.state not in SETTLED]
 
 
-def stored_rows(task_params: Mapping[int, Mapping[str, Scalar]], history: Iterable[HistoryRow]) -> list[TaskRow]:
-    """One row per task as the last tick stored it, without sacct: what `status` shows, marked
-    stale, when Slurm does not answer. `history` is oldest first per task."""
+def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[HistoryRow],
+              observed: Mapping[tuple[str, int | None], JobObservation], stale: bool = False) -> list[TaskRow]:
+    """One row per task from its latest attempt (`history` is oldest first per task): as sacct
+    shows it now, as the last tick stored it when settled (or `stale`: Slurm did not answer), and
+    UNKNOWN, never 'done', for a job id sacct does not (yet) know: sacct lags squeue by a second or
+    two, and ids can vanish from it. `unstarted` holds the params of tasks with no attempt."""
     latest: dict[int, tuple[HistoryRow, int]] = {}
     for row in history:
         latest[row.task_index] = (row, latest[row.task_index][1] + 1 if row.task_index in latest else 1)
-    rows = []
-    for index, params in sorted(task_params.items()):
-        if index not in latest:
-            rows.append(TaskRow(index, params, NOT_SUBMITTED, 0, None, "", None, None))
-            continue
-        row, count = latest[index]
-        rows.append(TaskRow(index, json.loads(row.params_json) or params, row.state, count, row.job_id,
-                            row.nodes, row.elapsed_s, row.exit_code if row.state in TERMINAL else None,
-                            token=row.token))
+    parse = params_parser()
+    rows = [TaskRow(index, params, NOT_SUBMITTED, 0, None, "", None, None) for index, params in unstarted.items()
+            if index not in latest]
+    for index, (row, count) in latest.items():
+        # the latest attempt's params: a rule may have changed them (a smaller batch after a GPU OOM)
+        params = parse(row.params_json)
+        key = element_key(row.job_id) if row.job_id else None
+        obs = observed.get(key) if key is not None else None
+        if obs is not None:
+            # sacct prints ExitCode 0:0 for a job that is still running: no exit until it ended
+            state = obs.state.value
+            rows.append(TaskRow(index, params, state, count, row.job_id, obs.nodes, obs.elapsed_s,
+                                obs.exit_code if state in TERMINAL else None, token=row.token))
+        elif stale or row.state in SETTLED or row.job_id is None:
+            # before Slurm: SUBMITTING, or ABANDONED once its submission was given up
+            rows.append(TaskRow(index, params, row.state, count, row.job_id, row.nodes, row.elapsed_s,
+                                row.exit_code if row.state in TERMINAL else None, token=row.token))
+        else:
+            rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token))
+    rows.sort(key=_index)
     return rows
+
+
+def _index(row: TaskRow) -> int:
+    return row.index
 
 
 # What a task row's state can be: Slurm's, as the domain names them, and campaignctl's own
@@ -160,20 +157,12 @@ def _value(value: Scalar) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _observation(attempt: AttemptRecord,
-                 observed: Mapping[tuple[str, int | None], JobObservation]) -> JobObservation | None:
-    if attempt.array_job_id is None:
-        return None
-    return observed.get((attempt.array_job_id, attempt.array_index))
-
-
 def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord],
                   unstarted: Callable[[int], str | None] = lambda _task: None) -> dict[str, int]:
     """Tasks by the state of their latest attempt as the store has it: the last tick's view, no sacct.
     A task without one is NOT_SUBMITTED, or what `unstarted` calls it (NOT_PROMOTED)."""
-    latest = _latest(attempts)
-    return dict(Counter(latest[t][0].state if t in latest else unstarted(t) or NOT_SUBMITTED
-                        for t in tasks).most_common())
+    latest = {a.task_index: a.state for a in attempts}
+    return dict(Counter(latest[t] if t in latest else unstarted(t) or NOT_SUBMITTED for t in tasks).most_common())
 
 
 def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:

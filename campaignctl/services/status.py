@@ -1,4 +1,4 @@
-"""`status`: campaign overview or per-task table from ONE sacct call."""
+"""`status`: campaign overview or per-task table from at most one sacct call (for the attempts not settled)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUna
 from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
-from campaignctl.core.records import AttemptRecord, CampaignRecord
+from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, element_key
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.site_limits import WAITING
@@ -32,9 +32,9 @@ from campaignctl.core.status import (
     TaskRow,
     count_states,
     index_ranges,
+    live,
     select_rows,
     sparkline,
-    stored_rows,
     task_rows,
 )
 from campaignctl.core.telemetry import Summary
@@ -113,13 +113,15 @@ STATUS_SACCT_TRIES = 2
 STATUS_SACCT_TIMEOUT_S = 20.0
 
 
-def _observe(attempts: list[AttemptRecord]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
-    job_ids = sorted({a.array_job_id for a in attempts if a.array_job_id})
-    if not job_ids:
+def _observe(attempts: list[HistoryRow]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
+    """sacct's view of `attempts`, only their elements folded."""
+    keyed = {key: a for a in attempts if a.job_id and (key := element_key(a.job_id)) is not None}
+    if not keyed:
         return {}, 0
     # an hour of slack covers clock skew between store and controller
-    since = min(read_time(a.created_at) for a in attempts) - timedelta(hours=1)
-    return slurm.observe(job_ids, since, timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES), 1
+    since = min(read_time(a.created_at) for a in keyed.values()) - timedelta(hours=1)
+    return slurm.observe(sorted({job for job, _ in keyed}), since, wanted=keyed.keys(),
+                         timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES), 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +132,7 @@ class _Seen:
     stale: str = ""  # why the stored state is shown instead: Slurm's error
 
 
-def _look(attempts: list[AttemptRecord]) -> _Seen:
+def _look(attempts: list[HistoryRow]) -> _Seen:
     mark = slurm.skipped_mark()
     try:
         observed, calls = _observe(attempts)
@@ -139,16 +141,36 @@ def _look(attempts: list[AttemptRecord]) -> _Seen:
     return _Seen(observed, calls, slurm.skipped_since(mark))
 
 
-def _rows(store: Store, record: CampaignRecord, attempts: list[AttemptRecord], seen: _Seen) -> list[TaskRow]:
-    params = store.task_params(record.id)
-    if seen.stale:
-        return stored_rows(params, store.history(record.id))
-    return task_rows(params, attempts, seen.observed)
+def _rows(store: Store, record: CampaignRecord, history: list[HistoryRow], seen: _Seen) -> list[TaskRow]:
+    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed, stale=bool(seen.stale))
 
 
-def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> list[TaskRow]:
+@dataclass(frozen=True, slots=True)
+class _Said:
+    last_decision: str = ""
+    shadow: str = ""
+    decision_status: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    efficiency: Efficiency
+    attempt_energy_kwh: tuple[float | None, ...] = ()
+
+
+_NOT_SAID, _NO_FIGURES = _Said(), _Figures(Efficiency())  # a task with no decision, with no attempt
+
+
+def _annotated(row: TaskRow, said: _Said, figures: _Figures) -> TaskRow:
+    """The row with its decisions and figures: one copy of it (10,000 rows are copied per status)."""
+    return replace(row, last_decision=said.last_decision, shadow=said.shadow, decision_status=said.decision_status,
+                   efficiency=figures.efficiency, attempt_energy_kwh=figures.attempt_energy_kwh)
+
+
+def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> dict[int, _Said]:
     """Each row's latest enforced decision, and apart from it the latest shadow proposal: a
-    proposal never acted, so it must not stand where the decision that did is shown."""
+    proposal never acted, so it must not stand where the decision that did is shown (the
+    fields of the rows that have either)."""
     enforced: dict[int, LoggedDecision] = {}
     shadow: dict[int, LoggedDecision] = {}
     by_token = {r.token: r.index for r in rows if r.token}
@@ -160,8 +182,9 @@ def _decisions(entries: list[LoggedDecision], rows: list[TaskRow]) -> list[TaskR
         source = by_token.get(e.attempt_token) if e.action == "promote" else None
         if source is not None and source != e.task_index:
             (shadow if e.mode == "shadow" else enforced)[source] = e
-    return [replace(r, last_decision=_said(enforced.get(r.index)), shadow=_said(shadow.get(r.index)),
-                    decision_status=enforced[r.index].status if r.index in enforced else "") for r in rows]
+    return {index: _Said(_said(enforced.get(index)), _said(shadow.get(index)),
+                         enforced[index].status if index in enforced else "")
+            for index in enforced.keys() | shadow.keys()}
 
 
 def _said(entry: LoggedDecision | None) -> str:
@@ -173,18 +196,20 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     sacct call; from the store, marked stale, when Slurm does not answer."""
     store = Store.open()
     records = find_campaigns(store, name)
-    attempts = {r.id: store.attempts(r.id) for r in records}
-    seen = _look([a for group in attempts.values() for a in group])
+    history = {r.id: store.history(r.id) for r in records}
+    # attempts the last tick stored settled are shown as stored; sacct is asked for the rest
+    seen = _look([a for group in history.values() for a in live(group)])
     log = DecisionLog(store.engine)
     summaries, detail = [], []
     for record in records:
         entries = log.entries(record.id)
         enforced = [e for e in entries if e.mode == "enforce"]
-        rows = _decisions(entries, _rows(store, record, attempts[record.id], seen))
-        rows, rungs = _ladder(store, record, rows)
-        rows, efficiency = _efficiency(store, record, rows)
+        rows, rungs = _ladder(store, record, _rows(store, record, history[record.id], seen))
+        said = _decisions(entries, rows)
+        figures, efficiency = _efficiency(store, record, rows)
+        rows = [_annotated(r, said.get(r.index, _NOT_SAID), figures.get(r.index, _NO_FIGURES)) for r in rows]
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
-                                         len(rows), count_states(rows), len(attempts[record.id]),
+                                         len(rows), count_states(rows), len(history[record.id]),
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
@@ -197,7 +222,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
         return base
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
-    shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy)
+    shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy, history[records[0].id])
     return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
                                                    seen.observed),
                    silent=_silent(records[0], shown))
@@ -221,20 +246,21 @@ def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None
                             f"its tasks are {index_ranges(r.index for r in rows) or 'none'}")
 
 
-def _efficiency(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], Efficiency]:
-    """Each task's efficiency, its latest attempt as sacct shows it now; the campaign's as of the
-    last tick."""
+def _efficiency(store: Store, record: CampaignRecord,
+                rows: list[TaskRow]) -> tuple[dict[int, _Figures], Efficiency]:
+    """Each task's efficiency (the fields of its row), its latest attempt as sacct shows it now;
+    the campaign's as of the last tick."""
     usage = attempt_usage(store, record.id)
     prices = current_policy(store, record)[0].prices
     tasks = by_task(usage)
     for row in rows:
         uses = tasks.get(row.index)
-        if uses and row.elapsed_s is not None and len(uses) == row.attempts:
+        if (uses and row.elapsed_s is not None and len(uses) == row.attempts
+                and (uses[-1].state, uses[-1].elapsed_s) != (row.state, row.elapsed_s)):
             uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
     of = memo(prices)
-    return ([replace(r, efficiency=task_efficiency(tasks.get(r.index, []), prices, of),
-                     attempt_energy_kwh=tuple(of(u).energy_kwh for u in tasks.get(r.index, [])))
-             for r in rows],
+    return ({index: _Figures(task_efficiency(uses, prices, of), tuple(of(u).energy_kwh for u in uses))
+             for index, uses in tasks.items()},
             campaign_efficiency([u.use for u in usage], prices, of))
 
 
@@ -298,12 +324,13 @@ def _live_groups(groups: list[tuple[str, UsageGroup]],
     return out
 
 
-def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy) -> list[TaskRow]:
+def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], policy: Policy,
+                history: list[HistoryRow]) -> list[TaskRow]:
     """Telemetry of each task's latest sampled attempt: means, a sparkline, and the flag the
     utilisation rules would raise (shown whether or not the policy acts on it)."""
     usage = TelemetryStore(store.engine).by_task(record.id)
     parse = resources_parser()
-    resources = {h.task_index: parse(h.resources_json) for h in store.history(record.id)}
+    resources = {h.task_index: parse(h.resources_json) for h in history}
     return [_usage_row(r, usage.get(r.index), resources.get(r.index), policy) for r in rows]
 
 

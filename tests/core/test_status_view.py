@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from campaignctl.core.clock import brief
-from campaignctl.core.records import AttemptRecord, HistoryRow
+from campaignctl.core.records import HistoryRow
 from campaignctl.core.sacct import observe_jobs
 from campaignctl.core.stall import assess_ticks, loop_warnings
 from campaignctl.core.status import (
     TaskRow,
     collapse,
     index_ranges,
+    live,
     param_text,
     select_rows,
-    stored_rows,
     task_rows,
     varying_keys,
 )
@@ -40,12 +40,14 @@ def test_index_ranges(indices: list[int], shown: str) -> None:
     assert index_ranges(indices) == shown
 
 
-def attempt(task: int, number: int, job: str | None = "57_0", state: str = "PENDING") -> AttemptRecord:
-    return AttemptRecord(task, {}, number, int(job.split("_")[1]) if job else 0, f"tok{task}.{number}", job,
-                         state, "released", "2026-11-24T02:00:00+00:00")
-
-
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
+
+
+def history(task: int, number: int, state: str, exit_code: int | None, params: str = "{}",
+            job: str | None = None) -> HistoryRow:
+    return HistoryRow(number, task, number, 0, f"tok{task}.{number}", job or f"57_{task}", state, state, exit_code,
+                      "node1", 60 * number, "", None, None, "{}", "sub", "released",
+                      "2026-11-24T02:00:00+00:00", params)
 
 
 def test_a_running_task_shows_no_exit_code_and_an_ended_one_does() -> None:
@@ -55,22 +57,28 @@ def test_a_running_task_shows_no_exit_code_and_an_ended_one_does() -> None:
                for line in (FIXTURES / "preempted_requeued.txt").read_text().splitlines()[2:4]]
     mixed = (FIXTURES / "array_mixed.txt").read_text().splitlines()
     observed = observe_jobs([*mixed, *running])
-    rows = task_rows({0: {"lr": 0.1}, 1: {"lr": 0.2}, 2: {"lr": 0.3}},
-                     [attempt(0, 1, "60_9"), attempt(1, 1, "60_1")], observed)
+    rows = task_rows({2: {"lr": 0.3}},
+                     [history(0, 1, "PENDING", None, job="60_9"), history(1, 1, "RUNNING", None, job="60_1")],
+                     observed)
     assert [(r.state, r.exit_code, r.elapsed_s, r.token) for r in rows] == [
         ("RUNNING", None, 10, "tok0.1"), ("FAILED", 2, 1, "tok1.1"), ("NOT_SUBMITTED", None, None, "")]
 
 
-def history(task: int, number: int, state: str, exit_code: int | None, params: str = "{}") -> HistoryRow:
-    return HistoryRow(number, task, number, 0, f"tok{task}.{number}", f"57_{task}", state, state, exit_code,
-                      "node1", 60 * number, "", None, None, "{}", "sub", "released",
-                      "2026-11-24T02:00:00+00:00", params)
+def test_a_settled_attempt_is_shown_as_stored_and_only_live_ones_are_asked() -> None:
+    """COMPLETED, FAILED, TIMEOUT… never change on their own: status does not ask sacct for them.
+    A PREEMPTED or NODE_FAIL job Slurm may requeue is asked; one sacct does not know is UNKNOWN."""
+    stored = [history(0, 1, "COMPLETED", 0), history(1, 1, "PREEMPTED", None), history(2, 1, "RUNNING", None),
+              history(3, 1, "FAILED", 1)]
+    assert [r.task_index for r in live(stored)] == [1, 2]
+    rows = task_rows({}, stored, {})
+    assert [(r.index, r.state, r.exit_code, r.elapsed_s) for r in rows] == [
+        (0, "COMPLETED", 0, 60), (1, "UNKNOWN", None, None), (2, "UNKNOWN", None, None), (3, "FAILED", 1, 60)]
 
 
 def test_stored_rows_are_the_latest_attempt_as_the_last_tick_left_it() -> None:
-    rows = stored_rows({0: {"batch": 64}, 1: {"batch": 64}, 2: {"batch": 8}},
-                       [history(0, 1, "OUT_OF_MEMORY", 0), history(0, 2, "RUNNING", 0, '{"batch": 32}'),
-                        history(1, 1, "COMPLETED", 0)])
+    rows = task_rows({0: {"batch": 64}, 1: {"batch": 64}, 2: {"batch": 8}},
+                     [history(0, 1, "OUT_OF_MEMORY", 0), history(0, 2, "RUNNING", 0, '{"batch": 32}'),
+                      history(1, 1, "COMPLETED", 0, '{"batch": 64}')], {}, stale=True)
     assert [(r.index, r.params, r.state, r.attempts, r.exit_code, r.elapsed_s, r.token) for r in rows] == [
         (0, {"batch": 32}, "RUNNING", 2, None, 120, "tok0.2"),  # its own params; no exit while running
         (1, {"batch": 64}, "COMPLETED", 1, 0, 60, "tok1.1"),
