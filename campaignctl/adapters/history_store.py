@@ -121,9 +121,11 @@ def _points(conn: sa.Connection, campaign_id: int) -> list[RecordedPoint]:
 
 
 def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int]) -> list[RecordedTick]:
-    """Ticks that observed or decided something of the campaign, and the ticks aimed at it (its
-    name or --all) that saw nothing change: from its first tick to its last, and after that while
-    the campaign is still open (a finished campaign is left out of --all)."""
+    """Reconcile ticks (aimed at its name or --all) that observed or decided something of the
+    campaign, or saw nothing change: from its first tick to its last, and after that while the
+    campaign is still open (a finished campaign is left out of --all). A person's command logs
+    under a tick of its own (`resume NAME`, `cancel NAME`): its decisions are history, read by the
+    reconcile ticks after it, but no rules ran in it, so it is not replayed."""
     if not touched:
         return []
     first, last = min(touched), max(touched)
@@ -131,7 +133,9 @@ def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int]) -> li
     aimed = sa.and_(t.id > first, t.status.not_in(_SILENT), t.scope.in_((record.name, "--all")))
     if record.state == "finished":  # --all skips it from then on; a tick naming it still decides on it
         aimed = sa.and_(aimed, sa.or_(t.id < last, t.scope == record.name))
-    query = sa.select(t.id, t.clock, t.started_at).where(sa.or_(t.id.in_(touched), aimed)).order_by(t.id)
+    reconciling = t.scope.in_((record.name, "--all"))
+    query = (sa.select(t.id, t.clock, t.started_at).where(reconciling, sa.or_(t.id.in_(touched), aimed))
+             .order_by(t.id))
     return [RecordedTick(r.id, _clock(r.clock, r.started_at), _aware(r.started_at)) for r in conn.execute(query)]
 
 
