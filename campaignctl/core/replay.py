@@ -32,15 +32,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
-from campaignctl.core.clock import read_time
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
 from campaignctl.core.observe import params_parser, resources_parser, task_views
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import AttemptFacts, HistoryRow
-from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.sacct import rss_mb
 from campaignctl.core.settings import CampaignSettings
@@ -153,7 +152,7 @@ class Timeline:
             if d.action == "resize_pending" and d.status == "applied" and "resources" in d.params:
                 self._resizes.setdefault(d.attempt_token, []).append(
                     (d.tick_id, json.dumps(d.params["resources"], sort_keys=True)))
-        self._requests = [d for d in history.decisions if d.action in STANDING_ACTIONS]
+        self._logged = [d for d in history.decisions if d.action in FACT_ACTIONS]
         self._stops = [(d.tick_id, d.attempt_token) for d in enforced if d.action == "stop" and d.status == "applied"]
         # a person's cancel (a give-up, or a stop above) is history, the same for both sides
         self._given_up = [(d.tick_id, d.attempt_token) for d in enforced
@@ -218,23 +217,21 @@ class Timeline:
         answers = {**dict.fromkeys(self.stopped(tick.id), "stop"),
                    **{token: "give_up" for t, token in self._given_up if t < tick.id}, **answers}
         views = task_views(rows, set(answers))
-        releases = [d for t, d in self._releases if t < tick.id]
+        facts = self.log_facts(tick.id)
         latest = {r.task_index: r for r in rows}  # rows are ordered by attempt: the last one wins
         return TickSnapshot(
             campaign_state=state, revision=0, settings=settings, views=tuple(views),
-            requests=self.requests(tick.id),
-            pending_since={r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")},
+            requests=facts.requests,
+            pending_since=when_pending(rows),
             summaries=self._summaries(rows, tick),
             usage=self._usage(rows) if settings.budget.limits() else (),
             alerted=frozenset(alerted),
-            released_limits=tuple(d.params["limits"] for d in releases  # type: ignore[misc]
-                                  if isinstance(d.params.get("limits"), dict)),
+            released_limits=facts.released_limits,
             array_throttles=self._throttles(tick.id),
             proposal_keys=frozenset(proposed),
             task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, "")) for i, r in latest.items()},
             promoted_rungs=frozenset(promoted),
-            forced_rungs=frozenset(int(p["rung"]) for d in releases  # type: ignore[call-overload]
-                                   if isinstance(p := d.inputs.get("promotion"), dict) and p.get("forced")),
+            forced_rungs=facts.forced_rungs,
             tasks_started=len(latest))
 
     def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
@@ -306,12 +303,10 @@ class Timeline:
             out[array] = before[-1] if before else changes[0][1]
         return out
 
-    def requests(self, tick_id: int) -> Requests:
-        """Standing utilisation/fallback requests as earlier ticks left them (as reconcile reads
-        them: the log's outcome as it stands now, which for these is written in the same tick)."""
-        return standing_requests(LoggedRequest(d.task_index, d.attempt_token, d.rule, d.action, d.params,
-                                               d.reason, d.status)
-                                 for d in self._requests if d.tick_id < tick_id)
+    def log_facts(self, tick_id: int) -> LogFacts:
+        """The log as earlier ticks left it (as reconcile reads it: the outcome as it stands now,
+        which for these is written in the same tick). Alerts are the replayed side's own."""
+        return log_facts(d for d in self._logged if d.tick_id < tick_id)
 
 
 CAUSE_ACTIONS = (*ANSWERS, "resize_pending")  # what the cause rules (`decide`) make

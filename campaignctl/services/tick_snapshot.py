@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.profile_store import ProfileStore
@@ -20,9 +20,9 @@ from campaignctl.core.clock import read_time
 from campaignctl.core.decide import TaskView
 from campaignctl.core.governance import Awaiting
 from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
 from campaignctl.core.telemetry import Summary
@@ -38,25 +38,23 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
     policy = policy_from_dict(json.loads(revision.policy_json))
     settings = campaign_settings(json.loads(revision.settings_json))
     budgeted = bool(settings.budget.limits())
-    budget_entries = log.entries(record.id, actions=("alert", "release")) if budgeted or settings.progressive else []
-    releases = [e for e in budget_entries if e.action == "release"]
+    facts = log_facts(log.entries(record.id, actions=FACT_ACTIONS))
     marked = {int(e.params["revision"]) for e in log.entries(record.id, actions=(KNOWN_GOOD,))}  # type: ignore[call-overload]
     snapshot = TickSnapshot(
         campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
-        requests=requests_of(log, record.id),
-        pending_since={r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")},
+        requests=facts.requests,
+        pending_since=when_pending(rows),
         summaries=summaries,
         usage=tuple(store.usage_groups(record.id)) if budgeted else (),
-        alerted=frozenset(str(e.params.get("key")) for e in budget_entries if e.action == "alert"),
-        released_limits=tuple(e.params["limits"] for e in releases  # type: ignore[misc]
-                              if isinstance(e.params.get("limits"), dict)),
+        alerted=facts.alerted,
+        released_limits=facts.released_limits,
         array_throttles=store.array_throttles(record.id) if settings.max_parallel or budgeted else {},
         proposal_keys=frozenset(log.proposal_keys(record.id)),
         awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in log.awaiting(record.id)),
         revision_run=None if record.current_revision in marked else revision_run(store.engine, revision),
         task_ends=task_ends(store, log, record.id) if settings.progressive else {},
         promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
-        forced_rungs=forced_rungs(releases),
+        forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
         tasks_started=0 if settings.progressive else store.tasks_started(record.id))
     return policy, snapshot
@@ -84,12 +82,6 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
                       frozenset(profiles.lowered(record.id)))
 
 
-def requests_of(log: DecisionLog, campaign_id: int) -> Requests:
-    return standing_requests(
-        LoggedRequest(e.task_index, e.attempt_token, e.rule, e.action, e.params, e.reason, e.status)
-        for e in log.entries(campaign_id, actions=STANDING_ACTIONS))
-
-
 def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, TaskEnd]:
     """Every started task's latest attempt, and the enforced decision that ended it for good."""
     answers = {e.attempt_token: e.action for e in log.entries(campaign_id, actions=("give_up", "stop"))
@@ -97,13 +89,3 @@ def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, Tas
     latest = {a.task_index: a for a in store.attempts(campaign_id)
               if a.submission_state != "abandoned" or a.token in answers}
     return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, "")) for i, a in latest.items()}
-
-
-def forced_rungs(releases: Sequence[LoggedDecision]) -> frozenset[int]:
-    """Rungs whose promotion a person let past the budget gate (`resume --force`, a logged release)."""
-    rungs = set()
-    for e in releases:
-        gate = e.inputs.get("promotion")
-        if e.mode == "enforce" and isinstance(gate, dict) and gate.get("forced"):
-            rungs.add(int(gate["rung"]))
-    return frozenset(rungs)

@@ -1,0 +1,84 @@
+"""The part of a tick's snapshot that the decision log holds, derived in one place: the live tick
+(services/tick_snapshot.py) reads it from the store's log, replay (core/replay.py) from the log
+as it stood before each recorded tick. Both give the same entries the same meaning: a standing
+request, a budget limit a person released, a rung forced past the budget gate, an alert sent.
+`when_pending` is the one fact of the rows a snapshot carries beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from campaignctl.core.clock import read_time
+from campaignctl.core.records import HistoryRow
+from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
+
+FACT_ACTIONS = (*STANDING_ACTIONS, "alert", "release")  # the actions whose entries `log_facts` reads
+
+
+class LogEntry(Protocol):
+    """A decision as the log holds it: the store's LoggedDecision or replay's RecordedDecision."""
+
+    @property
+    def task_index(self) -> int: ...
+    @property
+    def attempt_token(self) -> str: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, object]: ...
+    @property
+    def inputs(self) -> Mapping[str, object]: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LogFacts:
+    requests: Requests  # standing utilisation, fallback and early-stopping requests
+    released_limits: tuple[Mapping[str, float], ...]  # the limits each applied `release` was over
+    forced_rungs: frozenset[int]  # rungs a `resume --force` let past the budget gate
+    alerted: frozenset[str]  # keys of the budget alerts already sent
+
+
+def log_facts(entries: Iterable[LogEntry]) -> LogFacts:
+    """The facts of `entries`, oldest first (entries of other actions are passed over)."""
+    requests, releases, alerted = [], [], set()
+    for e in entries:
+        if e.action in STANDING_ACTIONS:
+            requests.append(LoggedRequest(e.task_index, e.attempt_token, e.rule, e.action, e.params, e.reason,
+                                          e.status))
+        elif e.action == "release" and e.mode == "enforce" and e.status == "applied":
+            releases.append(e)
+        elif e.action == "alert":
+            alerted.add(str(e.params.get("key")))
+    return LogFacts(standing_requests(requests), tuple(limits for e in releases if (limits := _limits(e)) is not None),
+                    frozenset(rung for e in releases if (rung := _forced_rung(e)) is not None), frozenset(alerted))
+
+
+def _limits(release: LogEntry) -> dict[str, float] | None:
+    limits = release.params.get("limits")
+    if not isinstance(limits, dict):
+        return None
+    return {str(k): float(v) for k, v in limits.items() if isinstance(v, (int, float))}
+
+
+def _forced_rung(release: LogEntry) -> int | None:
+    gate = release.inputs.get("promotion")
+    if not isinstance(gate, dict) or not gate.get("forced"):
+        return None
+    rung = gate.get("rung")
+    return rung if isinstance(rung, int) else None
+
+
+def when_pending(rows: Iterable[HistoryRow]) -> dict[str, datetime]:
+    """Attempt token → when it was submitted, for the attempts still waiting (fallback's clock)."""
+    return {r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")}
