@@ -82,3 +82,35 @@ def _forced_rung(release: LogEntry) -> int | None:
 def when_pending(rows: Iterable[HistoryRow]) -> dict[str, datetime]:
     """Attempt token → when it was submitted, for the attempts still waiting (fallback's clock)."""
     return {r.token: read_time(r.created_at) for r in rows if r.state in ("PENDING", "SUBMITTING")}
+
+
+class OutcomeEntry(Protocol):
+    """A logged decision with its outcome's detail (the store's LoggedDecision)."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def detail(self) -> Mapping[str, object]: ...
+
+
+def still_held(entries: Iterable[OutcomeEntry], after_revision: int = -1) -> dict[str, set[int]]:
+    """Array job id → the elements that budget holds applied after revision `after_revision` held
+    and no release since let go, oldest entry first. A hold's and a release's outcome both name
+    their elements under `held` (the ones Slurm took the hold or release for)."""
+    held: dict[str, set[int]] = {}
+    for e in entries:
+        if e.status != "applied" or e.revision <= after_revision or e.action not in ("hold", "release"):
+            continue
+        named = e.detail.get("held")
+        for array, indices in (named.items() if isinstance(named, dict) else ()):
+            elements = held.setdefault(str(array), set())
+            listed = {i for i in indices if isinstance(i, int)} if isinstance(indices, list) else set()
+            if e.action == "hold":
+                elements |= listed
+            else:
+                elements -= listed
+    return held

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import slurm
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import ConflictError
+from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views
 from campaignctl.core.tick import Gate, gate_needs, promotion_gate
 from campaignctl.services.act import Actor
@@ -63,10 +63,9 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
             raise ConflictError(f"campaign {name!r} cannot pay for its next rung: {gate.shortfall}",
                                 "raise budget in the spec and run `campaignctl submit SPEC` (a new revision), "
                                 "then resume; or resume --force to promote anyway")
-        held = _held_by_budget(log, record.id)
+        held = still_held(log.entries(record.id, actions=("hold", "release")))
         pending = pending_elements(views)
-        still_held = {a: sorted(set(i) & set(held.get(a, ()))) for a, i in pending.items()}
-        arrays = {a: i for a, i in still_held.items() if i}
+        arrays = {a: sorted(set(i) & held[a]) for a, i in pending.items() if set(i) & held.get(a, set())}
         forced = assessment.exhausted or bool(gate and gate.shortfall)
         why = reason or ("forced" if forced else "the budget admits more work")
         promotion = _promotion_note(gate)
@@ -96,14 +95,6 @@ def _promotion_note(gate: Gate | None) -> str:
         return ""
     past = f", past the budget ({gate.shortfall})" if gate.shortfall else ""
     return f"the promotion into rung {gate.to_rung} may proceed{past}"
-
-
-def _held_by_budget(log: DecisionLog, campaign_id: int) -> dict[str, list[int]]:
-    held: dict[str, list[int]] = {}
-    for e in log.entries(campaign_id, actions=("hold",)):
-        for array, indices in dict(e.detail.get("held", {})).items():  # type: ignore[call-overload]
-            held.setdefault(array, []).extend(indices)
-    return held
 
 
 def _binding(a: Assessment) -> str:

@@ -14,6 +14,7 @@ from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_eleme
 from campaignctl.core.clock import UTC
 from campaignctl.core.decide import Decision, TaskView
 from campaignctl.core.errors import ConflictError, NotFoundError
+from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views
 from campaignctl.core.ownership import share_of
 from campaignctl.core.policy import policy_from_dict
@@ -144,15 +145,7 @@ def _changes(entries: list[LoggedDecision], rows: list[HistoryRow]) -> list[Logg
 
 def _release_holds(entries: list[LoggedDecision], views: list[TaskView], target: int) -> Decision | None:
     """Pending elements that a budget hold made after revision `target` still holds."""
-    held: dict[str, set[int]] = {}
-    for e in entries:
-        if e.status == "applied" and e.revision > target and e.action in ("hold", "release"):
-            for array, indices in dict(e.detail.get("held", {})).items():  # type: ignore[call-overload]
-                elements = held.setdefault(array, set())
-                if e.action == "hold":
-                    elements.update(indices)
-                else:
-                    elements.difference_update(indices)
+    held = still_held(entries, after_revision=target)
     pending = pending_elements(views)
     arrays = {a: sorted(held[a] & set(i)) for a, i in pending.items() if held.get(a, set()) & set(i)}
     if not arrays:

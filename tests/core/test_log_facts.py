@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from campaignctl.core.log_facts import log_facts, when_pending
+from campaignctl.core.log_facts import log_facts, still_held, when_pending
 from campaignctl.core.records import HistoryRow
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "campaignctl"
@@ -83,3 +83,23 @@ def test_the_live_tick_and_replay_take_the_log_s_facts_from_log_facts_alone() ->
             pending = given["pending_since"]
             assert isinstance(pending, ast.Call) and getattr(pending.func, "id", "") == "when_pending", module
     assert built == {"services/tick_snapshot.py": 1, "core/replay.py": 1}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str
+    held: dict[str, list[int]]
+    revision: int = 1
+    status: str = "applied"
+
+    @property
+    def detail(self) -> dict[str, object]:
+        return {"held": self.held}
+
+
+def test_still_held_is_what_applied_holds_took_less_what_releases_let_go() -> None:
+    """resume releases what is still held; rollback what holds after its target revision still hold."""
+    entries = [Outcome("hold", {"100": [1, 2, 3]}, revision=1), Outcome("release", {"100": [1]}, revision=1),
+               Outcome("hold", {"200": [0]}, revision=2), Outcome("hold", {"300": [5]}, revision=2, status="failed")]
+    assert still_held(entries) == {"100": {2, 3}, "200": {0}}
+    assert still_held(entries, after_revision=1) == {"200": {0}}
