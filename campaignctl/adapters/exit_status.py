@@ -6,6 +6,7 @@ from pathlib import Path
 
 from campaignctl.adapters.job_files import read_head
 from campaignctl.core import bounded_json
+from campaignctl.core.attempt_paths import EXITS, AttemptPaths, rank_of_exit
 from campaignctl.core.redact import mask_assignments, printable
 from campaignctl.core.suspects import RankCause
 
@@ -13,12 +14,12 @@ EVIDENCE_LIMIT = 4096
 EXIT_FILE_LIMIT = 256 * 1024  # the runner writes ~5 KiB at most (evidence is capped at 4 KiB)
 
 
-def read_rank_causes(attempt_dir: Path) -> list[RankCause]:
+def read_rank_causes(files: AttemptPaths) -> list[RankCause]:
     """Every rank's named cause: exit.json (rank 0, or the only process) and, in a multi-node
     attempt, each exit.rank<r>.json beside it (adapters/runner.py)."""
     found = []
-    for path in sorted(attempt_dir.glob("exit*.json")):
-        rank = path.name[len("exit.rank"):-len(".json")] if path.name.startswith("exit.rank") else "0"
+    for path in sorted(files.folder.glob(EXITS)):
+        rank = rank_of_exit(path.name)
         data = _read(path)  # once per file: its cause and its node
         cause = _cause_of(data)
         if cause is not None and rank.isdigit():
@@ -31,10 +32,10 @@ def _node_of(data: object) -> str:
     return node if isinstance(node, str) else ""
 
 
-def read_returncode(attempt_dir: Path) -> int | None:
+def read_returncode(files: AttemptPaths) -> int | None:
     """The program's return code as the runner recorded it in exit.json (rank 0's, or the only
     process's; -N: killed by signal N), or None (no file yet, unreadable)."""
-    data = _read(attempt_dir / "exit.json")
+    data = _read(files.exit())
     code = data.get("returncode") if isinstance(data, dict) else None
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 

@@ -15,12 +15,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from campaignctl.core.output_metrics import MAX_LINE_CHARS, compile_patterns, record_of_line
-
-if TYPE_CHECKING:
-    from campaignctl.adapters.runner import TaskLaunch
+from campaignctl.core.task_launch import TaskLaunch
 
 POLL_S = 1.0
 READ_CHUNK = 1 << 20
@@ -96,7 +93,7 @@ def metrics_from_output(launch: TaskLaunch, log_path: Path) -> Iterator[None]:
     if not patterns:
         yield
         return
-    follower = OutputMetrics(log_path, launch.attempt_dir / "metrics.jsonl", patterns,
+    follower = OutputMetrics(log_path, launch.paths.metrics, patterns,
                              log_path.stat().st_size).start()
     try:
         yield

@@ -218,18 +218,3 @@ def _make_shared(path: Path, gid: int, mode: int, keep_bits: bool = False) -> No
         return
     os.chown(path, -1, gid)
     os.chmod(path, (path.stat().st_mode & 0o7777 | 0o2070) if keep_bits else mode)
-
-
-def task_dir(run_dir: str, task_index: int) -> Path:
-    """Where a task's attempts write: `<run_dir>/tasks/<index>/<attempt token>/…`, and its
-    checkpoint directory `<run_dir>/tasks/<index>/checkpoint`, shared by its attempts."""
-    return Path(run_dir) / "tasks" / str(task_index)
-
-
-OUTPUT_LOG = "output.log"  # the program's stdout and stderr, written by the job-side runner
-
-
-def attempt_output(run_dir: str, task_index: int, token: str) -> Path:
-    """`<run_dir>/tasks/<index>/<attempt token>/output.log` (one Path built, not four joins: a
-    tick names one per attempt it gives up)."""
-    return Path(run_dir, "tasks", str(task_index), token, OUTPUT_LOG)

@@ -18,14 +18,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
 from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.output_metrics import metrics_from_output
-from campaignctl.adapters.paths import OUTPUT_LOG, write_atomic
+from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
@@ -33,7 +32,9 @@ from campaignctl.core.errors import CampaignctlError
 from campaignctl.core.rendezvous import Placement, placement, rank_environment, torchrun_argv
 from campaignctl.core.resources import TORCHRUN
 
-DEFAULT_TELEMETRY_S = 10.0
+# TaskLaunch is imported here too: payloads pickled before it moved to core name it runner.TaskLaunch
+from campaignctl.core.task_launch import DEFAULT_TELEMETRY_S, TaskLaunch
+
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 # The program starts with these IGNORED: an ignored disposition survives exec, a handler the
 # program installs replaces it (signal(7)). So `--signal=USR2@90` reaches a program that asks for
@@ -41,42 +42,6 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUS
 # before its limit with exit 140, read as FAILED (a bug, given up) instead of TIMEOUT (retried
 # with more time), and at once when the limit was under 90 s.
 IGNORED_UNLESS_HANDLED = (signal.SIGUSR1, signal.SIGUSR2)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskLaunch:
-    campaign: str
-    task_index: int
-    attempt_token: str
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    workdir: str
-    task_dir: str
-    attempt_number: int = 1
-    telemetry_interval_s: float = DEFAULT_TELEMETRY_S  # seconds between telemetry.jsonl samples; 0 turns sampling off
-    checkpoint_dir: str = ""  # shared by every rung of one config; '' → <task_dir>/checkpoint
-    rung: int = 0  # a progressive campaign's rung: above 0 the task resumes the config's checkpoint
-    # the revision's environment captured at submit ('' → the job's live environment, as before)
-    env_file: str = ""
-    from_node: tuple[str, ...] = ()  # env_capture.from_node: site variables read live in the job
-    setup: tuple[str, ...] = ()  # shell lines run before the program (adapters/setup_lines.py)
-    output_metrics: tuple[str, ...] = ()  # metrics.from_output regexes (adapters/output_metrics.py)
-    causes: tuple[tuple[str, str], ...] = ()  # the policy's own `causes:` (name, pattern), matched at exit
-    # a campaign shared with a Unix group: other members' attempts resume this task's checkpoint
-    # and their ticks read this attempt's files, so the job runs under umask 007 (group rw)
-    shared: bool = False
-    # a multi-node attempt (resources.nodes …): srun | torchrun, '' for one process (core/rendezvous.py)
-    launcher: str = ""
-    procs_per_node: int = 1
-
-    @property
-    def attempt_dir(self) -> Path:
-        return Path(self.task_dir) / self.attempt_token
-
-    @property
-    def checkpoint(self) -> Path:
-        # a payload pickled by an older campaignctl has neither field
-        return Path(getattr(self, "checkpoint_dir", "") or Path(self.task_dir) / "checkpoint")
 
 
 def task_environment(launch: TaskLaunch) -> dict[str, str]:
@@ -127,12 +92,12 @@ def run_task(launch: TaskLaunch) -> None:
         os.umask(0o007)  # inherited by the program; directories made inside `tasks/` stay setgid
     where = _placement(launch)
     suffix = where.suffix if where else ""
-    attempt_dir = launch.attempt_dir
-    attempt_dir.mkdir(parents=True, exist_ok=True)
+    files = launch.paths
+    files.folder.mkdir(parents=True, exist_ok=True)
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    write_atomic(attempt_dir / f"started{suffix}.json", json.dumps({**_context(), "started_at": started}))
-    log_path = attempt_dir / rank_file(OUTPUT_LOG, suffix)
+    write_atomic(files.started(suffix), json.dumps({**_context(), "started_at": started}))
+    log_path = files.output(suffix)
     log_path.touch()
     prepared = prepare_environment(launch, log_path)
     argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
@@ -142,16 +107,10 @@ def run_task(launch: TaskLaunch) -> None:
     # campaignctl has no `causes`: built-in signatures only)
     cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
              else output_cause(log_path, code, getattr(launch, "causes", ())))
-    write_atomic(attempt_dir / f"exit{suffix}.json", json.dumps({
+    write_atomic(files.exit(suffix), json.dumps({
         **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
-
-
-def rank_file(name: str, suffix: str) -> str:
-    """`output.log` → `output.rank3.log` for rank 3."""
-    stem, dot, ext = name.rpartition(".")
-    return f"{stem}{suffix}{dot}{ext}" if dot else name + suffix
 
 
 def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env: Mapping[str, str],
@@ -184,8 +143,7 @@ def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: Bi
     interval = getattr(launch, "telemetry_interval_s", DEFAULT_TELEMETRY_S)
     if interval <= 0:
         return None
-    name = f"telemetry.node{where.node_rank}.jsonl" if where and where.node_rank else "telemetry.jsonl"
-    sampler = TelemetrySampler(launch.attempt_dir / name, pid, interval,
+    sampler = TelemetrySampler(launch.paths.telemetry(where.node_rank if where else 0), pid, interval,
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
                                note=lambda text: log.write(text.encode()),
                                node=os.environ.get("SLURMD_NODENAME", "") if where else "")

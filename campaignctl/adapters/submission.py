@@ -20,10 +20,11 @@ from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
-from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.adapters.runner import run_task
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
+from campaignctl.core.task_launch import TaskLaunch
 
 # signal_delay_s 0 (USR2 at the limit itself, useless next to SIGTERM) stands for "no --signal
 # line": see Resources.warning_signal_delay_s

@@ -7,15 +7,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from campaignctl.adapters.env_capture import read_captured_env
 from campaignctl.adapters.setup_lines import SETUP_FAILED, run_setup
 from campaignctl.core.job_env import PROGRAM_DEFAULTS, program_environment
 from campaignctl.core.params import resumes
-
-if TYPE_CHECKING:
-    from campaignctl.adapters.runner import TaskLaunch
+from campaignctl.core.task_launch import TaskLaunch
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +32,7 @@ def runner_variables(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_ATTEMPT_TOKEN": launch.attempt_token,
         "CAMPAIGNCTL_ATTEMPT_DIR": str(launch.attempt_dir),
         "CAMPAIGNCTL_CHECKPOINT_DIR": str(launch.checkpoint),
-        "CAMPAIGNCTL_METRICS": str(launch.attempt_dir / "metrics.jsonl"),
+        "CAMPAIGNCTL_METRICS": str(launch.paths.metrics),
         "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
         "CAMPAIGNCTL_RUNG": str(rung),
     }

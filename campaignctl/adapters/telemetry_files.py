@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters.job_files import open_regular, regular_file
+from campaignctl.core.attempt_paths import file_in
 from campaignctl.core.records import HistoryRow
 
 MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
@@ -75,7 +76,7 @@ def files_to_read(tasks_dir: str, rows: Sequence[HistoryRow], changed: Collectio
     state this tick (so the last lines of one that just ended are read too) and has that file.
     Strings, not Path objects: a tick may look at 100,000 attempts."""
     started = task_dirs(tasks_dir)
-    paths = {r.id: f"{tasks_dir}/{r.task_index}/{r.token}/{name}"
+    paths = {r.id: file_in(tasks_dir, r.task_index, r.token, name)
              for r in rows if (r.id in changed or r.state == "RUNNING") and str(r.task_index) in started}
     return {i: path for i, path in paths.items() if os.path.exists(path)}
 

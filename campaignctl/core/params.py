@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.attempt_paths import checkpoint_dir
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
 from campaignctl.core.safety import IDENTIFIER, has_control_chars
@@ -59,12 +59,6 @@ def resumes(attempt: int, rung: int) -> bool:
     """An attempt that should resume from the checkpoint: a retry, or a config promoted into a
     later rung (the runner also says so as CAMPAIGNCTL_RESUME=1)."""
     return attempt > 1 or rung > 0
-
-
-def checkpoint_dir(run_dir: str, config: int) -> str:
-    """The checkpoint directory of a config: `<run_dir>/tasks/<config>/checkpoint`, shared by its
-    attempts and its rungs (adapters/paths.task_dir is the same layout)."""
-    return posixpath.join(run_dir, "tasks", str(config), "checkpoint")
 
 
 def attempt_values(task: TaskSpec, attempt: int, run_dir: str) -> dict[str, Scalar]:

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.exit_status import read_rank_causes, read_returncode
-from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import task_dirs
+from campaignctl.core.attempt_paths import AttemptPaths, tasks_dir
 from campaignctl.core.clock import read_time
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
@@ -39,7 +39,7 @@ def settle_exit_codes(run_dir: str, rows: Sequence[HistoryRow],
         row, facts = by_id.get(change.attempt_id), change.facts
         if (row is not None and facts.state == "FAILED" and row.state != "FAILED"
                 and facts.exit_code is not None and 0 < facts.exit_code <= MAX_SIGNAL):
-            code = runner_exit(facts.exit_code, read_returncode(task_dir(run_dir, row.task_index) / row.token),
+            code = runner_exit(facts.exit_code, read_returncode(AttemptPaths.of(run_dir, row.task_index, row.token)),
                                slurm.reading().exit_codes_verbatim)
             change = replace(change, facts=facts._replace(exit_code=code))
         out.append(change)
@@ -63,9 +63,10 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
         found = None
         if facts.state == "FAILED":
             if listed is None:
-                listed = task_dirs(str(task_dir(run_dir, 0).parent))
+                listed = task_dirs(str(tasks_dir(run_dir)))
             if str(row.task_index) in listed:  # no directory, no exit*.json: one listing, not a glob per attempt
-                found = attempt_cause(read_rank_causes(task_dir(run_dir, row.task_index) / row.token), facts.nodes)
+                files = AttemptPaths.of(run_dir, row.task_index, row.token)
+                found = attempt_cause(read_rank_causes(files), facts.nodes)
         elif facts.state == "NODE_FAIL" and len(split_nodes(facts.nodes)) > 1:
             found = failed_nodes_of(facts)
         if found is not None:

@@ -18,18 +18,19 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from campaignctl.adapters import faults, identity, paths, slurm
-from campaignctl.adapters.runner import TaskLaunch
+from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.store import CAPTURED_ENV, Store
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
+from campaignctl.core.attempt_paths import checkpoint_dir, task_dir
 from campaignctl.core.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
-from campaignctl.core.params import Scalar, checkpoint_dir, render
+from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
 from campaignctl.core.site_limits import WAITING, SubmitRoom
 from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
+from campaignctl.core.task_launch import TaskLaunch
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
              for i, t in enumerate(chunk.task_indices)]
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=tasks[i].argv, env=tasks[i].env, workdir=spec.workdir,
-                       task_dir=str(paths.task_dir(spec.run_dir, t)), attempt_number=n,
+                       task_dir=str(task_dir(spec.run_dir, t)), attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
                        checkpoint_dir=checkpoint_dir(spec.run_dir, spec.tasks[t].config),
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,

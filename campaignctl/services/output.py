@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from campaignctl.adapters import job_files, output_log, paths, slurm
+from campaignctl.adapters import job_files, output_log, slurm
 from campaignctl.adapters.store import Store
+from campaignctl.core.attempt_paths import AttemptPaths
 from campaignctl.core.clock import read_time
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import (
@@ -59,7 +60,7 @@ class OutputTarget:
 def name_outputs(decisions: Sequence[Decision], run_dir: str) -> list[Decision]:
     """A give-up's reason ends with where the program's output is: the traceback that explains
     it is the next thing one reads (`campaignctl output NAME TASK` prints it)."""
-    return [replace(d, reason=f"{d.reason} Output: {paths.attempt_output(run_dir, d.task_index, d.attempt_token)}")
+    return [replace(d, reason=f"{d.reason} Output: {AttemptPaths.of(run_dir, d.task_index, d.attempt_token).output()}")
             if d.action == "give_up" else d for d in decisions]
 
 
@@ -83,7 +84,7 @@ def locate(name: str, task: int, attempt: int | None = None) -> OutputTarget:
 
 
 def _target(name: str, run_dir: str, attempt: AttemptRecord, count: int) -> OutputTarget:
-    path = paths.attempt_output(run_dir, attempt.task_index, attempt.token)
+    path = AttemptPaths.of(run_dir, attempt.task_index, attempt.token).output()
     # submitit's `%A_%a_%t_log.out` for Slurm task 0 of the element (rank 0 of a multi-node attempt)
     slurm_log = str(Path(run_dir) / "slurm" / f"{attempt.job_id}_0_log.out") if attempt.job_id else ""
     return OutputTarget(name, attempt.task_index, attempt.attempt_number, count, attempt.token,

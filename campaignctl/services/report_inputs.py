@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.metrics_store import MetricsStore
-from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import node_files, read_tail_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.attempt_paths import TELEMETRY, AttemptPaths, file_in, tasks_dir
 from campaignctl.core.clock import epoch
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
@@ -28,7 +28,6 @@ from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Sample, samples_of
 from campaignctl.core.timeline import DecisionPoint, Span, TimelineFacts, span_of
 from campaignctl.services.campaigns import current_policy
-from campaignctl.services.telemetry import TELEMETRY_FILE
 from campaignctl.services.usage import attempt_usage, task_efficiencies
 
 
@@ -80,11 +79,10 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
 
 def _node_lines(run_dir: str, attempts: list[AttemptTimes]) -> list[NodeLine]:
     """Each node's sampler file of every multi-node attempt still on disk, first node first."""
-    tasks = task_dir(run_dir, 0).parent
     out = []
     for a in attempts:
         if len(split_nodes(a.nodes or "")) > 1:
-            files = node_files(os.path.join(tasks, str(a.task_index), a.token), TELEMETRY_FILE)
+            files = node_files(str(AttemptPaths.of(run_dir, a.task_index, a.token).folder), TELEMETRY)
             out += [node_line(a.task_index, a.attempt_number, read_tail_lines(path)) for path in files]
     return out
 
@@ -105,10 +103,10 @@ def _samples(store: Store, run_dir: str, attempts: list[AttemptTimes]
              ) -> tuple[dict[int, tuple[Sample, ...]], dict[str, int]]:
     """Each attempt's samples from its whole telemetry.jsonl; where the file cannot be read from
     here (another machine's scratch, cleaned up), the last samples reconcile kept in the store."""
-    tasks = task_dir(run_dir, 0).parent
+    tasks = str(tasks_dir(run_dir))
     out: dict[int, tuple[Sample, ...]] = {}
     for a in attempts:
-        path = os.path.join(tasks, str(a.task_index), a.token, TELEMETRY_FILE)
+        path = file_in(tasks, a.task_index, a.token, TELEMETRY)
         if os.path.exists(path):
             out[a.id] = samples_of(read_tail_lines(path))
     missing = [a.id for a in attempts if a.id not in out]

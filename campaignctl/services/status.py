@@ -7,12 +7,13 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
-from campaignctl.adapters import paths, slurm
+from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.adapters.tick_failures import TickFailures
+from campaignctl.core.attempt_paths import AttemptPaths
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import read_time
 from campaignctl.core.cost import UsageGroup, campaign_spend, phase_of
@@ -232,7 +233,7 @@ def _silent(record: CampaignRecord, rows: list[TaskRow]) -> list[str]:
     """One note per running task whose telemetry shows work and whose output is still empty."""
     quiet = [r for r in rows if r.token and silent_while_working(r.state, r.elapsed_s, r.cpu_mean_pct,
                                                                  r.gpu_util_mean_pct)
-             and not program_printed(paths.task_dir(record.run_dir, r.index) / r.token / "output.log")]
+             and not program_printed(AttemptPaths.of(record.run_dir, r.index, r.token).output())]
     return [f"task {r.index} has run {r.elapsed_s // 60 if r.elapsed_s else 0} min, busy, and printed nothing: "
             "its program buffers its output (C stdio, or Python with PYTHONUNBUFFERED set empty); "
             "metrics from output and `output -f` see nothing until it exits. Print with flush, or run it "

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.attempt_paths import TELEMETRY, tasks_dir
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.telemetry import Summary, fold
-
-TELEMETRY_FILE = "telemetry.jsonl"
 
 
 def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow],
@@ -19,8 +17,8 @@ def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow],
     """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
     summaries of those attempts by token (what utilisation rules read). One stat+read per such
     attempt, nothing for settled ones."""
-    paths = files_to_read(str(task_dir(run_dir, 0).parent), rows, {c.attempt_id for c in changes},
-                          TELEMETRY_FILE)  # no sampler, no file
+    paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes},
+                          TELEMETRY)  # no sampler, no file
     present = list(paths)
     if not present:
         return {}

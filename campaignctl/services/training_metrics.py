@@ -5,20 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from campaignctl.adapters.metrics_store import MetricsStore
-from campaignctl.adapters.paths import task_dir
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
+from campaignctl.core.attempt_paths import METRICS, tasks_dir
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.training_metrics import parse_metric_lines
-
-METRICS_FILE = "metrics.jsonl"  # the runner points $CAMPAIGNCTL_METRICS here
 
 
 def ingest_metrics(store: Store, run_dir: str, rows: Sequence[HistoryRow],
                    changes: Sequence[ObservedChange]) -> int:
     """Read new lines of every attempt that is RUNNING or changed state this tick (the final
     lines of one that just ended too); returns how many points were added."""
-    paths = files_to_read(str(task_dir(run_dir, 0).parent), rows, {c.attempt_id for c in changes}, METRICS_FILE)
+    paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes}, METRICS)
     present = list(paths)
     if not present:
         return 0

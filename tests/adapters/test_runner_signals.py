@@ -12,7 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.adapters.runner import run_task
+from campaignctl.core.task_launch import TaskLaunch
 
 HANDLES_USR2 = """
 import signal, sys, time

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.sampler import TelemetrySampler, visible_gpu_ids
+from campaignctl.core.task_launch import TaskLaunch
 
 GIB = 2**30
 

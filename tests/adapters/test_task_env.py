@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import stat
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters.env_capture import PRIVATE_DIR, read_captured_env, write_captured_env
-from campaignctl.adapters.runner import TaskLaunch, run_task
+from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.task_env import base_environment
+from campaignctl.core.task_launch import TaskLaunch
 
 PRINT_ENV = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
 # an exported function as Lmod exports `module` (BASH_FUNC_<name>%%)
@@ -165,3 +167,14 @@ def test_the_evidence_stays_under_4_kib_and_keeps_the_last_output_lines(
     assert info["cause"] == "setup_failed" and len(evidence.encode()) <= 4096
     assert evidence.startswith("setup line 1 `for i in") and "…` exited 1:\n" in evidence
     assert evidence.rstrip().endswith("line 100 " + "0" * 200)
+
+
+def test_a_payload_pickled_before_task_launch_moved_to_core_still_loads(tmp_path: Path) -> None:
+    """Pending jobs submitted by an earlier release hold pickles that name
+    `campaignctl.adapters.runner.TaskLaunch`; after an upgrade they must still start."""
+    launch = launch_in(tmp_path)
+    data = pickle.dumps(launch, protocol=2)  # GLOBAL names the class as "module\nname\n"; no frames
+    assert b"campaignctl.core.task_launch\nTaskLaunch\n" in data
+    old = data.replace(b"campaignctl.core.task_launch\n", b"campaignctl.adapters.runner\n")
+    loaded = pickle.loads(old)
+    assert loaded == launch and type(loaded) is TaskLaunch

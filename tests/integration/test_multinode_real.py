@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.adapters.paths import task_dir
+from campaignctl.core.attempt_paths import task_dir
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
