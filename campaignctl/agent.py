@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from campaignctl import __version__
 from campaignctl.core.errors import CampaignctlError
@@ -22,7 +22,8 @@ OUTPUT_LINES = 50  # a task's output tail by default: the traceback that explain
 MAX_OUTPUT_LINES = 2000
 MAX_DECISIONS = 200
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ToolError(Exception):
@@ -39,14 +40,14 @@ def _tool_error(message: str) -> Exception:
     return SdkToolError(message)
 
 
-def _answered(tool: F) -> F:
+def _answered(tool: Callable[P, R]) -> Callable[P, R]:
     @wraps(tool)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return tool(*args, **kwargs)
         except CampaignctlError as exc:
             raise _tool_error(f"{exc.message} (hint: {exc.hint})" if exc.hint else exc.message) from None
-    return run  # type: ignore[return-value]
+    return run
 
 
 @_answered

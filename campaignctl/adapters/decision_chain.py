@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.decision_log import chain_head
 from campaignctl.adapters.paths import write_atomic
-from campaignctl.adapters.store import driver_sql, utc_now
+from campaignctl.adapters.store_engine import driver_sql, utc_now
 from campaignctl.core.chain import CHAINS, GENESIS, Head, StoredRow, UndecodableText
 from campaignctl.core.errors import IntegrityError, NotFoundError, StateError
 

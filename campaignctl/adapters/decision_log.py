@@ -10,12 +10,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import CHAIN_LOCK_KEY, driver_sql, insert_submission, utc_now, write_lock
+from campaignctl.adapters.store import insert_submission
+from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import Cancel, Params, Stop, Verdict, params_of
 from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.plan import ArrayChunk
@@ -67,6 +69,10 @@ class LoggedDecision:
     revision: int = 0
     gate: str = ""
 
+    @property
+    def typed(self) -> Params:
+        return params_of(self.action, self.params)
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
@@ -78,8 +84,8 @@ class DecisionLog:
     def begin_tick(self, scope: str, clock: str = "") -> int:
         """`clock`: the UTC time the tick's rules compare against (replay reuses it)."""
         with self.engine.begin() as conn:
-            return int(conn.execute(ticks.insert().values(
-                started_at=utc_now(), status="running", scope=scope, clock=clock)).inserted_primary_key[0])  # type: ignore[index]
+            return inserted_id(conn.execute(ticks.insert().values(
+                started_at=utc_now(), status="running", scope=scope, clock=clock)))
 
     def finish_tick(self, tick_id: int, status: str, slurm_calls: int, decided: int, note: str = "") -> None:
         with self.engine.begin() as conn:
@@ -150,12 +156,12 @@ class DecisionLog:
         or stop with only_if PENDING, or `campaignctl cancel` of one seen PENDING): Slurm 24.11
         keeps no accounting record of such an element."""
         d, o = decisions.c, decision_outcomes.c
-        query = (sa.select(d.attempt_token, d.params_json).join(decision_outcomes, o.decision_id == d.id)
+        query = (sa.select(d.attempt_token, d.action, d.params_json).join(decision_outcomes, o.decision_id == d.id)
                  .where(d.campaign_id == campaign_id, d.mode == "enforce", d.action.in_(("cancel", "stop")),
                         o.status == "applied"))
         with self.engine.connect() as conn:
-            rows = [(token, json.loads(params)) for token, params in conn.execute(query)]
-        return {token for token, params in rows if "PENDING" in (params.get("only_if"), params.get("seen"))}
+            rows = [(token, params_of(action, json.loads(params))) for token, action, params in conn.execute(query)]
+        return {token for token, p in rows if isinstance(p, (Cancel, Stop)) and "PENDING" in (p.only_if, _seen(p))}
 
     def unresolved_tokens(self, campaign_id: int) -> set[str]:
         """Attempts whose resubmission Slurm refused for good: answered (never retried blindly
@@ -189,10 +195,14 @@ class DecisionLog:
         with self.engine.connect() as conn:
             return {(r[0], r[1], r[2], r[3]) for r in conn.execute(query)}
 
+    def approvals(self, campaign_id: int | None = None) -> dict[int, str]:
+        """Approved decision id → the submission token its approval named."""
+        return {p.decision_id: p.token for e in self.entries(campaign_id, actions=("approve",))
+                if isinstance(p := e.typed, Verdict)}
+
     def awaiting(self, campaign_id: int | None = None) -> list[LoggedDecision]:
         """Decisions waiting for `campaignctl approve`: gated, no outcome, not approved yet."""
-        approved = {int(e.params["decision_id"])  # type: ignore[call-overload]
-                    for e in self.entries(campaign_id, actions=("approve",))}
+        approved = self.approvals(campaign_id)
         return [e for e in self.entries(campaign_id, open_only=True, grouped=True)
                 if e.gate and e.mode == "enforce" and e.id not in approved]
 
@@ -231,6 +241,10 @@ class DecisionLog:
             for r in rows for task, token, params, inputs in _decisions_of(r, grouped)
             if task_index is None or task == task_index]
         return sorted(out, key=lambda e: e.id)
+
+
+def _seen(p: Cancel | Stop) -> str:
+    return p.seen if isinstance(p, Stop) else ""
 
 
 def _decisions_of(row: Any, grouped: bool) -> list[tuple[int, str, dict[str, object], dict[str, object]]]:

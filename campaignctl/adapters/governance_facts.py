@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import driver_sql
+from campaignctl.adapters.store_engine import driver_sql
 from campaignctl.core.clock import read_time
 from campaignctl.core.governance import RevisionRun
 from campaignctl.core.records import RevisionRecord

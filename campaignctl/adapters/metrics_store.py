@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import upsert, utc_now
+from campaignctl.adapters.store_engine import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.training_metrics import Curve, MetricPoint, curves_by_task
@@ -56,7 +56,7 @@ class MetricsStore:
         if name is not None:
             query = query.where(metrics.c.name == name)
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
+            return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(query)]
 
     def curves(self, campaign_id: int, name: str) -> dict[int, Curve]:
         """The `name` curve of every task of the campaign (what promotion and early stopping read)."""

@@ -16,12 +16,9 @@ what the endpoint or the command wrote is stripped of control characters before 
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
-import signal
-import subprocess
 import threading
 import time
 import urllib.error
@@ -29,6 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from campaignctl import __version__
+from campaignctl.adapters import proc
 from campaignctl.core.notify import Event, retry_waits
 from campaignctl.core.notify_config import mask_url
 from campaignctl.core.redact import printable
@@ -118,23 +116,16 @@ def _post_once(url: str, body: bytes, timeout: float) -> tuple[bool, str, bool]:
 
 
 def _run(argv: tuple[str, ...], body: bytes, env: dict[str, str], timeout: float) -> tuple[bool, str, bool]:
-    """The command in its own session, killed as a group on timeout (as adapters/proc.py does
-    for Slurm's clients), its output discarded but the tail of stderr kept for the error."""
+    """The command through adapters/proc.py (its own session, killed as a group on timeout), its
+    output discarded but the tail of stderr kept for the error."""
     try:
-        child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, env={**os.environ, **env}, start_new_session=True)
+        result = proc.run_command(argv, body, {**os.environ, **env}, timeout)
     except OSError as exc:
         return False, f"command {argv[0]}: {exc.strerror or type(exc).__name__}", False
-    try:
-        _, err = child.communicate(body, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.communicate(timeout=2)
+    if result == proc.timed_out(argv, timeout):
         return False, f"command {argv[0]} did not finish within {timeout:.1f} s", False
-    if child.returncode != 0:
-        tail = err.decode("utf-8", "replace").strip().splitlines()
+    if result.returncode != 0:
+        tail = result.stderr.strip().splitlines()
         detail = f": {printable(tail[-1])[:_STDERR_SHOWN]}" if tail else ""
-        return False, f"command {argv[0]} exited {child.returncode}{detail}", False
+        return False, f"command {argv[0]} exited {result.returncode}{detail}", False
     return True, "", False

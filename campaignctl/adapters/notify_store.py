@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store_engine import utc_now
 from campaignctl.adapters.store_schema import notifications
 from campaignctl.core.notify import Event
 

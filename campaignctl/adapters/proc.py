@@ -93,7 +93,7 @@ def _kill_group(child: subprocess.Popen[bytes]) -> None:
         os.killpg(child.pid, signal.SIGKILL)
 
 
-def _timed_out(argv: Sequence[str], timeout: float) -> ProcResult:
+def timed_out(argv: Sequence[str], timeout: float) -> ProcResult:
     return ProcResult(tuple(argv), 124, "", f"timed out after {timeout:g} s (Socket timed out)")
 
 
@@ -102,9 +102,14 @@ def decode(data: bytes) -> str:
 
 
 def subprocess_executor(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
-    child = _spawn(argv, env, subprocess.PIPE)
+    return _finish(argv, _spawn(argv, env, subprocess.PIPE), timeout)
+
+
+def _finish(argv: Sequence[str], child: subprocess.Popen[bytes], timeout: float,
+            data: bytes | None = None) -> ProcResult:
+    """Its output and exit; on timeout the whole group killed, and exit 124."""
     try:
-        out, err = child.communicate(timeout=timeout)
+        out, err = child.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(child)
         try:
@@ -113,8 +118,17 @@ def subprocess_executor(argv: Sequence[str], timeout: float, env: Mapping[str, s
             for pipe in (child.stdout, child.stderr):
                 if pipe is not None:
                     pipe.close()
-        return _timed_out(argv, timeout)
-    return ProcResult(tuple(argv), child.returncode, decode(out), decode(err))
+        return timed_out(argv, timeout)
+    return ProcResult(tuple(argv), child.returncode, decode(out or b""), decode(err or b""))
+
+
+def run_command(argv: Sequence[str], data: bytes, env: Mapping[str, str], timeout: float) -> ProcResult:
+    """A command that is not Slurm's (a notify channel's), `data` on its stdin, in its own session
+    and killed as a group on timeout, as Slurm's clients are; not counted among a tick's Slurm
+    calls, never retried. OSError when it cannot start: the caller says what that means."""
+    child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=dict(env), start_new_session=True)
+    return _finish(argv, child, timeout, data)
 
 
 EXECUTOR: Executor = subprocess_executor  # tests swap in a fake Slurm here
@@ -225,7 +239,7 @@ def _stream_once(argv: Sequence[str], consume: Callable[[Iterable[str]], T],
             _kill_group(child)
             child.stdout.close()
             child.wait()
-            return None, _timed_out(argv, timeout)
+            return None, timed_out(argv, timeout)
         finally:
             child.stdout.close()
         err.seek(0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import driver_sql
+from campaignctl.adapters.store_engine import driver_sql
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.ownership import Identity, Ownership, share_of
 from campaignctl.core.profile import group_of

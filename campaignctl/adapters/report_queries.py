@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import driver_sql
+from campaignctl.adapters.store_engine import driver_sql
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
-from datetime import datetime, timezone
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from campaignctl.adapters import identity, paths
-from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
+from campaignctl.adapters import identity
+from campaignctl.adapters.store_engine import (
+    default_url,
+    driver_sql,
+    inserted_id,
+    migrate,
+    open_engine,
+    rederivable,
+    utc_now,
+)
 from campaignctl.adapters.store_schema import (
-    MIGRATIONS,
     attempts,
     campaigns,
     revisions,
@@ -25,7 +28,6 @@ from campaignctl.adapters.store_schema import (
     tasks,
 )
 from campaignctl.core.cost import UsageGroup, phase_of
-from campaignctl.core.errors import StateError
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar
 from campaignctl.core.plan import ArrayChunk
@@ -44,83 +46,6 @@ from campaignctl.core.spec import CampaignSpec
 # (adapters/env_capture.py): a reference only, never the values
 CAPTURED_ENV = "captured_env"
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-BUSY_TIMEOUT_MS = 15_000  # how long a write waits for another process's lock before exit 75
-
-
-def default_url() -> str:
-    """The private default database (created 0600 by `prepare_sqlite`; an existing one made 0600)."""
-    db = paths.state_dir() / "campaignctl.db"
-    if db.exists():
-        paths.private_file(db)
-    return f"sqlite:///{db}"
-
-
-def _sqlite_pragmas(engine: sa.Engine, db_path: Path) -> None:
-    journal = "DELETE" if paths.filesystem_type(db_path.parent) in paths.NETWORK_FS else "WAL"
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: object, _record: object) -> None:
-        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: changing journal_mode may wait too
-        cursor.execute(f"PRAGMA journal_mode={journal}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-
-# A statement that runs longer than this ends with SQLSTATE 57014 (exit 75): the largest tick's
-# query (100,000 attempts) takes seconds; a server so loaded that one takes minutes is down.
-STATEMENT_TIMEOUT_MS = 300_000
-
-
-def _postgres_timeouts(engine: sa.Engine) -> None:
-    """Every session waits for a lock at most BUSY_TIMEOUT_MS, as SQLite's busy_timeout: another
-    session's table lock (an `ALTER TABLE`, a `LOCK TABLE` held in an open transaction, a
-    `VACUUM FULL`) once held a tick as long as it was held; now the statement ends with SQLSTATE
-    55P03 and the command with exit 75. Set per session, not as startup options, which a
-    transaction-pooling PgBouncer refuses."""
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: object, _record: object) -> None:
-        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
-        cursor.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        cursor.close()
-        dbapi_conn.commit()  # type: ignore[attr-defined]  # psycopg began a transaction for the SETs
-
-
-def _shown(url: str) -> str:
-    """The URL without its password (an error message may end up in a log or a ticket)."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
-
-
-# Keys of the PostgreSQL advisory locks (any constants every version uses; advisory locks are per
-# database, so databases on one server do not wait for each other): migrations, and appends to the
-# decision log's hash chains.
-MIGRATION_LOCK_KEY = 0x63616D70  # "camp"
-CHAIN_LOCK_KEY = 0x63686E31  # "chn1"
-
-
-def write_lock(conn: sa.Connection, key: int, wait: bool = False) -> None:
-    """Hold a database-wide write lock until this transaction ends; the transaction's first
-    statement. PostgreSQL: the advisory lock `key` (under READ COMMITTED each later statement
-    sees what the previous holder committed); unless `wait`, waited for no longer than the
-    session's lock_timeout (SQLite's busy timeout; then SQLSTATE 55P03: exit 75), so a holder that
-    hangs inside its transaction does not hang every other writer. SQLite: the write lock itself (`BEGIN IMMEDIATE`,
-    under busy_timeout): sqlite3 would otherwise begin only at the first write (and run DDL outside
-    any transaction), so a read before it could see a state another writer is about to change."""
-    if conn.dialect.name == "postgresql":
-        if wait:  # migrations: every other process waits for the one migrating, however long
-            conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
-    elif conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
 
 class Store:
     def __init__(self, engine: sa.Engine) -> None:
@@ -128,53 +53,12 @@ class Store:
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
-        url = url or os.environ.get("CAMPAIGNCTL_DB_URL") or default_url()
-        try:
-            engine = sa.create_engine(url)
-        except ImportError as exc:
-            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
-                             "PostgreSQL needs its driver: pip install 'campaignctl[postgres]'") from None
-        except sa.exc.ArgumentError as exc:
-            raise StateError(f"cannot use database URL {_shown(url)!r}: {exc}",
-                             "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
-        if engine.dialect.name == "sqlite":
-            prepare_sqlite(engine.url)
-            _sqlite_pragmas(engine, Path(str(engine.url.database)))
-        elif engine.dialect.name == "postgresql":
-            _postgres_timeouts(engine)
-        translate_errors(engine)
-        store = cls(engine)
+        store = cls(open_engine(url or os.environ.get("CAMPAIGNCTL_DB_URL") or default_url()))
         store.migrate()
         return store
 
     def migrate(self) -> list[str]:
-        """Apply the migrations this database lacks, each in its own transaction under a lock that
-        every process migrating the same database takes (two users' first commands at once would
-        otherwise both create the same tables), and recheck under it what is done."""
-        with self.engine.begin() as conn:
-            if not sa.inspect(conn).has_table("schema_migrations"):
-                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
-                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_migrations "
-                                     "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-            done = {r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")}
-        if unknown := sorted(done - {name for name, _ in MIGRATIONS}):
-            raise StateError(f"the database was written by a newer campaignctl (migrations {', '.join(unknown)} "
-                             "are unknown to this version)", "upgrade campaignctl, or point CAMPAIGNCTL_DB_URL "
-                             "at another database; this version will not guess at a newer schema")
-        applied: list[str] = []
-        for name, apply in MIGRATIONS:
-            if name in done:
-                continue
-            with self.engine.begin() as conn:
-                write_lock(conn, MIGRATION_LOCK_KEY, wait=True)
-                if conn.execute(sa.text("SELECT 1 FROM schema_migrations WHERE name = :name"),
-                                {"name": name}).first():
-                    continue  # another process applied it while this one waited for the lock
-                apply(conn)
-                conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:name, :at)"),
-                             {"name": name, "at": utc_now()})
-            applied.append(name)
-        return applied
+        return migrate(self.engine)
 
     # campaigns and revisions
     def campaign(self, name: str) -> CampaignRecord | None:
@@ -191,9 +75,9 @@ class Store:
                         captured_env: str = "") -> int:
         now = utc_now()
         with self.engine.begin() as conn:
-            campaign_id = conn.execute(campaigns.insert().values(
+            campaign_id = inserted_id(conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
-                owner=owner, created_at=now)).inserted_primary_key[0]  # type: ignore[index]
+                owner=owner, created_at=now)))
             _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
                                                   captured_env), 1)
             conn.execute(tasks.insert(), [
@@ -347,7 +231,7 @@ class Store:
         if not changes:
             return
         now = utc_now()
-        with self.engine.connect() as conn, _rederivable(conn), conn.begin():
+        with self.engine.connect() as conn, rederivable(conn), conn.begin():
             conn.exec_driver_sql(driver_sql(
                 conn, "UPDATE attempts SET state=?, slurm_state=?, exit_code=?, nodes=?, elapsed_s=?, "
                 "max_rss=?, ended_at=?, missing_since=?, alloc_tres=COALESCE(NULLIF(?, ''), alloc_tres), "
@@ -445,7 +329,7 @@ def _insert_revision(conn: sa.Connection, draft: RevisionRecord, number: int) ->
 
 def _revision_record(row: sa.Row[Any]) -> RevisionRecord:
     m = row._mapping
-    return RevisionRecord(**{k: m[k] for k in RevisionRecord.__slots__})  # type: ignore[attr-defined]
+    return RevisionRecord(**{f.name: m[f.name] for f in fields(RevisionRecord)})
 
 
 # every attempt of a campaign that reached Slurm, with its submission's resources and its energy
@@ -464,49 +348,6 @@ SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_
        COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)""" + _USAGE_FROM
 
 
-@contextmanager
-def _rederivable(conn: sa.Connection) -> Iterator[None]:
-    """For a transaction whose writes the next tick makes again if they are lost (observations:
-    sacct still says the same): on SQLite in WAL mode, its commit does not wait for fsync
-    (`synchronous=NORMAL`, then the connection's level again). Still durable when the process
-    crashes: the commit is in the WAL before it returns (sqlite.org/pragma.html#pragma_synchronous).
-    A power loss may drop it, but only it and later unsynced commits: the next commit at FULL
-    (every decision's) syncs the WAL whole, this one included, so a committed decision never
-    rests on an observation that could vanish. Not in rollback-journal mode (a network
-    filesystem, `_sqlite_pragmas`), where NORMAL risks more than the last commit."""
-    raw = conn.connection.dbapi_connection
-    if conn.dialect.name != "sqlite" or raw is None or raw.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        yield
-        return
-    level = int(raw.execute("PRAGMA synchronous").fetchone()[0])
-    raw.execute("PRAGMA synchronous=NORMAL")  # outside a transaction: sqlite refuses it inside one
-    try:
-        yield
-    finally:
-        try:
-            raw.execute(f"PRAGMA synchronous={level}")
-        except Exception:
-            conn.invalidate()  # never back in the pool at NORMAL, where a decision could commit
-            raise
-
-
-def driver_sql(conn: sa.Connection, sql: str) -> str:
-    """`?` placeholders in the driver's own style: sqlite3 takes `?`, psycopg `%s`."""
-    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
-
-
-def upsert(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, object]]) -> None:
-    """Insert `rows`, each replacing the row with its primary key if there is one, in one statement
-    per row (`INSERT … ON CONFLICT DO UPDATE`, PostgreSQL and SQLite alike). A DELETE then INSERT
-    does not do this under concurrency: on PostgreSQL two transactions both delete nothing, both
-    insert, and the second fails on the primary key (seen on `telemetry` in issue 15)."""
-    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-    keys = [c.name for c in table.primary_key]
-    conn.execute(insert.on_conflict_do_update(
-        index_elements=keys, set_={c.name: insert.excluded[c.name] for c in table.c if c.name not in keys}),
-        list(rows))
-
-
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
                       folder: str, resources_json: str, kind: str, requeue: bool,
                       task_params: Mapping[int, str] | None = None) -> int:
@@ -517,11 +358,11 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
     numbers = dict(conn.execute(
         sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
         .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
-    submission_id = conn.execute(submissions.insert().values(
+    submission_id = inserted_id(conn.execute(submissions.insert().values(
         campaign_id=campaign_id, revision=revision, token=token, state="intent",
         array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
         kind=kind, requeue=int(requeue), created_at=now, updated_at=now,
-        submitted_by=identity.user_name())).inserted_primary_key[0]  # type: ignore[index]
+        submitted_by=identity.user_name())))
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,

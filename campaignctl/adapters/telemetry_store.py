@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import upsert, utc_now
+from campaignctl.adapters.store_engine import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.telemetry import Summary, summary_from_dict, summary_to_dict

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import utc_now
+from campaignctl.adapters.store_engine import utc_now
 from campaignctl.adapters.store_schema import tick_failures, ticks
 
 ERROR_LIMIT = 2000  # characters of the error kept (an exception's text can quote a whole file)

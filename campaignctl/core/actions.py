@@ -12,6 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import (
+    Cancel,
+    Hold,
+    Promote,
+    Release,
+    ResizePending,
+    Resubmit,
+    Retry,
+    Stop,
+    Throttle,
+    changes_of,
+)
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec import Resources
 
@@ -57,7 +69,7 @@ class ResizeGroup:
     def scontrol_fields(self) -> list[str]:
         """Only what the decisions change: a plain user may not touch TimeLimit upwards, so a
         CPU resize must not send it along."""
-        changed = {k for d in self.decisions for k in d.params.get("changes", {})}  # type: ignore[attr-defined]
+        changed = {k for d in self.decisions for k in changes_of(d.typed)}
         return [f"{field}={getattr(self.resources, key)}" for key, fields in _SCONTROL_FIELDS.items()
                 if key in changed for field in fields]
 
@@ -103,22 +115,20 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     by_resources: dict[Resources, list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
-    for d in decisions:
-        if d.action in SUBMITTING and d.resources is not None:
-            by_resources.setdefault(d.resources, []).append(d)
-        elif d.action == "resize_pending" and d.resources is not None:
-            array = array_job_of(d.attempt_token)
-            if array is not None:
+    for d in decisions:  # by what its params say it is (core/decision_params.py)
+        match d.typed:
+            case Resubmit() | Promote() | Retry() if d.resources is not None:
+                by_resources.setdefault(d.resources, []).append(d)
+            case ResizePending() if d.resources is not None and (array := array_job_of(d.attempt_token)):
                 by_array.setdefault((array, d.resources), []).append(d)
-        elif d.action == "throttle":
-            throttles.append(ThrottleGroup(new_token(), str(d.params["array_job_id"]),
-                                           int(d.params["throttle"]), d))  # type: ignore[call-overload]
-        elif d.action in ("hold", "release"):
-            holds.append(SingleGroup(new_token(), d))
-        elif d.action in CANCELS:
-            cancels.append(SingleGroup(new_token(), d))
-        else:
-            recorded.append(d)
+            case Throttle(array_job_id=array, throttle=int() as limit):
+                throttles.append(ThrottleGroup(new_token(), array, limit, d))
+            case Hold() | Release():
+                holds.append(SingleGroup(new_token(), d))
+            case Cancel() | Stop():
+                cancels.append(SingleGroup(new_token(), d))
+            case _:
+                recorded.append(d)
     resubmits = []
     for resources, group in by_resources.items():
         by_task = {d.task_index: d for d in group}

@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.clock import read_time, utc
+from campaignctl.core.decision_params import Params, params_of
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Policy, Rule
+from campaignctl.core.resources import with_fields
 from campaignctl.core.siblings import Raise, SiblingFacts, plan_raise
 from campaignctl.core.spec import Resources
 from campaignctl.core.suspects import blamed, suspect_nodes
@@ -91,6 +93,13 @@ class Decision:
     resources: Resources | None = None  # resubmit: the next attempt's; resize_pending: the new ones
     mode: str = "enforce"  # shadow: logged as proposed, never carried out
     gate: str = ""  # why it waits for `campaignctl approve` ('' when it needs no approval)
+    # its place among the decisions the actor was given (services/act.py): how a group of the plan
+    # finds the log row written for each of its decisions; not part of what was decided
+    ref: int = field(default=-1, compare=False)
+
+    @property
+    def typed(self) -> Params:
+        return params_of(self.action, self.params)
 
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
@@ -230,7 +239,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
               seen: int, inputs: Mapping[str, object], adjust: Mapping[str, object],
               param_changes: Mapping[str, list[Scalar]] | None = None) -> Decision:
     old = latest.resources
-    new = replace(old, **adjust)  # type: ignore[arg-type]
+    new = with_fields(old, adjust)
     new = replace(new, mem_mb=_grow(old.mem_mb, rule.mem_factor, rule.mem_cap_mb),
                   time_min=_grow(old.time_min, rule.time_factor, rule.time_cap_min))
     suspects = suspect_nodes(latest.nodes, latest.cause, latest.evidence)

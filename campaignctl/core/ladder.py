@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import Params, Promote, Retire
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion
@@ -248,13 +249,12 @@ def unstarted_label(task_index: int, settings: CampaignSettings, decided_rungs: 
     return NOT_PROMOTED if rung > 0 and rung - 1 in decided_rungs else None
 
 
-def promoted_by_rung(decisions: Iterable[tuple[str, str, Mapping[str, object]]]) -> dict[int, int]:
-    """(action, mode, inputs) of logged decisions → rung → how many configs it promoted, for every
+def promoted_by_rung(decisions: Iterable[tuple[str, Params]]) -> dict[int, int]:
+    """(mode, typed params) of logged decisions → rung → how many configs it promoted, for every
     rung whose promotion has been decided (enforced `promote`/`retire` decisions)."""
     out: dict[int, int] = {}
-    for action, mode, inputs in decisions:
-        if action in ("promote", "retire") and mode == "enforce":
-            rung = int(inputs["rung"])  # type: ignore[call-overload]
-            out[rung] = out.get(rung, 0) + (action == "promote")
+    for mode, p in decisions:
+        if isinstance(p, (Promote, Retire)) and mode == "enforce":
+            out[p.from_rung] = out.get(p.from_rung, 0) + isinstance(p, Promote)
     return out
 

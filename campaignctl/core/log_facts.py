@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from campaignctl.core.clock import read_time
+from campaignctl.core.decision_params import Alert, Release, params_of
 from campaignctl.core.records import HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 
@@ -58,17 +59,11 @@ def log_facts(entries: Iterable[LogEntry]) -> LogFacts:
                                           e.status))
         elif e.action == "release" and e.mode == "enforce" and e.status == "applied":
             releases.append(e)
-        elif e.action == "alert":
-            alerted.add(str(e.params.get("key")))
-    return LogFacts(standing_requests(requests), tuple(limits for e in releases if (limits := _limits(e)) is not None),
+        elif isinstance(p := params_of(e.action, e.params), Alert):
+            alerted.add(p.key)
+    limits = [p.limits for e in releases if isinstance(p := params_of(e.action, e.params), Release)]
+    return LogFacts(standing_requests(requests), tuple(m for m in limits if m),
                     frozenset(rung for e in releases if (rung := _forced_rung(e)) is not None), frozenset(alerted))
-
-
-def _limits(release: LogEntry) -> dict[str, float] | None:
-    limits = release.params.get("limits")
-    if not isinstance(limits, dict):
-        return None
-    return {str(k): float(v) for k, v in limits.items() if isinstance(v, (int, float))}
 
 
 def _forced_rung(release: LogEntry) -> int | None:

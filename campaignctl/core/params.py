@@ -26,6 +26,7 @@ from campaignctl.core.reader import Reader
 from campaignctl.core.safety import IDENTIFIER, has_control_chars
 
 Scalar = str | int | float | bool
+SCALAR_TYPES = (str, int, float, bool)  # for isinstance
 MAX_TASKS = 100_000
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")

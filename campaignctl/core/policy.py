@@ -278,10 +278,10 @@ def _read_causes(r: Reader, path: KeyPath, base: dict[str, str]) -> dict[str, st
         r.mapping(where, CAUSE_KEYS, required=True)
         pattern = r.string((*where, "pattern"), required=True)
         problem = check_pattern(pattern) if pattern else "is required"
-        if problem:
-            r.problem((*where, "pattern"), problem)
+        if problem or not pattern:
+            r.problem((*where, "pattern"), problem or "is required")
             continue
-        causes[name] = pattern  # type: ignore[assignment]
+        causes[name] = pattern
     return causes
 
 

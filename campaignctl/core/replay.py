@@ -34,6 +34,7 @@ from datetime import datetime
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import Alert, Params, Promote, ResizePending, Retire, Throttle, params_of
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
@@ -104,6 +105,10 @@ class RecordedDecision:
     status: str  # the outcome: applied | failed | proposed | pending (none written) …
     inputs: Mapping[str, object] = field(default_factory=dict)
 
+    @property
+    def typed(self) -> Params:
+        return params_of(self.action, self.params)
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedPoint:
@@ -149,7 +154,7 @@ class Timeline:
                       if d.action in ("resubmit", "promote", RETRY) and d.group_token}
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
-            if d.action == "resize_pending" and d.status == "applied" and "resources" in d.params:
+            if d.status == "applied" and isinstance(d.typed, ResizePending) and "resources" in d.params:
                 self._resizes.setdefault(d.attempt_token, []).append(
                     (d.tick_id, json.dumps(d.params["resources"], sort_keys=True)))
         self._logged = [d for d in history.decisions if d.action in FACT_ACTIONS]
@@ -162,9 +167,10 @@ class Timeline:
         self._shapes = {d.tick_id: d.inputs["node_shapes"] for d in enforced if "node_shapes" in d.inputs}
         self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
         for d in enforced:
-            if d.action == "throttle" and d.status == "applied":
-                self._throttle_changes.setdefault(str(d.params.get("array_job_id")), []).append(
-                    (d.tick_id, d.inputs.get("throttle"), d.params.get("throttle")))  # type: ignore[arg-type]
+            if d.status == "applied" and isinstance(p := d.typed, Throttle):
+                before = d.inputs.get("throttle")
+                self._throttle_changes.setdefault(p.array_job_id, []).append(
+                    (d.tick_id, before if isinstance(before, int) else None, p.throttle))
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
@@ -240,7 +246,8 @@ class Timeline:
         the tick's clock; right_size's samples are the attempts ended by then (sacct's MaxRSS)."""
         moved = [d for d in self._fallbacks if d.tick_id == tick.id]
         reasons = {str(d.inputs.get("job_id")): str(d.inputs.get("pending_reason", "")) for d in moved}
-        free = dict(moved[0].inputs.get("free_gpus") or {}) if moved else {}  # type: ignore[call-overload]
+        seen = moved[0].inputs.get("free_gpus") if moved else None
+        free = {str(k): v for k, v in seen.items() if isinstance(v, int)} if isinstance(seen, dict) else {}
         clock = tick.clock.timestamp()
         exists = {a.id for a in self.history.attempts if self.exists(a, tick)}
         curves = {m: curves_by_task(((p.task_index, p.step, p.name, p.value) for p in self.history.points
@@ -359,12 +366,12 @@ class _Own:
             return
         if d.action in (*ANSWERS, "stop"):
             self.answers[d.attempt_token] = d.action
-        elif d.action == "alert":
-            self.alerted.add(str(d.params.get("key")))
+        elif isinstance(p := d.typed, Alert):
+            self.alerted.add(p.key)
         elif d.action == "hold":
             self.held_at = tick_id
-        elif d.action in ("promote", "retire"):
-            self.promoted.add(int(d.params["from_rung"]))  # type: ignore[call-overload]
+        elif isinstance(p, (Promote, Retire)):
+            self.promoted.add(p.from_rung)
 
 
 def actual_decisions(history: CampaignHistory) -> list[RecordedDecision]:

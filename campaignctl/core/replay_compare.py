@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from campaignctl.core.cost import Amount, hourly
+from campaignctl.core.decision_params import Cancel, Pair, Params, Resubmit, changes_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.replay import ANSWERS, RecordedDecision, ReplayedDecision
 from campaignctl.core.spec import Resources
@@ -117,7 +118,7 @@ def _key(token: str, action: str) -> tuple[str, str]:
 def _classify(token: str, number: int | None, a: RecordedDecision | None, actual: Side | None,
               r: tuple[ReplayedDecision, Side] | None) -> Difference | None:
     replay = r[1] if r else None
-    task = a.task_index if a else r[0].decision.task_index  # type: ignore[index]
+    task = a.task_index if a else r[0].decision.task_index if r else -1
     if actual is None or replay is None:
         return Difference(ONLY_REPLAY if actual is None else ONLY_ACTUAL, task, token, number, actual, replay)
     same = (actual.rule, actual.action, _plain(actual.changes)) == (replay.rule, replay.action,
@@ -135,20 +136,20 @@ def _delay(actual_tick: int, replay_tick: int) -> str:
     return f"replay decides {when}: tick {replay_tick}, not tick {actual_tick}"
 
 
-def _changes(params: Mapping[str, Any]) -> dict[str, Any]:
+def _changes(p: Params) -> dict[str, Pair]:
     """Resource changes and task-parameter changes (a GPU OOM's smaller batch) alike."""
-    return {**(params.get("changes") or {}), **(params.get("param_changes") or {})}
+    return {**changes_of(p), **(p.param_changes if isinstance(p, (Resubmit, Cancel)) else {})}
 
 
 def _actual_side(d: RecordedDecision, resources: Resources | None, prices: Prices) -> Side:
-    changes = _changes(d.params)
+    changes = _changes(d.typed)
     cost = worst_case(resources, prices) if d.action == "resubmit" and resources else Amount()
     return Side(d.tick_id, d.rule, d.action, _plain(changes), resources, d.reason, cost)
 
 
 def _replay_side(r: ReplayedDecision, prices: Prices) -> Side:
     d = r.decision
-    changes = _changes(d.params)
+    changes = _changes(d.typed)
     cost = worst_case(d.resources, prices) if d.action == "resubmit" and d.resources else Amount()
     return Side(r.tick_id, d.rule, d.action, _plain(changes), d.resources, d.reason, cost)
 

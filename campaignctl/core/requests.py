@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from campaignctl.core.decide import Replacement, TaskView
-from campaignctl.core.spec import Resources
+from campaignctl.core.decision_params import Cancel, ResizeNext, params_of
+from campaignctl.core.params import SCALAR_TYPES
 
 STANDING_ACTIONS = ("resize_next", "cancel", "stop")
 
@@ -48,19 +49,19 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
         if r.action == "stop" and r.status == "proposed":
             continue
         out.fired.add((r.token, r.rule))
-        changes: Mapping[str, Sequence[object]] = r.params.get("changes", {})  # type: ignore[assignment]
-        if r.action == "resize_next" and r.status == "applied":  # not a shadow proposal, nor one awaiting approval
+        p = params_of(r.action, r.params)
+        if isinstance(p, ResizeNext) and r.status == "applied":  # not a shadow proposal, nor one awaiting approval
             out.adjust.setdefault(r.task_index, {}).update(
-                {k: v[1] for k, v in changes.items() if k in ("cpus_per_task", "gpus")})
-        elif r.action == "cancel":
+                {k: v[1] for k, v in p.changes.items() if k in ("cpus_per_task", "gpus")})
+        elif isinstance(p, Cancel):
             out.cancel_requested.add(r.token)
             if r.rule == "gpu_fallback":
                 out.moves[r.task_index] += 1
-            if r.status == "applied":
+            if r.status == "applied" and p.replacement is not None:
+                chosen = p.replacement_params
                 out.replacements[r.token] = Replacement(
-                    r.rule, Resources(**r.params["replacement"]), r.reason,  # type: ignore[arg-type]
-                    str(r.params.get("only_if", "")),
-                    r.params.get("replacement_params"))  # type: ignore[arg-type]
+                    r.rule, p.replacement, r.reason, p.only_if,
+                    None if chosen is None else {k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)})
     return out
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 SRUN, TORCHRUN = "srun", "torchrun"
 LAUNCHERS = (SRUN, TORCHRUN)
@@ -78,3 +80,34 @@ WARNING_SIGNAL_S = 90  # submitit's default, ample for a checkpoint
 SLURM_SIGNAL_SLACK_S = 60  # how early Slurm may send it (sbatch(1), --signal)
 STARTUP_GRACE_S = 60  # never due in the task's first minute
 MIN_WARNING_SIGNAL_S = 30  # below this a warning is too short to checkpoint: leave it to SIGTERM
+
+
+def _of_its_kind(name: str, value: object) -> bool:
+    """An int where the field's default is one (never a bool), else a string or None."""
+    if isinstance(_DEFAULTS[name], int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    return value is None or isinstance(value, str)
+
+
+def resources_from(data: object) -> Resources | None:
+    """Resources from their JSON form (asdict's), unknown keys left out; None if it is not an
+    object or a field's value is not of its kind."""
+    if not isinstance(data, dict):
+        return None
+    known = {k: v for k, v in data.items() if k in _DEFAULTS}
+    if not all(_of_its_kind(k, v) for k, v in known.items()):
+        return None
+    return Resources(**known)
+
+
+def with_fields(base: Resources, changes: Mapping[str, object]) -> Resources:
+    """`base` with `changes` to its fields (unknown names left out). A value not of its field's
+    kind is a bug in the caller: ValueError."""
+    wrong = [k for k, v in changes.items() if k in _DEFAULTS and not _of_its_kind(k, v)]
+    if wrong:
+        raise ValueError(f"resources: {', '.join(f'{k}={changes[k]!r}' for k in wrong)} is not of its kind")
+    checked: dict[str, Any] = {k: v for k, v in changes.items() if k in _DEFAULTS}  # each of its kind
+    return replace(base, **checked)
+
+
+_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Resources)}

@@ -166,12 +166,13 @@ def size_first(token: str, first_task: int, tasks: Sequence[int], group: str, si
                mode: str) -> Decision:
     """The record of a submission sized from its profile (the spec's values go out in shadow)."""
     ev = sizing.evidence
-    asked: Mapping[str, int] = ev["asked"]  # type: ignore[assignment]
+    asked = ev.get("asked")
+    was = f"{asked['mem_mb']}M / {asked['time_min']} min" if isinstance(asked, dict) else "the spec's values"
     verb = "submitted with" if mode == "enforce" else "would submit with (shadow)"
     reason = (f"{group}: {ev['samples']} ended attempts of the profile peaked at {ev['rss_q_mb']}M "
               f"(q{ev['mem_quantile']} × {ev['mem_margin']}) and ran {ev['elapsed_q_s']} s "
               f"(q{ev['time_quantile']} × {ev['time_margin']}): {verb} {sizing.mem_mb}M / {sizing.time_min} min "
-              f"instead of {asked['mem_mb']}M / {asked['time_min']} min." + _misses(ev))
+              f"instead of {was}." + _misses(ev))
     return Decision(first_task, f"{token}.0", RULE, SIZE_FIRST, reason, dict(ev),
                     {"tasks": list(tasks), "group": group, "mem_mb": sizing.mem_mb, "time_min": sizing.time_min},
                     None, mode)

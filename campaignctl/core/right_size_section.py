@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
@@ -56,5 +57,5 @@ def _margin(r: Reader, path: KeyPath, base: Margin) -> Margin:
 def right_size_from_dict(data: Mapping[str, object] | None) -> RightSize:
     if not data:
         return RightSize()
-    d = dict(data)
-    return RightSize(**{**d, "mem": Margin(**d["mem"]), "time": Margin(**d["time"])})  # type: ignore[arg-type]
+    stored: dict[str, Any] = dict(data)  # as right_size_to_dict wrote it with the revision
+    return RightSize(**{**stored, "mem": Margin(**stored["mem"]), "time": Margin(**stored["time"])})

@@ -23,8 +23,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from campaignctl.core.decide import AttemptView, Decision, TaskView, decide_task
-from campaignctl.core.params import Scalar
+from campaignctl.core.decision_params import Resubmit
+from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.policy import Policy
+from campaignctl.core.resources import with_fields
 from campaignctl.core.spec import Resources
 
 RULE = "rollback"
@@ -95,8 +97,7 @@ def _undo(current: Resources, changes: Sequence[LoggedChange]) -> Resources:
     for c in changes:
         for key, (old, _new) in c.changes.items():
             first.setdefault(key, old)
-    known = {k: v for k, v in first.items() if k in Resources.__dataclass_fields__}
-    return replace(current, **known)  # type: ignore[arg-type]
+    return with_fields(current, first)
 
 
 def _target_policy_answer(view: TaskView, policy: Policy,
@@ -111,8 +112,11 @@ def _target_policy_answer(view: TaskView, policy: Policy,
     decision = decide_task(cut, policy, far_future)  # far future: a backoff is not what is asked here
     if decision is None or decision.action != "resubmit" or decision.resources is None:
         return None
-    params: Mapping[str, Scalar] = decision.params.get("task_params", failed.params)  # type: ignore[assignment]
-    return decision.resources, params
+    p = decision.typed
+    chosen = p.task_params if isinstance(p, Resubmit) else None
+    if chosen is None:
+        return decision.resources, failed.params
+    return decision.resources, {k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)}
 
 
 def _restore(view: TaskView, latest: AttemptView, wanted: Resources, params: Mapping[str, Scalar],

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from campaignctl.core.objective import ObjectiveSpec
 from campaignctl.core.params import Scalar
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
-from campaignctl.core.resources import Resources
+from campaignctl.core.resources import Resources, resources_from, with_fields
 from campaignctl.core.safety import CONSTRAINT, IDENTIFIER, SLURM_WORD, has_control_chars
 from campaignctl.core.training_metrics import METRIC_NAME, MODES
 
@@ -66,9 +66,9 @@ class Rung:
 
 
 def rung_from_settings(number: int, data: Mapping[str, object]) -> Rung:
-    promote = data.get("promote")
-    return Rung(number, str(data.get("name") or ""), dict(data.get("params") or {}),  # type: ignore[call-overload]
-                Resources(**data.get("resources") or {}),  # type: ignore[arg-type]
+    promote, params = data.get("promote"), data.get("params")
+    return Rung(number, str(data.get("name") or ""), dict(params) if isinstance(params, dict) else {},
+                resources_from(data.get("resources") or {}) or Resources(),
                 Promotion(**promote) if isinstance(promote, dict) else None)
 
 
@@ -140,7 +140,7 @@ def _resources(r: Reader, path: KeyPath, base: Resources) -> Resources:
                                 ("constraint", CONSTRAINT, "a feature expression such as a100|v100")):
         if key in given:
             changes[key] = r.pattern((*path, key), regex, allowed)
-    resources = replace(base, **changes)  # type: ignore[arg-type]
+    resources = with_fields(base, changes)
     if resources.gpu_type and not resources.gpus:
         r.problem(path, "sets gpu_type but the rung has 0 GPUs; set gpus too")
     return resources

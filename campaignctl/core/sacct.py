@@ -285,6 +285,11 @@ def _rank(state: State) -> int:
     return 2 if state in _LIVE else (0 if state in (State.COMPLETED, State.UNKNOWN) else 1)
 
 
+# state, raw state, cancelled by, exit code, signal, elapsed s, nodes, start, end, name, AllocTRES, energy J
+_FoldArgs = tuple[State, str, str | None, int | None, int | None, int | None, str, str | None, str | None, str, str,
+                  int | None]
+
+
 class _Fold:
     """One array element while its lines are read: its current run's facts and its steps."""
 
@@ -293,7 +298,8 @@ class _Fold:
     def __init__(self, st: SlurmState, code: int | None, sig: int | None, elapsed: int | None, nodes: str,
                  start: str | None, end: str | None, name: str, tres: str, energy: int | None) -> None:
         nodes = "" if nodes == "None assigned" else nodes  # sacct's placeholder while pending
-        self.args = (st.state, st.raw, st.cancelled_by, code, sig, elapsed, nodes, start, end, name, tres, energy)
+        self.args: _FoldArgs = (st.state, st.raw, st.cancelled_by, code, sig, elapsed, nodes, start, end, name, tres,
+                                energy)
         self.requeues = 0
         self.oom, self.rss, self.rss_bytes = False, "", 0.0
         self.cancelled_by: str | None = None  # a step's `CANCELLED by <uid>`
@@ -316,7 +322,7 @@ class _Fold:
 
     @property
     def state(self) -> State:
-        return self.args[0]  # type: ignore[no-any-return]
+        return self.args[0]
 
     def observation(self, key: tuple[str, int | None], own_cancellers: frozenset[str]) -> JobObservation:
         state, raw, by, code, sig, elapsed, nodes, start, end, name, tres, energy = self.args

@@ -12,7 +12,7 @@ Line format (one JSON object per line):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from campaignctl.core import bounded_json
@@ -88,14 +88,14 @@ def to_sample(record: dict[str, object]) -> Sample | None:
     t, cpu, rss = record.get("t"), record.get("cpu_pct"), record.get("rss_mb")
     if record.get("nproc") == 0:
         return None
-    if not all(isinstance(v, (int, float)) for v in (t, cpu, rss)):
+    if not (isinstance(t, (int, float)) and isinstance(cpu, (int, float)) and isinstance(rss, (int, float))):
         return None
     listed = record.get("gpus")
     gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
     utils = [float(g["util_pct"]) for g in gpus if isinstance(g.get("util_pct"), (int, float))]
     mems = [float(g["mem_used_mb"]) for g in gpus if isinstance(g.get("mem_used_mb"), (int, float))]
     totals = [float(g["mem_total_mb"]) for g in gpus if isinstance(g.get("mem_total_mb"), (int, float))]
-    return Sample(float(t), float(cpu), float(rss),  # type: ignore[arg-type]
+    return Sample(float(t), float(cpu), float(rss),
                   sum(utils) / len(utils) if utils else None, sum(mems) if mems else None,
                   sum(totals) if totals else None)
 
@@ -109,14 +109,14 @@ def samples_of(lines: Iterable[str]) -> tuple[Sample, ...]:
 
 def fold(summary: Summary, lines: Iterable[str]) -> Summary:
     """Add complete lines to a summary. A line that is not a telemetry record counts as bad."""
-    acc = {f: getattr(summary, f) for f in Summary.__slots__}  # type: ignore[attr-defined]
+    acc: dict[str, Any] = {f.name: getattr(summary, f.name) for f in fields(Summary)}
     recent = list(summary.recent)
     for line in lines:
         record = parse_line(line)
         event = record.get("event") if record is not None else None
         sample = to_sample(record) if record is not None and event is None else None
-        if event == "start":
-            _start(acc, record)  # type: ignore[arg-type]
+        if event == "start" and record is not None:
+            _start(acc, record)
         elif event == "end":
             acc["ended"] = True
         elif event is None and record is not None and isinstance(record.get("t"), (int, float)):
@@ -141,8 +141,10 @@ def _start(acc: dict[str, Any], record: dict[str, object]) -> None:
 
 
 def _add_energy(acc: dict[str, Any], record: dict[str, object]) -> None:
-    step = integrate(acc["power_last"], float(record["t"]), gpu_powers(record),  # type: ignore[arg-type]
-                     acc["interval_s"])
+    t = record.get("t")
+    if not isinstance(t, (int, float)):
+        return
+    step = integrate(acc["power_last"], float(t), gpu_powers(record), acc["interval_s"])
     acc["gpu_energy_j"] += step.joules
     acc["energy_gap_s"] += step.gap_s
     acc["power_last"] = step.last
@@ -187,6 +189,7 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
 def summary_from_dict(d: dict[str, object]) -> Summary:
     """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples), before
     energy (no `gpu_energy_j`: 0) and before the cgroup peak (0: not reported)."""
-    recent = tuple(Sample(*row) for row in d.get("recent", []))  # type: ignore[attr-defined]
-    last = tuple((int(i), float(t), float(w)) for i, t, w in d.get("power_last", []))  # type: ignore[attr-defined]
-    return Summary(**{**d, "recent": recent, "power_last": last})  # type: ignore[arg-type]
+    stored: dict[str, Any] = dict(d)  # the store's own JSON, written by summary_to_dict
+    recent = tuple(Sample(*row) for row in stored.get("recent", []))
+    last = tuple((int(i), float(t), float(w)) for i, t, w in stored.get("power_last", []))
+    return Summary(**{**stored, "recent": recent, "power_last": last})

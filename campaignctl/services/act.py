@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,11 +26,12 @@ from campaignctl.core.actions import (
     plan_actions,
 )
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import Cancel, Hold, Release, ResizePending, Resubmit, Stop, Throttle
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
-from campaignctl.core.spec import CampaignSpec, Resources
+from campaignctl.core.spec import CampaignSpec
 from campaignctl.services.dispatch import (
     LeaseCheck,
     abandon,
@@ -86,6 +87,7 @@ class Actor:
             new_token: Callable[[], str], retry_parallel: int | None) -> Outcomes:
         """Write every decision (intent) first, then act group by group. Shadow decisions and
         those waiting for approval are only written."""
+        decisions = [replace(d, ref=i) for i, d in enumerate(decisions)]
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
         resubmitting = any(d.action in SUBMITTING for d in acting)
         max_array = slurm.array_cap() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
@@ -94,13 +96,13 @@ class Actor:
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
                                      self._intents(plan), self.record.current_revision)
         faults.crash_point("after_decisions")
-        # the plan's groups hold the very objects written: this is where a decision meets its row
-        row = {id(d): i for (d, _), i in zip(planned, ids, strict=True)}
-        outcomes: dict[int, Outcome] = {row[id(d)]: ("proposed", None) for d in decisions if d.mode == "shadow"}
-        outcomes.update({row[id(d)]: ("awaiting-approval", None) for d in decisions
+        # where each decision (by its ref) meets the log row written for it
+        row = {d.ref: i for (d, _), i in zip(planned, ids, strict=True)}
+        outcomes: dict[int, Outcome] = {row[d.ref]: ("proposed", None) for d in decisions if d.mode == "shadow"}
+        outcomes.update({row[d.ref]: ("awaiting-approval", None) for d in decisions
                          if d.gate and d.mode == "enforce"})
-        outcomes.update(self._carry_out(plan, lambda d: row[id(d)]))
-        return Outcomes(tuple(row.get(id(d)) for d in decisions), outcomes)
+        outcomes.update(self._carry_out(plan, lambda d: row[d.ref]))
+        return Outcomes(tuple(row.get(d.ref) for d in decisions), outcomes)
 
     def carry_out_approved(self, decision: Decision, decision_id: int, new_token: Callable[[], str],
                            array_job_of: Mapping[str, str | None]) -> Outcome:
@@ -170,8 +172,7 @@ class Actor:
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
         # a promotion starts its config's task in the next rung: attempt 1
-        numbers = [1 if d.action == "promote" else int(d.inputs["attempt"]) + 1  # type: ignore[call-overload]
-                   for d in group.decisions]
+        numbers = [_next_attempt(d) for d in group.decisions]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue)
         try:
@@ -248,7 +249,8 @@ class Actor:
         """Cancel one element only if it is still in the state the decision saw (`only_if`); the
         replacement of a moved attempt is resubmitted by a later tick, once sacct shows the element
         CANCELLED; a stopped one is not (the stop answers it)."""
-        job_id, state = str(decision.inputs["job_id"]), str(decision.params["only_if"])
+        p = decision.typed
+        job_id, state = str(decision.inputs["job_id"]), p.only_if if isinstance(p, (Cancel, Stop)) else ""
         detail: dict[str, object] = {"job_id": job_id, "only_if": state}
         return self._slurm_step([decision_id], detail, lambda: slurm.cancel_if(job_id, state),
                                 lambda sent: {**detail, "sent": sent}, job_id,
@@ -258,7 +260,8 @@ class Actor:
         """Budget reached: hold every pending element of the campaign's arrays, then pause. Or
         (`release`, from `campaignctl resume`) release the elements held, then make it active."""
         command = slurm.hold if decision.action == "hold" else slurm.release_elements
-        arrays: dict[str, list[int]] = decision.params.get("arrays", {})  # type: ignore[assignment]
+        p = decision.typed
+        arrays = p.arrays if isinstance(p, (Hold, Release)) else {}
         mine = self._campaign_arrays()
         held: dict[str, list[int]] = {}  # filled as Slurm answers: a refusal halfway names what was done
 
@@ -267,7 +270,7 @@ class Actor:
             for array, indices in arrays.items():
                 if array in mine:
                     notes += command(f"{array}_[{','.join(map(str, indices))}]")
-                    held[array] = indices
+                    held[array] = list(indices)
             return notes
 
         def applied(notes: list[str]) -> dict[str, object]:
@@ -319,9 +322,9 @@ class Actor:
         for e in (e for e in open_entries if e.action in ("throttle", *CANCELS, "hold", "release")):
             repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
             decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
-            if e.action == "throttle":
-                self._throttle(ThrottleGroup(e.group_token, str(e.params["array_job_id"]),
-                                             int(e.params["throttle"]), decision), e.id)  # type: ignore[call-overload]
+            if isinstance(p := e.typed, Throttle):
+                if p.throttle is not None:  # always written; a row without it has nothing to carry out
+                    self._throttle(ThrottleGroup(e.group_token, p.array_job_id, p.throttle, decision), e.id)
             elif e.action in CANCELS:
                 self._cancel(decision, e.id)
             else:
@@ -332,13 +335,20 @@ class Actor:
 def _task_params(decisions: Sequence[Decision]) -> dict[int, str]:
     """Parameters a rule chose for the next attempt (decide's `task_params`), by task index:
     stored on the attempt rows with the intent, so a crash-repaired submission renders the same argv."""
-    return {d.task_index: json.dumps(d.params["task_params"], sort_keys=True)
-            for d in decisions if "task_params" in d.params}
+    return {d.task_index: json.dumps(p.task_params, sort_keys=True)
+            for d in decisions if isinstance(p := d.typed, Resubmit) and p.task_params is not None}
 
 
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
-    p = entries[0].params
+    p = entries[0].typed
     decisions = tuple(Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs,
                                e.params, None) for e in entries)
-    resources = Resources(**p["resources"])  # type: ignore[arg-type]
-    return ResizeGroup(entries[0].group_token, str(p["array_job_id"]), resources, decisions)
+    if not isinstance(p, ResizePending) or p.resources is None:
+        raise ValueError(f"decision #{entries[0].id} resizes without its resources: {entries[0].params}")
+    return ResizeGroup(entries[0].group_token, p.array_job_id, p.resources, decisions)
+
+
+def _next_attempt(d: Decision) -> int:
+    """The number of the attempt a resubmit starts (a promotion starts its config's next rung: 1)."""
+    attempt = d.inputs.get("attempt")
+    return 1 if d.action == "promote" or not isinstance(attempt, int) else attempt + 1

@@ -11,8 +11,8 @@ from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import array_of, resources_of
 from campaignctl.core.errors import ConflictError, NotFoundError
-from campaignctl.core.spec import Resources
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign
 from campaignctl.services.dispatch import new_token
@@ -90,9 +90,8 @@ def _still_awaiting(log: DecisionLog, campaign_id: int, entry: LoggedDecision) -
 
 def carry_out(actor: Actor, entry: LoggedDecision, token: str) -> tuple[str, str | None]:
     """Carry out a logged, approved decision as it was decided (resources from its params)."""
-    resources = entry.params.get("resources")
+    p = entry.typed
     decision = Decision(entry.task_index, entry.attempt_token, entry.rule, entry.action, entry.reason,
-                        entry.inputs, entry.params,
-                        Resources(**resources) if isinstance(resources, dict) else None)
-    array = str(entry.params.get("array_job_id") or str(entry.inputs.get("job_id") or "").partition("_")[0])
+                        entry.inputs, entry.params, resources_of(p))
+    array = array_of(p) or str(entry.inputs.get("job_id") or "").partition("_")[0]
     return actor.carry_out_approved(decision, entry.id, lambda: token, {entry.attempt_token: array or None})

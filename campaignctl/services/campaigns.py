@@ -38,7 +38,7 @@ def current_policy(store: Store, record: CampaignRecord) -> tuple[Policy, Campai
 def promotions(log: DecisionLog, campaign_id: int) -> dict[int, int]:
     """Rung → how many configs it promoted, for every rung whose promotion has been decided."""
     entries = log.entries(campaign_id, actions=("promote", "retire"))
-    return promoted_by_rung((e.action, e.mode, e.inputs) for e in entries)
+    return promoted_by_rung((e.mode, e.typed) for e in entries)
 
 
 def unstarted_labels(log: DecisionLog, campaign_id: int, settings: CampaignSettings) -> Callable[[int], str | None]:

@@ -3,7 +3,7 @@ the distribution of what their ended attempts used (core/profile_stats.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from campaignctl.adapters import identity
 from campaignctl.adapters.profile_store import ProfileStore
@@ -46,7 +46,7 @@ class ProfileShow:
 
 
 def vars_of(row: ProfileRow) -> dict[str, object]:
-    return {k: getattr(row, k) for k in row.__slots__}  # type: ignore[attr-defined]
+    return {f.name: getattr(row, f.name) for f in fields(row)}
 
 
 def list_profiles() -> ProfileList:

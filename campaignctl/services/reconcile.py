@@ -390,8 +390,7 @@ class _Tick:
                       self._lease_check(record))
         # a decision waiting for approval is not open work; an approved one that a crash left
         # undone is, carried out under the submission token its approval named
-        approvals = {int(e.params["decision_id"]): str(e.params["token"])  # type: ignore[call-overload]
-                     for e in self.log.entries(record.id, actions=("approve",))}
+        approvals = self.log.approvals(record.id)
         known = {s.token for s in self.store.submissions(record.id)}
         todo = [e for e in open_entries if not e.gate]
         for e in (e for e in open_entries if e.gate and e.id in approvals):

@@ -4,15 +4,15 @@ was actually decided, with the worst-case cost of each side's retries."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.cost import Amount
+from campaignctl.core.decision_params import ResizePending, Resubmit
 from campaignctl.core.replay import (
     CampaignHistory,
     RecordedDecision,
@@ -95,17 +95,17 @@ def _resources_given(history: CampaignHistory) -> Callable[[RecordedDecision], R
     attempt = {a.token: a for a in history.attempts}
 
     def given(d: RecordedDecision) -> Resources | None:
-        if d.action == "resize_pending":
-            return Resources(**d.params["resources"])  # type: ignore[arg-type]
-        if d.action != "resubmit":
+        p = d.typed
+        if isinstance(p, ResizePending):
+            return p.resources
+        if not isinstance(p, Resubmit):
             return None
         if d.group_token in retry:
             return Resources(**json.loads(retry[d.group_token]))
         old = attempt.get(d.attempt_token)
         if old is None:
             return None
-        changes: Mapping[str, Any] = d.params.get("changes", {})  # type: ignore[assignment]
-        return resubmitted_resources(timeline.resources(old, d.tick_id), changes)
+        return resubmitted_resources(timeline.resources(old, d.tick_id), p.changes)
 
     return given
 

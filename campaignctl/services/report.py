@@ -77,7 +77,7 @@ def _local(t: float) -> str:
 def latest_states(inputs: ReportInputs) -> dict[int, tuple[str, int]]:
     """Task → (state of its latest attempt as last observed, attempts); without one NOT_SUBMITTED,
     or NOT_PROMOTED for a config its rung did not keep."""
-    decided = promoted_by_rung((e.action, e.mode, e.inputs) for e in inputs.decisions)
+    decided = promoted_by_rung((e.mode, e.typed) for e in inputs.decisions)
     out = {task: (unstarted_label(task, inputs.settings, decided) or NOT_SUBMITTED, 0) for task in inputs.params}
     for span in inputs.spans:  # ordered by task, then attempt: the last one wins
         out[span.task_index] = (span.state, span.attempt_number)

@@ -14,6 +14,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
 from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.decide import Decision
+from campaignctl.core.decision_params import KnownGood
 from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.records import CampaignRecord, RevisionRecord
@@ -57,8 +58,8 @@ class RevisionsResult:
 
 def known_good_revisions(log: DecisionLog, campaign_id: int) -> dict[int, str]:
     """Revision number → why it is known-good, from the decision log (marks are decisions)."""
-    return {int(e.params["revision"]): e.reason  # type: ignore[call-overload]
-            for e in log.entries(campaign_id, actions=(KNOWN_GOOD,))}
+    return {p.revision: e.reason for e in log.entries(campaign_id, actions=(KNOWN_GOOD,))
+            if isinstance(p := e.typed, KnownGood)}
 
 
 def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:

@@ -13,6 +13,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 from campaignctl.core.clock import UTC
 from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision_params import ResizeNext, ResizePending, Resubmit
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views
@@ -135,11 +136,13 @@ def _changes(entries: list[LoggedDecision], rows: list[HistoryRow]) -> list[Logg
     for e in entries:
         if e.status != "applied" or e.mode != "enforce" or e.action in ("hold", "release"):
             continue
-        changes = e.params.get("changes") or {}
+        p = e.typed
+        if not isinstance(p, (Resubmit, ResizePending, ResizeNext)):
+            continue
         token = retry_token.get((e.group_token, e.task_index), "") if e.action == "resubmit" else e.attempt_token
         if token or e.action == "resize_next":
-            out.append(LoggedChange(e.id, e.revision, token, e.action, changes,  # type: ignore[arg-type]
-                                    e.task_index, bool(e.params.get("replacement"))))
+            out.append(LoggedChange(e.id, e.revision, token, e.action, p.changes, e.task_index,
+                                    isinstance(p, Resubmit) and p.replacement))
     return out
 
 

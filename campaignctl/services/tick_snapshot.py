@@ -26,8 +26,9 @@ from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
 from campaignctl.core.telemetry import Summary
-from campaignctl.core.tick import KNOWN_GOOD, Needs, TickSnapshot, with_facts
+from campaignctl.core.tick import Needs, TickSnapshot, with_facts
 from campaignctl.services.campaigns import promotions
+from campaignctl.services.revisions import known_good_revisions
 
 
 def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],
@@ -39,7 +40,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
     settings = campaign_settings(json.loads(revision.settings_json))
     budgeted = bool(settings.budget.limits())
     facts = log_facts(log.entries(record.id, actions=FACT_ACTIONS))
-    marked = {int(e.params["revision"]) for e in log.entries(record.id, actions=(KNOWN_GOOD,))}  # type: ignore[call-overload]
+    marked = known_good_revisions(log, record.id)
     snapshot = TickSnapshot(
         campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
         requests=facts.requests,

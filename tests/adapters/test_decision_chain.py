@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from campaignctl.adapters import lease as lease_module
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import DEFAULT_TTL_S, Leases, ttl_setting

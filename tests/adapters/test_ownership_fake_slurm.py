@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import MIGRATIONS
 from campaignctl.services.reconcile import reconcile

@@ -64,7 +64,7 @@ def test_another_sessions_table_lock_ends_a_tick_with_75_not_a_hang(
         pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 26: a `LOCK TABLE` held in another session's open transaction blocked a tick for as
     long as it was held; every session now has a lock_timeout (the busy timeout, here 2 s)."""
-    from campaignctl.adapters import store as store_module
+    from campaignctl.adapters import store_engine as store_module
     from tests.fakeslurm import FakeSlurm
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 2000)
     fake = FakeSlurm()

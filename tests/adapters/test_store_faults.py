@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
+from campaignctl.adapters.store import Store
 from campaignctl.services.submit import submit
 from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
@@ -123,7 +124,7 @@ def test_a_damaged_or_emptied_database_is_exit_73_not_a_fresh_start(
 
 def test_a_database_from_a_newer_campaignctl_is_refused(
         campaign: Path, state_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    engine = store_module.Store.open().engine
+    engine = Store.open().engine
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO schema_migrations VALUES ('099_from_the_future', 'later')")
     engine.dispose()

@@ -9,6 +9,7 @@ sibling resizes, a budget hold and a forced release, an early stop, rung promoti
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
+from campaignctl.core.decision_params import RECORDS
 from campaignctl.core.replay import actual_decisions, not_replayed, replay
 from campaignctl.core.replay_compare import compare
 from campaignctl.services.campaigns import current_policy
@@ -51,6 +53,10 @@ def test_the_previous_release_s_log_reads_replays_and_verifies(old_store: Store)
         assert record is not None
         entries = [e for e in log.entries(record.id) if e.mode == "enforce"]
         assert [(e.rule, e.action) for e in entries] == logged
+        for e in entries:  # every key that release wrote is a field of the action's typed record
+            record_type = RECORDS[e.action]
+            assert isinstance(e.typed, record_type)
+            assert set(e.params) <= {f.name for f in fields(record_type)}, (e.action, e.params)
         history = histories.campaign_history(record)
         policy = current_policy(old_store, record)[0]
         actual = actual_decisions(history)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import MIGRATIONS

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import store as store_module
+from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.store import CHAIN_LOCK_KEY, Store, write_lock
+from campaignctl.adapters.store import Store
+from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, write_lock
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decide import Decision
 from campaignctl.core.errors import DatabaseBusyError

@@ -38,6 +38,7 @@ from campaignctl.core.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
 from campaignctl.core.sim.engine import Decider, Engine
+from campaignctl.core.sim.scheduler import Shape
 from campaignctl.core.tick import TickPlan, TickSnapshot, decide_tick, needs, with_facts
 
 ATTEMPT_SCALED = "attempt-scaled"
@@ -134,7 +135,8 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     time = max((r.time_min for r in raises if r.time_min), default=0)
     # an excluded node is pushed once to everything pending, then only to arrays submitted since
     fresh = excluded != pushed.get("excluded")
-    since = 0 if fresh else int(pushed.get("at", 0))  # type: ignore[call-overload]
+    at = pushed.get("at", 0)
+    since = 0 if fresh or not isinstance(at, int) else at
     pushed.update(excluded=excluded, at=engine.now + 1)
     if not (mem or time or excluded):
         return []
@@ -146,8 +148,8 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
             lacking[exclude] = not excluded <= set(split_nodes(exclude or ""))
         return lacking[exclude]
 
-    def reached(key: tuple[object, ...]) -> bool:  # scheduler.shape: (…, mem_mb, …, exclude, time_min)
-        return key[2] < mem or key[6] < time or bool(excluded and lacks(key[5]))  # type: ignore[operator,arg-type]
+    def reached(key: Shape) -> bool:
+        return key[2] < mem or key[6] < time or bool(excluded and lacks(key[5]))
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
     arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]
@@ -170,7 +172,7 @@ def _sibling_facts(engine: Engine) -> SiblingFacts:
 
 def _usage(engine: Engine) -> tuple[UsageGroup, ...]:
     """The spend's GROUP BY (phase, resources), as the store returns it for the budget."""
-    groups: dict[tuple[str, object], list[int]] = {}
+    groups: dict[tuple[str, Resources], list[int]] = {}
     for jobs in engine.jobs:
         for job in jobs:
             phase = {"PENDING": "pending", "RUNNING": "running"}.get(job.state, "ended")
@@ -178,7 +180,7 @@ def _usage(engine: Engine) -> tuple[UsageGroup, ...]:
             group = groups.setdefault((phase, job.res), [0, 0])
             group[0] += 1
             group[1] += elapsed
-    return tuple(UsageGroup(phase, res, "", n, s) for (phase, res), (n, s) in groups.items())  # type: ignore[arg-type]
+    return tuple(UsageGroup(phase, res, "", n, s) for (phase, res), (n, s) in groups.items())
 
 
 def attempt_scaled_decider(retries: int = ATTEMPT_SCALED_RETRIES) -> Decider:

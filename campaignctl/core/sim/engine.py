@@ -13,7 +13,9 @@ from datetime import datetime, timedelta, timezone
 
 from campaignctl.core.clock import stamp
 from campaignctl.core.decide import AttemptView, Decision, Replacement, TaskView
+from campaignctl.core.decision_params import Cancel, Resubmit, Throttle
 from campaignctl.core.output_causes import GPU_OOM
+from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
@@ -150,7 +152,7 @@ class Engine:
         gpus, cpus, mem, time = request
         return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem, time_min=time)
 
-    def _submit(self, items: list[tuple[int, int, Resources, dict[str, object]]], throttle: int | None) -> None:
+    def _submit(self, items: list[tuple[int, int, Resources, dict[str, Scalar]]], throttle: int | None) -> None:
         """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""
         partition = self.setup.resources.partition or self.setup.cluster.partitions[0].name
         for lo in range(0, len(items), MAX_ARRAY):
@@ -302,14 +304,14 @@ class Engine:
             elapsed_s=end - job.start if job.start is not None else None,
             ended_at=stamp(self.at(end)) if ended else None, decided=job.token in self.decided, cause=cause,
             evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
-            params=job.params, params_changed=job.params_changed)  # type: ignore[arg-type]
+            params=job.params, params_changed=job.params_changed)
 
     @property
     def arrays_submitted(self) -> int:
         return self._arrays
 
     def _apply(self, plan: TickPlan) -> bool:
-        retries: list[tuple[int, int, Resources, dict[str, object]]] = []
+        retries: list[tuple[int, int, Resources, dict[str, Scalar]]] = []
         acted = False
         for d in plan.decisions:
             if d.mode != "enforce" or d.gate:
@@ -324,7 +326,7 @@ class Engine:
             self._submit(retries, plan.retry_parallel)
         return acted
 
-    def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, object]]]) -> bool:
+    def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, Scalar]]]) -> bool:
         task = d.task_index
         if d.action in ("resubmit", "give_up"):
             self.decided.add(d.attempt_token)
@@ -335,8 +337,10 @@ class Engine:
                 self.tally.settle(self.now)
             else:
                 latest = self.jobs[task][-1]
-                params = d.params.get("task_params")
-                carried = dict(params) if isinstance(params, dict) else dict(latest.params)
+                p = d.typed
+                chosen = p.task_params if isinstance(p, Resubmit) else None
+                carried = dict(latest.params) if chosen is None else {
+                    k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)}
                 retries.append((task, latest.attempt + 1, d.resources or latest.res, carried))
             return True
         job = self.active.get(d.attempt_token)
@@ -350,8 +354,8 @@ class Engine:
             self.unanswered.discard(task)
             self.settled[task] = "stopped"
             self.tally.settle(self.now)
-        elif d.action == "throttle":
-            self._throttle(str(d.params.get("array_job_id", "")), d.params.get("throttle"))
+        elif isinstance(p := d.typed, Throttle):
+            self._throttle(p.array_job_id, p.throttle)
         else:
             return False
         return True
@@ -366,15 +370,14 @@ class Engine:
         self.active.pop(job.token, None)
         self.requests.cancel_requested.add(job.token)
         self.requests.moves[job.task] += 1
-        replacement = d.params.get("replacement")
-        if isinstance(replacement, dict):
-            self.requests.replacements[job.token] = Replacement(d.rule, Resources(**replacement), d.reason,
-                                                                str(d.params.get("only_if", "")))
+        p = d.typed
+        if isinstance(p, Cancel) and p.replacement is not None:
+            self.requests.replacements[job.token] = Replacement(d.rule, p.replacement, d.reason, p.only_if)
         self.unanswered.add(job.task)
         self._views.pop(job.task, None)
 
-    def _throttle(self, array_id: str, value: object) -> None:
+    def _throttle(self, array_id: str, value: int | None) -> None:
         for array in self.queue.arrays:
             if array.id == array_id:
-                array.throttle = int(value) if isinstance(value, int) and value > 0 else None
+                array.throttle = value if value is not None and value > 0 else None
                 self.throttles[array_id] = array.throttle

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from campaignctl.core.decide import split_nodes
+from campaignctl.core.params import Scalar
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
 
@@ -68,9 +69,9 @@ class Job:
         self.fate = "COMPLETED"  # how this start will end unless a node failure or preemption ends it first
         self.exit: int | None = None
         self.cause: str | None = None  # named by the program's output (gpu_out_of_memory)
-        self.params: dict[str, object] = {}
+        self.params: dict[str, Scalar] = {}
         self.params_changed = False
-        self.key: tuple[object, ...] = ()  # its shape while pending (set by Array.add)
+        self.key: Shape = (None, 0, 0, 0, None, None, 0)  # its shape while pending (set by Array.add)
 
 
 class Array:
@@ -81,7 +82,7 @@ class Array:
     def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
         self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
         self.pending: dict[str, Job] = {}
-        self.shapes: dict[tuple[object, ...], int] = {}  # pending elements by shape
+        self.shapes: dict[Shape, int] = {}  # pending elements by shape
         self.running = 0
         self.throttle = throttle
         self.need = (1 << 30, 1 << 60, 1 << 30)  # at least this much (CPUs, MB, GPUs) for any element
@@ -106,7 +107,11 @@ class Array:
         self.add(job)
 
 
-def shape(job: Job) -> tuple[object, ...]:
+# pinned node, cpus, mem_mb, gpus, gpu_type, exclude, time_min
+Shape = tuple[int | None, int, int, int, str | None, str | None, int]
+
+
+def shape(job: Job) -> Shape:
     """What decides where a job fits and whether it may backfill: its request and time limit."""
     r = job.res
     return (job.pinned, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude, r.time_min)
@@ -282,7 +287,7 @@ class Queue:
             return None
         ends_in_time = reservation is None or now + job.res.time_min * 60 <= reservation.at
         for i in self.candidates(job):
-            if self.fits(job, i) and (ends_in_time or i != reservation.node):  # type: ignore[union-attr]
+            if self.fits(job, i) and (reservation is None or ends_in_time or i != reservation.node):
                 return i
         return None
 

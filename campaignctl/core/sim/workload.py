@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from campaignctl.core.resources import Resources
 
@@ -97,7 +98,7 @@ class Hazards:
 
 def parse_synthetic(text: str) -> Synthetic:
     """`tasks=1000,oom=0.1` → Synthetic (unknown keys and bad numbers raise WorkloadError)."""
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}  # each checked below: a finite number in its key's range
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or key not in SYNTHETIC_KEYS:
@@ -110,7 +111,7 @@ def parse_synthetic(text: str) -> Synthetic:
             raise WorkloadError(f"synthetic workload key {key}: {value} is out of range "
                                 f"(0 to {MAX_VALUE.get(key, 1):g})")
         values[key] = int(number) if key == "tasks" else number
-    return Synthetic(**values)  # type: ignore[arg-type]
+    return Synthetic(**values)
 
 
 def draw_truths(w: Synthetic, tasks: int, mem_request_mb: int, time_limit_min: int,

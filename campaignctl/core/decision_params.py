@@ -1,0 +1,256 @@
+"""The decision vocabulary, typed: one frozen params record per action, and the one codec that
+reads them from the log's raw JSON (as pipx reads its metadata: the raw shape, its version, and a
+converter per older version).
+
+A decision is logged with `params` as a JSON object. Every reader of a decision's params (the
+actor, replay, resume, rollback, approvals, the simulator) takes the record `params_of` decodes
+instead of looking keys up itself. Every row written so far has the shape of version 1 and no
+version key; a release that changes a record's fields raises PARAMS_VERSION, writes it under
+VERSION_KEY, and adds the converter from the previous version to `_UPGRADES`, so rows already in
+users' databases still read (tests/adapters/test_store_from_a_previous_release.py reads a store an
+earlier release wrote). Decoding is lenient: a key missing (an older row) or of the wrong type (a
+hand-edited one) reads as the field's default, never as an exception inside a tick."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeAlias
+
+from campaignctl.core.resources import Resources, resources_from
+
+PARAMS_VERSION = 1
+VERSION_KEY = "_v"  # absent: version 1
+Pair: TypeAlias = tuple[object, object]  # (before, after), as `changes` logs each field
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    changes: Mapping[str, Pair] = field(default_factory=dict)  # resources changed for the retry
+    retry: int = 0  # which retry this is for the rule
+    max_retries: int = 0
+    task_params: Mapping[str, object] | None = None  # the retry's task parameters, where they differ
+    param_changes: Mapping[str, Pair] = field(default_factory=dict)
+    replacement: bool = False  # the retry of an attempt cancelled to be replaced (fallback, GPU-idle)
+    resources: Resources | None = None  # written when the decision waits for approval
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ResizePending:
+    changes: Mapping[str, Pair] = field(default_factory=dict)
+    array_job_id: str = ""
+    resources: Resources | None = None  # the element's new resources, where the rule wrote them
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeNext:
+    changes: Mapping[str, Pair] = field(default_factory=dict)  # for the task's next attempt
+    resources: Resources | None = None  # written when the decision waits for approval
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    only_if: str = ""  # cancel only in this state (scancel --state); '' in any
+    replacement: Resources | None = None  # resubmitted with these once it ended
+    replacement_params: Mapping[str, object] | None = None
+    changes: Mapping[str, Pair] = field(default_factory=dict)
+    param_changes: Mapping[str, Pair] = field(default_factory=dict)
+    resources: Resources | None = None  # written when the decision waits for approval
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    only_if: str = ""
+    seen: str = ""  # a person's cancel: the state the attempt was in when asked
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    arrays: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # array job id → elements
+    level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    arrays: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    limits: Mapping[str, float] = field(default_factory=dict)  # the budget limits it was over
+    target_revision: int | None = None  # a rollback's release
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    key: str = ""  # one alert per key, ever (`warn:gpu_hours:0.5`)
+    level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    array_job_id: str = ""
+    throttle: int | None = None  # the array's new `%N`; None: unlimited
+    changes: Mapping[str, Pair] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Promote:
+    """A config kept by its rung: its task in the next rung is submitted."""
+
+    config: int = 0
+    from_rung: int = 0
+    to_rung: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """A config its rung did not keep: recorded, nothing submitted."""
+
+    config: int = 0
+    from_rung: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KnownGood:
+    revision: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A person's `approve` or `reject` of the decision `decision_id`."""
+
+    decision_id: int = 0
+    token: str = ""  # the submission token an approved resubmit goes out under
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    changes: Mapping[str, Pair] = field(default_factory=dict)
+    resources: Resources | None = None  # written when the decision waits for approval
+
+
+@dataclass(frozen=True, slots=True)
+class SizeFirst:
+    tasks: tuple[int, ...] = ()
+    group: str = ""
+    mem_mb: int = 0
+    time_min: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MakeCurrent:
+    revision: int = 0
+    target_revision: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An action this release does not know (a newer release's row): its raw params, unread."""
+
+    raw: Mapping[str, object] = field(default_factory=dict)
+
+
+Params: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
+                     | Throttle | Promote | Retire | KnownGood | Verdict | Retry | SizeFirst | MakeCurrent | Unknown)
+
+def resources_of(p: Params) -> Resources | None:
+    """The resources a decision gives, where its params name them (a gated decision's always)."""
+    return p.resources if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Retry)) else None
+
+
+def changes_of(p: Params) -> Mapping[str, Pair]:
+    """field → (before, after) of what a decision changes, where its params say."""
+    return p.changes if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Throttle, Retry)) else {}
+
+
+def array_of(p: Params) -> str:
+    """The array job id a decision acts on, where its params name it."""
+    return p.array_job_id if isinstance(p, (ResizePending, Throttle)) else ""
+
+
+RECORDS: dict[str, type[Params]] = {
+    "resubmit": Resubmit, "give_up": GiveUp, "resize_pending": ResizePending, "resize_next": ResizeNext,
+    "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
+    "promote": Promote, "retire": Retire, "mark_known_good": KnownGood, "approve": Verdict,
+    "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "make_current": MakeCurrent,
+}
+
+# version n → n + 1, applied in turn to a row written at an older version: (action, raw) → raw
+_UPGRADES: dict[int, Callable[[str, Mapping[str, object]], Mapping[str, object]]] = {}
+
+
+def params_of(action: str, raw: Mapping[str, object]) -> Params:
+    """The typed params of a decision of `action`, from its logged JSON object."""
+    version = raw.get(VERSION_KEY, 1)
+    for at in range(version if isinstance(version, int) else 1, PARAMS_VERSION):
+        raw = _UPGRADES[at](action, raw)
+    record = RECORDS.get(action)
+    if record is None:
+        return Unknown(dict(raw))
+    values: dict[str, Any] = {}  # each checked by its field's reader above
+    for f in fields(record):
+        if f.name in raw:
+            value = _OWN_READERS.get((record, f.name), _READERS.get(f.name, _as_is))(raw[f.name])
+            if value is not None:
+                values[f.name] = value
+    return record(**values)
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+def _pairs(value: object) -> dict[str, Pair] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): (v[0], v[1]) for k, v in value.items() if isinstance(v, (list, tuple)) and len(v) == 2}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool(value: object) -> bool | None:
+    return bool(value)
+
+
+def _mapping(value: object) -> dict[str, object] | None:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else None
+
+
+
+
+def _arrays(value: object) -> dict[str, tuple[int, ...]] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): tuple(i for i in v if _int(i) is not None)
+            for k, v in value.items() if isinstance(v, (list, tuple))}
+
+
+def _numbers(value: object) -> dict[str, float] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _ints(value: object) -> tuple[int, ...] | None:
+    return tuple(i for i in value if _int(i) is not None) if isinstance(value, (list, tuple)) else None
+
+
+_READERS: dict[str, Callable[[object], object]] = {
+    "changes": _pairs, "param_changes": _pairs, "retry": _int, "max_retries": _int, "task_params": _mapping,
+    "replacement_params": _mapping, "resources": resources_from, "array_job_id": _str, "only_if": _str,
+    "seen": _str, "arrays": _arrays, "level": _str, "limits": _numbers, "target_revision": _int, "key": _str,
+    "throttle": _int, "config": _int, "from_rung": _int, "to_rung": _int, "revision": _int,
+    "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
+}
+# `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
+_OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {
+    (Resubmit, "replacement"): _bool, (Cancel, "replacement"): resources_from,
+}
