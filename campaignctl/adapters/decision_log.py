@@ -16,7 +16,7 @@ from campaignctl.adapters.store_schema import attempts, campaigns, decision_outc
 from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import Cancel, Params, Stop, Verdict, params_of
 from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError

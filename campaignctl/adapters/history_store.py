@@ -23,8 +23,7 @@ from campaignctl.adapters.store_schema import (
 )
 from campaignctl.core.clock import read_time
 from campaignctl.core.decision_rows import expand
-from campaignctl.core.records import AttemptFacts, CampaignRecord
-from campaignctl.core.replay import (
+from campaignctl.core.recorded import (
     CampaignHistory,
     RecordedAttempt,
     RecordedDecision,
@@ -32,6 +31,7 @@ from campaignctl.core.replay import (
     RecordedPoint,
     RecordedTick,
 )
+from campaignctl.core.records import AttemptFacts, CampaignRecord
 from campaignctl.core.settings import CampaignSettings, campaign_settings
 from campaignctl.core.telemetry import Summary, summary_from_dict
 

@@ -20,7 +20,7 @@ from campaignctl.core.observe import resources_parser
 from campaignctl.core.ownership import Identity, Ownership, share_of
 from campaignctl.core.profile import group_of
 from campaignctl.core.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
-from campaignctl.core.sacct import rss_mb
+from campaignctl.core.sacct_values import rss_mb
 from campaignctl.core.telemetry import summary_from_dict
 
 # settings_json is written by json.dumps with its default separators (": ")

@@ -20,13 +20,7 @@ from campaignctl.adapters.store_engine import (
     rederivable,
     utc_now,
 )
-from campaignctl.adapters.store_schema import (
-    attempts,
-    campaigns,
-    revisions,
-    submissions,
-    tasks,
-)
+from campaignctl.adapters.store_schema import attempts, campaigns, revisions, submissions, tasks
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.params import Scalar

@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from campaignctl.adapters import paths
 from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
-from campaignctl.adapters.store_schema import MIGRATIONS
+from campaignctl.adapters.store_migrations import MIGRATIONS
 from campaignctl.core.errors import StateError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store_schema import APPEND_ONLY_MESSAGE, APPEND_ONLY_TABLES
+from campaignctl.adapters.store_migrations import APPEND_ONLY_MESSAGE, APPEND_ONLY_TABLES
 from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, IntegrityError, StateError, WriteConflictError
 
 # SQLite result codes (sqlite.org/rescode.html) by what they mean for the user. BUSY/LOCKED: another

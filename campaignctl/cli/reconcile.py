@@ -20,7 +20,7 @@ FAILED_CAMPAIGN_EXIT = 75  # EX_TEMPFAIL: the others ticked; the failed one is t
 
 if TYPE_CHECKING:
     from campaignctl.services.notify import NotifyResult
-    from campaignctl.services.reconcile import ReconcileResult
+    from campaignctl.services.reconcile_result import ReconcileResult
 
 
 def reconcile(

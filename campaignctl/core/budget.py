@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from campaignctl.core.cost import Spend
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.spec import Budget
 
 CAMPAIGN_TASK = -1

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from campaignctl.core.decide import AttemptView, Decision, TaskView
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.observe import ABANDONED, FINAL, UNKNOWN
 from campaignctl.core.resources import Resources
 

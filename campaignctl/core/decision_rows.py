@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 
 GROUPED = ("resize_pending",)
 MEMBERS = "members"  # the params key of a grouped row: [[task index, attempt token, job id], …]

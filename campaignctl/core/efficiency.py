@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from campaignctl.core.cost import hourly, parse_alloc_tres, phase_of
 from campaignctl.core.energy import attempt_energy
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.sacct import rss_mb
+from campaignctl.core.sacct_values import rss_mb
 from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary
 

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.policy import Policy
 
 RULE = "gpu_fallback"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import Params, Promote, Retire
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices

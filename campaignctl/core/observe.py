@@ -8,7 +8,7 @@ import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from campaignctl.core.clock import read_time
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.core.sacct import JobObservation
@@ -21,6 +21,13 @@ FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL
                     "PREEMPTED", "CANCELLED", "DEADLINE"})
 _STORED_FACTS = operator.attrgetter(*AttemptFacts._fields)  # a row's facts as a plain tuple, in C: per attempt
 _STATE_TEXT = {s: s.value for s in State}  # `.value` is a descriptor call: slow a hundred thousand times
+# AttemptFacts by position, named from its fields (slices are what a 100,000-attempt tick can afford):
+# the facts rules read, the running clock (elapsed, RSS), and the moments (ended_at, missing_since)
+_RULE_FACTS = slice(0, AttemptFacts._fields.index("elapsed_s"))
+_CLOCK = slice(_RULE_FACTS.stop, AttemptFacts._fields.index("ended_at"))
+_MOMENTS = slice(_CLOCK.stop, None)
+_BEFORE_MISSING = slice(0, AttemptFacts._fields.index("missing_since"))
+_AFTER_STATE = slice(1, _BEFORE_MISSING.stop)
 
 Key = tuple[str, int | None]
 
@@ -55,20 +62,19 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
         elif key[0] in queued_arrays():
             if row.missing_since is None:
                 continue  # sacct lags squeue: nothing new
-            new = AttemptFacts._make((*old[:7], None))
+            new = AttemptFacts._make((*old[_BEFORE_MISSING], None))
         elif row.token in cancelled_pending():
             new = AttemptFacts("CANCELLED", "CANCELLED", None, "", None, "", now, None)
         else:
-            new = AttemptFacts._make((UNKNOWN, *old[1:7], row.missing_since or now))
+            new = AttemptFacts._make((UNKNOWN, *old[_AFTER_STATE], row.missing_since or now))
         if new == old:
             continue
-        # by position (AttemptFacts' order; slices are what a 100,000-attempt tick can afford): [:4] the
-        # facts rules read, [4:6] the running clock (elapsed, RSS), [6:] ended_at and missing_since.
-        # History for replay keeps every fact a rule reads, but not the running clock.
-        for_history = new[:4] != old[:4]
+        # history for replay keeps every fact a rule reads, but not the running clock
+        fresh: tuple[object, ...] = new
+        for_history = fresh[_RULE_FACTS] != old[_RULE_FACTS]
         if not for_history:  # the usual change, state, needs no look at the times
-            same_times = _same_times(new[6:], old[6:])
-            if same_times and new[4:6] == old[4:6]:
+            same_times = _same_times(fresh[_MOMENTS], old[_MOMENTS])
+            if same_times and fresh[_CLOCK] == old[_CLOCK]:
                 continue
             for_history = not same_times
         changes.append(ObservedChange(row.id, new, for_history, obs.alloc_tres if obs is not None else "",

@@ -28,21 +28,27 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, replace
 
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.cost import UsageGroup, phase_of
-from campaignctl.core.decide import Decision
-from campaignctl.core.decision_params import Alert, Params, Promote, ResizePending, Retire, Throttle, params_of
+from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Alert, Promote, ResizePending, Retire, Throttle
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
 from campaignctl.core.observe import params_parser, resources_parser, task_views
 from campaignctl.core.policy import Policy
+from campaignctl.core.recorded import (
+    CampaignHistory,
+    RecordedAttempt,
+    RecordedDecision,
+    RecordedObservation,
+    RecordedTick,
+)
 from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.right_size import ENDED, UsageSample, groups
-from campaignctl.core.sacct import rss_mb
+from campaignctl.core.sacct_values import rss_mb
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import NodeShape, SiblingFacts, tally_first_ends
 from campaignctl.core.spec import Resources
@@ -51,86 +57,6 @@ from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_
 from campaignctl.core.training_metrics import curves_by_task
 
 ANSWERS = ("resubmit", "give_up")  # decisions that answer an attempt for good
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedTick:
-    id: int
-    clock: datetime  # the UTC time its rules compared against (ticks.clock, core/clock.py)
-    started_at: datetime  # aware (UTC in the store): orders ticks against submissions' created_at
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedAttempt:
-    id: int
-    task_index: int
-    attempt_number: int
-    array_index: int
-    token: str
-    job_id: str | None
-    submission_token: str
-    submission_kind: str  # initial | retry
-    submission_resources_json: str
-    resized: bool  # the attempt has resources of its own: an in-place resize took effect
-    created_at: datetime  # aware
-    params_json: str = "{}"  # the task parameters it ran with (a rule's, else the task's)
-    params_changed: bool = False
-    cause: str | None = None  # named by its output once it FAILED
-    evidence: str = ""
-    alloc_tres: str = ""  # what Slurm allocated (as last stored)
-    array_throttle: int | None = None  # its array's `%N` as stored now (the last throttle applied)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedObservation:
-    attempt_id: int
-    tick_id: int
-    facts: AttemptFacts
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedDecision:
-    id: int
-    tick_id: int
-    task_index: int
-    attempt_token: str
-    policy: str
-    policy_digest: str
-    rule: str
-    action: str
-    params: Mapping[str, object]
-    reason: str
-    mode: str  # enforce | shadow
-    group_token: str
-    status: str  # the outcome: applied | failed | proposed | pending (none written) …
-    inputs: Mapping[str, object] = field(default_factory=dict)
-
-    @property
-    def typed(self) -> Params:
-        return params_of(self.action, self.params)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedPoint:
-    """One metric report of an attempt."""
-
-    attempt_id: int
-    task_index: int
-    step: int
-    name: str
-    value: float
-    t: float | None  # when the task reported it (epoch seconds); None: not said
-
-
-@dataclass(frozen=True, slots=True)
-class CampaignHistory:
-    ticks: tuple[RecordedTick, ...]  # oldest first
-    attempts: tuple[RecordedAttempt, ...]
-    observations: tuple[RecordedObservation, ...]
-    decisions: tuple[RecordedDecision, ...]  # every mode and action, oldest first
-    settings: CampaignSettings | None = None  # the current revision's; None: only the cause rules replay
-    summaries: Mapping[int, Summary] = field(default_factory=dict)  # attempt id → telemetry as stored
-    points: tuple[RecordedPoint, ...] = ()  # metric reports, in report order
 
 
 @dataclass(frozen=True, slots=True)

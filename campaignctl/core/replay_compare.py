@@ -17,7 +17,8 @@ from typing import Any
 from campaignctl.core.cost import Amount, hourly
 from campaignctl.core.decision_params import Cancel, Pair, Params, Resubmit, changes_of
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.replay import ANSWERS, RecordedDecision, ReplayedDecision
+from campaignctl.core.recorded import RecordedDecision
+from campaignctl.core.replay import ANSWERS, ReplayedDecision
 from campaignctl.core.spec import Resources
 
 CHANGED, ONLY_ACTUAL, ONLY_REPLAY, DELAYED = "changed", "only_actual", "only_replay", "delayed"

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from campaignctl.core.decide import Replacement, TaskView
+from campaignctl.core.decision import Replacement, TaskView
 from campaignctl.core.decision_params import Cancel, ResizeNext, params_of
 from campaignctl.core.params import SCALAR_TYPES
 

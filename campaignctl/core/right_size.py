@@ -17,7 +17,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.ladder import rung_of
 from campaignctl.core.profile import group_of
 from campaignctl.core.resources import Resources

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from campaignctl.core.decide import AttemptView, Decision, TaskView, decide_task
+from campaignctl.core.decide import decide_task
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.decision_params import Resubmit
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.policy import Policy

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision import Decision, TaskView
 
 
 @dataclass(frozen=True, slots=True)

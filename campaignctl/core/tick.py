@@ -36,7 +36,8 @@ from datetime import datetime
 from campaignctl.core import fallback
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, BudgetPlan, assess, guard
 from campaignctl.core.cost import UsageGroup, campaign_spend
-from campaignctl.core.decide import Decision, TaskView, decide
+from campaignctl.core.decide import decide
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.early_stop import decide_early_stops, stoppable
 from campaignctl.core.governance import (
     Awaiting,

@@ -16,7 +16,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from campaignctl.core.decide import AttemptView, Decision, TaskView
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Utilisation
 from campaignctl.core.spec import Resources

@@ -25,7 +25,7 @@ from campaignctl.core.actions import (
     ThrottleGroup,
     plan_actions,
 )
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import Cancel, Hold, Release, ResizePending, Resubmit, Stop, Throttle
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import array_of, resources_of
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.services.act import Actor

@@ -18,7 +18,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import assess
 from campaignctl.core.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
 from campaignctl.core.cost import campaign_spend
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.governance import gate
 from campaignctl.core.observe import task_views

@@ -14,7 +14,7 @@ from campaignctl.core.attempt_paths import AttemptPaths, tasks_dir
 from campaignctl.core.clock import read_time
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.core.sacct import MAX_SIGNAL, runner_exit
+from campaignctl.core.sacct_values import MAX_SIGNAL, runner_exit
 from campaignctl.core.suspects import (
     NODE_EVENTS,
     attempt_cause,

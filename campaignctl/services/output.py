@@ -18,7 +18,7 @@ from campaignctl.adapters import job_files, output_log, slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.attempt_paths import AttemptPaths
 from campaignctl.core.clock import read_time
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import (
     InputError,
     NotFoundError,

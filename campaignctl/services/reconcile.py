@@ -22,7 +22,7 @@ import functools
 import gc
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
@@ -36,7 +36,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.by_hand import CANCELLED, CANCELLING, ENDED
 from campaignctl.core.clock import UTC, read_time, stamp, utc
-from campaignctl.core.decide import Decision, TaskView
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.errors import (
     AnsweredElsewhereError,
     CampaignctlError,
@@ -58,73 +58,20 @@ from campaignctl.core.tick import decide_tick, finished, needs
 from campaignctl.services.act import Actor, Outcomes
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.campaigns import current_policy, find_campaign
-from campaignctl.services.causes import ingest_causes, settle_exit_codes
 from campaignctl.services.dispatch import new_token, stray_jobs
-from campaignctl.services.notify import NotifyResult, notify_after_tick
+from campaignctl.services.ingest import ingest
+from campaignctl.services.notify import notify_after_tick
 from campaignctl.services.output import name_outputs
 from campaignctl.services.ownership import may_act, require_may_act
-from campaignctl.services.telemetry import ingest
+from campaignctl.services.reconcile_result import (
+    CampaignFailure,
+    CampaignTick,
+    DecisionSummary,
+    LeftAlone,
+    ReconcileResult,
+)
 from campaignctl.services.tick_snapshot import fill, gather
 from campaignctl.services.ticks import tick_health
-from campaignctl.services.training_metrics import ingest_metrics
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionSummary:
-    task: int
-    rule: str
-    action: str
-    reason: str
-    status: str
-    job_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CampaignTick:
-    name: str
-    state: str
-    observed: int
-    changed: int
-    decisions: list[DecisionSummary] = field(default_factory=list)
-    repaired: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class LeftAlone:
-    """A campaign this tick did not act on: another process holds its lease, or answered one of
-    its attempts at the same moment (its decisions of this tick were then dropped)."""
-
-    name: str
-    why: str
-    holder: dict[str, object] | None = None  # the lease's holder (Holder.to_dict), when that is why
-
-
-@dataclass(frozen=True, slots=True)
-class CampaignFailure:
-    """A campaign whose part of the tick raised: nothing more was done on it this tick."""
-
-    name: str
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcileResult:
-    status: str  # ok | locked (the flock, or every campaign's lease held elsewhere) | dry-run | nothing-to-do
-    tick_id: int | None
-    campaigns: list[CampaignTick]
-    slurm_calls: int
-    message: str = ""
-    skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
-    skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
-    stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
-    notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
-    left_alone: list[LeftAlone] = field(default_factory=list)
-    left_out: int = 0  # --all: active campaigns of others, not shared with the caller, left alone
-    failed: list[CampaignFailure] = field(default_factory=list)  # the CLI then exits 75
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
 
 T = TypeVar("T")
 
@@ -296,17 +243,9 @@ class _Tick:
                        repaired: int, dry_run: bool) -> CampaignTick:
         changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now),
                                     functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)))
-        changes = settle_exit_codes(record.run_dir, rows, changes)
-        summaries: dict[str, Summary] = {}
-        acting = not dry_run and self.tick_id is not None
-        causes = ingest_causes(self.store if acting else None, record.run_dir, rows, changes)
-        if acting:
-            assert self.tick_id is not None
-            self.store.record_observations(self.tick_id, changes)
-            summaries = ingest(self.store, record.run_dir, rows, changes)
-            ingest_metrics(self.store, record.run_dir, rows, changes)
-        views = task_views(history, decided, changes, causes)
-        return self._decide_and_act(record, views, rows, summaries, len(changes), repaired, dry_run)
+        read = ingest(None if dry_run else self.store, self.tick_id, record.run_dir, rows, changes)
+        views = task_views(history, decided, read.changes, read.causes)
+        return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run)
 
     def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. A job another user submitted

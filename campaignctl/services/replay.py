@@ -13,15 +13,8 @@ from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.cost import Amount
 from campaignctl.core.decision_params import ResizePending, Resubmit
-from campaignctl.core.replay import (
-    CampaignHistory,
-    RecordedDecision,
-    Timeline,
-    actual_decisions,
-    not_replayed,
-    recorded_policies,
-    replay,
-)
+from campaignctl.core.recorded import CampaignHistory, RecordedDecision
+from campaignctl.core.replay import Timeline, actual_decisions, not_replayed, recorded_policies, replay
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
 from campaignctl.core.spec import Resources
 from campaignctl.services.campaigns import current_policy, find_campaign

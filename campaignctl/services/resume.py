@@ -13,7 +13,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
 from campaignctl.core.cost import campaign_spend
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views

@@ -13,7 +13,7 @@ from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
 from campaignctl.core.cause_rules import unknown_rule_params
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import KnownGood
 from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict

@@ -12,7 +12,7 @@ from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.telemetry import Summary, fold
 
 
-def ingest(store: Store, run_dir: str, rows: Sequence[HistoryRow],
+def ingest_telemetry(store: Store, run_dir: str, rows: Sequence[HistoryRow],
            changes: Sequence[ObservedChange]) -> dict[str, Summary]:
     """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
     summaries of those attempts by token (what utilisation rules read). One stat+read per such

@@ -17,7 +17,7 @@ from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
 from campaignctl.core.clock import read_time
-from campaignctl.core.decide import TaskView
+from campaignctl.core.decision import TaskView
 from campaignctl.core.governance import Awaiting
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_file import app_grants
-from campaignctl.adapters.store_schema import APPEND_ONLY_TABLES
+from campaignctl.adapters.store_migrations import APPEND_ONLY_TABLES
 from campaignctl.core.errors import CampaignctlError, StateError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit

@@ -11,7 +11,7 @@ from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import IntegrityError
 from campaignctl.core.policy import Policy
 

@@ -20,7 +20,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import DEFAULT_TTL_S, Leases, ttl_setting
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import AnsweredElsewhereError, UsageError, WriteConflictError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit

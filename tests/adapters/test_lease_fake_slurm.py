@@ -19,7 +19,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import leases, notifications
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.policy import Policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit

@@ -12,7 +12,7 @@ import pytest
 
 from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.store_schema import MIGRATIONS
+from campaignctl.adapters.store_migrations import MIGRATIONS
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.store_schema import MIGRATIONS
+from campaignctl.adapters.store_migrations import MIGRATIONS
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.telemetry import Summary

@@ -19,7 +19,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, write_lock
 from campaignctl.core.chain import verify_chain
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import DatabaseBusyError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
@@ -39,7 +39,7 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.policy import Policy
 from campaignctl.core.telemetry import Summary
 go, campaign, writer, writes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

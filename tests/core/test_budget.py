@@ -9,7 +9,7 @@ import pytest
 
 from campaignctl.core.budget import assess, guard, pending_elements
 from campaignctl.core.cost import UsageGroup, campaign_spend, parse_alloc_tres
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.spec import Budget, Resources
 

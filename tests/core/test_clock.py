@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from campaignctl.core.clock import from_slurm, read_time, restamp, stamp, to_slurm, utc
-from campaignctl.core.decide import TaskView, decide_task
+from campaignctl.core.decide import decide_task
+from campaignctl.core.decision import TaskView
 from campaignctl.core.sacct import observe_jobs
 from tests.core.test_decide import attempt, with_rule
 from tests.zones import zone

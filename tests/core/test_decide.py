@@ -8,16 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from campaignctl.core.decide import (
-    AttemptView,
-    Decision,
-    TaskView,
-    campaign_excluded_nodes,
-    decide,
-    decide_task,
-    resize_pending_siblings,
-    split_nodes,
-)
+from campaignctl.core.decide import campaign_excluded_nodes, decide, decide_task, resize_pending_siblings, split_nodes
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts, parse_node_shapes, tally_first_ends
 from campaignctl.core.spec import Resources

@@ -3,7 +3,7 @@ each task's decision."""
 
 from __future__ import annotations
 
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.decision_rows import collapse, expand, members
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.early_stop import decide_early_stops, standing
 from campaignctl.core.governance import apply_modes, gate
 from campaignctl.core.policy import Policy

@@ -20,7 +20,8 @@ from campaignctl.core.efficiency import (
     task_efficiency,
 )
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.sacct import observe_jobs, rss_mb
+from campaignctl.core.sacct import observe_jobs
+from campaignctl.core.sacct_values import rss_mb
 from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary, fold
 

@@ -8,7 +8,7 @@ import pytest
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.budget import assess, guard
 from campaignctl.core.cost import UsageGroup, campaign_spend
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.errors import SpecError
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.spec import Budget, Resources, validate_spec

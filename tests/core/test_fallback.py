@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, TaskView, decide
+from campaignctl.core.decide import decide
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.fallback import candidates, free_gpus_by_type, parse_sinfo_gpus, plan_fallbacks
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.policy_sections import Fallback, Prices

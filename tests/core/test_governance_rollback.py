@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, Decision, TaskView, decide_task
+from campaignctl.core.decide import decide_task
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.governance import (
     Awaiting,
     RevisionRun,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from campaignctl.core.actions import ActionPlan, ResizeGroup, plan_actions
-from campaignctl.core.decide import AttemptView, Decision, TaskView
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.observe import (
     diff_observations,
     is_settled,

@@ -9,7 +9,8 @@ import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
-from campaignctl.core.decide import AttemptView, Decision, TaskView, decide
+from campaignctl.core.decide import decide
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.errors import SpecError
 from campaignctl.core.policy import ParamStep, Policy, Rule, policy_from_dict, policy_to_dict
 from campaignctl.core.policy_sections import Prices

@@ -10,21 +10,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from campaignctl.core.cost import Amount
-from campaignctl.core.decide import Decision
+from campaignctl.core.decision import Decision
 from campaignctl.core.policy_sections import Prices
-from campaignctl.core.records import AttemptFacts
-from campaignctl.core.replay import (
+from campaignctl.core.recorded import (
     CampaignHistory,
     RecordedAttempt,
     RecordedDecision,
     RecordedObservation,
     RecordedTick,
-    ReplayedDecision,
-    Timeline,
-    actual_decisions,
-    not_replayed,
-    replay,
 )
+from campaignctl.core.records import AttemptFacts
+from campaignctl.core.replay import ReplayedDecision, Timeline, actual_decisions, not_replayed, replay
 from campaignctl.core.replay_compare import compare, worst_case
 from campaignctl.core.spec import Resources
 from tests.core.test_decide import POLICY, with_rule

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.errors import SpecError
 from campaignctl.core.policy import Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.profile_stats import campaign_use, profile_stats

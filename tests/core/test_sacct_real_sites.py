@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import (
-    SACCT_FIELDS,
-    JobObservation,
-    Reading,
-    certain_indices,
-    observe_jobs,
-    shell_exit,
-)
+from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, Reading, observe_jobs
+from campaignctl.core.sacct_values import certain_indices, shell_exit
 from campaignctl.core.slurm_states import State, classify_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, TaskView, decide_task
+from campaignctl.core.decide import decide_task
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM
 from campaignctl.core.policy import Policy, Rule
 from campaignctl.core.spec import Resources

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.spec import Resources
 from campaignctl.core.throttle import plan_throttles
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import AttemptView, Decision, TaskView
+from campaignctl.core.decision import AttemptView, Decision, TaskView
 from campaignctl.core.governance import Awaiting, RevisionRun
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import EarlyStopping, Fallback

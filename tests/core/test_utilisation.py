@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from campaignctl.core.decide import AttemptView, TaskView
+from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import DataStarved, GpuIdle, Utilisation
 from campaignctl.core.spec import Resources

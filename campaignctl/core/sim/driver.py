@@ -29,7 +29,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import CAUSE_OF_STATE, Decision, TaskView, campaign_excluded_nodes, sibling_raises
+from campaignctl.core.decide import CAUSE_OF_STATE, campaign_excluded_nodes, sibling_raises
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import Resources

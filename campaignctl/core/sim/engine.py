@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from campaignctl.core.clock import stamp
-from campaignctl.core.decide import AttemptView, Decision, Replacement, TaskView
+from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
 from campaignctl.core.decision_params import Cancel, Resubmit, Throttle
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import SCALAR_TYPES, Scalar
