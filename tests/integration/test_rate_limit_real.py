@@ -95,9 +95,11 @@ policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
     before, warned = rpcs(ALICE), backed_off(uid)
     cctl("reconcile", "rl")  # sees 102 attempts FAILED 75 and resubmits them all: two arrays
     spent = rpcs(ALICE) - before
-    assert queued_of(ALICE) == TASKS
     assert 0 < spent <= BUCKET, f"the retry tick made {spent} RPCs"
     assert backed_off(uid) == warned
+    # every task has its second attempt (from the store: a retry that exits 0 at once may have
+    # left the queue before squeue is asked; 24.11 once showed 94 of 102 still queued)
+    assert json.loads(cctl("status", "--json"))["data"]["campaigns"][0]["attempts"] == 2 * TASKS
 
     for _ in range(BUCKET // 3 + 2):  # empty her bucket: squeue is three RPCs
         _as(ALICE, user_python, ["-c", "import subprocess; subprocess.run(['squeue', '--me', '-h'])"], env, alice_dir)
