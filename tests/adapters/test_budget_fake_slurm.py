@@ -14,7 +14,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
-from tests.fakeslurm import FakeSlurm
+from tests.fakeslurm import FakeJob, FakeSlurm
 
 # three 1-GPU tasks with a 1-hour limit against 0.5 GPU-h: one running attempt commits ~1 GPU-h
 SPEC = """\
@@ -30,13 +30,19 @@ def holds(fake: FakeSlurm) -> list[tuple[str, ...]]:
     return [a for a in fake.argvs if a[:2] == ("scontrol", "hold")]
 
 
+def over_budget(directory: Path, fake: FakeSlurm) -> FakeJob:
+    """`tight` submitted: one element running, two pending; the next tick holds them."""
+    submit(write_spec(directory, SPEC))
+    [job] = fake.live_jobs()
+    fake.set_state(job.job_id, 0, "RUNNING")
+    for i in (1, 2):
+        fake.set_state(job.job_id, i, "PENDING", nodes="None assigned")
+    return job
+
+
 def test_reconcile_holds_once_resume_is_refused_and_a_forced_resume_sticks(
         tmp_path: Path, fake_slurm: FakeSlurm) -> None:
-    submit(write_spec(tmp_path, SPEC))
-    [job] = fake_slurm.live_jobs()
-    fake_slurm.set_state(job.job_id, 0, "RUNNING")
-    for i in (1, 2):
-        fake_slurm.set_state(job.job_id, i, "PENDING", nodes="None assigned")
+    job = over_budget(tmp_path, fake_slurm)
 
     reconcile("tight")
     assert holds(fake_slurm) == [("scontrol", "hold", f"{job.job_id}_[1,2]")]

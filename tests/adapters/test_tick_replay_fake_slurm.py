@@ -22,7 +22,6 @@ from tests.adapters import test_budget_fake_slurm as budget
 from tests.adapters import test_early_stop_fake_slurm as early
 from tests.adapters import test_ladder_fake_slurm as ladder
 from tests.adapters import test_replay_fake_slurm as cause_replay
-from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
 
@@ -41,11 +40,7 @@ def replayed(name: str, policy: Policy | None = None) -> tuple[Comparison, list[
 
 
 def test_a_budget_hold_and_its_alert_are_reproduced(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
-    submit(write_spec(tmp_path, budget.SPEC))
-    [job] = fake_slurm.live_jobs()
-    fake_slurm.set_state(job.job_id, 0, "RUNNING")
-    for i in (1, 2):
-        fake_slurm.set_state(job.job_id, i, "PENDING", nodes="None assigned")
+    budget.over_budget(tmp_path, fake_slurm)
     reconcile("tight")
     reconcile("tight")  # paused: nothing more, on either side
     comparison, recorded = replayed("tight")

@@ -73,6 +73,9 @@ def test_the_live_tick_and_replay_take_the_log_s_facts_from_log_facts_alone() ->
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
             if name == "standing_requests":
                 assert module == "core/log_facts.py", module
+            # what holds still hold is read from outcomes' `held` in one place (resume and rollback)
+            if name == "get" and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "held":
+                assert module == "core/log_facts.py", module
             if name != "TickSnapshot" or module not in built:
                 continue
             built[module] += 1
