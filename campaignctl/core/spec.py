@@ -14,6 +14,7 @@ from campaignctl.core.notify_config import read_notify
 from campaignctl.core.objective import ObjectiveSpec, read_objective
 from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.ownership import read_share
+from campaignctl.core.pack_spec import PackSpec, read_pack
 from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.profile import Profile, group_of, read_profile
@@ -32,7 +33,7 @@ from campaignctl.core.safety import (
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile", "objective")
+            "share", "profile", "objective", "pack")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -83,6 +84,7 @@ class CampaignSpec:
     share_group: str | None = None  # `share: {group: G}`: G's members may act on the campaign too
     profile: Profile | None = None  # `profile:`: the kind of work its history is pooled under (right_size)
     objective: ObjectiveSpec | None = None  # `objective:` (core/objective.py)
+    pack: PackSpec | None = None  # `pack:`: small tasks sharing GPUs and jobs (core/pack_spec.py)
 
     @property
     def configs(self) -> int:
@@ -113,6 +115,8 @@ class CampaignSpec:
             settings["profile"] = {"name": self.profile.name, "by": list(self.profile.by), **shared}
         if self.objective:
             settings["objective"] = self.objective.to_settings()
+        if self.pack:
+            settings["pack"] = self.pack.to_settings()
         return settings
 
     def group_of(self, task_index: int) -> str:
@@ -163,6 +167,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     share_group = read_share(r)
     profile = read_profile(r, tasks)
+    pack = read_pack(r, resources, profile is not None)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
@@ -172,7 +177,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
-                        share_group=share_group, profile=profile, objective=objective)
+                        share_group=share_group, profile=profile, objective=objective, pack=pack)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:
