@@ -54,3 +54,20 @@ def _pack(chunk: tuple[int, ...], each: Resources, per_gpu: int) -> Pack:
         gpu_of = tuple(i * each.gpus for i in range(k)) if each.gpus else ()
     allocation = replace(each, gpus=gpus, cpus_per_task=each.cpus_per_task * k, mem_mb=each.mem_mb * k)
     return Pack(chunk, allocation, each, gpu_of)
+
+
+def step_argv(token: str, step: Resources, command: Sequence[str]) -> list[str]:
+    """The `srun` of one packed task inside its pack's allocation: a step of its own (`--exact`:
+    only the CPUs and memory it asks for, so the pack's other tasks start beside it) named by its
+    attempt token (sacct's JobName of the step, core/pack_steps.py), with its own memory limit, one
+    Slurm task, and no GPU request of its own (it runs on the GPU CUDA_VISIBLE_DEVICES names, one
+    of the pack's); `--kill-on-bad-exit=0`: its failure ends its step, never its neighbours'."""
+    return ["srun", "--exact", "--ntasks=1", f"--cpus-per-task={step.cpus_per_task}", f"--mem={step.mem_mb}M",
+            f"--job-name={token}", "--kill-on-bad-exit=0", *command]
+
+
+def visible_gpu(pack_visible: str | None, index: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES for a task on the pack's GPU `index` (its place in the allocation's
+    list, which Slurm sets for the batch step); None when the pack holds no GPU list."""
+    listed = [g for g in (pack_visible or "").split(",") if g]
+    return listed[index] if 0 <= index < len(listed) else None
