@@ -28,8 +28,9 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
         with open(payload, "wb") as handle:  # the attempt directory is the job owner's (0700 run dir)
             pickle.dump(launch, handle)
         step_env = dict(env)
-        if gpu is not None and (device := visible_gpu(env.get("CUDA_VISIBLE_DEVICES"), gpu)) is not None:
-            step_env["CUDA_VISIBLE_DEVICES"] = device
+        visible = visible_gpu(env.get("CUDA_VISIBLE_DEVICES"), gpu, max(1, pack.step.gpus)) if gpu is not None else None
+        if visible is not None:
+            step_env["CUDA_VISIBLE_DEVICES"] = visible
         argv = step_argv(launch.attempt_token, pack.step, [sys.executable, "-m", "campaignctl.adapters.pack_step",
                                                            str(payload)])
         children.append(subprocess.Popen(argv, env=step_env, stdin=subprocess.DEVNULL))

@@ -353,13 +353,14 @@ def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
 
 def observe(job_ids: Sequence[str], since: datetime,
             wanted: Collection[tuple[str, int | None]] | None = None,
-            timeout: float = 120, attempts: int = 4) -> Observed:
-    """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements);
-    the lines it skipped are added to the record `skipped_since` reads."""
+            timeout: float = 120, attempts: int = 4, step_tokens: Collection[str] = ()) -> Observed:
+    """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements,
+    and the steps of packed tasks named by `step_tokens`); the lines it skipped are added to the
+    record `skipped_since` reads."""
     if not job_ids:
         return Observed()
     how = reading()
-    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted, how),
+    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted, how, step_tokens),
                            timeout=timeout, attempts=attempts)
     _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)
     return observed

@@ -118,7 +118,8 @@ class Store:
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
                       folder: str, resources_json: str, kind: str = "initial", requeue: bool = False,
                       task_params: Mapping[int, str] | None = None) -> int:
-        """Write the submission and one attempt per array element before sbatch runs."""
+        """Write the submission and one attempt per task before sbatch runs (one per array
+        element, or several sharing one where the chunk is packed)."""
         with self.engine.begin() as conn:
             return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
                                      kind, requeue, task_params)
@@ -356,10 +357,10 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
         campaign_id=campaign_id, revision=revision, token=token, state="intent",
         array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
         kind=kind, requeue=int(requeue), created_at=now, updated_at=now,
-        submitted_by=identity.user_name())))
+        submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "")))
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
-         "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": i,
+         "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": chunk.element_of(i),
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
          "params_json": (task_params or {}).get(t)}
         for i, t in enumerate(chunk.task_indices)])

@@ -327,6 +327,12 @@ ALTER TABLE notifications ADD COLUMN next_try_at TEXT;
 ALTER TABLE leases ADD COLUMN pid_ns TEXT
 """
 
+# A packed submission's shape (core/pack_plan.py PackShape, as JSON; '' unpacked): its array's
+# elements each run several tasks, so its attempts share array indices.
+_017_PACKS = """
+ALTER TABLE submissions ADD COLUMN pack TEXT NOT NULL DEFAULT ''
+"""
+
 
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
@@ -344,3 +350,4 @@ MIGRATIONS.append(("013_append_only_pg", _013_append_only_pg))
 MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 MIGRATIONS.append(("015_energy", _ddl(_015_ENERGY)))
 MIGRATIONS.append(("016_hardening", _ddl(_016_HARDENING)))
+MIGRATIONS.append(("017_packs", _ddl(_017_PACKS)))

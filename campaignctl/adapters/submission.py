@@ -19,9 +19,11 @@ import submitit
 from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
+from campaignctl.adapters.pack_runner import run_pack
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import run_task
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.pack_plan import plan_packs
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.spec import Resources
 from campaignctl.core.task_launch import TaskLaunch
@@ -44,7 +46,7 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
     params: dict[str, Any] = {
         "job_name": job_name, "comment": comment, "time": resources.time_min,
         "cpus_per_task": resources.cpus_per_task, "mem": f"{resources.mem_mb}M",
-        "stderr_to_stdout": True, "map_count": chunk.size, "wckey": None,
+        "stderr_to_stdout": True, "map_count": chunk.elements, "wckey": None,
         # --no-requeue unless the policy asks for Slurm-side requeue: the cluster's own
         # JobRequeue/PreemptMode=REQUEUE must not race the campaign's policy.
         "additional_parameters": {"array": chunk.array_spec,
@@ -71,6 +73,18 @@ def _spread(resources: Resources, params: dict[str, Any]) -> list[str]:
     per_node = resources.slurm_tasks_per_node
     params.update(nodes=resources.nodes, ntasks_per_node=per_node, cpus_per_task=resources.slurm_cpus_per_task)
     return [f"--ntasks={resources.nodes * per_node}", f"--ntasks-per-node={per_node}"]
+
+
+def element_calls(launches: Sequence[TaskLaunch], chunk: ArrayChunk,
+                  each: Resources | None = None) -> list[DelayedSubmission]:
+    """What each array element runs: one task's runner, or a pack of them (`each`: one task's
+    resources) side by side in steps of their own (adapters/pack_runner.py)."""
+    if chunk.pack is None:
+        return [DelayedSubmission(run_task, launch) for launch in launches]
+    assert each is not None, "a packed chunk's steps are sized from each task's resources"
+    size = chunk.pack.per_element
+    return [DelayedSubmission(run_pack, pack, list(launches[n * size:n * size + len(pack.tasks)]))
+            for n, pack in enumerate(plan_packs(chunk.task_indices, each, chunk.pack))]
 
 
 class ArraySubmission:
@@ -103,13 +117,13 @@ class ArraySubmission:
                            if not line.startswith("#SBATCH --signal="))
         return text
 
-    def stage(self, launches: Sequence[TaskLaunch]) -> None:
-        """Write the script and one pickled `run_task(launch)` per array index (idempotent)."""
+    def stage(self, calls: Sequence[DelayedSubmission]) -> None:
+        """Write the script and one pickled call per array index (idempotent)."""
         private_run_tree(self.folder.parent, self.group)
         private_dir(self.staging_dir, self.group)
-        for index, launch in enumerate(launches):
+        for index, call in enumerate(calls):
             payload = self.staging_dir / f"{index}.pkl"
-            DelayedSubmission(run_task, launch).dump(payload)
+            call.dump(payload)
             os.chmod(payload, 0o600)  # a pickle is code the job runs as the owner (the folder is 0700 too)
         write_atomic(self.script_path, self.render(), mode=0o600)
 

@@ -72,8 +72,8 @@ class Spend:
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    cpus: int
-    gpus: int
+    cpus: float  # a packed task's share of its pack's (core/pack_steps.py) is a fraction
+    gpus: float
     gpu_type: str | None
     mem_mb: int | None = None  # `mem=200M`: for the whole job (all its nodes)
 
@@ -91,9 +91,17 @@ def parse_alloc_tres(text: str) -> Allocation | None:
         return None
     typed = [m[1] for key in fields if (m := _TYPED_GPU.match(key))]
     gpus = fields.get("gres/gpu", "0")
-    return Allocation(int(fields["cpu"]) if fields["cpu"].isdigit() else 0,
-                      int(gpus) if gpus.isdigit() else 0, typed[0] if len(typed) == 1 else None,
+    return Allocation(_count(fields["cpu"]), _count(gpus), typed[0] if len(typed) == 1 else None,
                       _mem_mb(fields.get("mem", "")))
+
+
+def _count(text: str) -> float:
+    """`2` from Slurm; `0.25` from a packed task's share (core/pack_steps.py); 0 for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        return 0
+    return value if value >= 0 and value == value and value != float("inf") else 0
 
 
 def _mem_mb(text: str) -> int | None:

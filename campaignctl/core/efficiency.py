@@ -74,9 +74,9 @@ class Efficiency:
 
 @dataclass(frozen=True, slots=True)
 class _Allocated:
-    cores: int
+    cores: float
     mem_mb: float
-    gpus: int
+    gpus: float
 
 
 def _allocated(use: AttemptUse) -> _Allocated:

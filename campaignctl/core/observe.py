@@ -45,17 +45,20 @@ def key_of(row: HistoryRow) -> Key:
 
 def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObservation],
                       queued_arrays: Callable[[], Collection[str]], now: str,
-                      cancelled_pending: Callable[[], Collection[str]] = frozenset) -> list[ObservedChange]:
+                      cancelled_pending: Callable[[], Collection[str]] = frozenset,
+                      packed: Mapping[str, JobObservation] | None = None) -> list[ObservedChange]:
     """What to write back. An attempt missing from sacct is UNKNOWN, never done: if squeue still
     lists its array (sacct lags squeue) nothing changes; otherwise `missing_since` starts. Except
     an element this campaign cancelled while it was pending (`cancelled_pending`: attempt tokens):
     Slurm 24.11 keeps no record of it at all (`scancel --state=PENDING 30_0`, then 30_1: sacct
-    lists only `30_[1]`; 22.05 lists `30_[0-1]` CANCELLED), so its absence is that cancel."""
+    lists only `30_[1]`; 22.05 lists `30_[0-1]` CANCELLED), so its absence is that cancel.
+    `packed`: by attempt token, a packed task's own observation (core/pack_steps.py), read in
+    place of its element's."""
     changes = []
     for row in rows:
         old: tuple[object, ...] = _STORED_FACTS(row)  # compares equal to the AttemptFacts of the same values
         key = ((row.job_id or "").partition("_")[0], row.array_index)  # key_of(row), without the call
-        obs = observed.get(key)
+        obs = observed.get(key) if packed is None else packed.get(row.token) or observed.get(key)
         if obs is not None:
             new = AttemptFacts(_STATE_TEXT[obs.state], obs.slurm_state, obs.exit_code, obs.nodes, obs.elapsed_s,
                                obs.max_rss, obs.end, None)

@@ -1,13 +1,19 @@
-"""Packs: which tasks one Slurm allocation runs side by side, what the allocation asks for, and
-what each task's job step asks for within it (`srun --exact` with the step's own CPUs, memory
-limit and GPU). Each packed task stays itself: its own step (named by its attempt token, so
-sacct tells its fate apart from its neighbours'), its own attempt directory and exit status.
+"""Packs: which tasks one array element runs side by side, what the element's allocation asks
+for, and what each task's job step asks for within it. Each packed task stays itself: its own
+step (named by its attempt token, so sacct tells its fate apart from its neighbours'), its own
+attempt directory, memory limit and exit status.
 
-A pack of K tasks, N to a GPU, holds ceil(K / N) GPUs, K times each task's CPUs and memory, and
-each task's time limit (they run side by side). The last pack of a campaign may be smaller."""
+A submission's packs share one shape (every element of a Slurm array asks for the same
+resources): `per_element` tasks to an element, `per_gpu` of them to a GPU, and the element's
+CPUs. The steps run with `srun --overlap`: they share the allocation's CPUs and GPUs, each under
+its own `--mem` (checked on the lab, 22.05: three `--overlap` steps of 300 MB in a 2-CPU,
+1-GPU element ran at once; the one that outgrew its limit ended OUT_OF_MEMORY, the other two
+COMPLETED, and so did the element). `--exact` would give each step CPUs of its own, so a pack
+would need one CPU per task, more than many GPU nodes have per GPU."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,10 +22,28 @@ from campaignctl.core.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
+class PackShape:
+    per_element: int  # tasks one array element runs side by side
+    per_gpu: int = 1  # of them sharing one GPU (1: each task has GPUs of its own)
+    cpus: int = 0  # the element's CPUs (0: each task's cpus_per_task, times per_element)
+
+    def to_json(self) -> str:
+        return json.dumps({"per_element": self.per_element, "per_gpu": self.per_gpu, "cpus": self.cpus})
+
+    @staticmethod
+    def from_json(text: str) -> PackShape | None:
+        """The shape a submission row holds; None for an unpacked one ('')."""
+        if not text:
+            return None
+        raw = json.loads(text)
+        return PackShape(int(raw["per_element"]), int(raw.get("per_gpu", 1)), int(raw.get("cpus", 0)))
+
+
+@dataclass(frozen=True, slots=True)
 class Pack:
     tasks: tuple[int, ...]
-    allocation: Resources  # what sbatch asks for the pack
-    step: Resources  # what each task's step asks for (gpus: 0 when it shares one of the allocation's)
+    allocation: Resources  # what the element asks for
+    step: Resources  # what each task's step asks for
     gpu_of: tuple[int, ...]  # for each task, the index of the allocation's GPU it runs on (() without GPUs)
 
     @property
@@ -28,46 +52,45 @@ class Pack:
         return 1 / len(self.tasks)
 
 
-def pack_size(per_gpu: int, per_job: int) -> int:
-    """Tasks one allocation runs: per_job when given, else the tasks that share its one GPU."""
-    return per_job if per_job > 1 else per_gpu
+def allocation(each: Resources, shape: PackShape) -> Resources:
+    """What one element of a packed submission asks sbatch for: GPUs for its tasks, `per_gpu` to
+    a GPU; memory for each task's own limit; the shape's CPUs; each task's time (side by side)."""
+    k = shape.per_element
+    gpus = math.ceil(k / shape.per_gpu) if each.gpus and shape.per_gpu > 1 else each.gpus * k
+    return replace(each, gpus=gpus, cpus_per_task=shape.cpus or each.cpus_per_task * k, mem_mb=each.mem_mb * k)
 
 
-def plan_packs(tasks: Sequence[int], each: Resources, per_gpu: int, per_job: int) -> list[Pack]:
-    """`tasks` in order, cut into packs; `each`: one task's resources (one node; one GPU or none
-    when per_gpu > 1, as core/pack_spec.py admits)."""
-    size = pack_size(per_gpu, per_job)
-    out = []
-    for start in range(0, len(tasks), size):
-        chunk = tuple(tasks[start:start + size])
-        out.append(_pack(chunk, each, per_gpu))
-    return out
+def gpu_of(each: Resources, shape: PackShape, count: int) -> tuple[int, ...]:
+    """The allocation's GPU index of each of `count` tasks of a pack (its first, for a task of
+    more GPUs than one)."""
+    if not each.gpus:
+        return ()
+    if shape.per_gpu > 1:
+        return tuple(i // shape.per_gpu for i in range(count))
+    return tuple(i * each.gpus for i in range(count))
 
 
-def _pack(chunk: tuple[int, ...], each: Resources, per_gpu: int) -> Pack:
-    k = len(chunk)
-    if each.gpus and per_gpu > 1:
-        gpus = math.ceil(k / per_gpu)
-        gpu_of = tuple(i // per_gpu for i in range(k))
-    else:
-        gpus = each.gpus * k
-        gpu_of = tuple(i * each.gpus for i in range(k)) if each.gpus else ()
-    allocation = replace(each, gpus=gpus, cpus_per_task=each.cpus_per_task * k, mem_mb=each.mem_mb * k)
-    return Pack(chunk, allocation, each, gpu_of)
+def plan_packs(tasks: Sequence[int], each: Resources, shape: PackShape) -> list[Pack]:
+    """`tasks` in order, cut into packs of `shape.per_element`; the last may be smaller, and asks
+    for what the others do (an array's elements all ask for the same)."""
+    whole = allocation(each, shape)
+    size = shape.per_element
+    return [Pack(chunk, whole, each, gpu_of(each, shape, len(chunk)))
+            for chunk in (tuple(tasks[s:s + size]) for s in range(0, len(tasks), size))]
 
 
 def step_argv(token: str, step: Resources, command: Sequence[str]) -> list[str]:
-    """The `srun` of one packed task inside its pack's allocation: a step of its own (`--exact`:
-    only the CPUs and memory it asks for, so the pack's other tasks start beside it) named by its
-    attempt token (sacct's JobName of the step, core/pack_steps.py), with its own memory limit, one
-    Slurm task, and no GPU request of its own (it runs on the GPU CUDA_VISIBLE_DEVICES names, one
-    of the pack's); `--kill-on-bad-exit=0`: its failure ends its step, never its neighbours'."""
-    return ["srun", "--exact", "--ntasks=1", f"--cpus-per-task={step.cpus_per_task}", f"--mem={step.mem_mb}M",
-            f"--job-name={token}", "--kill-on-bad-exit=0", *command]
+    """The `srun` of one packed task inside its element: a step of its own, sharing the element's
+    CPUs and GPUs with its neighbours (`--overlap`), named by its attempt token (sacct's JobName
+    of the step), under its own memory limit, one Slurm task. `--kill-on-bad-exit=0`: its failure
+    ends its step, never its neighbours'."""
+    return ["srun", "--overlap", "--ntasks=1", "--nodes=1", f"--cpus-per-task={step.cpus_per_task}",
+            f"--mem={step.mem_mb}M", f"--job-name={token}", "--kill-on-bad-exit=0", *command]
 
 
-def visible_gpu(pack_visible: str | None, index: int) -> str | None:
-    """CUDA_VISIBLE_DEVICES for a task on the pack's GPU `index` (its place in the allocation's
-    list, which Slurm sets for the batch step); None when the pack holds no GPU list."""
+def visible_gpu(pack_visible: str | None, index: int, count: int = 1) -> str | None:
+    """CUDA_VISIBLE_DEVICES for a task on the pack's GPUs `index`..`index+count-1` (places in the
+    allocation's list, which Slurm sets for the job); None when the pack holds no GPU list."""
     listed = [g for g in (pack_visible or "").split(",") if g]
-    return listed[index] if 0 <= index < len(listed) else None
+    chosen = listed[index:index + count] if index >= 0 else []
+    return ",".join(chosen) if len(chosen) == count else None

@@ -1,52 +1,82 @@
-"""Each packed task's fate, from its own job step. The tasks of a pack run as steps of one
-allocation (`srun --exact -J <attempt token> …`, core/pack_plan.py), so sacct prints one line per
-task under the pack's element, named by the task's attempt token (the JobName column of a step is
-its `-J`), with the step's own state, exit code, elapsed time and MaxRSS: a task killed by its
-step's memory limit is OUT_OF_MEMORY there while its neighbours' steps are COMPLETED, whatever
-the pack's own line says."""
+"""Each packed task's fate, from its own job step. The tasks of a pack run as steps of one array
+element (`srun --overlap -J <attempt token> …`, core/pack_plan.py), so sacct prints one line per
+task under the element, named by the task's attempt token (the JobName of a step is its `-J`),
+with the step's own state, exit code, elapsed time and MaxRSS: a task killed by its step's memory
+limit is OUT_OF_MEMORY there while its neighbours' steps are COMPLETED, and the element itself is
+COMPLETED (checked on the lab, 22.05). `core/sacct.observe_jobs` reads those steps by token.
+
+A packed task is counted at its share of the element's allocation: AllocTRES divided by the
+tasks the element runs, so a pack's GPU-hours are counted once, not once per task."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
-from campaignctl.core.sacct import DEFAULT_READING, SACCT_FIELDS, Reading, UnreadableLine, read_sacct_line
-from campaignctl.core.slurm_states import State
-from campaignctl.core.units import parse_duration_seconds
+from campaignctl.core.observe import key_of
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.records import HistoryRow
+from campaignctl.core.sacct import JobObservation, Observed
+from campaignctl.core.slurm_states import TERMINAL, State
+from campaignctl.core.units import parse_mem_mb
 
-_ELAPSED = SACCT_FIELDS.index("Elapsed")
-
-
-@dataclass(frozen=True, slots=True)
-class StepFate:
-    token: str  # the packed task's attempt token (the step's name)
-    job_id: str  # the step, e.g. 12_3.4
-    state: State
-    exit_code: int | None
-    signal: int | None
-    elapsed_s: int | None
-    max_rss: str
-    nodes: str
+# a step of these ended because its element did: the element's fate is the task's
+_ENDED_WITH_ELEMENT = (State.CANCELLED, State.RUNNING, State.PENDING)
 
 
-def step_fates(lines: Iterable[str], tokens: Collection[str],
-               reading: Reading = DEFAULT_READING) -> dict[str, StepFate]:
-    """The step of each of `tokens` as sacct shows it; of a token that ran in more than one step
-    (its pack requeued), the last. Lines that are not such a step, or cannot be read, are passed
-    over: the pack's own observation reads them."""
-    fates: dict[str, StepFate] = {}
-    for line in lines:
-        try:
-            row = read_sacct_line(line, reading)
-        except UnreadableLine:
+def packed_observations(rows: Iterable[HistoryRow], observed: Observed,
+                        packed: Mapping[str, tuple[PackShape, int]]) -> dict[str, JobObservation]:
+    """By attempt token, what each packed task of `rows` is, from its step and its element;
+    `packed`: by submission token, its shape and its tasks. A row whose element sacct does not
+    list is left to the element's absence (core/observe.py)."""
+    out = {}
+    for row in rows:
+        shape = packed.get(row.submission_token)
+        element = observed.get(key_of(row)) if shape else None
+        if shape is None or element is None:
             continue
-        if row.step is None or row.name not in tokens:
+        tasks = min(shape[0].per_element, shape[1] - row.array_index * shape[0].per_element)
+        out[row.token] = packed_observation(element, observed.steps.get(row.token), max(1, tasks))
+    return out
+
+
+def packed_observation(element: JobObservation, step: JobObservation | None, tasks: int) -> JobObservation:
+    """One packed task of an element running `tasks`: its step's state, exit, times and memory
+    once it has a step, the element's before (pending, starting) or when the element's end ended
+    it (a time limit, a node failure, a preemption, a person's scancel); its share of the
+    element's allocation and energy either way. An element that COMPLETED without this task's
+    step ever being recorded never ran the task: FAILED."""
+    shared = replace(element, alloc_tres=share_of_tres(element.alloc_tres, tasks),
+                     consumed_energy_j=None if element.consumed_energy_j is None
+                     else element.consumed_energy_j // tasks)
+    element_ended = element.state.value in TERMINAL
+    if step is None:
+        if element.state is State.COMPLETED:
+            return replace(shared, state=State.FAILED, slurm_state="FAILED", exit_code=None, exit_signal=None)
+        return shared
+    if element_ended and element.state is not State.COMPLETED and step.state in _ENDED_WITH_ELEMENT:
+        return shared
+    return replace(shared, state=step.state, slurm_state=step.slurm_state, cancelled_by=step.cancelled_by,
+                   exit_code=step.exit_code, exit_signal=step.exit_signal, elapsed_s=step.elapsed_s,
+                   nodes=step.nodes or element.nodes, start=step.start, end=step.end, max_rss=step.max_rss,
+                   step_states=step.step_states)
+
+
+def share_of_tres(text: str, tasks: int) -> str:
+    """`cpu=2,gres/gpu=1,mem=1200M` shared by 4 tasks → `cpu=0.5,gres/gpu=0.25,mem=300M`."""
+    if tasks <= 1 or not text:
+        return text
+    parts = []
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name == "mem":
+            try:
+                parts.append(f"mem={parse_mem_mb(value) // tasks}M")
+            except ValueError:
+                parts.append(part)
             continue
-        elapsed = line.split("|", _ELAPSED + 1)[_ELAPSED]
         try:
-            seconds: int | None = parse_duration_seconds(elapsed) if elapsed else None
+            parts.append(f"{name}={float(value) / tasks:g}")
         except ValueError:
-            seconds = None
-        fates[row.name] = StepFate(row.name, row.job_id, row.state.state, row.exit_code, row.exit_signal, seconds,
-                                   row.max_rss, row.nodes)
-    return fates
+            parts.append(part)
+    return ",".join(parts)

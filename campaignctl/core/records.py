@@ -56,6 +56,7 @@ class SubmissionRecord:
     last_error: str = ""  # Slurm's message of the last refused try
     next_try_at: str | None = None  # UTC: a refused submission is not tried again before
     submitted_by: str = ""  # the Unix user who runs its sbatch (members of a shared campaign: themselves)
+    pack: str = ""  # a packed submission's PackShape as JSON (core/pack_plan.py); '' unpacked
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,17 +255,20 @@ Key = tuple[str, int | None]  # (array job id, array index); index None for a pl
 
 
 class Observed(dict[Key, JobObservation]):
-    """observe_jobs' answer: one observation per element, plus the lines it had to skip."""
+    """observe_jobs' answer: one observation per element, plus the lines it had to skip, plus
+    the steps of packed tasks by their attempt tokens (core/pack_steps.py)."""
 
     skipped: list[str]
+    steps: dict[str, JobObservation]
 
     def __init__(self) -> None:
         super().__init__()
         self.skipped = []  # "why: line" for each line skipped (a cut pending list too)
+        self.steps = {}
 
 
 def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = None,
-                 reading: Reading = DEFAULT_READING) -> Observed:
+                 reading: Reading = DEFAULT_READING, step_tokens: Collection[str] = ()) -> Observed:
     """Fold sacct text into one observation per (array job id, index). With --duplicates every
     earlier line of a JobID is an earlier run: REQUEUED after `scontrol requeue`, but PREEMPTED
     or NODE_FAIL when Slurm requeued it; the last run wins and the earlier ones count as requeues
@@ -275,7 +278,8 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
     arrays, whose finished elements a tick no longer needs. The allocation line of an element
     (`12_3`, `12`) is read straight into its fold; other forms through `read_sacct_line`. A line
     that cannot be read is skipped and noted in `skipped`: one odd line must never take the
-    tick down."""
+    tick down. A step named by one of `step_tokens` (a packed task's, whose JobName is its
+    attempt token) is also read whole, into `steps`: of a pack requeued, its last run's."""
     folds: dict[Key, _Fold] = {}
     last: tuple[str, Key | None] = ("", None)  # the last element id read, and its key: its steps follow it
     out = Observed()
@@ -299,6 +303,8 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
                     if rss and (size := rss_bytes(rss)) > fold.rss_bytes:
                         fold.rss, fold.rss_bytes = rss, size
                     fold.steps.append(step + ":" + raw)
+                    if step_tokens and parts[_NAME] in step_tokens:
+                        _read_step(out, line, key, reading)
             continue
         if wanted is not None and not dot:
             job, _, idx = base.partition("_")
@@ -320,6 +326,17 @@ def observe_jobs(text: str | Iterable[str], wanted: Collection[Key] | None = Non
     for key in list(folds):  # each fold freed as its observation is made
         out[key] = folds.pop(key).observation(key, reading.own_cancellers)
     return out
+
+
+def _read_step(out: Observed, line: str, key: Key | None, reading: Reading) -> None:
+    try:
+        row = read_sacct_line(line, reading)
+    except UnreadableLine as exc:
+        out.skipped.append(f"{exc}: {line.strip()[:120]}")
+        return
+    fold = _Fold.of_row(row)
+    fold.rss = row.max_rss
+    out.steps[row.name] = fold.observation(key or (row.array_job_id, row.array_index), reading.own_cancellers)
 
 
 def element_key(base: str) -> Key | None:

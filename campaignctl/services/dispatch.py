@@ -20,10 +20,11 @@ from typing import Any, NoReturn
 
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.store import CAPTURED_ENV, Store
-from campaignctl.adapters.submission import ArraySubmission, executor_parameters
+from campaignctl.adapters.submission import ArraySubmission, element_calls, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.attempt_paths import checkpoint_dir, task_dir
 from campaignctl.core.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
+from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.params import Scalar, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
@@ -60,8 +61,10 @@ def token_of_job_name(name: str) -> str | None:
 
 def parameters(campaign: str, resources: Resources, token: str, chunk: ArrayChunk, revision: int,
                requeue: bool) -> dict[str, Any]:
+    """sbatch's parameters; `resources`: each task's (a packed chunk's elements ask for their pack's)."""
     return executor_parameters(
-        resources, job_name=job_name(campaign, token), chunk=chunk, requeue=requeue,
+        allocation(resources, chunk.pack) if chunk.pack else resources, job_name=job_name(campaign, token),
+        chunk=chunk, requeue=requeue,
         comment=f"campaignctl campaign={campaign} revision={revision} token={token}")
 
 
@@ -110,7 +113,9 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     releases nothing."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
     if job_id is None:
-        submission.stage(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)))
+        each = Resources(**json.loads(store.submission(token).resources_json)) if chunk.pack else None
+        submission.stage(element_calls(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)),
+                                       chunk, each))
         refused = slurm.refusal(str(submission.script_path))
         if refused:
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
@@ -120,7 +125,7 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
         if still_leased is not None and not still_leased():
             _lost_after_sbatch(store, token, job_id)
         store.set_submission_state(token, "submitted", job_id)
-    submission.deliver(job_id, chunk.size)
+    submission.deliver(job_id, chunk.elements)
     faults.crash_point("before_release")
     _require_lease(still_leased, f"lost the lease before releasing job {job_id} (submission {token}): its "
                                  "holder adopts and releases it")
@@ -180,7 +185,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
     store). A submit limit Slurm names, or its generic text while jobs of ours are queued, makes
     this and the tick's later submissions wait; the same text with nothing queued is a refusal
     (a job no wait lets through: larger or longer than a limit allows) and raises as one."""
-    if job_id is None and (why := room.why_not(chunk.size)):
+    if job_id is None and (why := room.why_not(chunk.elements)):
         wait_for_room(store, token, why, now)
         return None
     try:
@@ -191,7 +196,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
         room.refuse(exc.message)
         wait_for_room(store, token, room.refused, now)
         return None
-    room.took(chunk.size)
+    room.took(chunk.elements)
     return job_id
 
 
@@ -313,7 +318,12 @@ def with_captured_env(spec: CampaignSpec, revision: RevisionRecord) -> CampaignS
 
 
 def chunk_of(attempts: list[AttemptRecord], sub: SubmissionRecord) -> tuple[ArrayChunk, list[int]]:
-    rows = sorted((a.array_index, a.task_index, a.attempt_number) for a in attempts
-                  if a.token.startswith(sub.token + "."))
+    """The chunk a submission row was written from: its tasks in their order (an attempt's
+    token ends with its place in the chunk) and their attempt numbers."""
+    prefix = sub.token + "."
+    rows = sorted((int(a.token[len(prefix):]), a.task_index, a.attempt_number) for a in attempts
+                  if a.token.startswith(prefix))
     throttle = int(sub.array_spec.split("%")[1]) if "%" in sub.array_spec else None
-    return ArrayChunk(task_indices=tuple(t for _, t, _ in rows), throttle=throttle), [n for *_, n in rows]
+    chunk = ArrayChunk(task_indices=tuple(t for _, t, _ in rows), throttle=throttle,
+                       pack=PackShape.from_json(sub.pack))
+    return chunk, [n for *_, n in rows]

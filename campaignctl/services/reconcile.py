@@ -50,9 +50,11 @@ from campaignctl.core.observe import (
     needs_observing,
     task_views,
 )
-from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.pack_steps import packed_observations
+from campaignctl.core.records import CampaignRecord, HistoryRow, SubmissionRecord
 from campaignctl.core.redact import mask_assignments, printable
-from campaignctl.core.sacct import JobObservation
+from campaignctl.core.sacct import Observed
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import decide_tick, finished, needs
 from campaignctl.services.act import Actor, Outcomes
@@ -239,34 +241,37 @@ class _Tick:
             TickFailures(self.store.engine).record(self.tick_id, record.id, error)
 
     def _campaign_tick(self, record: CampaignRecord, history: list[HistoryRow], rows: list[HistoryRow],
-                       decided: set[str], observed: dict[tuple[str, int | None], JobObservation],
-                       repaired: int, dry_run: bool) -> CampaignTick:
-        changes = diff_observations(rows, observed, self._queued_arrays(record, rows), stamp(self.now),
-                                    functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)))
+                       decided: set[str], observed: Observed, repaired: int, dry_run: bool) -> CampaignTick:
+        subs = self.store.submissions(record.id)
+        shapes = {s.token: (shape, s.size) for s in subs if (shape := PackShape.from_json(s.pack))}
+        changes = diff_observations(rows, observed, self._queued_arrays(subs, rows), stamp(self.now),
+                                    functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)),
+                                    packed_observations(rows, observed, shapes) if shapes else None)
         read = ingest(None if dry_run else self.store, self.tick_id, record.run_dir, rows, changes)
         views = task_views(history, decided, read.changes, read.causes)
         return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run)
 
-    def _queued_arrays(self, record: CampaignRecord, rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
+    def _queued_arrays(self, subs: list[SubmissionRecord], rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. A job another user submitted
         (a shared CAMPAIGNCTL_DB_URL, a campaign shared with a group): with `PrivateData=jobs` in
         slurm.conf sacct prints nothing for jobs of other users, and `squeue --me` never lists
         them, so their absence says nothing; they count as queued and are never declared lost
         from here. Only the submitter's own tick can tell a lost job of its own."""
         me = identity.user_name()
-        others = {s.job_id for s in self.store.submissions(record.id) if s.job_id and s.submitted_by != me}
+        others = {s.job_id for s in subs if s.job_id and s.submitted_by != me}
         if not others or not others.intersection(key_of(r)[0] for r in rows):
             return self.squeue.arrays
         return lambda: {*self.squeue.arrays(), *others}
 
-    def _observe(self, live: list[HistoryRow]) -> dict[tuple[str, int | None], JobObservation]:
+    def _observe(self, live: list[HistoryRow]) -> Observed:
         wanted = {key_of(r) for r in live}
         job_ids = sorted({job_id for job_id, _ in wanted})
         if not job_ids:
-            return {}
+            return Observed()
         # an hour of slack covers clock skew between store and controller
         since = min(read_time(t) for t in {r.created_at for r in live}) - timedelta(hours=1)
-        return slurm.observe(job_ids, since, wanted=wanted)
+        # every live token: only a packed task's step is named by one (core/pack_steps.py)
+        return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live})
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:

@@ -1,5 +1,5 @@
 """The job side of a pack (adapters/pack_runner.py) with a stand-in `srun` on PATH that records
-its options and runs the command (the real cluster's steps, with --exact and their own memory
+its options and runs the command (the real cluster's steps, with --overlap and their own memory
 limits, are tested on the lab): every packed task runs as its own step under its token, writes
 its own attempt's files, and one task's failure leaves its neighbours to finish."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters.pack_runner import run_pack
-from campaignctl.core.pack_plan import plan_packs
+from campaignctl.core.pack_plan import PackShape, plan_packs
 from campaignctl.core.resources import Resources
 from campaignctl.core.task_launch import TaskLaunch
 
@@ -47,7 +47,7 @@ def launch(tmp_path: Path, task: int, code: int) -> TaskLaunch:
 
 
 def test_each_packed_task_is_its_own_step_and_a_failing_one_leaves_the_others(tmp_path: Path, fake_srun: Path) -> None:
-    [pack] = plan_packs([0, 1, 2], Resources(gpus=1, cpus_per_task=2, mem_mb=3000), per_gpu=4, per_job=1)
+    [pack] = plan_packs([0, 1, 2], Resources(gpus=1, cpus_per_task=2, mem_mb=3000), PackShape(3, per_gpu=4))
     launches = [launch(tmp_path, 0, 0), launch(tmp_path, 1, 3), launch(tmp_path, 2, 0)]
     assert run_pack(pack, launches) == 1  # one step failed
     codes = {t: json.loads((tmp_path / "tasks" / str(t) / f"tok{t}.{t}" / "exit.json").read_text())["returncode"]
@@ -55,6 +55,6 @@ def test_each_packed_task_is_its_own_step_and_a_failing_one_leaves_the_others(tm
     assert codes == {0: 0, 1: 3, 2: 0}
     assert (tmp_path / "tasks" / "2" / "tok2.2" / "output.log").read_text().strip().endswith("task 2")
     calls = sorted(fake_srun.read_text().splitlines())
-    assert len(calls) == 3 and all("--exact" in c and "--mem=3000M" in c and "--cpus-per-task=2" in c
+    assert len(calls) == 3 and all("--overlap" in c and "--mem=3000M" in c and "--cpus-per-task=2" in c
                                    and "CUDA_VISIBLE_DEVICES=3" in c for c in calls)
     assert sorted(c.split("--job-name=")[1].split()[0] for c in calls) == ["tok0.0", "tok1.1", "tok2.2"]
