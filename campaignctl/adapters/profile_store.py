@@ -88,7 +88,9 @@ class ProfileStore:
             out.append(UsageSample(
                 name, group_of(rung, json.loads(params), by), state, max(peaks) if peaks else None, elapsed,
                 requested, gpu_mem_mb=summary.gpu_mem_max_mb if summary and summary.gpu_samples else None,
-                cpu_pct=summary.cpu_mean if summary else None, right_sized=token in sized or sub in sized))
+                cpu_pct=summary.cpu_mean if summary else None, right_sized=token in sized or sub in sized,
+                gpu_mem_total_mb=summary.gpu_mem_total_mb or None if summary else None,
+                gpu_util_pct=summary.gpu_util_mean if summary else None))
         return out
 
     def lowered(self, campaign_id: int) -> set[str]:

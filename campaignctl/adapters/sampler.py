@@ -23,7 +23,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -67,13 +67,15 @@ class GpuProbe:
     def indices(self) -> list[int]:
         return [index for index, _handle in self._devices]
 
-    def read(self) -> list[dict[str, object]]:
-        return [self._read_one(index, handle) for index, handle in self._devices]
+    def read(self, pids: Collection[int] = ()) -> list[dict[str, object]]:
+        """Each GPU's reading; with `pids` (the task's processes), also the memory those hold on
+        it (`proc_mem_mb`): on a GPU shared by packed tasks, the device's figure is all of theirs."""
+        return [self._read_one(index, handle, pids) for index, handle in self._devices]
 
     def close(self) -> None:
         _shutdown(self._nvml)
 
-    def _read_one(self, index: int, handle: Any) -> dict[str, object]:
+    def _read_one(self, index: int, handle: Any, pids: Collection[int]) -> dict[str, object]:
         nvml = self._nvml
         # On a MIG device handle, utilisation and power are NVML_ERROR_NOT_SUPPORTED ("On
         # MIG-enabled GPUs, querying device utilization rates is not currently supported", NVML
@@ -87,7 +89,20 @@ class GpuProbe:
             "mem_used_mb": None if memory is None else round(memory.used / MIB, 1),
             "mem_total_mb": None if memory is None else round(memory.total / MIB, 1),
             "power_w": None if milliwatts is None else round(milliwatts / 1000.0, 1),
+            **({} if (own := self._own_memory(handle, pids)) is None else {"proc_mem_mb": own}),
         }
+
+    def _own_memory(self, handle: Any, pids: Collection[int]) -> float | None:
+        """MB the task's processes hold on the GPU, from NVML's compute processes list; None when
+        the list cannot be read or names none of them. NVML reports host pids: inside a container
+        with its own pid namespace none match, and the device's figure stands alone. A process's
+        usedGpuMemory is None where the driver hides it (Windows WDDM, some vGPUs)."""
+        listing = getattr(self._nvml, "nvmlDeviceGetComputeRunningProcesses", None)  # pynvml 11+
+        if not pids or listing is None:
+            return None
+        running = self._guarded(lambda: listing(handle))
+        used = [p.usedGpuMemory for p in running or () if p.pid in pids and p.usedGpuMemory is not None]
+        return round(sum(used) / MIB, 1) if used else None
 
     def _guarded(self, call: Callable[[], _T]) -> _T | None:
         try:
@@ -185,6 +200,11 @@ class ProcessTree:
             known[proc.pid] = (proc, total)
         self._known = known
         return cpu_s, rss, len(known)
+
+    @property
+    def pids(self) -> Collection[int]:
+        """The processes measured at the last read."""
+        return self._known.keys()
 
     def _previous(self, proc: psutil.Process) -> tuple[psutil.Process, float]:
         """The cached Process and its CPU total at the last read; (proc, 0.0) for a new process,
@@ -292,7 +312,7 @@ class TelemetrySampler:
         _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * cpu_s / wall_s, 1),
                             "rss_mb": round(rss / MIB, 1), "nproc": nproc,
                             **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
-                            "gpus": gpus.read() if gpus else []})
+                            "gpus": gpus.read(self._tree.pids) if gpus else []})
         self.samples += 1
         return now
 

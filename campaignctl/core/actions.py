@@ -38,9 +38,10 @@ class ResubmitGroup:
 
 # governance records: a revision marked known-good or made current, a verdict on a gated decision;
 # retire: a config a progressive campaign does not promote
-# size_first: how right_size sized a submission's first attempts (core/right_size.py)
+# size_first: how right_size sized a submission's first attempts (core/right_size.py); pack: how
+# they were packed (core/packing.py)
 RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject", "retire",
-               "size_first")
+               "size_first", "pack")
 # carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
 # in the next rung, its first attempt), a person's `campaignctl retry`
 SUBMITTING = ("resubmit", "promote", "retry")

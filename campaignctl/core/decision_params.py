@@ -140,6 +140,17 @@ class SizeFirst:
 
 
 @dataclass(frozen=True, slots=True)
+class PackTasks:
+    """How a submission's first attempts were packed (core/packing.py): record-only."""
+
+    tasks: tuple[int, ...] = ()
+    group: str = ""
+    per_gpu: int = 1
+    per_element: int = 1
+    cpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class MakeCurrent:
     revision: int = 0
     target_revision: int = 0
@@ -153,7 +164,8 @@ class Unknown:
 
 
 Params: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
-                     | Throttle | Promote | Retire | KnownGood | Verdict | Retry | SizeFirst | MakeCurrent | Unknown)
+                     | Throttle | Promote | Retire | KnownGood | Verdict | Retry | SizeFirst | PackTasks | MakeCurrent
+                     | Unknown)
 
 def resources_of(p: Params) -> Resources | None:
     """The resources a decision gives, where its params name them (a gated decision's always)."""
@@ -174,7 +186,7 @@ RECORDS: dict[str, type[Params]] = {
     "resubmit": Resubmit, "give_up": GiveUp, "resize_pending": ResizePending, "resize_next": ResizeNext,
     "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
     "promote": Promote, "retire": Retire, "mark_known_good": KnownGood, "approve": Verdict,
-    "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "make_current": MakeCurrent,
+    "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "pack": PackTasks, "make_current": MakeCurrent,
 }
 
 # version n → n + 1, applied in turn to a row written at an older version: (action, raw) → raw
@@ -249,6 +261,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "seen": _str, "arrays": _arrays, "level": _str, "limits": _numbers, "target_revision": _int, "key": _str,
     "throttle": _int, "config": _int, "from_rung": _int, "to_rung": _int, "revision": _int,
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
+    "per_gpu": _int, "per_element": _int, "cpus": _int,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

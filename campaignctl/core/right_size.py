@@ -57,6 +57,8 @@ class UsageSample:
     requested: Resources
     gpu_mem_mb: float | None = None
     cpu_pct: float | None = None  # mean over the attempt, of one CPU (200: two busy CPUs)
+    gpu_mem_total_mb: float | None = None  # its GPUs' memory, as NVML reported it
+    gpu_util_pct: float | None = None  # mean GPU utilisation over the attempt
     right_sized: bool = False  # its limits came from a right_size decision
 
     @property

@@ -5,8 +5,13 @@ so a tick only reads what was appended since the last one.
 Line format (one JSON object per line):
   {"event": "start", "t": 1.7e9, "interval_s": 10, "nvml": "ok" | "<why not>", "gpus": [0]}
   {"t": 1.7e9, "cpu_pct": 187.5, "rss_mb": 2048.0, "nproc": 3, "cgroup_mem_peak_mb": 1830.2,
-   "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0}]}
+   "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0,
+             "proc_mem_mb": 1.1e4}]}
   {"event": "end", "t": 1.7e9, "samples": 42}
+
+A task's GPU memory is what its own processes hold (`proc_mem_mb`, from NVML's list of compute
+processes) where the sampler could read it, else the device's: on a GPU that packed tasks share,
+the device's figure is all of theirs.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ def to_sample(record: dict[str, object]) -> Sample | None:
     listed = record.get("gpus")
     gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
     utils = [float(g["util_pct"]) for g in gpus if isinstance(g.get("util_pct"), (int, float))]
-    mems = [float(g["mem_used_mb"]) for g in gpus if isinstance(g.get("mem_used_mb"), (int, float))]
+    mems = [float(m) for g in gpus if isinstance(m := g.get("proc_mem_mb", g.get("mem_used_mb")), (int, float))]
     totals = [float(g["mem_total_mb"]) for g in gpus if isinstance(g.get("mem_total_mb"), (int, float))]
     return Sample(float(t), float(cpu), float(rss),
                   sum(utils) / len(utils) if utils else None, sum(mems) if mems else None,

@@ -32,6 +32,7 @@ from campaignctl.services.dispatch import (
     with_captured_env,
 )
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
+from campaignctl.services.packing import pack_groups, record_pack
 from campaignctl.services.right_size import first_sizes, record_first_size
 from campaignctl.services.submit_checks import REFUSED_HINT, path_problems, program_note, slurm_refusals
 
@@ -182,7 +183,10 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         notes.append(f"could not ask Slurm whether it would take these jobs ({exc.message})")
     sizes = first_sizes(None, spec, spec.first_tasks()) if spec.first_tasks() else []
     notes += [n for size in sizes if (n := size.note())]
-    planned = [(size, c) for size in sizes for c in plan_chunks(size.tasks, max_array, spec.max_parallel)]
+    groups = [(size, group) for size in sizes for group in pack_groups(None, spec, size.tasks, size.resources)]
+    notes += [n for _, group in groups if (n := group.note())]
+    planned = [(size, c) for size, group in groups
+               for c in plan_chunks(group.tasks, max_array, spec.max_parallel, group.shape)]
     script = ""
     if planned:
         folder = Path(spec.run_dir) / "slurm"
@@ -204,23 +208,27 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
     max_array = slurm.array_cap()
     room = SubmitRoom(slurm.submit_limit(), lambda: len(slurm.own_queued_jobs()))
     results = []
-    for size in first_sizes(store, spec, todo):  # the spec's resources, or right_size's per group
-        for chunk in plan_chunks(size.tasks, max_array, spec.max_parallel):
-            token = new_token()
-            store.record_intent(record.id, record.current_revision, token, chunk,
-                                str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(size.resources)),
-                                requeue=spec.policy.slurm_requeue)
-            record_first_size(store, spec, record.id, record.current_revision, token, chunk.task_indices[0], size)
-            faults.crash_point("after_intent")
-            params = parameters(spec.name, size.resources, token, chunk, record.current_revision,
-                                spec.policy.slurm_requeue)
-            try:  # a site limit leaves this chunk, and those after it, to reconcile as room frees
-                job_id = dispatch_within(room, store, spec, token, chunk, params, None)
-            except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
-                refused(store, token, exc.message, spec.policy)
-                raise
-            results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
-                                       chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
+    planned = [(size, group, chunk)
+               for size in first_sizes(store, spec, todo)  # the spec's resources, or right_size's per group
+               for group in pack_groups(store, spec, size.tasks, size.resources)  # packed, or not
+               for chunk in plan_chunks(group.tasks, max_array, spec.max_parallel, group.shape)]
+    for size, group, chunk in planned:
+        token = new_token()
+        store.record_intent(record.id, record.current_revision, token, chunk,
+                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(size.resources)),
+                            requeue=spec.policy.slurm_requeue)
+        record_first_size(store, spec, record.id, record.current_revision, token, chunk.task_indices[0], size)
+        record_pack(store, spec, record.id, record.current_revision, token, chunk.task_indices, group)
+        faults.crash_point("after_intent")
+        params = parameters(spec.name, size.resources, token, chunk, record.current_revision,
+                            spec.policy.slurm_requeue)
+        try:  # a site limit leaves this chunk, and those after it, to reconcile as room frees
+            job_id = dispatch_within(room, store, spec, token, chunk, params, None)
+        except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
+            refused(store, token, exc.message, spec.policy)
+            raise
+        results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
+                                   chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
     return results, max_array
 
 

@@ -23,6 +23,7 @@ import pytest
 from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.sampler import TelemetrySampler, visible_gpu_ids
 from campaignctl.core.task_launch import TaskLaunch
+from campaignctl.core.telemetry import to_sample
 
 GIB = 2**30
 
@@ -59,6 +60,7 @@ class FakeGpu:
     power_mw: int = 250_000
     mig: bool = False  # a MIG device: utilisation and power are NotSupported, no NVML index
     failing: tuple[str, ...] = ()  # pynvml function names that raise NVMLError here
+    processes: dict[int, int] | None = None  # pid → bytes, NVML's compute processes (None: no such call)
 
 
 def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) -> ModuleType:
@@ -115,6 +117,10 @@ def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) ->
         call("nvmlDeviceGetCount")
         return len(physical)
 
+    def processes(gpu: FakeGpu) -> list[SimpleNamespace]:
+        call("nvmlDeviceGetComputeRunningProcesses", gpu)
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in (gpu.processes or {}).items()]
+
     nvml.__dict__.update(
         calls=calls, nvmlInit=init, nvmlShutdown=lambda: call("nvmlShutdown"), nvmlDeviceGetCount=count,
         nvmlDeviceGetHandleByIndex=by_index, nvmlDeviceGetHandleByUUID=by_uuid, nvmlDeviceGetIndex=index_of,
@@ -123,6 +129,8 @@ def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) ->
         NVMLError_DriverNotLoaded=NVMLError_DriverNotLoaded, NVMLError_InvalidArgument=NVMLError_InvalidArgument,
         NVMLError_NotFound=NVMLError_NotFound,
     )
+    if any(gpu.processes is not None for gpu in gpus):
+        nvml.__dict__["nvmlDeviceGetComputeRunningProcesses"] = processes
     return nvml
 
 
@@ -180,6 +188,18 @@ def test_only_the_gpu_in_cuda_visible_devices_is_sampled(
                                    "mem_total_mb": 40960.0, "power_w": 250.0}] for sample in samples)
     assert samples[0]["nproc"] == 1 and samples[0]["rss_mb"] > 0
     assert (nvml.calls["nvmlInit"], nvml.calls["nvmlShutdown"], notes) == (1, 1, [])
+
+
+def test_on_a_shared_gpu_the_task_s_own_processes_memory_is_read_beside_the_device_s(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    neighbour = 999_999_999  # a packed neighbour's process: not in the task's tree
+    install_nvml([FakeGpu("GPU-aaaa", mem_used=30 * GIB, processes={sleeper.pid: 9 * GIB, neighbour: 20 * GIB})])
+    sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible="0")
+    _start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    [gpu] = samples[0]["gpus"]
+    assert (gpu["mem_used_mb"], gpu["proc_mem_mb"]) == (30720.0, 9216.0)
+    sample = to_sample(samples[0])
+    assert sample is not None and sample.gpu_mem_mb == 9216.0  # the task's own, not the device's
 
 
 def test_gpu_uuid_resolves_to_its_nvml_index(

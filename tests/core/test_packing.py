@@ -3,18 +3,20 @@ compute or the spec, and no packing on too little evidence."""
 
 from __future__ import annotations
 
-from campaignctl.core.packing import MIN_SAMPLES, Measured, choose_per_gpu, measured
+from campaignctl.core.pack_spec import PackSpec
+from campaignctl.core.packing import MIN_SAMPLES, Measured, choose_per_gpu, choose_shape, measured, pack_decision
 from campaignctl.core.resources import Resources
 from campaignctl.core.right_size import UsageSample
 
 
-def sample(gpu_mem_mb: float | None, state: str = "COMPLETED") -> UsageSample:
-    return UsageSample("c", "rung 0", state, 900.0, 60, Resources(gpus=1), gpu_mem_mb=gpu_mem_mb)
+def sample(gpu_mem_mb: float | None, state: str = "COMPLETED", util: float = 15, cpu: float = 30) -> UsageSample:
+    return UsageSample("c", "rung 0", state, 900.0, 60, Resources(gpus=1), gpu_mem_mb=gpu_mem_mb, cpu_pct=cpu,
+                       gpu_mem_total_mb=40_960, gpu_util_pct=util)
 
 
 def test_a_quarter_of_the_gpu_s_memory_packs_three_with_headroom() -> None:
     """A toy trainer holding ~10 GB of a 40 GB A100, 15 % busy: memory binds (32 GB usable / 10)."""
-    m = measured([sample(9800), sample(10_000), sample(10_240), sample(None, "OUT_OF_MEMORY")], 40_960, [15, 14, 16])
+    m = measured([sample(9800, util=14), sample(10_000), sample(10_240, util=16), sample(None, "OUT_OF_MEMORY")])
     assert m.samples == 3 and round(m.gpu_util_mean_pct or 0) == 15
     packing = choose_per_gpu(m, allowed=8)
     assert packing.per_gpu == 3 and "bound by GPU memory" in packing.why
@@ -35,3 +37,21 @@ def test_too_little_evidence_or_a_task_larger_than_the_headroom_is_not_packed() 
     assert choose_per_gpu(Measured(10, None, 40_960, 10), allowed=8).per_gpu == 1
     assert choose_per_gpu(Measured(10, 39_000, 40_960, 10), allowed=8).per_gpu == 1  # over 80 %: alone
     assert choose_per_gpu(Measured(10, 1000, 40_960, 10), allowed=1).why == "the spec allows one task per GPU"
+
+
+def test_auto_packs_as_many_as_memory_allows_on_the_cpus_the_tasks_were_seen_using() -> None:
+    each = Resources(gpus=1, cpus_per_task=1, mem_mb=500)
+    choice = choose_shape(PackSpec(per_gpu=8, auto=True), each, [sample(10_000, cpu=30)] * 4)
+    assert choice.shape is not None and (choice.shape.per_element, choice.shape.per_gpu) == (3, 3)
+    assert choice.shape.cpus == 2  # 3 × 30 % of a CPU, with 20 % kept free → 1.1, rounded up
+    assert "bound by GPU memory" in choice.why
+    decision = pack_decision("tok", [4, 5, 6], "rung 0", choice)
+    assert (decision.action, decision.attempt_token, decision.typed) == ("pack", "tok.0", decision.typed)
+    assert decision.params["per_gpu"] == 3 and decision.inputs["samples"] == 4
+
+
+def test_auto_without_evidence_is_not_packed_and_a_fixed_pack_is_the_spec_s() -> None:
+    each = Resources(gpus=1, cpus_per_task=1, mem_mb=500)
+    assert choose_shape(PackSpec(per_gpu=8, auto=True), each, [sample(10_000)]).shape is None
+    fixed = choose_shape(PackSpec(per_gpu=4), each, [])
+    assert fixed.shape is not None and (fixed.shape.per_element, fixed.shape.cpus) == (4, 0)

@@ -1,0 +1,43 @@
+"""A toy trainer for packing on the lab cluster: it holds GPU memory on the fake NVML
+(tests/integration/fake_nvml: a file FAKE_NVML_DIR/<node>/<gpu>/<pid> with the MB), reports a
+val_loss that is a known function of its config for STEPS steps of a second each, and ends.
+
+    toy_trainer.py LR WIDTH [--gpu-mb MB] [--host-mb MB] [--steps N]
+
+val_loss at the last step is (log10(LR) + 3)² + (WIDTH - 64)² / 4096 + 1 / step: the best config
+is LR 1e-3, WIDTH 64. --host-mb touches that much host memory first (a task that outgrows its
+memory limit)."""
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+from campaignctl import report
+
+parser = argparse.ArgumentParser()
+parser.add_argument("lr", type=float)
+parser.add_argument("width", type=int)
+parser.add_argument("--gpu-mb", type=float, default=8192)
+parser.add_argument("--host-mb", type=int, default=0)
+parser.add_argument("--steps", type=int, default=15)
+args = parser.parse_args()
+
+held = None
+gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0]
+if gpu and os.environ.get("FAKE_NVML_DIR"):
+    folder = Path(os.environ["FAKE_NVML_DIR"]) / os.environ.get("SLURMD_NODENAME", "") / gpu
+    folder.mkdir(parents=True, exist_ok=True)
+    held = folder / str(os.getpid())
+    held.write_text(str(args.gpu_mb))
+block = bytearray(args.host_mb * 2**20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+try:
+    for step in range(1, args.steps + 1):
+        time.sleep(1)
+        report(step=step, val_loss=(math.log10(args.lr) + 3) ** 2 + (args.width - 64) ** 2 / 4096 + 1 / step)
+finally:
+    if held is not None:
+        held.unlink(missing_ok=True)
