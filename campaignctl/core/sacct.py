@@ -19,6 +19,7 @@ A line that cannot be read is skipped and counted (`Observed.skipped`), never fa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from collections.abc import Collection, Iterable, Iterator
@@ -336,10 +337,8 @@ def _read_step(out: Observed, line: str, key: Key | None, reading: Reading) -> N
         return
     fold = _Fold.of_row(row)
     fold.rss = row.max_rss
-    try:  # read_sacct_line leaves a step's Elapsed unread; a packed task's is its own
+    with contextlib.suppress(ValueError):  # read_sacct_line leaves a step's Elapsed unread; a packed task's is its own
         fold.args = (*fold.args[:5], _duration(line.split("|", _ELAPSED + 1)[_ELAPSED]), *fold.args[6:])
-    except ValueError:
-        pass
     out.steps[row.name] = fold.observation(key or (row.array_job_id, row.array_index), reading.own_cancellers)
 
 
