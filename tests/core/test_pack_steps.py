@@ -1,33 +1,56 @@
-"""A packed task's fate from its own step (core/pack_steps.py). The lines are the lab's real
-`srun` step OOM (tests/fixtures/sacct/oom_srun_step.txt, job 31) read as a pack of two tasks:
-its `.0` step named by the first task's token, and a copy of it as `.1`, the neighbour that
-completed. A recording of a real pack replaces them once the runner starts packs."""
+"""A packed task's fate from its own step (core/pack_steps.py), read from the lab's real
+recording of a pack (tests/fixtures/sacct/pack_oom_step.txt): one step of four ran out of memory,
+its neighbours and the element completed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from campaignctl.core.pack_steps import step_fates
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.pack_steps import packed_observation, packed_observations, share_of_tres
+from campaignctl.core.records import HistoryRow
+from campaignctl.core.sacct import observe_jobs
 from campaignctl.core.slurm_states import State
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "sacct" / "oom_srun_step.txt"
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "sacct" / "pack_oom_step.txt"
+TOKENS = [f"7fb17c3a6939.{i}" for i in range(5)]
 
 
-def pack_lines() -> list[str]:
-    job, batch, step = FIXTURE.read_text().splitlines()
-    oom = step.replace("31.0|31.0|python3|", "31_0.0|32.0|abc123.0|")
-    done = step.replace("31.0|31.0|python3|", "31_0.1|32.1|abc123.1|").replace("OUT_OF_MEMORY|0:125",
-                                                                             "COMPLETED|0:0")
-    return [job.replace("31|31|", "31_0|32|"), batch.replace("31.batch|31.batch|", "31_0.batch|32.batch|"), oom, done]
+def row(position: int) -> HistoryRow:
+    element = position // 4
+    return HistoryRow(position, position, 1, element, TOKENS[position], f"13359_{element}", "RUNNING", "RUNNING",
+                      None, "node1", None, "", None, None, "{}", "7fb17c3a6939", "released", "2026-11-28T04:33:00")
 
 
-def test_each_packed_task_reads_its_own_step_and_the_neighbour_s_oom_is_not_its_own() -> None:
-    fates = step_fates(pack_lines(), {"abc123.0", "abc123.1", "abc123.2"})
-    assert set(fates) == {"abc123.0", "abc123.1"}  # .2 has no step yet
-    assert (fates["abc123.0"].state, fates["abc123.0"].job_id) == (State.OUT_OF_MEMORY, "31_0.0")
-    assert (fates["abc123.1"].state, fates["abc123.1"].exit_code, fates["abc123.1"].elapsed_s) == (
-        State.COMPLETED, 0, 1)
+def test_each_packed_task_reads_its_own_step_at_its_share_of_the_element() -> None:
+    observed = observe_jobs(FIXTURE.read_text(), step_tokens=set(TOKENS))
+    assert observed[("13359", 0)].state is State.COMPLETED  # the element: its pack runner exited 0
+    assert set(observed.steps) == set(TOKENS)
+    fates = packed_observations([row(i) for i in range(5)], observed,
+                                {"7fb17c3a6939": (PackShape(4, per_gpu=4, cpus=1), 5)})
+    assert {t[-1]: (o.state, o.exit_code) for t, o in fates.items()} == {
+        "0": (State.COMPLETED, 0), "1": (State.COMPLETED, 0), "2": (State.COMPLETED, 0),
+        "3": (State.OUT_OF_MEMORY, 0), "4": (State.COMPLETED, 0)}
+    oom, done, alone = fates[TOKENS[3]], fates[TOKENS[0]], fates[TOKENS[4]]
+    assert (oom.elapsed_s, done.elapsed_s, done.max_rss) == (1, 7, "17504K")
+    assert done.alloc_tres == "billing=0.25,cpu=0.25,gres/gpu:a100=0.25,gres/gpu=0.25,mem=300M,node=0.25"
+    assert alone.alloc_tres == "billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1200M,node=1"  # the last pack's one
 
 
-def test_the_pack_s_own_line_and_unreadable_lines_are_passed_over() -> None:
-    assert step_fates([*pack_lines(), "garbage"], {"fx-oom-srun"}) == {}  # the allocation line's name
+def test_the_element_s_fate_is_the_task_s_before_its_step_and_when_the_element_ended_it() -> None:
+    observed = observe_jobs(FIXTURE.read_text(), step_tokens=set(TOKENS))
+    element, step = observed[("13359", 0)], observed.steps[TOKENS[0]]
+    pending = replace(element, state=State.PENDING, alloc_tres="")
+    assert packed_observation(pending, None, 4).state is State.PENDING
+    timed_out = replace(element, state=State.TIMEOUT)
+    assert packed_observation(timed_out, replace(step, state=State.CANCELLED), 4).state is State.TIMEOUT
+    assert packed_observation(timed_out, step, 4).state is State.COMPLETED  # it finished before the limit
+    never_ran = packed_observation(element, None, 4)  # the element completed with no step of this task
+    assert (never_ran.state, never_ran.exit_code) == (State.FAILED, None)
+
+
+def test_shares_divide_counts_and_memory_and_leave_odd_fields_alone() -> None:
+    assert share_of_tres("cpu=2,gres/gpu=1,mem=1200M", 4) == "cpu=0.5,gres/gpu=0.25,mem=300M"
+    assert share_of_tres("cpu=2,mem=1G,weird", 2) == "cpu=1,mem=512M,weird"
+    assert share_of_tres("", 4) == "" and share_of_tres("cpu=2", 1) == "cpu=2"

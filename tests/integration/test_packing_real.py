@@ -1,0 +1,134 @@
+"""Packing on the real cluster: small tasks share one GPU and one array element, each in a job
+step of its own (`srun --overlap`, its own memory limit, named by its attempt token), so a
+packed task that runs out of memory is told apart from its neighbours by sacct, retried alone,
+and the neighbours finish untouched; the pack's GPU-hours are counted once, shared. `pack: auto`
+chooses tasks per GPU from what a first campaign of the same profile was measured to use (the
+lab's GPUs are /dev/null clones: NVML is the fake in tests/integration/fake_nvml, which serves
+the GPU memory tests/integration/toy_trainer.py says it holds)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from campaignctl.adapters import proc
+from tests.conftest import write_spec
+from tests.integration.test_real_cluster import cli
+from tests.integration.test_reconcile_real import history, logged, ticking_until_finished
+
+pytestmark = pytest.mark.slurm
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The jobs' NVML: sbatch exports the environment, so the job's pynvml is the fake."""
+    folder = tmp_path / "gpu-memory"
+    folder.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(HERE / "fake_nvml"))
+    monkeypatch.setenv("FAKE_NVML_DIR", str(folder))
+    shutil.copy(HERE / "toy_trainer.py", tmp_path / "toy_trainer.py")
+    return folder
+
+
+def toy_spec(tmp_path: Path, name: str, tasks: list[dict[str, object]], pack: str, profile: str = "",
+             steps: int = 6) -> Path:
+    return write_spec(tmp_path, f"""\
+name: {name}
+{f"profile: {profile}" if profile else ""}
+command: [{sys.executable}, toy_trainer.py, "{{lr}}", "{{width}}", --host-mb, "{{host}}", --steps, "{steps}"]
+tasks: {json.dumps(tasks)}
+resources: {{gpus: 1, cpus_per_task: 1, mem: 300M, time: "00:05:00"}}
+telemetry: {{interval: 1s}}
+{f"pack: {pack}" if pack else ""}
+""", name=f"{name}.yaml")
+
+
+def element_gpu_hours(array_job: str) -> float:
+    """GPU-hours Slurm allocated to an array's elements (sacct's own lines, not campaignctl's)."""
+    lines = proc.run(["sacct", "-X", "-n", "-P", f"-j{array_job}", "--format=ElapsedRaw,AllocTRES"]).stdout
+    total = 0.0
+    for line in lines.split():
+        elapsed, tres = line.split("|")
+        gpus = dict(p.split("=") for p in tres.split(",") if "=" in p).get("gres/gpu", "0")
+        total += int(elapsed) * int(gpus) / 3600
+    return total
+
+
+def test_a_packed_task_out_of_memory_is_retried_alone_and_its_neighbours_finish(
+        slurm_conf: str, state_home: Path, tmp_path: Path, fake_gpus: Path) -> None:
+    name = f"pack-oom-{uuid.uuid4().hex[:6]}"
+    tasks = [{"lr": 0.001, "width": 32, "host": 0}, {"lr": 0.001, "width": 64, "host": 0},
+             {"lr": 0.01, "width": 64, "host": 0}, {"lr": 0.1, "width": 64, "host": 400},  # 400 MB of 300M
+             {"lr": 0.01, "width": 32, "host": 0}]
+    path = toy_spec(tmp_path, name, tasks, "{per_gpu: 4, cpus: 1}")
+    dry = cli("submit", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "packed 4 per GPU, 4 tasks to a job, 1 CPU to a job" in dry.stdout
+    assert "#SBATCH --array=0-1\n" in dry.stdout and "#SBATCH --mem=1200M" in dry.stdout
+    assert "#SBATCH --gres=gpu:1\n" in dry.stdout and "#SBATCH --cpus-per-task=1\n" in dry.stdout
+    submitted = cli("submit", str(path))
+    assert submitted.returncode == 0, submitted.stderr
+    ticking_until_finished(name, timeout_s=240)
+
+    rows = history(name)
+    first = {r.task_index: r for r in rows if r.attempt_number == 1}
+    array = (first[0].job_id or "").partition("_")[0]
+    assert {t: first[t].job_id for t in range(5)} == {0: f"{array}_0", 1: f"{array}_0", 2: f"{array}_0",
+                                                      3: f"{array}_0", 4: f"{array}_1"}
+    assert {t: first[t].state for t in range(5)} == {0: "COMPLETED", 1: "COMPLETED", 2: "COMPLETED",
+                                                     3: "OUT_OF_MEMORY", 4: "COMPLETED"}
+    # the neighbours ran once; the task that ran out of memory was retried alone, with more
+    assert sorted(r.task_index for r in rows) == [0, 1, 2, 3, 3, 4]
+    [retry] = [r for r in rows if r.attempt_number == 2]
+    assert retry.state == "COMPLETED" and not (retry.job_id or "").startswith(array)
+    assert json.loads(retry.resources_json)["mem_mb"] == 450  # the usual × 1.5
+    steps = proc.run(["sacct", "-n", "-P", f"-j{array}_0", "--format=JobID,JobName,State"]).stdout
+    print(steps)
+    assert f"{first[3].token}|OUT_OF_MEMORY" in steps and f"{first[0].token}|COMPLETED" in steps
+    assert f"{array}_0|cc." in steps and "|COMPLETED" in steps.splitlines()[0]  # the element itself completed
+
+    [packed] = [e for e in logged(name) if e.action == "pack"]
+    assert (packed.status, packed.params["per_gpu"], packed.params["per_element"]) == ("applied", 4, 4)
+    assert packed.params["tasks"] == [0, 1, 2, 3, 4]
+    [resubmit] = [e for e in logged(name) if e.action == "resubmit"]
+    assert (resubmit.task_index, resubmit.rule) == (3, "out_of_memory")
+
+    # GPU-hours: the pack's, counted once in shares, never once per task
+    shown = json.loads(cli("status", name, "--json").stdout)["data"]
+    spent = shown["spend"]["spent"]["gpu_hours"]
+    allocated = element_gpu_hours(array) + element_gpu_hours((retry.job_id or "").partition("_")[0])
+    print(f"campaign GPU-h {spent:.6f}, sacct allocated {allocated:.6f}")
+    assert 0.5 * allocated <= spent <= allocated * 1.01 + 1e-6
+
+
+def test_pack_auto_chooses_tasks_per_gpu_from_a_first_campaign_of_the_profile(
+        slurm_conf: str, state_home: Path, tmp_path: Path, fake_gpus: Path) -> None:
+    tag = uuid.uuid4().hex[:6]
+    profile = f"pack-{tag}"
+    configs = [{"lr": lr, "width": w, "host": 0} for lr in (0.001, 0.01) for w in (32, 64)]
+    first = f"pack-first-{tag}"
+    assert cli("submit", str(toy_spec(tmp_path, first, configs, "", profile, steps=4))).returncode == 0
+    ticking_until_finished(first, timeout_s=240)
+    assert {r.state for r in history(first)} == {"COMPLETED"}
+    assert len({r.job_id for r in history(first)}) == 4  # unpacked: an element each
+
+    second = f"pack-auto-{tag}"
+    path = toy_spec(tmp_path, second, configs, "auto", profile, steps=4)
+    dry = cli("submit", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    # each trainer held 8 GiB of the fake 40 GiB GPU (its own processes, as NVML lists them):
+    # 80 % of 40 GiB holds 4 of them; the spec's auto allows up to 8
+    assert "packed 4 per GPU, 4 tasks to a job" in dry.stdout and "bound by GPU memory" in dry.stdout
+    assert cli("submit", str(path)).returncode == 0
+    ticking_until_finished(second, timeout_s=240)
+    rows = history(second)
+    assert {r.state for r in rows} == {"COMPLETED"} and len({r.job_id for r in rows}) == 1
+    [packed] = [e for e in logged(second) if e.action == "pack"]
+    assert packed.inputs["samples"] == 4 and packed.inputs["gpu_mem_peak_mb"] == pytest.approx(8192, abs=1)
+    assert packed.inputs["gpu_mem_total_mb"] == pytest.approx(40960) and packed.params["per_gpu"] == 4
