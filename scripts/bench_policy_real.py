@@ -52,7 +52,7 @@ def spec_text(tasks: int, seconds: int) -> str:
 def cron_env(state: Path, pythonpath: str | None) -> dict[str, str]:
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/root"),
            "SHELL": "/bin/sh", "LOGNAME": os.environ.get("LOGNAME", "root"), "XDG_STATE_HOME": str(state),
-           "SLURM_CONF": os.environ["SLURM_CONF"]}
+           "SLURM_CONF": os.environ.get("SLURM_CONF", "")}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return env
@@ -87,7 +87,7 @@ def run(label: str, root: Path, pythonpath: str | None, args: argparse.Namespace
     jobs = sorted(seen | set(_all_job_ids(env, work)))
     completed = sum(t["state"] == "COMPLETED" for t in data["tasks"])
     rows = len(json.loads(campaignctl(env, "log", "memcamp", "--json", cwd=work).stdout)["data"])
-    return {"label": label, **_figures(jobs, started), "completed": completed, "log_rows": rows}
+    return {"label": label, **sacct_figures(jobs, started), "completed": completed, "log_rows": rows}
 
 
 def _all_job_ids(env: dict[str, str], work: Path) -> list[str]:
@@ -96,7 +96,7 @@ def _all_job_ids(env: dict[str, str], work: Path) -> list[str]:
     return [str(e["detail"]["job_id"]).split("_")[0] for e in logged if e.get("detail", {}).get("job_id")]
 
 
-def _figures(jobs: list[str], started: float) -> dict[str, object]:
+def sacct_figures(jobs: list[str], started: float) -> dict[str, object]:
     out = subprocess.run(["sacct", "-X", "-P", "--noheader", "-j", ",".join(jobs),
                           "--format=JobID,State,ElapsedRaw,AllocTRES,End"], capture_output=True, text=True,
                          check=True).stdout

@@ -62,13 +62,14 @@ def _attempts(conn: sa.Connection, campaign_id: int) -> list[RecordedAttempt]:
     query = (sa.select(a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, s.token.label("sub"),
                        s.kind, s.resources_json.label("sub_res"), a.resources_json, a.created_at,
                        sa.func.coalesce(a.params_json, t.params_json).label("params"),
-                       a.params_json.label("own_params"), a.cause, a.evidence, a.alloc_tres, s.array_spec)
+                       a.params_json.label("own_params"), a.cause, a.evidence, a.alloc_tres, s.array_spec, s.pack)
              .join(tasks, t.id == a.task_id).join(submissions, s.id == a.submission_id)
              .where(t.campaign_id == campaign_id).order_by(t.task_index, a.attempt_number))
     return [RecordedAttempt(r.id, r.task_index, r.attempt_number, r.array_index, r.token, r.job_id, r.sub,
                             r.kind, r.sub_res, r.resources_json is not None, _aware(r.created_at),
                             r.params, r.own_params is not None, r.cause, r.evidence or "", r.alloc_tres or "",
-                            int(r.array_spec.split("%")[1]) if r.array_spec and "%" in r.array_spec else None)
+                            int(r.array_spec.split("%")[1]) if r.array_spec and "%" in r.array_spec else None,
+                            bool(r.pack))
             for r in conn.execute(query)]
 
 

@@ -294,6 +294,18 @@ def cancel_if(job_id: str, state: str) -> bool:
     return True
 
 
+def cancel_step_named(job_id: str, name: str) -> bool:
+    """`scancel 12_3.2`: the running step of element `job_id` named `name` (a packed task's
+    step is named by its attempt token, core/pack_plan.py), its neighbours' steps left running.
+    `squeue -s` lists the element's steps with their names; False when none has that name (not
+    started yet, or ended)."""
+    listed = proc.run(["squeue", "-s", "--noheader", "-j", job_id, "--format=%i|%j"], timeout=60, check=False)
+    steps = [line.split("|", 1)[0] for line in listed.stdout.splitlines() if line.split("|", 1)[-1] == name]
+    if not steps:
+        return False
+    return cancel_if(steps[-1], "")
+
+
 def own_queued_jobs() -> list[QueuedJob]:
     """This user's queued jobs, one line per array element (`-r`): a pending array otherwise
     folds into one line whose reasons are comma-joined (`JobArrayTaskLimit,JobHeldAdmin`).

@@ -209,9 +209,9 @@ class Store:
         return [HistoryRow(i, task, number, index, token, job, share(state, state), share(slurm, slurm), code,
                            share(nodes, nodes), elapsed, rss, ended, missing, share(res, res), share(sub, sub),
                            share(sub_state, sub_state), share(created, created), params, bool(own), cause,
-                           evidence or "")
+                           evidence or "", bool(packed))
                 for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
-                     res, sub, sub_state, created, params, own, cause, evidence) in rows]
+                     res, sub, sub_state, created, params, own, cause, evidence, packed) in rows]
 
     def tasks_started(self, campaign_id: int) -> int:
         """How many of the campaign's tasks have at least one attempt."""
@@ -371,7 +371,7 @@ _HISTORY_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a.state, a.slurm_state,
        a.exit_code, a.nodes, a.elapsed_s, a.max_rss, a.ended_at, a.missing_since,
        COALESCE(a.resources_json, s.resources_json), s.token, s.state, a.created_at,
-       COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence
+       COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence, s.pack != ''
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ?{filter} ORDER BY t.task_index, a.attempt_number"""
 _UNDONE_FILTER = """ AND EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id

@@ -32,6 +32,7 @@ class AttemptView:
     evidence: str = ""  # the output line(s) that named it
     params: Mapping[str, Scalar] = field(default_factory=dict)  # the task parameters this attempt ran with
     params_changed: bool = False  # a rule changed them from the spec's: later attempts keep them
+    packed: bool = False  # it shares its array element with other tasks: no element-wide change is its own
 
     @property
     def array_job_id(self) -> str | None:

@@ -116,7 +116,7 @@ def task_views(rows: Iterable[HistoryRow], decided: Collection[str],
         grouped.setdefault(r.task_index, []).append(AttemptView(
             r.token, r.attempt_number, f.state, r.job_id, parse(r.resources_json), f.exit_code,
             f.slurm_state, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
-            r.token in decided, cause, evidence, parse_params(r.params_json), r.params_changed))
+            r.token in decided, cause, evidence, parse_params(r.params_json), r.params_changed, r.packed))
     return [TaskView(index, tuple(attempts)) for index, attempts in grouped.items()]
 
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from campaignctl.core.decision import Decision
+from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.resources import Resources
@@ -114,6 +114,21 @@ def _describe(shape: PackShape) -> str:
     gpus = f"{shape.per_gpu} per GPU, " if shape.per_gpu > 1 else ""
     cpus = f", {shape.cpus} CPU{'s' if shape.cpus > 1 else ''} to a job" if shape.cpus else ""
     return f"packed {gpus}{shape.per_element} tasks to a job{cpus}"
+
+
+# changes Slurm makes to a whole array element (`scontrol update`, `scancel` of the element): on a
+# pack they would resize or cancel every task it runs, and its steps' own limits were fixed at submit
+ELEMENT_WIDE = ("resize_pending", "cancel")
+
+
+def own_decisions(decisions: Sequence[Decision], views: Sequence[TaskView]) -> list[Decision]:
+    """`decisions` less those that would change a packed attempt's whole element: a pending pack
+    is never resized or moved for one of its tasks (the task's retry, alone, gets the change).
+    A stop of a packed task stays: it ends that task's step only (services/act.py)."""
+    packed = {a.token for v in views for a in v.attempts if a.packed}
+    if not packed:
+        return list(decisions)
+    return [d for d in decisions if not (d.action in ELEMENT_WIDE and d.attempt_token in packed)]
 
 
 def pack_decision(token: str, tasks: Sequence[int], group: str, choice: PackChoice) -> Decision:

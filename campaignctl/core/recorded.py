@@ -40,6 +40,7 @@ class RecordedAttempt:
     evidence: str = ""
     alloc_tres: str = ""  # what Slurm allocated (as last stored)
     array_throttle: int | None = None  # its array's `%N` as stored now (the last throttle applied)
+    packed: bool = False  # it shared its array element with other tasks (core/pack_plan.py)
 
 
 @dataclass(frozen=True, slots=True)

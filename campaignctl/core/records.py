@@ -119,6 +119,7 @@ class HistoryRow:
     params_changed: bool = False
     cause: str | None = None  # named from the program's output (exit.json) once it FAILED
     evidence: str = ""
+    packed: bool = False  # it shares its array element with other tasks (core/pack_plan.py)
 
     @property
     def facts(self) -> AttemptFacts:

@@ -132,7 +132,8 @@ class Timeline:
         return HistoryRow(a.id, a.task_index, a.attempt_number, a.array_index, a.token, a.job_id, f.state,
                           f.slurm_state, f.exit_code, f.nodes, f.elapsed_s, f.max_rss, f.ended_at, f.missing_since,
                           self.resources_json(a, tick_id), a.submission_token, "released", a.created_at.isoformat(),
-                          a.params_json, a.params_changed, a.cause if failed else None, a.evidence if failed else "")
+                          a.params_json, a.params_changed, a.cause if failed else None, a.evidence if failed else "",
+                          a.packed)
 
     def stopped(self, tick_id: int) -> set[str]:
         """Attempts an applied early-stopping decision of an earlier tick answered."""

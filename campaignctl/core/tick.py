@@ -61,6 +61,7 @@ from campaignctl.core.ladder import (
     rung_of,
 )
 from campaignctl.core.observe import is_settled
+from campaignctl.core.packing import own_decisions
 from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.right_size import UsageSample, groups, plan_lowering
@@ -183,7 +184,7 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
     when a lazy fact `needs` asks for is not in the snapshot."""
     views = with_requests(snapshot.views, snapshot.requests)
     enforced = _sections(snapshot, policy, now, views)
-    decisions = gate(apply_modes(enforced.decisions, policy, snapshot.proposal_keys), policy)
+    decisions = gate(apply_modes(own_decisions(enforced.decisions, views), policy, snapshot.proposal_keys), policy)
     decisions += _known_good(snapshot, policy, now)
     proposals: list[Decision] = []
     if snapshot.candidate is not None:  # a candidate proposes over the same views; it never acts

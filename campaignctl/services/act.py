@@ -252,6 +252,12 @@ class Actor:
         p = decision.typed
         job_id, state = str(decision.inputs["job_id"]), p.only_if if isinstance(p, (Cancel, Stop)) else ""
         detail: dict[str, object] = {"job_id": job_id, "only_if": state}
+        if self.store.submission(decision.attempt_token.rsplit(".", 1)[0]).pack:  # a packed task: its step alone
+            detail["step_of"] = decision.attempt_token
+            return self._slurm_step([decision_id], detail,
+                                    lambda: slurm.cancel_step_named(job_id, decision.attempt_token),
+                                    lambda sent: {**detail, "sent": sent}, job_id,
+                                    self._owned(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
         return self._slurm_step([decision_id], detail, lambda: slurm.cancel_if(job_id, state),
                                 lambda sent: {**detail, "sent": sent}, job_id,
                                 self._owned(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))

@@ -11,7 +11,10 @@ from pathlib import Path
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.sim_files import read_cluster, read_trace
 from campaignctl.core.errors import InputError
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.packing import MIN_SAMPLES, choose_shape
 from campaignctl.core.policy import Policy
+from campaignctl.core.right_size import UsageSample
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.sim.cluster import default_cluster
 from campaignctl.core.sim.driver import ATTEMPT_SCALED, ATTEMPT_SCALED_RETRIES, attempt_scaled_decider, policy_decider
@@ -30,6 +33,7 @@ from campaignctl.core.spec import CampaignSpec
 from campaignctl.services.submit import load_spec
 
 CAMPAIGN = "campaign"  # --policy campaign: the spec's own policy (the default, with the baseline)
+UNPACKED = "+unpacked"  # --policy NAME+unpacked: that policy without the spec's pack:
 SYNTHETIC = "synthetic:"
 
 Progress = Callable[[str, int, int], None]
@@ -81,20 +85,34 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
         raise InputError(f"{spec_path}: a progressive campaign (rungs) is not simulated yet",
                          "simulate a plain campaign: its rungs' metrics are not modelled")
     names = policies or [CAMPAIGN, ATTEMPT_SCALED]
-    chosen = [(name, _policy(name, spec, spec_path)) for name in names]
+    chosen = [(name, _policy(name.removesuffix(UNPACKED), spec, spec_path)) for name in names]
     w, truths = _workload(workload, spec, seed)
     cluster = read_cluster(cluster_path) if cluster_path else default_cluster(spec.resources, spec.gpu_types)
     settings = campaign_settings({**spec.settings(), "tasks": len(truths)})
     runs = []
+    shape = _pack_shape(spec, w)
     for name, policy in chosen:
         setup = Setup(cluster, spec.resources, truths, w, seed, spec.max_parallel, tick_s,
-                      flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked)
-        decider: Decider = (attempt_scaled_decider(_retries(name)) if policy is None
+                      flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked,
+                      pack=None if name.endswith(UNPACKED) else shape)
+        decider: Decider = (attempt_scaled_decider(_retries(name.removesuffix(UNPACKED))) if policy is None
                             else policy_decider(policy, settings))
         tick = (lambda done, total, n=name: progress(n, done, total)) if progress else None
         runs.append(_run(name, Engine(setup, decider, tick).run(), spec.policy))
     return SimulateResult(spec.name, workload or "synthetic:", seed, str(cluster_path or "default"),
                           len(cluster.nodes), tick_s, _budget(spec), _ratios(runs))
+
+
+def _pack_shape(spec: CampaignSpec, w: Synthetic) -> PackShape | None:
+    """The spec's `pack:` as submit would choose it: `auto` from the workload's `gpu_mem`,
+    `gpu_util` and `cpu_util`, as if a first campaign had measured them on a 40 GiB GPU."""
+    if spec.pack is None:
+        return None
+    total = 40_960.0
+    measured = [UsageSample("simulated", "", "COMPLETED", None, None, spec.resources,
+                            gpu_mem_mb=w.gpu_mem * total if w.gpu_mem else None, gpu_mem_total_mb=total,
+                            gpu_util_pct=w.gpu_util or None, cpu_pct=w.cpu_util or None)] * MIN_SAMPLES
+    return choose_shape(spec.pack, spec.resources, measured).shape
 
 
 def _policy(name: str, spec: CampaignSpec, spec_path: Path) -> Policy | None:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from campaignctl.adapters.policy_source import load_policy
+from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.profile import Profile
 from campaignctl.core.resources import Resources
 from campaignctl.core.right_size_section import RightSize
@@ -193,3 +194,35 @@ def test_right_size_lowers_the_pending_siblings_once_enough_tasks_ended() -> Non
     without = Engine(Setup(ONE_NODE, BASE, truths, CALM, 1), policy_decider(DEFAULT, settings))
     without.run()
     assert all(jobs[0].res.mem_mb == BASE.mem_mb for jobs in without.jobs)
+
+
+GPU_NODE = Cluster((Node("node1", 2, 4000, 2, "a100"),),
+                   (Partition("batch", ("node1",), 1), Partition("high", ("node1",), 10)))
+GPU_TASK = Resources(partition="batch", gpus=1, cpus_per_task=1, mem_mb=300, time_min=60)
+
+
+def test_packs_share_gpus_their_members_end_alone_and_a_pack_s_hours_are_counted_once() -> None:
+    # 8 tasks of 1 GPU on one node of 2 GPUs: unpacked, two at a time (4 waves of 10 min);
+    # packed 4 to a GPU on 1 CPU each (1200 MB), all 8 at once in two packs. Task 3 needs 400 MB,
+    # more than its step's 300M: it ends OUT_OF_MEMORY after 5 min while its neighbours go on,
+    # and its retry (alone, 450M) runs once its pack's GPU is free again.
+    truths = tuple(Truth(0, 400 if t == 3 else 100, 600) for t in range(8))
+
+    def go(pack: PackShape | None) -> Engine:
+        engine = Engine(Setup(GPU_NODE, GPU_TASK, truths, CALM, 1, tick_s=60, pack=pack),
+                        policy_decider(DEFAULT, CampaignSettings(tasks=8)))
+        engine.run()
+        return engine
+
+    alone, packed = go(None), go(PackShape(4, per_gpu=4, cpus=1))
+    assert alone.tally.counts() == packed.tally.counts() == Counter({"completed": 8})
+    assert [len(jobs) for jobs in packed.jobs] == [1, 1, 1, 2, 1, 1, 1, 1]  # only task 3 ran twice
+    first = [jobs[0] for jobs in packed.jobs]
+    assert {j.jid for j in first[:4]} == {first[0].jid} and first[4].jid != first[0].jid  # two packs
+    assert [j.start for j in first] == [0] * 8 and first[3].state == "OUT_OF_MEMORY"
+    retry = packed.jobs[3][1]
+    assert retry.host is None and retry.res.mem_mb == 450 and retry.state == "COMPLETED"
+    # the pack's allocation held 10 min, task 3's share of it idle after its OOM: allocated, wasted
+    assert packed.tally.wasted_by_end["PACK_IDLE"] > 0
+    assert packed.tally.gpu_hours < 0.5 * alone.tally.gpu_hours
+    assert packed.tally.makespan_s < alone.tally.makespan_s

@@ -178,6 +178,7 @@ def _usage(engine: Engine) -> tuple[UsageGroup, ...]:
         for job in jobs:
             phase = {"PENDING": "pending", "RUNNING": "running"}.get(job.state, "ended")
             elapsed = (job.end_at or engine.now) - job.start if job.start is not None else 0
+            elapsed = int(elapsed * job.share)  # a packed task's share of its pack's allocation
             group = groups.setdefault((phase, job.res), [0, 0])
             group[0] += 1
             group[1] += elapsed

@@ -15,10 +15,12 @@ from campaignctl.core.clock import stamp
 from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
 from campaignctl.core.decision_params import Cancel, Resubmit, Throttle
 from campaignctl.core.output_causes import GPU_OOM
+from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
+from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, submit_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.tally import Tally
 from campaignctl.core.sim.workload import Hazards, Synthetic, Truth, hazards
@@ -47,6 +49,7 @@ class Setup:
     requeue: bool = False  # jobs allow Slurm's requeue on preemption (policy slurm_requeue)
     horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
     track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
+    pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
 
 
 Decider = Callable[["Engine", datetime], TickPlan]
@@ -137,6 +140,8 @@ class Engine:
                 self._node_down(ref)
             else:
                 self.queue.up[ref] = True
+        elif isinstance(ref, list) and self.setup.pack:
+            self._submit_packed(ref, self.setup.pack)
         elif isinstance(ref, list):
             self._submit([(task, 1, self._first_resources(task), {}) for task in ref], self.setup.max_parallel)
 
@@ -152,15 +157,30 @@ class Engine:
         gpus, cpus, mem, time = request
         return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem, time_min=time)
 
+    def _array(self, elements: int, throttle: int | None) -> Array:
+        partition = self.setup.resources.partition or self.setup.cluster.partitions[0].name
+        self._arrays += 1
+        array = Array(str(self._arrays), self.queue.tiers[partition], self.now, partition,
+                      min(throttle, elements) if throttle else None)
+        self.throttles[array.id] = array.throttle
+        return array
+
+    def _submit_packed(self, tasks: list[int], shape: PackShape) -> None:
+        per_array = MAX_ARRAY * shape.per_element
+        for lo in range(0, len(tasks), per_array):
+            chunk = tasks[lo:lo + per_array]
+            array = self._array(-(-len(chunk) // shape.per_element), self.setup.max_parallel)
+            submit_packs(self, chunk, self._first_resources(chunk[0]), shape, array)
+            self.queue.add_array(array)
+
+    def forget_view(self, task: int) -> None:
+        self._views.pop(task, None)
+
     def _submit(self, items: list[tuple[int, int, Resources, dict[str, Scalar]]], throttle: int | None) -> None:
         """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""
-        partition = self.setup.resources.partition or self.setup.cluster.partitions[0].name
         for lo in range(0, len(items), MAX_ARRAY):
             chunk = items[lo:lo + MAX_ARRAY]
-            self._arrays += 1
-            array = Array(str(self._arrays), self.queue.tiers[partition], self.now, partition,
-                          min(throttle, len(chunk)) if throttle else None)
-            self.throttles[array.id] = array.throttle
+            array = self._array(len(chunk), throttle)
             for index, (task, number, res, params) in enumerate(chunk):
                 job = Job(f"{array.id}_{index}", array, task, number, f"t{task}a{number}", res, self.now)
                 job.params = params
@@ -177,11 +197,19 @@ class Engine:
 
     def _start(self, job: Job, node: int) -> None:
         self.queue.allocate(job, node)
-        job.state, job.start = "RUNNING", self.now
+        self._begin(job, node, job)
+        for member in job.members or ():  # a pack: each of its tasks starts in its own step
+            self._begin(member, node, job)
+
+    def _begin(self, job: Job, node: int, element: Job) -> None:
+        """`job` starts on `node` in `element` (itself, or its pack's host)."""
+        job.state, job.start, job.node = "RUNNING", self.now, node
         job.starts += 1
         self.first_started += job.task >= 0 and job.attempt == 1 and job.starts == 1
         self.tally.started(job)
         self._views.pop(job.task, None)
+        if job.task == PACK:
+            return
         if job.task < 0:  # a preempting job of someone else: it holds the node for its while
             self._push(self.now + int(self.setup.workload.preemptor_min * 60), END, job, job.starts)
             return
@@ -193,7 +221,7 @@ class Engine:
         if hz.node_fail_at is not None and int(hz.node_fail_at * end) < end:
             self._push(self.now + int(hz.node_fail_at * end), NODE_DOWN, node)
         if hz.preempt_at is not None and int(hz.preempt_at * end) < end:
-            self._push(self.now + int(hz.preempt_at * end), PREEMPTOR, job, job.starts)
+            self._push(self.now + int(hz.preempt_at * end), PREEMPTOR, element, element.starts)
 
     def _fate(self, job: Job, hz: Hazards) -> tuple[int, str, int, str | None]:
         """(seconds it runs, final state, exit code, cause named by the output) for this start."""
@@ -214,10 +242,21 @@ class Engine:
         return self.jobs[task][0].res.gpu_type
 
     def _stop(self, job: Job, state: str) -> None:
-        """The job leaves its node in `state` (the attempt's end as sacct would record it)."""
-        self.queue.release(job)
+        """The job leaves its node in `state` (the attempt's end as sacct would record it). A
+        pack's host ends as its members do: a node failure or preemption ends them all."""
+        if job.members is not None:
+            for member in job.members:
+                if member.state == "RUNNING":
+                    self._stop(member, state)
+            return
+        if job.host is None:
+            self.queue.release(job)
         self.tally.stopped(job, self.now, state)
         job.state, job.end_at = state, self.now
+        if job.host is not None and all_ended(job.host):  # the pack's last task: its element ends
+            self.queue.release(job.host)
+            self.tally.idle(*idle_hours(job.host, self.now))
+            job.host.state, job.host.end_at = "COMPLETED", self.now
         if state != job.fate:  # a node failure, a preemption or a cancel ended it first
             job.exit, job.cause = 0, None
         if job.task < 0:
@@ -304,7 +343,7 @@ class Engine:
             elapsed_s=end - job.start if job.start is not None else None,
             ended_at=stamp(self.at(end)) if ended else None, decided=job.token in self.decided, cause=cause,
             evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
-            params=job.params, params_changed=job.params_changed)
+            params=job.params, params_changed=job.params_changed, packed=job.host is not None)
 
     @property
     def arrays_submitted(self) -> int:
@@ -322,6 +361,8 @@ class Engine:
             for job in self.active.values():
                 if job.state == "PENDING":
                     job.held = True
+                    if job.host is not None:  # a pack is held as one element
+                        job.host.held = True
         if retries:
             self._submit(retries, plan.retry_parallel)
         return acted

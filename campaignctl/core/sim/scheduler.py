@@ -39,13 +39,16 @@ class Job:
         "exit",
         "fate",
         "held",
+        "host",
         "jid",
         "key",
+        "members",
         "node",
         "params",
         "params_changed",
         "pinned",
         "res",
+        "share",
         "start",
         "starts",
         "state",
@@ -72,6 +75,11 @@ class Job:
         self.params: dict[str, Scalar] = {}
         self.params_changed = False
         self.key: Shape = (None, 0, 0, 0, None, None, 0)  # its shape while pending (set by Array.add)
+        # a pack (core/sim/packs.py): the element the queue runs holds `members`, one per task,
+        # each with its `host` and its `share` of the host's allocation
+        self.members: list[Job] | None = None
+        self.host: Job | None = None
+        self.share = 1.0
 
 
 class Array:

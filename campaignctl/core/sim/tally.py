@@ -47,7 +47,7 @@ class Tally:
         if job.task < 0 or job.start is None:
             return
         self.running -= 1
-        hours = (now - job.start) / 3600
+        hours = (now - job.start) / 3600 * job.share  # a packed task: its share of its pack's allocation
         gpu, cpu = hours * job.res.gpus, hours * job.res.cpus_per_task
         self.gpu_hours += gpu
         self.cpu_hours += cpu
@@ -59,6 +59,15 @@ class Tally:
             self.wasted_gpu_hours += gpu
             self.wasted_cpu_hours += cpu
             self.wasted_by_end[state] = self.wasted_by_end.get(state, 0.0) + (gpu if job.res.gpus else cpu)
+
+    def idle(self, gpu_hours: float, cpu_hours: float) -> None:
+        """A pack's allocation held after some of its tasks ended, before the last did: allocated,
+        and wasted (no task used that share of it)."""
+        self.gpu_hours += gpu_hours
+        self.cpu_hours += cpu_hours
+        self.wasted_gpu_hours += gpu_hours
+        self.wasted_cpu_hours += cpu_hours
+        self.wasted_by_end["PACK_IDLE"] = self.wasted_by_end.get("PACK_IDLE", 0.0) + (gpu_hours or cpu_hours)
 
     def settle(self, now: int) -> None:
         self.makespan_s = now

@@ -34,6 +34,9 @@ SYNTHETIC_KEYS: Mapping[str, tuple[float, str]] = {
     "tempfail": (0.02, "share of tasks whose first attempt exits 75 (EX_TEMPFAIL)"),
     "gpu_oom": (0.0, "share of tasks whose first attempts end with a GPU out-of-memory error"),
     "submit_spread": (0, "minutes over which the tasks are submitted (0: all at once)"),
+    "gpu_mem": (0.0, "share of its GPU's memory a task holds, what `pack: auto` packs by (0: not measured)"),
+    "gpu_util": (0.0, "a task's mean GPU utilisation in % (0: not measured)"),
+    "cpu_util": (0.0, "a task's mean CPU use in % of one CPU, what a pack's CPUs are sized by (0: not measured)"),
 }
 
 
@@ -46,7 +49,8 @@ TRACE_TIMEOUT_RUN = 1.5  # a TIMEOUT row needed this × its limit
 MAX_TASKS = 500_000  # a simulation holds every task's truth and attempts in memory (3e6 ran out)
 # the largest value of each unbounded key: an hour-long mean is 60, a 64 TiB mean 6.7e7 MB
 MAX_VALUE = {"tasks": MAX_TASKS, "mem_mean": 64 * 2**20, "mem_sd": 64 * 2**20, "dur_mean": 525_600,
-             "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600}
+             "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600,
+             "gpu_util": 100, "cpu_util": 100_000}
 
 
 class WorkloadError(ValueError):
@@ -71,6 +75,9 @@ class Synthetic:
     tempfail: float = 0.02
     gpu_oom: float = 0.0
     submit_spread: float = 0
+    gpu_mem: float = 0.0
+    gpu_util: float = 0.0
+    cpu_util: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

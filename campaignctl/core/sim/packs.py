@@ -1,0 +1,53 @@
+"""Packs in the simulation, as submit makes them (core/pack_plan.py): a first submission's tasks
+cut into packs of `per_element`, each pack one array element (the host job the queue schedules,
+asking for the pack's allocation), each task a member job with its own fate, its own memory and
+time limits (its step's), and its share of the host's allocation. The host leaves its node when
+its last member ends; a node failure or a preemption of the host ends every member still
+running. A member that fails is retried alone, as any task (the engine's retries are unpacked)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from campaignctl.core.pack_plan import PackShape, allocation
+from campaignctl.core.resources import Resources
+from campaignctl.core.sim.scheduler import Array, Job
+
+if TYPE_CHECKING:
+    from campaignctl.core.sim.engine import Engine
+
+PACK = -2  # a host's task: not a task of the campaign (the members are)
+
+
+def submit_packs(engine: Engine, tasks: Sequence[int], each: Resources, shape: PackShape, array: Array) -> None:
+    """One host per `shape.per_element` tasks, added to `array` (first attempts)."""
+    whole = allocation(each, shape)
+    for n, start in enumerate(range(0, len(tasks), shape.per_element)):
+        chunk = tasks[start:start + shape.per_element]
+        host = Job(f"{array.id}_{n}", array, PACK, 1, f"pack{array.id}_{n}", whole, engine.now)
+        host.members = []
+        for task in chunk:
+            member = Job(host.jid, array, task, 1, f"t{task}a1", each, engine.now)
+            member.host, member.share = host, 1 / len(chunk)
+            host.members.append(member)
+            engine.jobs[task].append(member)
+            engine.active[member.token] = member
+            engine.forget_view(task)
+        array.add(host)
+    engine.tally.pending += len(tasks)
+
+
+def idle_hours(host: Job, now: int) -> tuple[float, float]:
+    """(GPU-, CPU-hours) of the host's allocation its members' shares did not count."""
+    assert host.start is not None and host.members is not None
+    held = (now - host.start) / 3600
+    used = sum((m.end_at if m.end_at is not None else now) - (m.start if m.start is not None else now)
+               for m in host.members) / 3600
+    per_task = 1 / len(host.members)
+    return (max(0.0, held * host.res.gpus - used * per_task * host.res.gpus),
+            max(0.0, held * host.res.cpus_per_task - used * per_task * host.res.cpus_per_task))
+
+
+def all_ended(host: Job) -> bool:
+    return host.members is not None and all(m.state not in ("PENDING", "RUNNING") for m in host.members)
