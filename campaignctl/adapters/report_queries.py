@@ -25,11 +25,14 @@ class AttemptTimes:
     max_rss: str  # sacct MaxRSS of its largest step ('' if none reported)
     consumed_energy_j: int | None  # sacct ConsumedEnergyRaw (None where the site accounts no energy)
     nodes: str = ""  # sacct NodeList: `node[1-2]` for a multi-node attempt
+    job_id: str | None = None  # its array element, `12_3`
+    packed: bool = False  # it shares its element with other tasks (core/pack_plan.py)
 
 
 _ATTEMPTS_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.token, a.state, a.created_at, a.ended_at, a.elapsed_s,
-       COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.max_rss, a.consumed_energy_j, a.nodes
+       COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.max_rss, a.consumed_energy_j, a.nodes,
+       a.job_id, s.pack != ''
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ? ORDER BY t.task_index, a.attempt_number"""
 
@@ -52,7 +55,8 @@ class ReportQueries:
     def attempts(self, campaign_id: int) -> list[AttemptTimes]:
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(driver_sql(conn, _ATTEMPTS_SQL), (campaign_id,)).fetchall()
-        return [AttemptTimes(*r) for r in rows]
+        return [AttemptTimes(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+                             r[13], bool(r[14])) for r in rows]
 
     def first_seen(self, campaign_id: int) -> dict[int, dict[str, str]]:
         """Attempt id → state → when a tick first recorded it (UTC with offset)."""

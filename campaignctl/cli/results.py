@@ -82,14 +82,16 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     unused = _unused_columns(result)
     shown = [i for i, name in enumerate(COLUMNS) if (wide or name in SHORT) and name not in unused]
     # the config and its params never cut (issue 28: lr printed as `0.…`); the figures are short
+    packed = wide and any(c.shared for c in result.configs)  # `12_0 ×4`: ran packed, sharing that job
     table = plain_table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state",
-                        "final", "best", *(COLUMNS[i] for i in shown),
+                        "final", "best", *(COLUMNS[i] for i in shown), *(["shared"] if packed else []),
                         title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
     for c in result.configs:
         figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
                       *(str(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
-                      _value(c.final), _value(c.best), *(figures[i] for i in shown))
+                      _value(c.final), _value(c.best), *(figures[i] for i in shown),
+                      *([c.shared or "-"] if packed else []))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
                                                "(cpu, mem, time, gpu: % of what Slurm allocated)"))
 

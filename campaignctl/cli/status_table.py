@@ -75,12 +75,17 @@ ATTEMPTS = Column("try", lambda r, _: str(r.attempts), "right")
 ELAPSED = Column("elapsed", lambda r, _: brief(r.elapsed_s), "right")
 EXIT = Column("exit", _exit, "right")
 
+def _job_id(r: TaskRow, _: object) -> str:
+    """The element; `12_0 ×4`: four packed tasks share it (their GPU-hours are counted in shares)."""
+    return (f"{r.job_id} ×{r.shared}" if r.shared > 1 else r.job_id) or "-"
+
+
 # the parameters that vary are what tells tasks apart (issue 28: `lr=0.00…`): whole; the decision
 # gives way
 COMPACT = (TASK, Column("state", _state), ATTEMPTS, ELAPSED, EXIT,
            Column("params", _params), Column("decision", _decision, flexible=True))
 WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state), ATTEMPTS,
-        Column("job id", lambda r, _: r.job_id or "-"), Column("node", lambda r, _: r.node or "-", flexible=True),
+        Column("job id", _job_id), Column("node", lambda r, _: r.node or "-", flexible=True),
         ELAPSED, EXIT, *(Column(h, _efficiency(i), "right") for i, h in enumerate(EFFICIENCY)),
         Column("recent use", _recent, flexible=True),
         Column("decision", lambda r, _: r.last_decision or "-", flexible=True),

@@ -55,6 +55,7 @@ class ConfigResult:
     best: float | None
     efficiency: Efficiency
     rank: int | None = None  # 1 = the winner; None: no value to rank by
+    shared: str = ""  # `12_0 ×4`: its latest attempt ran packed, in that element with 3 other tasks
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class TaskFacts:
     state: str
     attempts: int
     uses: Sequence[AttemptUse] = ()
+    shared: str = ""  # as ConfigResult's
 
 
 def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str, Scalar]],
@@ -83,7 +85,8 @@ def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str,
             config, reached, params.get(reached, {}), names[chain.index(reached)],
             facts.state, sum(tasks.get(t, TaskFacts("", 0)).attempts for t in chain),
             final_value(curves.get(reached, ())), (min(values) if goal == "min" else max(values)) if values else None,
-            task_efficiency([u for t in chain for u in tasks.get(t, TaskFacts("", 0)).uses], prices)))
+            task_efficiency([u for t in chain for u in tasks.get(t, TaskFacts("", 0)).uses], prices),
+            shared=facts.shared))
     return _ranked(rows, goal, by)
 
 
@@ -96,7 +99,7 @@ def _ranked(rows: list[ConfigResult], goal: str, by: str) -> list[ConfigResult]:
     return [replace(r, rank=n) for n, r in enumerate(known, 1)] + [r for r in rows if value(r) is None]
 
 
-FIXED = ("rank", "config", "rung", "state", "attempts", "metric", "final", "best")
+FIXED = ("rank", "config", "rung", "state", "attempts", "metric", "final", "best", "shared")
 # flat names of the efficiency figures: `time` or `mem` alone would read as a param
 FLAT = {"cpu": "cpu_eff", "mem": "mem_eff", "time": "time_eff", "gpu_mem": "gpu_mem_eff"}
 
@@ -116,4 +119,5 @@ def plain_row(row: ConfigResult, metric: str | None) -> dict[str, object]:
     figures = {FLAT.get(k, k): v for k, v in row.efficiency.to_dict().items()}
     params = {param_column(k): v for k, v in row.params.items()}
     return {"rank": row.rank, "config": row.config, **params, "rung": row.rung, "state": row.state,
-            "attempts": row.attempts, "metric": metric, "final": row.final, "best": row.best, **figures}
+            "attempts": row.attempts, "metric": metric, "final": row.final, "best": row.best, **figures,
+            "shared": row.shared or None}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.ladder import NOT_PROMOTED
 from campaignctl.core.observe import ABANDONED, FINAL, params_parser
+from campaignctl.core.pack_steps import packed_observation
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, element_key
@@ -40,6 +41,7 @@ class TaskRow:
     flag: str = ""  # data_starved | gpu_idle, by the policy's utilisation thresholds
     efficiency: Efficiency | None = None  # of what Slurm allocated: the latest attempt's; cost of all
     attempt_energy_kwh: tuple[float | None, ...] = ()  # each attempt's energy, in order (None: not measured)
+    shared: int = 1  # tasks whose latest attempts share its array element (packed, core/pack_plan.py)
 
 
 # States Slurm does not leave on its own: `status` shows an attempt the last tick stored in one as
@@ -55,11 +57,13 @@ def live(history: Iterable[HistoryRow]) -> list[HistoryRow]:
 
 
 def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[HistoryRow],
-              observed: Mapping[tuple[str, int | None], JobObservation], stale: bool = False) -> list[TaskRow]:
+              observed: Mapping[tuple[str, int | None], JobObservation], stale: bool = False,
+              steps: Mapping[str, JobObservation] | None = None) -> list[TaskRow]:
     """One row per task from its latest attempt (`history` is oldest first per task): as sacct
     shows it now, as the last tick stored it when settled (or `stale`: Slurm did not answer), and
     UNKNOWN, never 'done', for a job id sacct does not (yet) know: sacct lags squeue by a second or
-    two, and ids can vanish from it. `unstarted` holds the params of tasks with no attempt."""
+    two, and ids can vanish from it. `unstarted` holds the params of tasks with no attempt. A
+    packed attempt is as its own step shows it (`steps`, by attempt token; core/pack_steps.py)."""
     latest: dict[int, tuple[HistoryRow, int]] = {}
     for row in history:
         latest[row.task_index] = (row, latest[row.task_index][1] + 1 if row.task_index in latest else 1)
@@ -71,6 +75,8 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
         params = parse(row.params_json)
         key = element_key(row.job_id) if row.job_id else None
         obs = observed.get(key) if key is not None else None
+        if obs is not None and row.packed:
+            obs = packed_observation(obs, (steps or {}).get(row.token), 1)
         if obs is not None:
             # sacct prints ExitCode 0:0 for a job that is still running: no exit until it ended
             state = obs.state.value
@@ -82,6 +88,10 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
                                 row.exit_code if row.state in TERMINAL else None, token=row.token))
         else:
             rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token))
+    sharing = Counter(row.job_id for row, _ in latest.values() if row.packed and row.job_id)
+    if sharing:
+        rows = [replace(r, shared=sharing[r.job_id]) if r.job_id is not None and r.job_id in sharing else r
+                for r in rows]
     rows.sort(key=_index)
     return rows
 

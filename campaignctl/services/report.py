@@ -152,10 +152,13 @@ def results_table(name: str, metric: str | None) -> list[Table]:
     winner = next((c for c in ranked.configs if c.rank == 1), None)
     said = "no config reported it yet" if winner is None else "winner: config " + str(winner.config) + (
         f" ({' '.join(f'{k}={winner.params.get(k)}' for k in keys)})" if keys else "")
+    packed = any(c.shared for c in ranked.configs)  # which configs ran sharing one job (`12_0 ×4`)
     rows = [["-" if c.rank is None else str(c.rank), str(c.config), *(str(c.params.get(k, "")) for k in keys),
-             c.state, _figure(c.final), _figure(c.best)] for c in ranked.configs[:TABLE_ROWS]]
+             c.state, _figure(c.final), _figure(c.best), *([c.shared or "-"] if packed else [])]
+            for c in ranked.configs[:TABLE_ROWS]]
     title = f"Results by {'the best' if ranked.by == 'best' else 'the last'} {ranked.metric} ({ranked.goal}): {said}"
-    return [Table("results", title, ("rank", "config", *keys, "state", "final", "best"), rows,
+    return [Table("results", title, ("rank", "config", *keys, "state", "final", "best",
+                                     *(["shared job"] if packed else [])), rows,
                   max(0, len(ranked.configs) - TABLE_ROWS))]
 
 

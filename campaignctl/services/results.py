@@ -3,6 +3,7 @@ used; from the store only (the last tick's states, ingested metrics, telemetry; 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -87,7 +88,10 @@ def _task_facts(store: Store, record: CampaignRecord, settings: CampaignSettings
     """Every task: its latest attempt's state and its attempts; one never started is NOT_SUBMITTED,
     or NOT_PROMOTED when its rung did not keep its config."""
     uses = by_task(usage)
-    states = {u.times.task_index: u.times.state for u in usage}  # ordered by attempt: the last wins
+    latest = {u.times.task_index: u.times for u in usage}  # ordered by attempt: the last wins
     label = unstarted_labels(DecisionLog(store.engine), record.id, settings)
-    return {task: TaskFacts(states[task], len(uses[task]), uses[task]) if task in uses
+    sharing = Counter(t.job_id for t in latest.values() if t.packed and t.job_id)
+    shared = {task: f"{t.job_id} ×{sharing[t.job_id]}" for task, t in latest.items()
+              if t.job_id is not None and sharing[t.job_id] > 1}
+    return {task: TaskFacts(latest[task].state, len(uses[task]), uses[task], shared.get(task, "")) if task in uses
             else TaskFacts(label(task) or NOT_SUBMITTED, 0) for task in params}

@@ -23,7 +23,7 @@ from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.sacct import JobObservation, element_key
+from campaignctl.core.sacct import JobObservation, Observed, element_key
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.site_limits import WAITING
 from campaignctl.core.spec import Resources
@@ -114,20 +114,21 @@ STATUS_SACCT_TRIES = 2
 STATUS_SACCT_TIMEOUT_S = 20.0
 
 
-def _observe(attempts: list[HistoryRow]) -> tuple[dict[tuple[str, int | None], JobObservation], int]:
-    """sacct's view of `attempts`, only their elements folded."""
+def _observe(attempts: list[HistoryRow]) -> tuple[Observed, int]:
+    """sacct's view of `attempts`, only their elements folded (and packed ones' steps)."""
     keyed = {key: a for a in attempts if a.job_id and (key := element_key(a.job_id)) is not None}
     if not keyed:
-        return {}, 0
+        return Observed(), 0
     # an hour of slack covers clock skew between store and controller
     since = min(read_time(a.created_at) for a in keyed.values()) - timedelta(hours=1)
     return slurm.observe(sorted({job for job, _ in keyed}), since, wanted=keyed.keys(),
-                         timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES), 1
+                         timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES,
+                         step_tokens={a.token for a in attempts if a.packed}), 1
 
 
 @dataclass(frozen=True, slots=True)
 class _Seen:
-    observed: dict[tuple[str, int | None], JobObservation]
+    observed: Observed
     calls: int
     skipped: list[str]
     stale: str = ""  # why the stored state is shown instead: Slurm's error
@@ -138,12 +139,13 @@ def _look(attempts: list[HistoryRow]) -> _Seen:
     try:
         observed, calls = _observe(attempts)
     except (SlurmTransientError, SlurmUnavailableError) as exc:
-        return _Seen({}, 1, [], exc.message)
+        return _Seen(Observed(), 1, [], exc.message)
     return _Seen(observed, calls, slurm.skipped_since(mark))
 
 
 def _rows(store: Store, record: CampaignRecord, history: list[HistoryRow], seen: _Seen) -> list[TaskRow]:
-    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed, stale=bool(seen.stale))
+    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed, stale=bool(seen.stale),
+                     steps=seen.observed.steps)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,12 @@ def test_a_packed_task_out_of_memory_is_retried_alone_and_its_neighbours_finish(
     [resubmit] = [e for e in logged(name) if e.action == "resubmit"]
     assert (resubmit.task_index, resubmit.rule) == (3, "out_of_memory")
 
+    # which tasks shared an allocation: status and results say (task 3's latest attempt ran alone)
+    wide = cli("status", name, "--wide").stdout
+    assert wide.count(f"{array}_0 ×3") == 3 and f"{array}_1 " in wide
+    shared = {r["config"]: r["shared"] for r in json.loads(cli("results", name, "--json").stdout)["data"]["rows"]}
+    assert shared == {0: f"{array}_0 ×3", 1: f"{array}_0 ×3", 2: f"{array}_0 ×3", 3: None, 4: None}
+
     # GPU-hours: the pack's, counted once in shares, never once per task
     shown = json.loads(cli("status", name, "--json").stdout)["data"]
     spent = shown["spend"]["spent"]["gpu_hours"]
