@@ -23,6 +23,7 @@ from campaignctl.adapters.store_engine import (
 from campaignctl.adapters.store_schema import attempts, campaigns, revisions, submissions, tasks
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.observe import resources_parser
+from campaignctl.core.pack_steps import requested_share
 from campaignctl.core.params import Scalar
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_to_dict
@@ -358,13 +359,23 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
         array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
         kind=kind, requeue=int(requeue), created_at=now, updated_at=now,
         submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "")))
+    shares = _pack_shares(chunk, resources_json)
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": chunk.element_of(i),
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
-         "params_json": (task_params or {}).get(t)}
+         "params_json": (task_params or {}).get(t), "alloc_tres": shares[chunk.element_of(i)] if shares else ""}
         for i, t in enumerate(chunk.task_indices)])
     return int(submission_id)
+
+
+def _pack_shares(chunk: ArrayChunk, resources_json: str) -> list[str]:
+    """By element, a packed task's share of what its element asks for ([] unpacked)."""
+    if chunk.pack is None:
+        return []
+    each = resources_parser()(resources_json)
+    per = chunk.pack.per_element
+    return [requested_share(each, chunk.pack, min(per, chunk.size - e * per)) for e in range(chunk.elements)]
 
 
 _HISTORY_SQL = """

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from campaignctl.core.observe import key_of
-from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.records import HistoryRow
+from campaignctl.core.resources import Resources
 from campaignctl.core.sacct import JobObservation, Observed
 from campaignctl.core.slurm_states import TERMINAL, State
 from campaignctl.core.units import parse_mem_mb
@@ -60,6 +61,14 @@ def packed_observation(element: JobObservation, step: JobObservation | None, tas
                    exit_code=step.exit_code, exit_signal=step.exit_signal, elapsed_s=step.elapsed_s,
                    nodes=step.nodes or element.nodes, start=step.start, end=step.end, max_rss=step.max_rss,
                    step_states=step.step_states)
+
+
+def requested_share(each: Resources, shape: PackShape, tasks: int) -> str:
+    """A pending packed task's share of what its element asks for, in AllocTRES's form: what a
+    budget projects for it until Slurm allocates (sacct's AllocTRES, shared, then replaces it)."""
+    whole = allocation(each, shape)
+    text = f"cpu={whole.cpus_per_task},gres/gpu={whole.gpus},mem={whole.mem_mb}M,node=1"
+    return share_of_tres(text, tasks)
 
 
 def share_of_tres(text: str, tasks: int) -> str:

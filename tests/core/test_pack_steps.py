@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from campaignctl.core.cost import UsageGroup, campaign_spend
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.pack_steps import packed_observation, packed_observations, share_of_tres
+from campaignctl.core.pack_steps import packed_observation, packed_observations, requested_share, share_of_tres
+from campaignctl.core.policy_sections import Prices
 from campaignctl.core.records import HistoryRow
+from campaignctl.core.resources import Resources
 from campaignctl.core.sacct import observe_jobs
 from campaignctl.core.slurm_states import State
 
@@ -54,3 +57,11 @@ def test_shares_divide_counts_and_memory_and_leave_odd_fields_alone() -> None:
     assert share_of_tres("cpu=2,gres/gpu=1,mem=1200M", 4) == "cpu=0.5,gres/gpu=0.25,mem=300M"
     assert share_of_tres("cpu=2,mem=1G,weird", 2) == "cpu=1,mem=512M,weird"
     assert share_of_tres("", 4) == "" and share_of_tres("cpu=2", 1) == "cpu=2"
+
+
+def test_a_pending_packed_task_is_projected_at_its_share_of_what_its_pack_asks() -> None:
+    each = Resources(gpus=1, cpus_per_task=1, mem_mb=300, time_min=60)
+    share = requested_share(each, PackShape(4, per_gpu=4, cpus=1), 4)
+    assert share == "cpu=0.25,gres/gpu=0.25,mem=300M,node=0.25"
+    spend = campaign_spend([UsageGroup("pending", each, share, 4, 0)], Prices())
+    assert spend.projected.gpu_hours == 1.0  # four tasks of one hour sharing one GPU: one GPU-hour, not four

@@ -20,7 +20,7 @@ from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
-from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, submit_packs
+from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, make_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.tally import Tally
 from campaignctl.core.sim.workload import Hazards, Synthetic, Truth, hazards
@@ -170,11 +170,14 @@ class Engine:
         for lo in range(0, len(tasks), per_array):
             chunk = tasks[lo:lo + per_array]
             array = self._array(-(-len(chunk) // shape.per_element), self.setup.max_parallel)
-            submit_packs(self, chunk, self._first_resources(chunk[0]), shape, array)
+            for host in make_packs(chunk, self._first_resources(chunk[0]), shape, array, self.now):
+                for member in host.members or ():
+                    self.jobs[member.task].append(member)
+                    self.active[member.token] = member
+                    self._views.pop(member.task, None)
+                array.add(host)
             self.queue.add_array(array)
-
-    def forget_view(self, task: int) -> None:
-        self._views.pop(task, None)
+            self.tally.pending += len(chunk)
 
     def _submit(self, items: list[tuple[int, int, Resources, dict[str, Scalar]]], throttle: int | None) -> None:
         """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""

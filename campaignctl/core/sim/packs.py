@@ -8,34 +8,28 @@ running. A member that fails is retried alone, as any task (the engine's retries
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.scheduler import Array, Job
 
-if TYPE_CHECKING:
-    from campaignctl.core.sim.engine import Engine
-
 PACK = -2  # a host's task: not a task of the campaign (the members are)
 
 
-def submit_packs(engine: Engine, tasks: Sequence[int], each: Resources, shape: PackShape, array: Array) -> None:
-    """One host per `shape.per_element` tasks, added to `array` (first attempts)."""
+def make_packs(tasks: Sequence[int], each: Resources, shape: PackShape, array: Array, now: int) -> list[Job]:
+    """One host per `shape.per_element` tasks of `array` (first attempts), each with its members."""
     whole = allocation(each, shape)
+    hosts = []
     for n, start in enumerate(range(0, len(tasks), shape.per_element)):
         chunk = tasks[start:start + shape.per_element]
-        host = Job(f"{array.id}_{n}", array, PACK, 1, f"pack{array.id}_{n}", whole, engine.now)
+        host = Job(f"{array.id}_{n}", array, PACK, 1, f"pack{array.id}_{n}", whole, now)
         host.members = []
         for task in chunk:
-            member = Job(host.jid, array, task, 1, f"t{task}a1", each, engine.now)
+            member = Job(host.jid, array, task, 1, f"t{task}a1", each, now)
             member.host, member.share = host, 1 / len(chunk)
             host.members.append(member)
-            engine.jobs[task].append(member)
-            engine.active[member.token] = member
-            engine.forget_view(task)
-        array.add(host)
-    engine.tally.pending += len(tasks)
+        hosts.append(host)
+    return hosts
 
 
 def idle_hours(host: Job, now: int) -> tuple[float, float]:
