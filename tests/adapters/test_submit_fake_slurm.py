@@ -134,3 +134,45 @@ def test_submit_without_srun_on_path_is_exit_69_and_records_nothing(
     code, _, err = run_main(monkeypatch, capsys, "submit", str(spec))
     assert code == 69 and "srun is not on PATH" in err and "load your site's Slurm module" in err
     assert Store.open().campaign("nosrun") is None
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_packed_submission_crashed_anywhere_is_finished_once_with_its_packs(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """Ten tasks, four to a GPU: one array of three elements (4, 4, 2 tasks), each element's
+    payload a pack. A crash at any step of the protocol, then `submit` again: the same three
+    elements, once, their attempts sharing them as planned."""
+    name = f"packed-{point.replace('_', '-')}"
+    spec = write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, train.py, --seed, "{{seed}}"]
+matrix: {{seed: [{", ".join(str(i) for i in range(10))}]}}
+resources: {{gpus: 1, cpus_per_task: 1, mem: 500M, time: "00:10:00"}}
+pack: {{per_gpu: 4, cpus: 2}}
+""", name=f"{name}.yaml")
+    dry = submit_service.submit(spec, dry_run=True)
+    assert "#SBATCH --array=0-2\n" in dry.script and "#SBATCH --mem=2000M" in dry.script
+    assert "#SBATCH --cpus-per-task=2\n" in dry.script and "#SBATCH --gres=gpu:1\n" in dry.script
+    assert any("packed 4 per GPU, 4 tasks to a job, 2 CPUs to a job" in n for n in dry.notes)
+
+    def crash_at(at: str) -> None:
+        if at == point:
+            raise Crash(at)
+
+    monkeypatch.setattr(faults, "crash_point", crash_at)
+    with pytest.raises(Crash):
+        submit_service.submit(spec)
+    monkeypatch.setattr(faults, "crash_point", lambda _name: None)
+    submit_service.submit(spec)
+
+    [job] = fake_slurm.live_jobs()
+    assert job.size == 3 and not job.held
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    attempts = store.attempts(record.id)
+    assert sorted((a.array_index, a.task_index) for a in attempts) == [
+        (0, 0), (0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (1, 6), (1, 7), (2, 8), (2, 9)]
+    assert {a.job_id for a in attempts} == {f"{job.job_id}_{i}" for i in range(3)}
+    [sub] = store.submissions(record.id)
+    assert sub.pack and sub.size == 10 and sub.array_spec == "0-2"
