@@ -8,16 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from campaignctl.adapters import identity
 from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, stamp
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing import PackChoice, choose_shape, pack_decision
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size import UsageSample
 from campaignctl.core.spec import CampaignSpec
+from campaignctl.services.right_size import profile_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +42,7 @@ def pack_groups(store: Store | None, spec: CampaignSpec, tasks: Sequence[int], e
         return [PackGroup(list(tasks))]
     if not pack.auto or spec.profile is None:
         return [PackGroup(list(tasks), "", choose_shape(pack, each, []))]
-    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
-                                                                   viewer=identity.current_identity())
-    by_group: dict[str, list[UsageSample]] = {}
-    for s in samples:
-        by_group.setdefault(s.group, []).append(s)
-    members: dict[str, list[int]] = {}
-    for t in tasks:
-        members.setdefault(spec.group_of(t), []).append(t)
+    by_group, members = profile_groups(store, spec, tasks)
     return [PackGroup(indices, group, choose_shape(pack, each, by_group.get(group, [])))
             for group, indices in members.items()]
 

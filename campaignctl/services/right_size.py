@@ -43,14 +43,7 @@ def first_sizes(store: Store | None, spec: CampaignSpec, tasks: Sequence[int]) -
     section = spec.policy.right_size
     if not (section.enabled and spec.profile and tasks):
         return [FirstSize(base, list(tasks))]
-    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
-                                                                   viewer=identity.current_identity())
-    by_group: dict[str, list[UsageSample]] = {}
-    for s in samples:
-        by_group.setdefault(s.group, []).append(s)
-    members: dict[str, list[int]] = {}
-    for t in tasks:
-        members.setdefault(spec.group_of(t), []).append(t)
+    by_group, members = profile_groups(store, spec, tasks)
     mode = spec.policy.mode_of(RULE)
     caps = spec.policy.rule("out_of_memory").mem_cap_mb, spec.policy.rule("timeout").time_cap_min
     out, unsized = [], []
@@ -61,6 +54,21 @@ def first_sizes(store: Store | None, spec: CampaignSpec, tasks: Sequence[int]) -
             continue
         out.append(FirstSize(sizing.apply(base) if mode == "enforce" else base, indices, sizing, group, mode))
     return out + ([FirstSize(base, sorted(unsized))] if unsized else [])
+
+
+def profile_groups(store: Store | None, spec: CampaignSpec,
+                   tasks: Sequence[int]) -> tuple[dict[str, list[UsageSample]], dict[str, list[int]]]:
+    """The profile's samples by group (what the viewer may pool), and `tasks` by their group."""
+    assert spec.profile is not None
+    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
+                                                                   viewer=identity.current_identity())
+    by_group: dict[str, list[UsageSample]] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    members: dict[str, list[int]] = {}
+    for t in tasks:
+        members.setdefault(spec.group_of(t), []).append(t)
+    return by_group, members
 
 
 def record_first_size(store: Store, spec: CampaignSpec, campaign_id: int, revision: int, token: str,

@@ -59,12 +59,8 @@ class Crash(BaseException):
     pass
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_crash_at_any_step_then_rerun_yields_no_duplicate_and_no_lost_task(
-        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
-    fake_slurm.max_array_size = 4
-    spec = grid_spec(tmp_path, 10, name=f"crash-{point.replace('_', '-')}")
-
+def crash_then_submit_again(spec: Path, point: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`submit` crashes at `point` of the protocol, then runs again to the end."""
     def crash_at(name: str) -> None:
         if name == point:
             raise Crash(name)
@@ -74,6 +70,13 @@ def test_crash_at_any_step_then_rerun_yields_no_duplicate_and_no_lost_task(
         submit_service.submit(spec)
     monkeypatch.setattr(faults, "crash_point", lambda _name: None)
     submit_service.submit(spec)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_crash_at_any_step_then_rerun_yields_no_duplicate_and_no_lost_task(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    fake_slurm.max_array_size = 4
+    crash_then_submit_again(grid_spec(tmp_path, 10, name=f"crash-{point.replace('_', '-')}"), point, monkeypatch)
 
     live = fake_slurm.live_jobs()
     assert sum(j.size for j in live) == 10, "every task has exactly one job element"
@@ -154,16 +157,7 @@ pack: {{per_gpu: 4, cpus: 2}}
     assert "#SBATCH --array=0-2\n" in dry.script and "#SBATCH --mem=2000M" in dry.script
     assert "#SBATCH --cpus-per-task=2\n" in dry.script and "#SBATCH --gres=gpu:1\n" in dry.script
     assert any("packed 4 per GPU, 4 tasks to a job, 2 CPUs to a job" in n for n in dry.notes)
-
-    def crash_at(at: str) -> None:
-        if at == point:
-            raise Crash(at)
-
-    monkeypatch.setattr(faults, "crash_point", crash_at)
-    with pytest.raises(Crash):
-        submit_service.submit(spec)
-    monkeypatch.setattr(faults, "crash_point", lambda _name: None)
-    submit_service.submit(spec)
+    crash_then_submit_again(spec, point, monkeypatch)
 
     [job] = fake_slurm.live_jobs()
     assert job.size == 3 and not job.held
