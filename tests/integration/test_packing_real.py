@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import proc
+from campaignctl.adapters import proc, slurm
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli
-from tests.integration.test_reconcile_real import history, logged, ticking_until_finished
+from tests.integration.test_reconcile_real import history, logged, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -138,3 +138,24 @@ def test_pack_auto_chooses_tasks_per_gpu_from_a_first_campaign_of_the_profile(
     [packed] = [e for e in logged(second) if e.action == "pack"]
     assert packed.inputs["samples"] == 4 and packed.inputs["gpu_mem_peak_mb"] == pytest.approx(8192, abs=1)
     assert packed.inputs["gpu_mem_total_mb"] == pytest.approx(40960) and packed.params["per_gpu"] == 4
+
+
+def test_a_packed_task_stopped_ends_its_own_step_and_its_neighbours_finish(
+        slurm_conf: str, state_home: Path, tmp_path: Path, fake_gpus: Path) -> None:
+    """What an early stop of a packed task sends (services/act.py): `scancel` of its step, found
+    by its attempt token in `squeue -s`; the element and the other steps go on."""
+    name = f"pack-stop-{uuid.uuid4().hex[:6]}"
+    tasks = [{"lr": 0.001, "width": w, "host": 0} for w in (16, 32, 64)]
+    assert cli("submit", str(toy_spec(tmp_path, name, tasks, "{per_gpu: 4, cpus: 1}", steps=12))).returncode == 0
+    [victim, *_] = history(name)
+    element = victim.job_id or ""
+
+    def started() -> bool:
+        steps = proc.run(["squeue", "-s", "--noheader", "-j", element, "--format=%j"], check=False).stdout
+        return victim.token in steps.split()
+    wait_for("the packed task's step to start", started, 60)
+    assert slurm.cancel_step_named(element, victim.token)
+    ticking_until_finished(name, timeout_s=180)
+    states = {r.task_index: r.state for r in history(name)}
+    assert states == {0: "CANCELLED", 1: "COMPLETED", 2: "COMPLETED"}
+    assert not slurm.cancel_step_named(element, victim.token)  # ended: nothing of that name to cancel
