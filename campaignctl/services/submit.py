@@ -140,6 +140,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                  for r in recover(store, record)]
     spec = with_captured_env(spec, store.revision(record.id, record.current_revision))
     fresh = _submit_unsubmitted(store, record, spec)
+    notes += fresh[2]
     if fresh[0] and outcome == "unchanged":
         notes.append(f"{sum(c.size for c in fresh[0])} task(s) whose submission had been given up before "
                      "reaching Slurm submitted again")
@@ -200,11 +201,12 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
 
 
 def _submit_unsubmitted(store: Store, record: CampaignRecord,
-                        spec: CampaignSpec) -> tuple[list[ChunkResult], int]:
+                        spec: CampaignSpec) -> tuple[list[ChunkResult], int, list[str]]:
+    """The chunks submitted now, MaxArraySize, and what packing chose for them (said as --dry-run says it)."""
     submitted = {a.task_index for a in store.attempts(record.id) if a.submission_state != "abandoned"}
     todo = [i for i in spec.first_tasks() if i not in submitted]
     if not todo:
-        return [], 0
+        return [], 0, []
     max_array = slurm.array_cap()
     room = SubmitRoom(slurm.submit_limit(), lambda: len(slurm.own_queued_jobs()))
     results = []
@@ -229,6 +231,7 @@ def _submit_unsubmitted(store: Store, record: CampaignRecord,
             raise
         results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
                                    chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
-    return results, max_array
+    said = list(dict.fromkeys(n for _, group, _ in planned if (n := group.note())))
+    return results, max_array, said
 
 

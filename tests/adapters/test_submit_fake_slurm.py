@@ -158,6 +158,8 @@ pack: {{per_gpu: 4, cpus: 2}}
     assert "#SBATCH --cpus-per-task=2\n" in dry.script and "#SBATCH --gres=gpu:1\n" in dry.script
     assert any("packed 4 per GPU, 4 tasks to a job, 2 CPUs to a job" in n for n in dry.notes)
     crash_then_submit_again(spec, point, monkeypatch)
+    again = submit_service.submit(spec)  # nothing left to submit: nothing said of packing
+    assert again.sbatch_calls == 0 and not any("packed" in n for n in again.notes)
 
     [job] = fake_slurm.live_jobs()
     assert job.size == 3 and not job.held
@@ -170,3 +172,17 @@ pack: {{per_gpu: 4, cpus: 2}}
     assert {a.job_id for a in attempts} == {f"{job.job_id}_{i}" for i in range(3)}
     [sub] = store.submissions(record.id)
     assert sub.pack and sub.size == 10 and sub.array_spec == "0-2"
+
+
+def test_submit_says_how_it_packed(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    spec = write_spec(tmp_path, """\
+name: said
+command: [python3, train.py, --seed, "{seed}"]
+matrix: {seed: [0, 1, 2, 3, 4]}
+resources: {gpus: 1, cpus_per_task: 1, mem: 500M, time: "00:10:00"}
+pack: {per_gpu: 4, cpus: 2}
+""", name="said.yaml")
+    result = submit_service.submit(spec)
+    assert result.sbatch_calls == 1
+    said = "pack: all tasks: packed 4 per GPU, 4 tasks to a job, 2 CPUs to a job, as the spec's pack: says"
+    assert said in result.notes
