@@ -23,7 +23,7 @@ import contextlib
 import io
 import re
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from campaignctl.core.clock import from_slurm
@@ -335,10 +335,10 @@ def _read_step(out: Observed, line: str, key: Key | None, reading: Reading) -> N
     except UnreadableLine as exc:
         out.skipped.append(f"{exc}: {line.strip()[:120]}")
         return
+    with contextlib.suppress(ValueError):  # read_sacct_line leaves a step's Elapsed unread; a packed task's is its own
+        row = replace(row, elapsed_s=_duration(line.split("|", _ELAPSED + 1)[_ELAPSED]))
     fold = _Fold.of_row(row)
     fold.rss = row.max_rss
-    with contextlib.suppress(ValueError):  # read_sacct_line leaves a step's Elapsed unread; a packed task's is its own
-        fold.args = (*fold.args[:5], _duration(line.split("|", _ELAPSED + 1)[_ELAPSED]), *fold.args[6:])
     out.steps[row.name] = fold.observation(key or (row.array_job_id, row.array_index), reading.own_cancellers)
 
 

@@ -270,8 +270,8 @@ class _Tick:
             return Observed()
         # an hour of slack covers clock skew between store and controller
         since = min(read_time(t) for t in {r.created_at for r in live}) - timedelta(hours=1)
-        # every live token: only a packed task's step is named by one (core/pack_steps.py)
-        return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live})
+        # a packed task's own step is named by its attempt token (core/pack_steps.py)
+        return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live if r.packed})
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
