@@ -16,6 +16,7 @@ from campaignctl.core.clock import brief
 from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
 from campaignctl.core.efficiency import cells
 from campaignctl.core.hostlist import split_nodes
+from campaignctl.core.pack_steps import shared_label
 from campaignctl.core.status import TaskRow, param_text
 
 STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
@@ -77,7 +78,7 @@ EXIT = Column("exit", _exit, "right")
 
 def _job_id(r: TaskRow, _: object) -> str:
     """The element; `12_0 ×4`: four packed tasks share it (their GPU-hours are counted in shares)."""
-    return (f"{r.job_id} ×{r.shared}" if r.shared > 1 else r.job_id) or "-"
+    return shared_label(r.job_id, r.shared) or r.job_id or "-"
 
 
 # the parameters that vary are what tells tasks apart (issue 28: `lr=0.00…`): whole; the decision

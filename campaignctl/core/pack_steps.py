@@ -10,6 +10,7 @@ tasks the element runs, so a pack's GPU-hours are counted once, not once per tas
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -61,6 +62,16 @@ def packed_observation(element: JobObservation, step: JobObservation | None, tas
                    exit_code=step.exit_code, exit_signal=step.exit_signal, elapsed_s=step.elapsed_s,
                    nodes=step.nodes or element.nodes, start=step.start, end=step.end, max_rss=step.max_rss,
                    step_states=step.step_states)
+
+
+def sharing(latest: Iterable[tuple[str | None, bool]]) -> Counter[str]:
+    """Array element → how many tasks' latest attempts (job id, packed) share it, packed ones only."""
+    return Counter(job_id for job_id, packed in latest if packed and job_id)
+
+
+def shared_label(job_id: str | None, tasks: int) -> str:
+    """How a screen names an element `tasks` packed tasks share: `12_0 ×4` ('' for one task)."""
+    return f"{job_id} ×{tasks}" if job_id and tasks > 1 else ""
 
 
 def requested_share(each: Resources, shape: PackShape, tasks: int) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.ladder import NOT_PROMOTED
 from campaignctl.core.observe import ABANDONED, FINAL, params_parser
-from campaignctl.core.pack_steps import packed_observation
+from campaignctl.core.pack_steps import packed_observation, sharing
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, element_key
@@ -88,9 +88,9 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
                                 row.exit_code if row.state in TERMINAL else None, token=row.token))
         else:
             rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token))
-    sharing = Counter(row.job_id for row, _ in latest.values() if row.packed and row.job_id)
-    if sharing:
-        rows = [replace(r, shared=sharing[r.job_id]) if r.job_id is not None and r.job_id in sharing else r
+    shared = sharing((row.job_id, row.packed) for row, _ in latest.values())
+    if shared:
+        rows = [replace(r, shared=shared[r.job_id]) if r.job_id is not None and r.job_id in shared else r
                 for r in rows]
     rows.sort(key=_index)
     return rows

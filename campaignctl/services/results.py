@@ -3,7 +3,6 @@ used; from the store only (the last tick's states, ingested metrics, telemetry; 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.errors import InputError
+from campaignctl.core.pack_steps import shared_label, sharing
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import metric_names
 from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
@@ -90,8 +90,7 @@ def _task_facts(store: Store, record: CampaignRecord, settings: CampaignSettings
     uses = by_task(usage)
     latest = {u.times.task_index: u.times for u in usage}  # ordered by attempt: the last wins
     label = unstarted_labels(DecisionLog(store.engine), record.id, settings)
-    sharing = Counter(t.job_id for t in latest.values() if t.packed and t.job_id)
-    shared = {task: f"{t.job_id} ×{sharing[t.job_id]}" for task, t in latest.items()
-              if t.job_id is not None and sharing[t.job_id] > 1}
+    counts = sharing((t.job_id, t.packed) for t in latest.values())
+    shared = {task: shared_label(t.job_id, counts[t.job_id or ""]) for task, t in latest.items()}
     return {task: TaskFacts(latest[task].state, len(uses[task]), uses[task], shared.get(task, "")) if task in uses
             else TaskFacts(label(task) or NOT_SUBMITTED, 0) for task in params}
