@@ -25,7 +25,9 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
     for launch, gpu in zip(launches, pack.gpu_of or (None,) * len(launches), strict=True):
         launch.paths.folder.mkdir(parents=True, exist_ok=True)
         payload = launch.paths.folder / LAUNCH_FILE
-        with open(payload, "wb") as handle:  # the attempt directory is the job owner's (0700 run dir)
+        payload.unlink(missing_ok=True)  # a file left in its place is never written through
+        fd = os.open(payload, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as handle:  # private: adapters/pack_step.py runs only such a file
             pickle.dump(launch, handle)
         step_env = dict(env)
         visible = visible_gpu(env.get("CUDA_VISIBLE_DEVICES"), gpu, max(1, pack.step.gpus)) if gpu is not None else None

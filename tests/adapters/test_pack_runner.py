@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.pack_runner import run_pack
+from campaignctl.adapters import pack_step
+from campaignctl.adapters.pack_runner import LAUNCH_FILE, run_pack
+from campaignctl.adapters.pack_step import ForeignPayloadError
 from campaignctl.core.pack_plan import PackShape, plan_packs
 from campaignctl.core.resources import Resources
 from campaignctl.core.task_launch import TaskLaunch
@@ -58,3 +60,18 @@ def test_each_packed_task_is_its_own_step_and_a_failing_one_leaves_the_others(tm
     assert len(calls) == 3 and all("--overlap" in c and "--mem=3000M" in c and "--cpus-per-task=2" in c
                                    and "CUDA_VISIBLE_DEVICES=3" in c for c in calls)
     assert sorted(c.split("--job-name=")[1].split()[0] for c in calls) == ["tok0.0", "tok1.1", "tok2.2"]
+
+
+def test_a_launch_file_that_is_not_the_user_s_private_one_is_never_run(tmp_path: Path, fake_srun: Path) -> None:
+    """In a shared campaign a group member can write in the attempt directory: a launch file
+    another may write, or one left in place beforehand, is not what a step runs."""
+    [pack] = plan_packs([0], Resources(gpus=1, mem_mb=300), PackShape(1))
+    one = launch(tmp_path, 0, 0)
+    one.paths.folder.mkdir(parents=True)
+    planted = one.paths.folder / LAUNCH_FILE
+    planted.write_bytes(b"not a pickle of ours")
+    assert run_pack(pack, [one]) == 0  # the runner writes its own file in its place, private
+    assert oct(planted.stat().st_mode & 0o777) == "0o600"
+    planted.chmod(0o620)  # group-writable: a member could have changed it
+    with pytest.raises(ForeignPayloadError, match="not this user's private launch file"):
+        pack_step.main(str(planted))
