@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import (
+    Ask,
     Cancel,
     Hold,
     Promote,
@@ -39,12 +40,13 @@ class ResubmitGroup:
 # governance records: a revision marked known-good or made current, a verdict on a gated decision;
 # retire: a config a progressive campaign does not promote
 # size_first: how right_size sized a submission's first attempts (core/right_size.py); pack: how
-# they were packed (core/packing.py)
+# they were packed (core/packing.py); tell: what a search's sampler was told of a settled trial
 RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject", "retire",
-               "size_first", "pack")
+               "size_first", "pack", "tell")
 # carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
-# in the next rung, its first attempt), a person's `campaignctl retry`
-SUBMITTING = ("resubmit", "promote", "retry")
+# in the next rung, its first attempt), a search's new trial (its task's first attempt), a
+# person's `campaignctl retry`
+SUBMITTING = ("resubmit", "promote", "ask", "retry")
 CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to move it, or to stop it for good
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
@@ -118,7 +120,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     recorded, throttles, holds, cancels = [], [], [], []
     for d in decisions:  # by what its params say it is (core/decision_params.py)
         match d.typed:
-            case Resubmit() | Promote() | Retry() if d.resources is not None:
+            case Resubmit() | Promote() | Ask() | Retry() if d.resources is not None:
                 by_resources.setdefault(d.resources, []).append(d)
             case ResizePending() if d.resources is not None and (array := array_job_of(d.attempt_token)):
                 by_array.setdefault((array, d.resources), []).append(d)

@@ -113,6 +113,23 @@ class Retire:
 
 
 @dataclass(frozen=True, slots=True)
+class Ask:
+    """A search's new trial (core/search.py): its task's first attempt is submitted with `params`."""
+
+    trial: int = 0
+    params: Mapping[str, object] = field(default_factory=dict)  # the sampled values
+
+
+@dataclass(frozen=True, slots=True)
+class Tell:
+    """What a search's sampler is told of a settled trial: record-only."""
+
+    trial: int = 0
+    state: str = ""  # COMPLETE | FAIL | PRUNED
+    value: float | None = None  # COMPLETE only
+
+
+@dataclass(frozen=True, slots=True)
 class KnownGood:
     revision: int = 0
 
@@ -164,8 +181,8 @@ class Unknown:
 
 
 Params: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
-                     | Throttle | Promote | Retire | KnownGood | Verdict | Retry | SizeFirst | PackTasks | MakeCurrent
-                     | Unknown)
+                     | Throttle | Promote | Retire | Ask | Tell | KnownGood | Verdict | Retry | SizeFirst | PackTasks
+                     | MakeCurrent | Unknown)
 
 def resources_of(p: Params) -> Resources | None:
     """The resources a decision gives, where its params name them (a gated decision's always)."""
@@ -185,7 +202,7 @@ def array_of(p: Params) -> str:
 RECORDS: dict[str, type[Params]] = {
     "resubmit": Resubmit, "give_up": GiveUp, "resize_pending": ResizePending, "resize_next": ResizeNext,
     "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
-    "promote": Promote, "retire": Retire, "mark_known_good": KnownGood, "approve": Verdict,
+    "promote": Promote, "retire": Retire, "ask": Ask, "tell": Tell, "mark_known_good": KnownGood, "approve": Verdict,
     "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "pack": PackTasks, "make_current": MakeCurrent,
 }
 
@@ -228,6 +245,10 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _bool(value: object) -> bool | None:
     return bool(value)
 
@@ -261,7 +282,8 @@ _READERS: dict[str, Callable[[object], object]] = {
     "seen": _str, "arrays": _arrays, "level": _str, "limits": _numbers, "target_revision": _int, "key": _str,
     "throttle": _int, "config": _int, "from_rung": _int, "to_rung": _int, "revision": _int,
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
-    "per_gpu": _int, "per_element": _int, "cpus": _int,
+    "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
+    "value": _float,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

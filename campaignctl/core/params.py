@@ -190,17 +190,30 @@ def _task_list(r: Reader, tasks: object) -> list[dict[str, Scalar]]:
     return tasks if len(r.problems) == before else []
 
 
+@dataclass(frozen=True, slots=True)
+class Trials:
+    """A search's tasks (core/search_spec.py): `count` trials with the `fixed` params; `sampled`
+    fills the sampled names in an unasked trial's argv (never run: an ask renders its own)."""
+
+    count: int
+    fixed: Mapping[str, Scalar]
+    sampled: Mapping[str, Scalar]
+
+
 def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar]] = (),
-                 run_dir: str = "") -> tuple[TaskSpec, ...]:
+                 run_dir: str = "", trials: Trials | None = None) -> tuple[TaskSpec, ...]:
     """TaskSpecs for every point of the grid, in a stable order (index = position). With rungs,
     every point once per rung with that rung's params added: config c of rung k is task
-    k × points + c. Argv and env are those of each task's first attempt."""
+    k × points + c. Argv and env are those of each task's first attempt. A search's trials have
+    the fixed params only."""
     if "matrix" in top and "tasks" in top:
         r.problem(("tasks",), "give either matrix (a grid) or tasks (a list), not both")
         return ()
     command = _templates(r, "command", top)
     env = _templates(r, "env", top)
-    if "matrix" in top:
+    if trials is not None:
+        points = [{**trials.fixed, **trials.sampled}] * trials.count
+    elif "matrix" in top:
         points = _matrix_points(r, top["matrix"])
     elif "tasks" in top:
         points = _task_list(r, top["tasks"])
@@ -224,7 +237,8 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
             values = params if not by_attempt else {
                 **params, "attempt": 1, "task_index": index, "checkpoint_dir": checkpoint_dir(run_dir, c),
                 RESUME: resumes(1, k)}  # attempt_values of its first attempt, without a TaskSpec
-            out.append(TaskSpec(index, params, fill_argv(argv_templates, values),
+            own = params if trials is None else dict(trials.fixed)
+            out.append(TaskSpec(index, own, fill_argv(argv_templates, values),
                                 {str(path[1]): fill(t, values) for path, t in env}, k, c))
     return tuple(out)
 

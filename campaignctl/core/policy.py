@@ -129,8 +129,9 @@ class Policy:
 
     def mode_of(self, rule: str) -> str:
         """The mode a decision of `rule` runs in: the policy's own shadow wins over the rule's.
-        Promotion follows the spec's rungs, not the policy: a policy in shadow does not stop it."""
-        if rule == "promotion":
+        Promotion follows the spec's rungs, and a search's asks its `search:`, not the policy: a
+        policy in shadow stops neither."""
+        if rule in ("promotion", "search"):
             return "enforce"
         if self.mode == "shadow":
             return "shadow"

@@ -9,7 +9,9 @@ from typing import Any
 
 from campaignctl.core.objective import ObjectiveSpec, objective_from_settings
 from campaignctl.core.profile import Profile
+from campaignctl.core.resources import Resources, resources_from
 from campaignctl.core.rungs import Rung, rung_from_settings
+from campaignctl.core.search_spec import SearchSpec, search_from_settings
 from campaignctl.core.spec import Budget
 
 
@@ -24,6 +26,8 @@ class CampaignSettings:
     rungs: tuple[Rung, ...] = ()  # () for a plain campaign
     profile: Profile | None = None  # `profile:`: the kind of work right_size pools history under
     objective: ObjectiveSpec | None = None  # `objective:`: the metric the campaign optimises
+    search: SearchSpec | None = None  # `search:`: its tasks are trials a sampler asks for
+    search_resources: Resources | None = None  # what a trial's first attempt asks for (the budget gate)
 
     @property
     def progressive(self) -> bool:
@@ -38,7 +42,10 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
         tasks=int(data.get("tasks") or 0), max_parallel=data.get("max_parallel") or None,
         gpu_types=tuple(data.get("gpu_types") or ()), min_gpus=int(data.get("min_gpus") or 0),
         budget=Budget(**data.get("budget") or {}), configs=int(data.get("configs") or 0) if rungs else 0,
-        rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")))
+        rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")),
+        search=search_from_settings(data.get("search")),
+        search_resources=resources_from(data["search"].get("resources")) if isinstance(data.get("search"), dict)
+        else None)
 
 
 def _profile(value: Any) -> Profile | None:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
@@ -30,10 +30,11 @@ from campaignctl.core.safety import (
     HOSTLIST,
     SLURM_WORD,
 )
+from campaignctl.core.search_spec import SearchSpec, as_trials, read_search
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile", "objective", "pack")
+            "share", "profile", "objective", "pack", "search")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -85,6 +86,7 @@ class CampaignSpec:
     profile: Profile | None = None  # `profile:`: the kind of work its history is pooled under (right_size)
     objective: ObjectiveSpec | None = None  # `objective:` (core/objective.py)
     pack: PackSpec | None = None  # `pack:`: small tasks sharing GPUs and jobs (core/pack_spec.py)
+    search: SearchSpec | None = None  # `search:`: trials a sampler asks for (core/search_spec.py)
 
     @property
     def configs(self) -> int:
@@ -95,8 +97,9 @@ class CampaignSpec:
         return self.rungs[self.tasks[task_index].rung].resources if self.rungs else self.resources
 
     def first_tasks(self) -> list[int]:
-        """What `submit` starts: every task, or with rungs the first rung's (the rest are promoted)."""
-        return [t.index for t in self.tasks if t.rung == 0]
+        """What `submit` starts: every task, or with rungs the first rung's (the rest are promoted);
+        none of a search's (its first tick asks for the first trials)."""
+        return [] if self.search else [t.index for t in self.tasks if t.rung == 0]
 
     def settings(self) -> dict[str, object]:
         """What a reconcile tick needs without re-reading the spec (stored with the revision)."""
@@ -117,6 +120,8 @@ class CampaignSpec:
             settings["objective"] = self.objective.to_settings()
         if self.pack:
             settings["pack"] = self.pack.to_settings()
+        if self.search:  # with what each trial's first attempt asks for: the budget gate prices it
+            settings["search"] = {**self.search.to_settings(), "resources": asdict(self.resources)}
         return settings
 
     def group_of(self, task_index: int) -> str:
@@ -161,7 +166,10 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     description = r.string(("description",), default="") or ""
     objective = read_objective(r)
     rungs = read_rungs(r, resources, objective)
-    tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir)
+    search = read_search(r, (objective.metric, objective.goal) if objective else None, bool(rungs))
+    if search is not None:  # the search's metric is the campaign's objective: results rank by it
+        objective = ObjectiveSpec(search.metric, search.goal)
+    tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir, as_trials(search) if search else None)
     _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
@@ -177,7 +185,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
-                        share_group=share_group, profile=profile, objective=objective, pack=pack)
+                        share_group=share_group, profile=profile, objective=objective, pack=pack, search=search)
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:

@@ -16,6 +16,8 @@ Sections, in this order, over the views with their standing requests (resize_nex
    it could stop runs);
 5. ladder: promotion out of a settled rung, behind the budget gate of 2's assessment (not while
    paused; reads the rung's metric only when a promotion is due);
+   search: tells the trials that settled (paused too), asks for new ones behind the same budget
+   gate (not while paused; reads the metric only when a trial is to be told; core/search.py);
 6. throttles: max_parallel, tightened by the budget's cap (not while paused);
 7. governance: shadow rules' decisions become proposals (once per attempt), the rest pass the
    approval gate; then the current revision's known-good mark;
@@ -65,6 +67,7 @@ from campaignctl.core.packing import own_decisions
 from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.right_size import UsageSample, groups, plan_lowering
+from campaignctl.core.search import Sampler, SearchPlan, Trial, search_decisions, to_tell
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import SiblingFacts, trigger_of
 from campaignctl.core.telemetry import Summary
@@ -109,11 +112,13 @@ class TickSnapshot:
     proposal_keys: frozenset[ProposalKey] = frozenset()  # shadow proposals logged so far
     awaiting: tuple[Awaiting, ...] = ()  # decisions waiting for approval
     revision_run: RevisionRun | None = None  # None: the revision is known-good already (or unread)
-    task_ends: Mapping[int, TaskEnd] = field(default_factory=dict)  # progressive: every started task
+    task_ends: Mapping[int, TaskEnd] = field(default_factory=dict)  # progressive or a search: every started task
     promoted_rungs: frozenset[int] = frozenset()  # rungs whose promotion is logged
     forced_rungs: frozenset[int] = frozenset()  # rungs `resume --force` let past the budget gate
     candidate: Policy | None = None  # the revision's shadow candidate policy
     tasks_started: int = 0  # tasks with at least one attempt
+    trials: tuple[Trial, ...] = ()  # a search's trials, from its logged asks and tells
+    sampler: Sampler | None = None  # a search's sampler (None: no search, or nothing may be asked)
     # lazy facts, filled in as `needs` asks (None: not read)
     pending_reasons: Mapping[str, str] | None = None  # squeue: "<array>_<index>" → pending reason
     free_gpus: Mapping[str, int] | None = None  # sinfo: GPU type → most free on one node
@@ -173,6 +178,9 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
+        search = snapshot.settings.search
+        if search is not None and any(e.state == "COMPLETED" for e in to_tell(snapshot.trials, snapshot.task_ends, ())):
+            metrics.add(search.metric)
         raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
                                            if not v.latest.decided) is not None
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
@@ -250,6 +258,9 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
         ladder = _ladder(snapshot, _curves(snapshot, ladder.plan.rule.metric))
         assert ladder is not None and ladder.plan is not None
         decisions += _promotion(snapshot, policy, ladder, assessment)
+    search = _search(snapshot, policy, decisions, paused, assessment)
+    decisions += search.decisions
+    paused = paused or search.pause
     max_parallel = _tighter(settings.max_parallel, budget.cap)
     if not paused:
         why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
@@ -335,6 +346,18 @@ def _promotion(snapshot: TickSnapshot, policy: Policy, ladder: LadderState,
         if block is not None:
             return [block]
     return promotion_decisions(plan, snapshot.settings)
+
+
+def _search(snapshot: TickSnapshot, policy: Policy, decisions: Sequence[Decision], paused: bool,
+            assessment: Assessment | None) -> SearchPlan:
+    search = snapshot.settings.search
+    if search is None:
+        return SearchPlan()
+    given_up = [d.attempt_token for d in decisions if d.action == "give_up"]
+    telling = to_tell(snapshot.trials, snapshot.task_ends, given_up)
+    curves = _curves(snapshot, search.metric) if any(e.state == "COMPLETED" for e in telling) else {}
+    return search_decisions(search, snapshot.trials, snapshot.task_ends, given_up, curves, snapshot.sampler,
+                            paused, snapshot.settings.search_resources, policy.prices, assessment)
 
 
 def _curves(snapshot: TickSnapshot, metric: str) -> Curves:

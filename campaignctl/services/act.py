@@ -26,7 +26,7 @@ from campaignctl.core.actions import (
     plan_actions,
 )
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Cancel, Hold, Release, ResizePending, Resubmit, Stop, Throttle
+from campaignctl.core.decision_params import Ask, Cancel, Hold, Release, ResizePending, Resubmit, Stop, Throttle
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
@@ -119,8 +119,8 @@ class Actor:
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
                                  json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
-                                 "promotion" if all(d.action == "promote" for d in g.decisions) else "retry",
-                                 _task_params(g.decisions))
+                                 _kind(g.decisions),
+                                 _task_params(g.decisions, lambda t: self.spec.tasks[t].params))
                 for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, row: Callable[[Decision], int]) -> dict[int, Outcome]:
@@ -338,11 +338,24 @@ class Actor:
         return repaired
 
 
-def _task_params(decisions: Sequence[Decision]) -> dict[int, str]:
-    """Parameters a rule chose for the next attempt (decide's `task_params`), by task index:
-    stored on the attempt rows with the intent, so a crash-repaired submission renders the same argv."""
-    return {d.task_index: json.dumps(p.task_params, sort_keys=True)
-            for d in decisions if isinstance(p := d.typed, Resubmit) and p.task_params is not None}
+def _kind(decisions: Sequence[Decision]) -> str:
+    """The submission's kind: a promotion's, a search's new trials', or a retry's."""
+    actions = {d.action for d in decisions}
+    return "promotion" if actions == {"promote"} else "trial" if actions == {"ask"} else "retry"
+
+
+def _task_params(decisions: Sequence[Decision], own: Callable[[int], Mapping[str, object]]) -> dict[int, str]:
+    """Parameters a rule chose for the next attempt (decide's `task_params`, a search's asked
+    values over the fixed ones), by task index: stored on the attempt rows with the intent, so a
+    crash-repaired submission renders the same argv (and every retry keeps them)."""
+    out = {}
+    for d in decisions:
+        p = d.typed
+        if isinstance(p, Resubmit) and p.task_params is not None:
+            out[d.task_index] = json.dumps(p.task_params, sort_keys=True)
+        elif isinstance(p, Ask):
+            out[d.task_index] = json.dumps({**own(d.task_index), **p.params}, sort_keys=True)
+    return out
 
 
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
@@ -355,6 +368,7 @@ def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
 
 
 def _next_attempt(d: Decision) -> int:
-    """The number of the attempt a resubmit starts (a promotion starts its config's next rung: 1)."""
+    """The number of the attempt a resubmit starts (a promotion starts its config's next rung, an
+    ask its trial: 1)."""
     attempt = d.inputs.get("attempt")
-    return 1 if d.action == "promote" or not isinstance(attempt, int) else attempt + 1
+    return 1 if d.action in ("promote", "ask") or not isinstance(attempt, int) else attempt + 1

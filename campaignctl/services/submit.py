@@ -33,6 +33,7 @@ from campaignctl.services.dispatch import (
 )
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
 from campaignctl.services.packing import pack_groups, record_pack
+from campaignctl.services.reconcile import reconcile
 from campaignctl.services.right_size import first_sizes, record_first_size
 from campaignctl.services.submit_checks import REFUSED_HINT, path_problems, program_note, slurm_refusals
 
@@ -147,11 +148,25 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         if record.state in ("finished", CANCELLED):  # ticks run these again (a paused one stays paused)
             store.set_campaign_state(record.id, "active")
     chunks = recovered + fresh[0]
+    if spec.search and record.state not in ("finished", CANCELLED):
+        notes += _first_asks(spec.name)
     if waiting := sum(c.size for c in chunks if c.action == "waiting"):
         notes.append(f"{waiting} task(s) wait for room under the site's limit on queued jobs; "
                      "`reconcile` (cron) submits them as your queued jobs end")
     return SubmitResult(spec.name, record.current_revision, outcome, len(spec.first_tasks()),
                         fresh[1], chunks, notes=notes)
+
+
+def _first_asks(name: str) -> list[str]:
+    """A search's first trials: one reconcile tick of the campaign asks for them and submits them
+    (the same tick cron runs: the same asks, the same exactly-once submission)."""
+    result = reconcile(name)
+    if result.status != "ok":
+        return [f"search: the first trials were not asked ({result.message}); the next `reconcile` asks them"]
+    asks = [d for c in result.campaigns for d in c.decisions if d.action == "ask"]
+    jobs = sorted({d.job_id.split("_")[0] for d in asks if d.job_id})
+    return [f"search: asked the first {len(asks)} trial(s)" + (f", submitted as job {', '.join(jobs)}" if jobs else "")
+            + "; reconcile (cron) tells finished trials and asks new ones"]
 
 
 def capture(spec: CampaignSpec) -> str:
@@ -162,6 +177,9 @@ def capture(spec: CampaignSpec) -> str:
 
 
 def _rung_notes(spec: CampaignSpec) -> list[str]:
+    if spec.search:
+        first = min(spec.search.parallel, spec.search.trials)
+        return [f"{spec.search.describe()}; the first tick asks the first {first}"]
     if not spec.rungs:
         return []
     ladder = " → ".join(f"{r.name} ({r.promote.describe()})" if r.promote else r.name for r in spec.rungs)

@@ -13,6 +13,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
@@ -23,6 +24,7 @@ from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
+from campaignctl.core.search import Trial, trials_of
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
 from campaignctl.core.telemetry import Summary
@@ -53,12 +55,20 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         proposal_keys=frozenset(log.proposal_keys(record.id)),
         awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in log.awaiting(record.id)),
         revision_run=None if record.current_revision in marked else revision_run(store.engine, revision),
-        task_ends=task_ends(store, log, record.id) if settings.progressive else {},
+        task_ends=task_ends(store, log, record.id) if settings.progressive or settings.search else {},
         promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
         forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
-        tasks_started=0 if settings.progressive else store.tasks_started(record.id))
+        tasks_started=0 if settings.progressive else store.tasks_started(record.id),
+        trials=search_trials(log, record.id) if settings.search else (),
+        sampler=OptunaSampler() if settings.search else None)
     return policy, snapshot
+
+
+def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
+    """A search's trials, from its enforced asks and tells."""
+    return trials_of((e.action, e.task_index, e.params) for e in log.entries(campaign_id, actions=("ask", "tell"))
+                     if e.mode == "enforce")
 
 
 def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,

@@ -1,0 +1,176 @@
+"""A search's section of the tick: tell the sampler each trial that settled, then ask it for the
+trials the free slots, the budget and the trial count allow. Pure: the sampler is handed in.
+
+- A trial is told once, when its task settles for good: COMPLETED with the metric → its final
+  value; COMPLETED without it, or given up → failed; stopped early → pruned. A trial that Slurm
+  preempted or a node failure killed is retried by the cause rules as the same trial (its retry
+  keeps the asked params) and told when that retry settles: never a new sample in its place.
+- Asking: at most `parallel` trials untold at once, never while the campaign is paused, and only
+  as many as what remains of the budget (after spent, committed and projected work) pays for at
+  a trial's time limit. When the budget cannot pay for one more and nothing runs, the campaign
+  is held (paused) as a promotion it cannot pay for is: raise the budget and `campaignctl resume`.
+- The trials the sampler saw are the ask's evidence; the sampler is rebuilt from the log on
+  every tick, so `policy replay` asks the same trials from the same log (adapters/optuna_sampler.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
+from campaignctl.core.cost import hourly
+from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Ask, Tell, params_of
+from campaignctl.core.early_stop import ACTION as EARLY_STOP_ACTION
+from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.params import SCALAR_TYPES, Scalar
+from campaignctl.core.policy import Prices
+from campaignctl.core.resources import Resources
+from campaignctl.core.search_spec import SearchSpec
+from campaignctl.core.training_metrics import Curve, final_value
+
+RULE = "search"
+RUNNING, COMPLETE, FAIL, PRUNED = "RUNNING", "COMPLETE", "FAIL", "PRUNED"
+NOT_ASKED = "NOT_ASKED"  # a trial the sampler has not been asked for yet (status, results)
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    number: int  # its task index
+    params: Mapping[str, Scalar]  # the sampled values (the fixed ones are the spec's)
+    state: str = RUNNING  # RUNNING (asked, not told) | COMPLETE | FAIL | PRUNED
+    value: float | None = None  # COMPLETE: the metric's final value
+
+
+class Sampler(Protocol):
+    def ask(self, search: SearchSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Scalar]]:
+        """`count` new trials' sampled values, given every trial so far (told and running), in
+        number order. The same search and trials ask the same values."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan:
+    decisions: list[Decision] = field(default_factory=list)
+    pause: bool = False  # a hold: the budget cannot pay for the next trial and nothing runs
+
+
+def trials_of(logged: Iterable[tuple[str, int, Mapping[str, object]]]) -> tuple[Trial, ...]:
+    """The trials from the log's enforced ask and tell decisions, (action, task, params) oldest first."""
+    trials: dict[int, Trial] = {}
+    for action, task, raw in logged:
+        p = params_of(action, raw)
+        if isinstance(p, Ask):
+            trials[task] = Trial(task, {k: v for k, v in p.params.items() if isinstance(v, SCALAR_TYPES)})
+        elif isinstance(p, Tell) and task in trials:
+            trials[task] = Trial(task, trials[task].params, p.state or FAIL, p.value)
+    return tuple(trials[k] for k in sorted(trials))
+
+
+def to_tell(trials: Sequence[Trial], ends: Mapping[int, TaskEnd], given_up: Iterable[str]) -> list[TaskEnd]:
+    """The latest attempts of asked trials that settled (or are given up this tick), not told yet."""
+    gone = set(given_up)
+    return [end for t in trials if t.state == RUNNING and (end := ends.get(t.number)) is not None
+            and (end.settled or end.token in gone)]
+
+
+def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[int, TaskEnd],
+                     given_up: Iterable[str], curve_of: Mapping[int, Curve], sampler: Sampler | None,
+                     paused: bool, trial_resources: Resources | None, prices: Prices,
+                     assessment: Assessment | None) -> SearchPlan:
+    tells = [_tell(end, search, curve_of.get(end.task_index)) for end in to_tell(trials, ends, given_up)]
+    told = {d.task_index: d for d in tells}
+    now = [t if t.number not in told else Trial(t.number, t.params, str(told[t.number].params["state"]),
+                                                 _value(told[t.number])) for t in trials]
+    if paused or sampler is None or trial_resources is None:
+        return SearchPlan(tells)
+    running = sum(1 for t in now if t.state == RUNNING)
+    want = min(search.parallel - running, search.trials - len(now))
+    if want <= 0:
+        return SearchPlan(tells)
+    afford, short = _affordable(want, trial_resources, prices, assessment)
+    if afford == 0:
+        if running:
+            return SearchPlan(tells)  # what runs now is committed at its limit: wait for it to end
+        return SearchPlan([*tells, _hold(len(now), short, assessment)], pause=True)
+    asked = sampler.ask(search, now, afford)
+    seen = _seen(now)
+    return SearchPlan([*tells, *(_ask(len(now) + i, values, search, seen, want, afford, trial_resources)
+                                 for i, values in enumerate(asked))])
+
+
+def _tell(end: TaskEnd, search: SearchSpec, curve: Curve | None) -> Decision:
+    value = final_value(curve) if curve else None
+    if end.state == "COMPLETED" and value is not None:
+        state, why = COMPLETE, f"completed with final {search.metric} {value:.6g}"
+    elif end.answer == EARLY_STOP_ACTION:
+        state, why = PRUNED, "stopped early by early_stopping: told pruned, not as a value"
+    elif end.state == "COMPLETED":
+        state, why = FAIL, f"completed without reporting {search.metric}: told failed"
+    else:
+        state, why = FAIL, f"{end.state.lower()} and given up: told failed, not as a value"
+    return Decision(end.task_index, end.token, RULE, "tell", f"trial {end.task_index} {why}.",
+                    {"state": end.state, "answer": end.answer, "metric": search.metric,
+                     "points": len(curve) if curve else 0},
+                    {"trial": end.task_index, "state": state, "value": value if state == COMPLETE else None})
+
+
+def _value(tell: Decision) -> float | None:
+    value = tell.params.get("value")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _affordable(want: int, resources: Resources | None, prices: Prices,
+                assessment: Assessment | None) -> tuple[int, str]:
+    """How many of `want` trials the budget pays for at their time limit, and why not more."""
+    if assessment is None or resources is None:
+        return want, ""
+    one = hourly(resources, "", prices).times(resources.time_min / 60)
+    afford, short = want, ""
+    for line in assessment.lines:
+        cost = one.get(line.dimension)
+        if cost <= 0:
+            continue
+        left = line.remaining - line.projected
+        k = max(0, int(left / cost + 1e-9))
+        if k < afford:
+            unit = UNITS[line.dimension]
+            afford, short = k, (f"a trial costs up to {cost:.4g}{' ' + unit if unit else ''} of {line.dimension} at "
+                                f"its time limit, and {max(left, 0):.4g} of {line.limit:g} remains")
+    return afford, short
+
+
+def _hold(asked: int, short: str, assessment: Assessment | None) -> Decision:
+    reason = (f"the budget cannot pay for trial {asked}: {short}; the campaign is paused until the budget "
+              "is raised and `campaignctl resume` is run.")
+    return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
+                    {"asked": asked, "budget": assessment.to_dict() if assessment else {}}, {"arrays": {}})
+
+
+def _seen(trials: Sequence[Trial]) -> dict[str, object]:
+    """The evidence of an ask: the trials the sampler saw, counted, with a digest of all of them."""
+    told = [[t.number, t.state, t.value] for t in trials if t.state != RUNNING]
+    digest = hashlib.sha256(json.dumps([[t.number, dict(t.params), t.state, t.value] for t in trials],
+                                       sort_keys=True).encode()).hexdigest()[:16]
+    best = [t for t in trials if t.state == COMPLETE]
+    return {"told": len(told), "running": [t.number for t in trials if t.state == RUNNING],
+            "complete": len(best), "seen_digest": digest}
+
+
+def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Mapping[str, object],
+         want: int, afford: int, resources: Resources | None) -> Decision:
+    shown = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
+    budget = f"; the budget pays for {afford} of the {want} free slots" if afford < want else ""
+    reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after "
+              f"{seen['told']} told and {len(seen['running'])} running{budget}: {shown}.")  # type: ignore[arg-type]
+    return Decision(number, f"trial.{number}", RULE, "ask", reason,
+                    {**seen, "sampler": search.sampler, "seed": search.seed},
+                    {"trial": number, "params": dict(values)}, resources or Resources())
+
+
+def _short(value: Scalar) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
