@@ -50,6 +50,11 @@ def simulate(
     render(result)
 
 
+def _of(search: dict[str, object] | None, key: str) -> object:
+    value = (search or {}).get(key)
+    return "-" if value is None else f"{value:.4f}" if isinstance(value, float) else value
+
+
 def render(result: SimulateResult) -> None:
     console.print(f"{result.campaign}: {result.runs[0].tasks} tasks, workload {result.workload}, seed {result.seed}, "
                   f"cluster {result.cluster} ({result.nodes} nodes), a tick every {result.tick_s // 60} min")
@@ -70,6 +75,9 @@ def render(result: SimulateResult) -> None:
                                     for r in result.runs]),
         (f"spend (budget: {budget})", [r.spend for r in result.runs]),
     ]
+    if any(r.search for r in result.runs):  # the synthetic objective's optimum is 1 (core/sim/trials.py)
+        rows += [("search: best (optimum 1)", [_of(r.search, "best") for r in result.runs]),
+                 ("search: trials to within 5 %", [_of(r.search, "within_5pct_after") for r in result.runs])]
     rows.append(("decision log rows (per task)", [f"{r.log_rows} ({r.log_rows / max(1, r.tasks):.2f})"
                                                    for r in result.runs]))
     unit = "GPU" if any(r.gpu_hours for r in result.runs) else "CPU"

@@ -15,8 +15,11 @@ What a tick saw is rebuilt from the store's append-only history, never from toda
   metrics: the points reported by the tick's clock (or undated); array throttles: as the
   applied throttle decisions left them; squeue's pending reasons and sinfo's free GPUs are not
   recorded except in the fallback decisions of that tick, so elsewhere no task is moved;
-- the replayed side's own alerts, holds (a hold pauses it until a person's recorded release)
-  and promotions carry into its later ticks.
+- the replayed side's own alerts, holds (a hold pauses it until a person's recorded release),
+  promotions and a search's asks and tells carry into its later ticks; a search's sampler is
+  handed in (core/search.py), rebuilt from the replayed side's own trials at every tick;
+- metrics of an attempt the tick saw end are all its points: its last may be dated after the
+  tick's clock (the clock is read before sacct is), and the live tick read it.
 
 History after a divergence is what actually happened: a replayed give-up does not remove the
 retry the recorded policy made, so later ticks still show it. Replay answers "what would this
@@ -33,7 +36,7 @@ from dataclasses import dataclass, replace
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Alert, Promote, ResizePending, Retire, Throttle
+from campaignctl.core.decision_params import Alert, Ask, Promote, ResizePending, Retire, Tell, Throttle
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
@@ -49,6 +52,7 @@ from campaignctl.core.recorded import (
 from campaignctl.core.records import AttemptFacts, HistoryRow
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.sacct_values import rss_mb
+from campaignctl.core.search import Sampler, Trial, trials_of
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import NodeShape, SiblingFacts, tally_first_ends
 from campaignctl.core.spec import Resources
@@ -77,7 +81,7 @@ class Timeline:
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
         self._born = {d.group_token: d.tick_id for d in enforced
-                      if d.action in ("resubmit", "promote", RETRY) and d.group_token}
+                      if d.action in ("resubmit", "promote", "ask", RETRY) and d.group_token}
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
             if d.status == "applied" and isinstance(d.typed, ResizePending) and "resources" in d.params:
@@ -100,14 +104,17 @@ class Timeline:
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
-        if attempt.submission_kind in ("retry", "promotion") and born is not None:
+        if attempt.submission_kind in ("retry", "promotion", "trial") and born is not None:
             return tick.id > born
         return attempt.created_at <= tick.started_at  # an initial array, or a retry approved later
 
     def observation(self, attempt: RecordedAttempt, tick_id: int) -> RecordedObservation | None:
-        ticks = self._obs_ticks.get(attempt.id, [])
+        return self._last_obs(attempt.id, tick_id)
+
+    def _last_obs(self, attempt_id: int, tick_id: int) -> RecordedObservation | None:
+        ticks = self._obs_ticks.get(attempt_id, [])
         at = bisect.bisect_right(ticks, tick_id)
-        return self._obs[attempt.id][at - 1] if at else None
+        return self._obs[attempt_id][at - 1] if at else None
 
     def resources_json(self, attempt: RecordedAttempt, tick_id: int) -> str:
         """Its submission's resources, or those of the last resize decided before this tick. A
@@ -144,8 +151,10 @@ class Timeline:
         return tick_id is not None and any(t > tick_id for t, _ in self._releases)
 
     def snapshot(self, tick: RecordedTick, settings: CampaignSettings, answers: Mapping[str, str], state: str,
-                 alerted: set[str], proposed: set[ProposalKey], promoted: set[int]) -> TickSnapshot:
-        """What tick `tick` saw, with the replayed side's own answers, state, alerts, proposals and promotions."""
+                 alerted: set[str], proposed: set[ProposalKey], promoted: set[int],
+                 trials: Sequence[Trial] = (), sampler: Sampler | None = None) -> TickSnapshot:
+        """What tick `tick` saw, with the replayed side's own answers, state, alerts, proposals,
+        promotions and trials."""
         rows = self.rows(tick)
         answers = {**dict.fromkeys(self.stopped(tick.id), "stop"),
                    **{token: "give_up" for t, token in self._given_up if t < tick.id}, **answers}
@@ -165,7 +174,7 @@ class Timeline:
             task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, "")) for i, r in latest.items()},
             promoted_rungs=frozenset(promoted),
             forced_rungs=facts.forced_rungs,
-            tasks_started=len(latest))
+            tasks_started=len(latest), trials=tuple(trials), sampler=sampler)
 
     def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
         """The lazy facts as far as they were recorded: squeue's reasons and sinfo's free GPUs
@@ -177,9 +186,10 @@ class Timeline:
         free = {str(k): v for k, v in seen.items() if isinstance(v, int)} if isinstance(seen, dict) else {}
         clock = tick.clock.timestamp()
         exists = {a.id for a in self.history.attempts if self.exists(a, tick)}
-        curves = {m: curves_by_task(((p.task_index, p.step, p.name, p.value) for p in self.history.points
-                                     if p.attempt_id in exists and (p.t is None or p.t <= clock)), m)
-                  for m in wanted.metrics}
+        ended = {a for a in exists if (o := self._last_obs(a, tick.id)) is not None and o.facts.state in ENDED}
+        seen = [(p.task_index, p.step, p.name, p.value) for p in self.history.points if p.attempt_id in exists
+                and (p.t is None or p.t <= clock or p.attempt_id in ended)]
+        curves = {m: curves_by_task(seen, m) for m in wanted.metrics}
         samples = self._samples(tick, snapshot) if wanted.right_size else None
         return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
                           samples, siblings=self._siblings(tick) if wanted.siblings else None)
@@ -244,7 +254,8 @@ class Timeline:
 
 
 CAUSE_ACTIONS = (*ANSWERS, "resize_pending")  # what the cause rules (`decide`) make
-TICK_ACTIONS = (*CAUSE_ACTIONS, "resize_next", "cancel", "stop", "promote", "retire", "hold", "alert", "throttle")
+TICK_ACTIONS = (*CAUSE_ACTIONS, "resize_next", "cancel", "stop", "promote", "retire", "hold", "alert", "throttle",
+                "ask", "tell")
 
 
 def replayed_actions(history: CampaignHistory) -> tuple[str, ...]:
@@ -253,10 +264,11 @@ def replayed_actions(history: CampaignHistory) -> tuple[str, ...]:
     return TICK_ACTIONS if history.settings is not None else CAUSE_ACTIONS
 
 
-def replay(history: CampaignHistory, policy: Policy) -> list[ReplayedDecision]:
+def replay(history: CampaignHistory, policy: Policy, sampler: Sampler | None = None) -> list[ReplayedDecision]:
     """`policy`'s enforced decisions, tick by tick: core/tick.py's decide_tick over a snapshot of
-    what each recorded tick saw. The replayed side's own answers, alerts, holds and promotions
-    carry into its later ticks; a person's releases are history, the same for both sides."""
+    what each recorded tick saw. The replayed side's own answers, alerts, holds, promotions and
+    trials carry into its later ticks; a person's releases are history, the same for both sides.
+    `sampler`: a search's (without one, a search's tick tells but asks nothing)."""
     timeline = Timeline(history)
     settings = history.settings or CampaignSettings()
     actions = replayed_actions(history)
@@ -264,7 +276,7 @@ def replay(history: CampaignHistory, policy: Policy) -> list[ReplayedDecision]:
     out: list[ReplayedDecision] = []
     for tick in history.ticks:
         snapshot = timeline.snapshot(tick, settings, own.answers, own.state(timeline.released_after(own.held_at)),
-                                     own.alerted, own.proposed, own.promoted)
+                                     own.alerted, own.proposed, own.promoted, own.trials(), sampler)
         snapshot = timeline.lazy(tick, snapshot, needs(snapshot, policy, tick.clock))
         plan = decide_tick(snapshot, policy, tick.clock)
         for d in plan.decisions:
@@ -283,6 +295,10 @@ class _Own:
         self.proposed: set[ProposalKey] = set()
         self.promoted: set[int] = set()
         self.held_at: int | None = None  # the tick of its last hold
+        self.searched: list[tuple[str, int, Mapping[str, object]]] = []  # its asks and tells
+
+    def trials(self) -> tuple[Trial, ...]:
+        return trials_of(self.searched)
 
     def state(self, released: bool) -> str:
         return "paused" if self.held_at is not None and not released else "active"
@@ -299,6 +315,8 @@ class _Own:
             self.held_at = tick_id
         elif isinstance(p, (Promote, Retire)):
             self.promoted.add(p.from_rung)
+        elif isinstance(p, (Ask, Tell)):
+            self.searched.append((d.action, d.task_index, d.params))
 
 
 def actual_decisions(history: CampaignHistory) -> list[RecordedDecision]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from campaignctl.core.cost import Amount, hourly
-from campaignctl.core.decision_params import Cancel, Pair, Params, Resubmit, changes_of
+from campaignctl.core.decision_params import Ask, Cancel, Pair, Params, Resubmit, Tell, changes_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.recorded import RecordedDecision
 from campaignctl.core.replay import ANSWERS, ReplayedDecision
@@ -138,7 +138,12 @@ def _delay(actual_tick: int, replay_tick: int) -> str:
 
 
 def _changes(p: Params) -> dict[str, Pair]:
-    """Resource changes and task-parameter changes (a GPU OOM's smaller batch) alike."""
+    """Resource changes and task-parameter changes (a GPU OOM's smaller batch) alike; what a
+    search asked (each sampled value) or told (the trial's state and value)."""
+    if isinstance(p, Ask):
+        return {k: (None, v) for k, v in p.params.items()}
+    if isinstance(p, Tell):
+        return {"state": (None, p.state), "value": (None, p.value)}
     return {**changes_of(p), **(p.param_changes if isinstance(p, (Resubmit, Cancel)) else {})}
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from campaignctl.adapters.history_store import HistoryStore
+from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.cost import Amount
@@ -75,7 +76,8 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     history = HistoryStore(store.engine).campaign_history(record)
     current, _ = current_policy(store, record)
     actual = actual_decisions(history)
-    comparison = compare(actual, replay(history, policy), policy.prices, _resources_given(history),
+    sampler = OptunaSampler() if history.settings is not None and history.settings.search else None
+    comparison = compare(actual, replay(history, policy, sampler), policy.prices, _resources_given(history),
                          {a.token: a.attempt_number for a in history.attempts})
     return _result(record.name, policy_file, policy.described, policy.digest, history, current.label, comparison)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.sim_files import read_cluster, read_trace
 from campaignctl.core.errors import InputError
@@ -20,6 +21,7 @@ from campaignctl.core.sim.cluster import default_cluster
 from campaignctl.core.sim.driver import ATTEMPT_SCALED, ATTEMPT_SCALED_RETRIES, attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Decider, Engine, Setup
 from campaignctl.core.sim.tally import Tally
+from campaignctl.core.sim.trials import SimSearch, bowl, outcome
 from campaignctl.core.sim.workload import (
     Synthetic,
     Truth,
@@ -58,6 +60,7 @@ class PolicyRun:
     proposals: dict[str, int]  # shadow or waiting for approval: logged, not carried out
     ticks: int
     wasted_vs_baseline: float | None = None  # wasted hours ÷ the attempt-scaled run's
+    search: dict[str, object] | None = None  # a search: its best value, and trials to come within 5 %
     decided: list[tuple[int, str, str]] = field(default_factory=list)  # (task, rule, action) when tracked
 
 
@@ -84,7 +87,10 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
     if spec.rungs:
         raise InputError(f"{spec_path}: a progressive campaign (rungs) is not simulated yet",
                          "simulate a plain campaign: its rungs' metrics are not modelled")
-    names = policies or [CAMPAIGN, ATTEMPT_SCALED]
+    names = policies or ([CAMPAIGN] if spec.search else [CAMPAIGN, ATTEMPT_SCALED])
+    if spec.search and any(name.split(":")[0] == ATTEMPT_SCALED for name in names):
+        raise InputError(f"{spec_path}: the {ATTEMPT_SCALED} baseline asks no trials: a search is simulated "
+                         "with policies only", "e.g. --policy campaign --policy conservative")
     chosen = [(name, _policy(name.removesuffix(UNPACKED), spec, spec_path)) for name in names]
     w, truths = _workload(workload, spec, seed)
     cluster = read_cluster(cluster_path) if cluster_path else default_cluster(spec.resources, spec.gpu_types)
@@ -94,11 +100,13 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
     for name, policy in chosen:
         setup = Setup(cluster, spec.resources, truths, w, seed, spec.max_parallel, tick_s,
                       flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked,
-                      pack=None if name.endswith(UNPACKED) else shape)
+                      pack=None if name.endswith(UNPACKED) else shape, search=spec.search)
+        search = SimSearch(bowl(spec.search, seed)) if spec.search else None
         decider: Decider = (attempt_scaled_decider(_retries(name.removesuffix(UNPACKED))) if policy is None
-                            else policy_decider(policy, settings))
+                            else policy_decider(policy, settings, search, OptunaSampler() if search else None))
         tick = (lambda done, total, n=name: progress(n, done, total)) if progress else None
-        runs.append(_run(name, Engine(setup, decider, tick).run(), spec.policy))
+        tally = Engine(setup, decider, tick).run()
+        runs.append(_run(name, tally, spec.policy, outcome(search.trials()).to_dict() if search else None))
     return SimulateResult(spec.name, workload or "synthetic:", seed, str(cluster_path or "default"),
                           len(cluster.nodes), tick_s, _budget(spec), _ratios(runs))
 
@@ -152,7 +160,7 @@ def _budget(spec: CampaignSpec) -> dict[str, float | None]:
     return {"gpu_hours": b.gpu_hours, "cpu_hours": b.cpu_hours, "money": b.money}
 
 
-def _run(name: str, t: Tally, campaign_policy: Policy) -> PolicyRun:
+def _run(name: str, t: Tally, campaign_policy: Policy, search: dict[str, object] | None = None) -> PolicyRun:
     prices = campaign_policy.prices
     spend = sum(h * prices.gpu(None if kind == "any" else kind) for kind, h in t.gpu_hours_by_type.items())
     spend += t.cpu_hours * prices.cpu_hour
@@ -161,7 +169,7 @@ def _run(name: str, t: Tally, campaign_policy: Policy) -> PolicyRun:
                      round(t.wasted_cpu_hours, 2), round(spend, 2), dict(sorted(t.ends.items())),
                      {k: round(v, 2) for k, v in sorted(t.wasted_by_end.items())},
                      dict(sorted(t.decisions.items())), t.log_rows, dict(sorted(t.proposals.items())), t.ticks,
-                     decided=list(t.decided))
+                     search=search, decided=list(t.decided))
 
 
 def _ratios(runs: list[PolicyRun]) -> list[PolicyRun]:

@@ -135,7 +135,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                                     identity.user_name(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
-        return SubmitResult(spec.name, number, "revised", len(spec.first_tasks()), 0, notes=notes)
+        return SubmitResult(spec.name, number, "revised", _task_count(spec), 0, notes=notes)
     recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
                              r.chunk.task_indices[-1], r.job_id, "waiting" if r.waiting else "recovered")
                  for r in recover(store, record)]
@@ -153,8 +153,13 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     if waiting := sum(c.size for c in chunks if c.action == "waiting"):
         notes.append(f"{waiting} task(s) wait for room under the site's limit on queued jobs; "
                      "`reconcile` (cron) submits them as your queued jobs end")
-    return SubmitResult(spec.name, record.current_revision, outcome, len(spec.first_tasks()),
+    return SubmitResult(spec.name, record.current_revision, outcome, _task_count(spec),
                         fresh[1], chunks, notes=notes)
+
+
+def _task_count(spec: CampaignSpec) -> int:
+    """What `submit` says it starts: the first tasks, or all of a search's trials (its ticks ask them)."""
+    return spec.search.trials if spec.search else len(spec.first_tasks())
 
 
 def _first_asks(name: str) -> list[str]:
@@ -214,7 +219,7 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for _, c in planned]
-    return SubmitResult(spec.name, 0, "dry-run", len(spec.first_tasks()), max_array, results, script, notes,
+    return SubmitResult(spec.name, 0, "dry-run", _task_count(spec), max_array, results, script, notes,
                         list(spec.setup))
 
 

@@ -36,18 +36,22 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.right_size import RULE as RIGHT_SIZE
+from campaignctl.core.search import Sampler
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.scheduler import Shape
+from campaignctl.core.sim.trials import SimSearch
 from campaignctl.core.tick import TickPlan, TickSnapshot, decide_tick, needs, with_facts
 
 ATTEMPT_SCALED = "attempt-scaled"
 ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`
 
 
-def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
-    """A tick that decides as `campaignctl reconcile` would, through `decide_tick`."""
+def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch | None = None,
+                   sampler: Sampler | None = None) -> Decider:
+    """A tick that decides as `campaignctl reconcile` would, through `decide_tick`; a search's
+    with its sampler over `search`'s synthetic objective (core/sim/trials.py)."""
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
     pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and when
@@ -58,9 +62,11 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
         changed = _changed(engine)
         views = changed + _node_failed(engine, changed) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
-        plan = _decide(engine, policy, settings, views, now, lowered)
+        plan = _decide(engine, policy, settings, views, now, lowered, search, sampler)
         siblings = _siblings(engine, plan, views, policy, pushed) if not whole else []
-        plan = _decide(engine, policy, settings, views + siblings, now, lowered) if siblings else plan
+        plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler) if siblings else plan
+        if search is not None:
+            search.saw(plan.decisions)
         lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
         return plan
 
@@ -68,18 +74,23 @@ def policy_decider(policy: Policy, settings: CampaignSettings) -> Decider:
 
 
 def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: list[TaskView],
-            now: datetime, lowered: set[str]) -> TickPlan:
+            now: datetime, lowered: set[str], search: SimSearch | None = None,
+            sampler: Sampler | None = None) -> TickPlan:
     snapshot = TickSnapshot(
         "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests,
         pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
                        for v in views if v.latest.state == "PENDING"},
         usage=_usage(engine) if settings.budget.limits() else (),
-        array_throttles=engine.throttles, tasks_started=settings.tasks)
+        array_throttles=engine.throttles,
+        tasks_started=sum(1 for jobs in engine.jobs if jobs) if search else settings.tasks,
+        task_ends=search.ends(engine.jobs, engine.settled) if search else {},
+        trials=search.trials() if search else (), sampler=sampler)
     facts = needs(snapshot, policy, now)
-    if facts.queue or facts.metrics:  # squeue says Resources for what waits; no metric is modelled
+    if facts.queue or facts.metrics:  # squeue says Resources for what waits; the one metric is a search's
+        metric = settings.search.metric if search and settings.search else None
         snapshot = with_facts(snapshot, {v.latest.job_id or "": "Resources" for v in views
                                          if v.latest.state == "PENDING"}, engine.free_gpus(),
-                              {m: {} for m in facts.metrics})
+                              {m: search.curves(engine.jobs) if search and m == metric else {} for m in facts.metrics})
     if facts.right_size:
         snapshot = with_facts(snapshot, samples=_samples(engine, settings), lowered=frozenset(lowered))
     if facts.siblings:

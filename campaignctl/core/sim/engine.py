@@ -13,12 +13,13 @@ from datetime import datetime, timedelta, timezone
 
 from campaignctl.core.clock import stamp
 from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
-from campaignctl.core.decision_params import Cancel, Resubmit, Throttle
+from campaignctl.core.decision_params import Ask, Cancel, Resubmit, Throttle
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
+from campaignctl.core.search_spec import SearchSpec
 from campaignctl.core.sim.cluster import Cluster
 from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, make_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
@@ -50,6 +51,7 @@ class Setup:
     horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
     track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
     pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
+    search: SearchSpec | None = None  # a search: nothing submitted at the start, its ticks ask for trials
 
 
 Decider = Callable[["Engine", datetime], TickPlan]
@@ -92,9 +94,9 @@ class Engine:
         by_time: dict[int, list[int]] = {}
         for task, truth in enumerate(self.setup.truths):
             by_time.setdefault(truth.submit_s, []).append(task)
-        for t, tasks in by_time.items():
+        for t, tasks in by_time.items() if self.setup.search is None else ():
             self._push(t, SUBMIT, tasks)
-        self._push(self.setup.tick_s, TICK, None)
+        self._push(0 if self.setup.search else self.setup.tick_s, TICK, None)  # submit's tick asks a search's first
         idle = 0
         while self._heap and len(self.settled) < len(self.jobs) and self.now <= self.setup.horizon_s:
             t, kind, _, ref, starts = heapq.heappop(self._heap)
@@ -120,6 +122,8 @@ class Engine:
             if not self._pass_due:
                 self._pass_due = True
                 self._push(-(-t // SCHED_S) * SCHED_S, PASS, None)
+        if self.setup.search is not None:  # the tick that sees the last trial end tells it
+            self._tick()
         self.tally.finish(self.settled, self.jobs, self.now)
         if self.progress:
             self.progress(len(self.settled), len(self.jobs))
@@ -372,6 +376,11 @@ class Engine:
 
     def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, Scalar]]]) -> bool:
         task = d.task_index
+        if isinstance(asked := d.typed, Ask) and self.setup.search:  # a trial's first attempt
+            fixed = {k: v for k, v in self.setup.search.fixed.items()}
+            retries.append((task, 1, d.resources or self.setup.resources, {**fixed, **{
+                k: v for k, v in asked.params.items() if isinstance(v, SCALAR_TYPES)}}))
+            return True
         if d.action in ("resubmit", "give_up"):
             self.decided.add(d.attempt_token)
             self.unanswered.discard(task)
