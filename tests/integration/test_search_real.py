@@ -27,13 +27,13 @@ OPTIMUM = 1.0  # toy_trainer.py --dropout: 1 at lr 3e-3, width 96, dropout 0.1
 
 
 def search_spec(tmp_path: Path, name: str, trials: int, parallel: int, steps: int = 3, extra: str = "",
-                time: str = "00:05:00") -> Path:
+                time: str = "00:05:00", cpus: int = 1) -> Path:
     (tmp_path / "toy_trainer.py").write_text((HERE / "toy_trainer.py").read_text())
     return write_spec(tmp_path, f"""\
 name: {name}
 command: [{sys.executable}, toy_trainer.py, "{{lr}}", "{{width}}", --dropout, "{{dropout}}", --steps, "{{steps}}",
           --gpu-mb, "100"]
-resources: {{gpus: 1, cpus_per_task: 1, mem: 200M, time: "{time}"}}
+resources: {{gpus: 1, cpus_per_task: {cpus}, mem: 200M, time: "{time}"}}
 telemetry: {{interval: 0}}
 search:
   sampler: tpe
@@ -95,7 +95,7 @@ def test_tpe_finds_a_config_within_5_percent_of_the_optimum_and_replay_asks_ever
 def test_a_trial_whose_node_fails_and_one_preempted_are_retried_as_the_same_trial_and_told_once(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     name = f"search-chaos-{uuid.uuid4().hex[:6]}"
-    spec = search_spec(tmp_path, name, trials=4, parallel=2, steps=25)
+    spec = search_spec(tmp_path, name, trials=4, parallel=2, steps=25, cpus=2)  # a node each (2 CPUs a node)
     assert cli("submit", str(spec)).returncode == 0
     env = cron_env(state_home, slurm_conf)
 
