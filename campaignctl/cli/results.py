@@ -69,6 +69,12 @@ def write_csv(rows: list[dict[str, object]]) -> None:
     writer.writerows(rows)
 
 
+def _param(value: object) -> str:
+    """A parameter as a person reads it: a sampled float to 6 significant digits (`--json` and
+    `--csv` keep every digit)."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def _value(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
@@ -89,7 +95,7 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     for c in result.configs:
         figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
-                      *(str(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
+                      *(_param(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
                       _value(c.final), _value(c.best), *(figures[i] for i in shown),
                       *([c.shared or "-"] if packed else []))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
@@ -119,5 +125,5 @@ def _summary(result: ResultsResult) -> Text:
 
 
 def _describe(c: ConfigResult) -> str:
-    params = " ".join(f"{k}={v}" for k, v in c.params.items())
+    params = " ".join(f"{k}={_param(v)}" for k, v in c.params.items())
     return f"config {c.config} ({params})" if params else f"config {c.config}"

@@ -13,6 +13,7 @@ from campaignctl.core.pack_steps import packed_observation, sharing
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import JobObservation, element_key
+from campaignctl.core.search import NOT_ASKED
 from campaignctl.core.slurm_states import TERMINAL, State
 
 # Local states before Slurm has the job: recorded intent, or held until payloads are in place.
@@ -101,7 +102,8 @@ def _index(row: TaskRow) -> int:
 
 
 # What a task row's state can be: Slurm's, as the domain names them, and campaignctl's own
-TASK_STATES = (*(s.value for s in State), NOT_SUBMITTED, "SUBMITTING", "SUBMITTED", ABANDONED, NOT_PROMOTED)
+TASK_STATES = (*(s.value for s in State), NOT_SUBMITTED, "SUBMITTING", "SUBMITTED", ABANDONED, NOT_PROMOTED,
+               NOT_ASKED)
 
 
 def unknown_states(states: Collection[str]) -> list[str]:
@@ -116,7 +118,7 @@ def select_rows(rows: Iterable[TaskRow], states: Collection[str] = (), tasks: Co
     return [r for r in rows if (not wanted or r.state in wanted) and (not tasks or r.index in tasks)]
 
 
-QUIET_STATES = (NOT_SUBMITTED, NOT_PROMOTED)  # tasks with nothing to show but their number
+QUIET_STATES = (NOT_SUBMITTED, NOT_PROMOTED, NOT_ASKED)  # tasks with nothing to show but their number
 
 
 def collapse(rows: Sequence[TaskRow]) -> tuple[list[TaskRow], dict[str, list[int]]]:
@@ -170,7 +172,7 @@ def _value(value: Scalar) -> str:
 def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord],
                   unstarted: Callable[[int], str | None] = lambda _task: None) -> dict[str, int]:
     """Tasks by the state of their latest attempt as the store has it: the last tick's view, no sacct.
-    A task without one is NOT_SUBMITTED, or what `unstarted` calls it (NOT_PROMOTED)."""
+    A task without one is NOT_SUBMITTED, or what `unstarted` calls it (NOT_PROMOTED, NOT_ASKED)."""
     latest = {a.task_index: a.state for a in attempts}
     return dict(Counter(latest[t] if t in latest else unstarted(t) or NOT_SUBMITTED for t in tasks).most_common())
 

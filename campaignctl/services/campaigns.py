@@ -12,6 +12,7 @@ from campaignctl.core.errors import NotFoundError
 from campaignctl.core.ladder import promoted_by_rung, unstarted_label
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord
+from campaignctl.core.search import NOT_ASKED
 from campaignctl.core.settings import CampaignSettings, campaign_settings
 
 
@@ -42,7 +43,10 @@ def promotions(log: DecisionLog, campaign_id: int) -> dict[int, int]:
 
 
 def unstarted_labels(log: DecisionLog, campaign_id: int, settings: CampaignSettings) -> Callable[[int], str | None]:
-    """What to call a task that never started: NOT_PROMOTED when its config was not kept."""
+    """What to call a task that never started: NOT_PROMOTED when its config was not kept,
+    NOT_ASKED for a search's trial the sampler was not asked for yet."""
+    if settings.search:
+        return lambda _task: NOT_ASKED
     if not settings.progressive:
         return lambda _task: None
     decided = set(promotions(log, campaign_id))

@@ -291,13 +291,16 @@ def _refused(store: Store, record: CampaignRecord) -> list[str]:
 
 
 def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[list[TaskRow], list[RungProgress]]:
-    """A progressive campaign: rung progress, and tasks its rungs did not keep marked as such."""
+    """A progressive campaign: rung progress, and tasks its rungs did not keep marked as such; a
+    search's trials not asked yet, likewise."""
     _, settings = current_policy(store, record)
-    if not settings.progressive:
+    if not settings.progressive and not settings.search:
         return rows, []
     log = DecisionLog(store.engine)
     label = unstarted_labels(log, record.id, settings)
     rows = [replace(r, state=label(r.index) or r.state) if r.state == NOT_SUBMITTED else r for r in rows]
+    if not settings.progressive:
+        return rows, []
     promoted = promotions(log, record.id)
     started = {r.index: r.state for r in rows if r.state not in (NOT_SUBMITTED, NOT_PROMOTED)}
     return rows, ladder_progress(settings, started, promoted)
