@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from campaignctl.core.report_series import Point, RungCurves, Utilisation
+from campaignctl.core.search_series import SearchSeries
 from campaignctl.core.timeline import Bar, DecisionPoint, kind_of, lanes
 
 if TYPE_CHECKING:
@@ -221,3 +222,42 @@ def decisions_png(points: Sequence[DecisionPoint], window: tuple[float, float]) 
     ax.set_title("Decisions on a timeline (one row per rule)")
     _time_axis(ax, window)
     return _png(fig)
+
+
+def search_png(series: SearchSeries) -> bytes:
+    """Left: each told trial's value by trial number, and the best so far. Right: parallel
+    coordinates, one line per trial across its parameters' ranges, coloured by its value (the
+    best drawn thick)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    fig, axes = _figure(4.0, cols=2)
+    left, right = axes[0]
+    numbers = [p.number for p in series.points]
+    values = [p.value for p in series.points]
+    left.scatter(numbers, values, s=14, color="#1f77b4", label=f"{series.metric} of a trial")
+    left.step([n for n, _ in series.best_so_far], [v for _, v in series.best_so_far], where="post",
+              color="#d62728", label="best so far")
+    left.set_xlabel("trial (in the order asked)")
+    left.set_ylabel(series.metric)
+    left.legend(fontsize=7)
+    left.set_title(f"{series.metric}, {series.goal}: best so far", fontsize=10)
+    norm = Normalize(min(values), max(values)) if values else Normalize(0, 1)
+    cmap = colormaps["viridis_r" if series.goal == "min" else "viridis"]
+    xs = range(len(series.dimensions))
+    best = series.best
+    for p in series.points:
+        right.plot(xs, p.coords, color=cmap(norm(p.value)), linewidth=2.5 if p is best else 0.8,
+                   alpha=1.0 if p is best else 0.7)
+    right.set_xticks(list(xs), series.dimensions)
+    right.set_ylim(-0.05, 1.05)
+    right.set_ylabel("place in its range (0 low, 1 high)")
+    right.set_title("each trial's parameters, coloured by its value", fontsize=10)
+    fig.colorbar(_mappable(norm, cmap), ax=right, label=series.metric)
+    return _png(fig)
+
+
+def _mappable(norm: Any, cmap: Any) -> Any:
+    from matplotlib.cm import ScalarMappable
+
+    return ScalarMappable(norm=norm, cmap=cmap)

@@ -1,4 +1,4 @@
-"""The report's five charts from the gathered inputs: what each shows, drawn by adapters/charts.py,
+"""The report's five charts (six for a search) from the gathered inputs: what each shows, drawn by adapters/charts.py,
 or a chart that says why there is nothing to draw."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from campaignctl.core.report_series import (
     spend_dimensions,
     utilisation,
 )
+from campaignctl.core.search import trials_of
+from campaignctl.core.search_series import search_series
 from campaignctl.core.status import param_text, varying_keys_of
 from campaignctl.core.timeline import gantt_bars, time_window
 from campaignctl.services.report_inputs import ReportInputs
@@ -28,8 +30,9 @@ def build_charts(inputs: ReportInputs, metric: str | None = None) -> tuple[list[
     """The charts in page order, and the metric drawn (the one asked for, else the default)."""
     window = time_window(inputs.spans, [p.t for p in inputs.points], inputs.now)
     name = metric or default_metric(inputs.settings, metric_names(inputs.metric_rows))
-    return [gantt_chart(inputs, window), utilisation_chart(inputs, window), spend_chart(inputs, window),
-            metrics_chart(inputs, name), decisions_chart(inputs, window)], name
+    shown = [gantt_chart(inputs, window), utilisation_chart(inputs, window), spend_chart(inputs, window),
+             metrics_chart(inputs, name), decisions_chart(inputs, window)]
+    return shown + ([search_chart(inputs)] if inputs.settings.search else []), name
 
 
 def _empty(chart_id: str, title: str, caption: str, file: str, note: str) -> Chart:
@@ -101,6 +104,21 @@ def metrics_chart(inputs: ReportInputs, name: str | None) -> Chart:
                       + (f"; reported: {', '.join(names)}" if names else ""))
     return Chart("chart-metrics", title, caption, "metrics.png",
                  charts.metrics_png(rungs, name, task_labels(inputs.params)))
+
+
+def search_chart(inputs: ReportInputs) -> Chart:
+    title = "Search: best so far, and where the trials were"
+    search = inputs.settings.search
+    assert search is not None
+    series = search_series(search, trials_of((e.action, e.task_index, e.params) for e in inputs.decisions
+                                             if e.mode == "enforce" and e.action in ("ask", "tell")))
+    caption = (f"Left: the final {search.metric} of each trial told so far, by the order the {search.sampler} "
+               "sampler was asked for it, and the best so far. Right: each trial's parameters on their "
+               "ranges (a log range on its log scale), coloured by its value; the best is drawn thick."
+               + (f" {series.failed} trial(s) told failed or pruned are not drawn." if series.failed else ""))
+    if not series.points:
+        return _empty("chart-search", title, caption, "search.png", "no trial has completed yet")
+    return Chart("chart-search", title, caption, "search.png", charts.search_png(series))
 
 
 def task_labels(params: Mapping[int, Mapping[str, Scalar]]) -> dict[int, str]:

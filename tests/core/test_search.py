@@ -110,3 +110,17 @@ def test_trials_are_rebuilt_from_the_logged_asks_and_tells() -> None:
     logged = [("ask", 0, {"trial": 0, "params": {"lr": 0.5}}), ("ask", 1, {"trial": 1, "params": {"lr": 0.2}}),
               ("tell", 0, {"trial": 0, "state": COMPLETE, "value": 0.9}), ("tell", 7, {"trial": 7, "state": FAIL})]
     assert trials_of(logged) == (Trial(0, {"lr": 0.5}, COMPLETE, 0.9), Trial(1, {"lr": 0.2}))
+
+
+def test_the_report_series_places_each_trial_on_its_ranges_and_keeps_the_best_so_far() -> None:
+    from campaignctl.core.search_series import search_series
+
+    space = SearchSpec((Dimension("lr", "loguniform", 1e-4, 1e-2, log=True), Dimension("opt", "categorical",
+                                                                                     choices=("a", "b", "c"))),
+                       metric="val_loss", trials=4)
+    trials = [Trial(0, {"lr": 1e-3, "opt": "c"}, COMPLETE, 2.0), Trial(1, {"lr": 1e-4, "opt": "a"}, FAIL),
+              Trial(2, {"lr": 1e-2, "opt": "b"}, COMPLETE, 1.0), Trial(3, {"lr": 1e-3, "opt": "a"}, COMPLETE, 3.0)]
+    series = search_series(space, trials)
+    assert [tuple(round(c, 9) for c in p.coords) for p in series.points] == [(0.5, 1.0), (1.0, 0.5), (0.5, 0.0)]
+    assert series.best_so_far == ((0, 2.0), (2, 1.0), (3, 1.0)) and series.failed == 1
+    assert series.best is not None and series.best.number == 2
