@@ -102,6 +102,7 @@ class Promote:
     config: int = 0
     from_rung: int = 0
     to_rung: int = 0
+    params: Mapping[str, object] = field(default_factory=dict)  # a search's trial: its sampled values
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,7 +219,7 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
         points = _task_list(r, top["tasks"])
     else:
         points = [{}]
-    _check_rung_params(r, points, rung_params)
+    _check_rung_params(r, [dict(trials.sampled)] if trials else points, rung_params)
     rungs = list(rung_params) or [{}]
     if len(points) * len(rungs) > MAX_TASKS:
         r.problem(("rungs",), f"{len(points):,} configs × {len(rungs)} rungs is more than {MAX_TASKS:,} tasks")
@@ -237,7 +237,7 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
             values = params if not by_attempt else {
                 **params, "attempt": 1, "task_index": index, "checkpoint_dir": checkpoint_dir(run_dir, c),
                 RESUME: resumes(1, k)}  # attempt_values of its first attempt, without a TaskSpec
-            own = params if trials is None else dict(trials.fixed)
+            own = params if trials is None else {**trials.fixed, **extra}
             out.append(TaskSpec(index, own, fill_argv(argv_templates, values),
                                 {str(path[1]): fill(t, values) for path, t in env}, k, c))
     return tuple(out)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from campaignctl.core.asha import Promotable, promotable
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import hourly
 from campaignctl.core.decision import Decision
@@ -30,6 +31,7 @@ from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.policy import Prices
 from campaignctl.core.resources import Resources
+from campaignctl.core.rungs import Rung
 from campaignctl.core.search_spec import SearchSpec
 from campaignctl.core.training_metrics import Curve, final_value
 
@@ -57,6 +59,7 @@ class Sampler(Protocol):
 class SearchPlan:
     decisions: list[Decision] = field(default_factory=list)
     pause: bool = False  # a hold: the budget cannot pay for the next trial and nothing runs
+    complete: bool = False  # every trial asked, nothing pending or running, nothing left to promote
 
 
 def trials_of(logged: Iterable[tuple[str, int, Mapping[str, object]]]) -> tuple[Trial, ...]:
@@ -79,28 +82,61 @@ def to_tell(trials: Sequence[Trial], ends: Mapping[int, TaskEnd], given_up: Iter
 
 
 def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[int, TaskEnd],
-                     given_up: Iterable[str], curve_of: Mapping[int, Curve], sampler: Sampler | None,
+                     given_up: Iterable[str], curves: Mapping[str, Mapping[int, Curve]], sampler: Sampler | None,
                      paused: bool, trial_resources: Resources | None, prices: Prices,
-                     assessment: Assessment | None) -> SearchPlan:
-    tells = [_tell(end, search, curve_of.get(end.task_index)) for end in to_tell(trials, ends, given_up)]
+                     assessment: Assessment | None, rungs: tuple[Rung, ...] = ()) -> SearchPlan:
+    """Tell, then promote (a search with rungs: core/asha.py), then ask, into the free slots:
+    `parallel` less the search's tasks pending or running, at any rung."""
+    told_curves = curves.get(search.metric, {})
+    tells = [_tell(end, search, told_curves.get(end.task_index)) for end in to_tell(trials, ends, given_up)]
     told = {d.task_index: d for d in tells}
     now = [t if t.number not in told else Trial(t.number, t.params, str(told[t.number].params["state"]),
                                                  _value(told[t.number])) for t in trials]
+    gone = set(given_up)
+    active = sum(1 for e in ends.values() if not e.settled and e.token not in gone)
+    at_end = len(now) == search.trials and active == 0
+    ladder = promotable(rungs, search.trials, ends, curves, at_end, search.promotion == "sync") if rungs else []
     if paused or sampler is None or trial_resources is None:
-        return SearchPlan(tells)
-    running = sum(1 for t in now if t.state == RUNNING)
-    want = min(search.parallel - running, search.trials - len(now))
-    if want <= 0:
-        return SearchPlan(tells)
-    afford, short = _affordable(want, trial_resources, prices, assessment)
+        return SearchPlan(tells, complete=at_end and not ladder)
+    free = max(0, search.parallel - active)
+    promoting = ladder[:free]
+    asking = max(0, min(free - len(promoting), search.trials - len(now)))
+    wanted = [rungs[p.from_rung + 1].resources for p in promoting] + [trial_resources] * asking
+    if not wanted:
+        return SearchPlan(tells, complete=at_end and not ladder)
+    afford, short = _affordable(wanted, prices, assessment)
     if afford == 0:
-        if running:
+        if active:
             return SearchPlan(tells)  # what runs now is committed at its limit: wait for it to end
-        return SearchPlan([*tells, _hold(len(now), short, assessment)], pause=True)
-    asked = sampler.ask(search, now, afford)
+        return SearchPlan([*tells, _hold(len(now), short, assessment, bool(promoting))], pause=True)
+    promoted = [_promote(p, search, trials_by_number(now), rungs) for p in promoting[:afford]]
+    count = afford - len(promoted)
+    if not count:
+        return SearchPlan([*tells, *promoted])
+    asked = sampler.ask(search, now, count)
     seen = _seen(now)
-    return SearchPlan([*tells, *(_ask(len(now) + i, values, search, seen, want, afford, trial_resources)
-                                 for i, values in enumerate(asked))])
+    return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking, count, trial_resources)
+                                            for i, values in enumerate(asked))])
+
+
+def trials_by_number(trials: Sequence[Trial]) -> dict[int, Trial]:
+    return {t.number: t for t in trials}
+
+
+def _promote(p: Promotable, search: SearchSpec, trials: Mapping[int, Trial], rungs: tuple[Rung, ...]) -> Decision:
+    target = rungs[p.from_rung + 1]
+    rule = rungs[p.from_rung].promote
+    assert rule is not None
+    at_end = " (the search's last results: at least one goes on)" if p.keep > p.results / (rule.eta or 1) else ""
+    reason = (f"trial {p.trial}: {rule.metric} {p.value:.6g} ranks {p.rank} of the {p.results} result(s) of rung "
+              f"{rungs[p.from_rung].name} so far, in the top {p.keep} (1/{rule.eta:g}){at_end}: promoted to rung "
+              f"{target.name}.")
+    sampled = trials[p.trial].params if p.trial in trials else {}
+    return Decision((p.from_rung + 1) * search.trials + p.trial, p.token, RULE, "promote", reason,
+                    {"rung": p.from_rung, "value": p.value, "rank": p.rank, "results": p.results, "keep": p.keep,
+                     "metric": rule.metric, "goal": rule.goal, "eta": rule.eta},
+                    {"config": p.trial, "from_rung": p.from_rung, "to_rung": p.from_rung + 1, "params": dict(sampled)},
+                    target.resources)
 
 
 def _tell(end: TaskEnd, search: SearchSpec, curve: Curve | None) -> Decision:
@@ -124,28 +160,29 @@ def _value(tell: Decision) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _affordable(want: int, resources: Resources | None, prices: Prices,
-                assessment: Assessment | None) -> tuple[int, str]:
-    """How many of `want` trials the budget pays for at their time limit, and why not more."""
-    if assessment is None or resources is None:
-        return want, ""
-    one = hourly(resources, "", prices).times(resources.time_min / 60)
-    afford, short = want, ""
-    for line in assessment.lines:
-        cost = one.get(line.dimension)
-        if cost <= 0:
-            continue
-        left = line.remaining - line.projected
-        k = max(0, int(left / cost + 1e-9))
-        if k < afford:
-            unit = UNITS[line.dimension]
-            afford, short = k, (f"a trial costs up to {cost:.4g}{' ' + unit if unit else ''} of {line.dimension} at "
-                                f"its time limit, and {max(left, 0):.4g} of {line.limit:g} remains")
-    return afford, short
+def _affordable(wanted: Sequence[Resources], prices: Prices, assessment: Assessment | None) -> tuple[int, str]:
+    """How many of `wanted` (in order) the budget pays for at their time limits, and why not more:
+    each must fit what remains after spent, committed, projected and those before it."""
+    if assessment is None:
+        return len(wanted), ""
+    used: dict[str, float] = {}
+    for n, resources in enumerate(wanted):
+        one = hourly(resources, "", prices).times(resources.time_min / 60)
+        for line in assessment.lines:
+            cost = one.get(line.dimension)
+            left = line.remaining - line.projected - used.get(line.dimension, 0.0)
+            if cost > 0 and cost > left + 1e-12:
+                unit = UNITS[line.dimension]
+                return n, (f"the next costs up to {cost:.4g}{' ' + unit if unit else ''} of {line.dimension} at "
+                           f"its time limit, and {max(left, 0):.4g} of {line.limit:g} remains")
+        for line in assessment.lines:
+            used[line.dimension] = used.get(line.dimension, 0.0) + one.get(line.dimension)
+    return len(wanted), ""
 
 
-def _hold(asked: int, short: str, assessment: Assessment | None) -> Decision:
-    reason = (f"the budget cannot pay for trial {asked}: {short}; the campaign is paused until the budget "
+def _hold(asked: int, short: str, assessment: Assessment | None, promoting: bool) -> Decision:
+    what = "the next promotion" if promoting else f"trial {asked}"
+    reason = (f"the budget cannot pay for {what}: {short}; the campaign is paused until the budget "
               "is raised and `campaignctl resume` is run.")
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
                     {"asked": asked, "budget": assessment.to_dict() if assessment else {}}, {"arrays": {}})
@@ -164,7 +201,7 @@ def _seen(trials: Sequence[Trial]) -> dict[str, object]:
 def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Mapping[str, object],
          want: int, afford: int, resources: Resources | None) -> Decision:
     shown = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
-    budget = f"; the budget pays for {afford} of the {want} free slots" if afford < want else ""
+    budget = f"; the budget pays for {afford} of the {want} trials the free slots allow" if afford < want else ""
     reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after "
               f"{seen['told']} told and {len(seen['running'])} running{budget}: {shown}.")  # type: ignore[arg-type]
     return Decision(number, f"trial.{number}", RULE, "ask", reason,

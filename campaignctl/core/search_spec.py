@@ -7,6 +7,7 @@
       trials: 24              # how many trials in all
       parallel: 4             # how many run at once
       seed: 1                 # the same seed and the same told trials ask the same next trials
+      promotion: async        # with rungs: async (ASHA, core/asha.py) or sync (once every trial settled)
       space:
         lr: {loguniform: [1.0e-5, 1.0e-1]}
         width: {int: [16, 256], log: true}     # or {int: [16, 256], step: 16}
@@ -30,7 +31,8 @@ from campaignctl.core.reader import Reader
 from campaignctl.core.safety import IDENTIFIER
 from campaignctl.core.training_metrics import METRIC_NAME
 
-SEARCH_KEYS = ("sampler", "metric", "goal", "trials", "parallel", "seed", "space")
+SEARCH_KEYS = ("sampler", "metric", "goal", "trials", "parallel", "seed", "space", "promotion")
+PROMOTIONS = ("async", "sync")  # with rungs: as soon as a trial ranks (ASHA), or once every trial settled
 SAMPLERS = ("random", "tpe", "qmc", "cmaes")
 KINDS = ("uniform", "loguniform", "int", "categorical")
 RANGE_KEYS = {"uniform": (), "loguniform": (), "int": ("log", "step"), "categorical": ()}
@@ -72,10 +74,11 @@ class SearchSpec:
     trials: int = 1
     parallel: int = DEFAULT_PARALLEL
     seed: int = 0
+    promotion: str = "async"  # with rungs (core/asha.py): async | sync
 
     def to_settings(self) -> dict[str, object]:
         return {"sampler": self.sampler, "metric": self.metric, "goal": self.goal, "trials": self.trials,
-                "parallel": self.parallel, "seed": self.seed, "fixed": dict(self.fixed),
+                "parallel": self.parallel, "seed": self.seed, "promotion": self.promotion, "fixed": dict(self.fixed),
                 "space": [d.to_settings() | {"name": d.name} for d in self.space]}
 
     def describe(self) -> str:
@@ -83,7 +86,7 @@ class SearchSpec:
                 f"{self.metric}: " + "; ".join(d.describe() for d in self.space))
 
 
-def read_search(r: Reader, objective: tuple[str, str] | None, has_rungs: bool) -> SearchSpec | None:
+def read_search(r: Reader, objective: tuple[str, str] | None) -> SearchSpec | None:
     """`search:`, validated; `objective` the spec's (metric, goal), which the search's must match."""
     p: KeyPath = ("search",)
     if r.get(p) in (Reader.MISSING, None):
@@ -94,9 +97,6 @@ def read_search(r: Reader, objective: tuple[str, str] | None, has_rungs: bool) -
     for other in ("matrix", "tasks"):
         if r.get((other,)) is not Reader.MISSING:
             r.problem((other,), f"a search's trials are its tasks: give `search:` or `{other}:`, not both")
-    if has_rungs:
-        r.problem(("rungs",), "rungs with `search:` are not supported yet: run the search without rungs "
-                              "(early stopping still stops a poor trial)")
     sampler = r.choice((*p, "sampler"), SAMPLERS) or "tpe"
     metric = r.pattern((*p, "metric"), METRIC_NAME, "the name of a metric the trials report, e.g. val_loss")
     goal = r.choice((*p, "goal"), ("min", "max"))
@@ -112,8 +112,10 @@ def read_search(r: Reader, objective: tuple[str, str] | None, has_rungs: bool) -
         r.problem((*p, "trials"), "is required: how many trials the search runs, e.g. 24")
     parallel = r.integer((*p, "parallel"), 1, MAX_TASKS, default=DEFAULT_PARALLEL) or DEFAULT_PARALLEL
     seed = r.integer((*p, "seed"), 0, 2**32 - 1, default=0) or 0
+    promotion = r.choice((*p, "promotion"), PROMOTIONS) or "async"
     space, fixed = _space(r, (*p, "space"), top.get("space"))
-    return SearchSpec(tuple(space), fixed, sampler, metric or "", goal or "min", trials or 1, parallel, seed)
+    return SearchSpec(tuple(space), fixed, sampler, metric or "", goal or "min", trials or 1, parallel, seed,
+                      promotion)
 
 
 def _space(r: Reader, p: KeyPath, value: object) -> tuple[list[Dimension], dict[str, Scalar]]:
@@ -193,7 +195,8 @@ def search_from_settings(value: Any) -> SearchSpec | None:
                   for d in value["space"])
     return SearchSpec(space, dict(value.get("fixed") or {}), str(value.get("sampler") or "tpe"),
                       str(value.get("metric") or ""), str(value.get("goal") or "min"), int(value.get("trials") or 1),
-                      int(value.get("parallel") or DEFAULT_PARALLEL), int(value.get("seed") or 0))
+                      int(value.get("parallel") or DEFAULT_PARALLEL), int(value.get("seed") or 0),
+                      str(value.get("promotion") or "async"))
 
 
 def as_trials(search: SearchSpec) -> Trials:

@@ -121,7 +121,7 @@ class CampaignSpec:
         if self.pack:
             settings["pack"] = self.pack.to_settings()
         if self.search:  # with what each trial's first attempt asks for: the budget gate prices it
-            settings["search"] = {**self.search.to_settings(), "resources": asdict(self.resources)}
+            settings["search"] = {**self.search.to_settings(), "resources": asdict(self.resources_of(0))}
         return settings
 
     def group_of(self, task_index: int) -> str:
@@ -165,10 +165,12 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     run_dir = _join(workdir, r.string(("run_dir",), default=f"runs/{name}", path_like=True) or ".")
     description = r.string(("description",), default="") or ""
     objective = read_objective(r)
-    rungs = read_rungs(r, resources, objective)
-    search = read_search(r, (objective.metric, objective.goal) if objective else None, bool(rungs))
+    search = read_search(r, (objective.metric, objective.goal) if objective else None)
     if search is not None:  # the search's metric is the campaign's objective: results rank by it
         objective = ObjectiveSpec(search.metric, search.goal)
+    rungs = read_rungs(r, resources, objective)
+    if search is not None:
+        _check_search_rungs(r, rungs)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir, as_trials(search) if search else None)
     _check_rule_params(r, policy, tasks, top)
     telemetry_s = _telemetry_interval(r)
@@ -186,6 +188,15 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
                         share_group=share_group, profile=profile, objective=objective, pack=pack, search=search)
+
+
+def _check_search_rungs(r: Reader, rungs: Sequence[Rung]) -> None:
+    """A search's rungs promote asynchronously (core/asha.py): by rank among the results so far,
+    so by `eta`; a threshold is a grid's (every config judged once its rung has settled)."""
+    for rung in rungs:
+        if rung.promote is not None and rung.promote.threshold is not None:
+            r.problem(("rungs", rung.number, "promote", "threshold"),
+                      "a search's rungs promote the best 1/eta of the trials so far: use eta")
 
 
 def _check_rule_params(r: Reader, policy: Policy, tasks: Sequence[TaskSpec], top: dict) -> None:

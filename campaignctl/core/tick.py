@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from campaignctl.core import fallback
+from campaignctl.core.asha import promoting_metrics
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, BudgetPlan, assess, guard
 from campaignctl.core.cost import UsageGroup, campaign_spend
 from campaignctl.core.decide import decide
@@ -161,6 +162,7 @@ class _Sections:
     paused: bool
     ladder: LadderState | None
     max_parallel: int | None
+    search_complete: bool = False  # a search: every trial asked, nothing running, nothing to promote
 
 
 def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
@@ -178,9 +180,7 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
-        search = snapshot.settings.search
-        if search is not None and any(e.state == "COMPLETED" for e in to_tell(snapshot.trials, snapshot.task_ends, ())):
-            metrics.add(search.metric)
+        metrics |= _search_metrics(snapshot, views, paused)
         raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
                                            if not v.latest.decided) is not None
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
@@ -205,7 +205,7 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
                                                                    policy.approval.expire_after_s))
     return TickPlan(tuple(decisions), tuple(proposals), tuple(late), gated_expire, enforced.paused, cap,
                     max(1, cap - running_now(views)) if cap else None, enforced.assessment, enforced.ladder,
-                    _finishing(snapshot, views, enforced.ladder, decisions))
+                    _finishing(snapshot, views, enforced.ladder, decisions, enforced.search_complete))
 
 
 def finished(plan: TickPlan, unresolved: set[str] | frozenset[str]) -> bool:
@@ -258,14 +258,14 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
         ladder = _ladder(snapshot, _curves(snapshot, ladder.plan.rule.metric))
         assert ladder is not None and ladder.plan is not None
         decisions += _promotion(snapshot, policy, ladder, assessment)
-    search = _search(snapshot, policy, decisions, paused, assessment)
+    search = _search(snapshot, policy, views, decisions, paused, assessment)
     decisions += search.decisions
     paused = paused or search.pause
     max_parallel = _tighter(settings.max_parallel, budget.cap)
     if not paused:
         why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
         decisions += plan_throttles(views, snapshot.array_throttles, max_parallel, why)
-    return _Sections(decisions + budget.decisions, budget, assessment, paused, ladder, max_parallel)
+    return _Sections(decisions + budget.decisions, budget, assessment, paused, ladder, max_parallel, search.complete)
 
 
 def _assessment(snapshot: TickSnapshot, policy: Policy) -> Assessment | None:
@@ -330,8 +330,9 @@ def _early_stops(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskVie
 
 
 def _ladder(snapshot: TickSnapshot, curves: Curves | None) -> LadderState | None:
-    """Where a progressive campaign stands (None without rungs); ranked only when given curves."""
-    if not snapshot.settings.progressive:
+    """Where a progressive campaign stands (None without rungs, or for a search: its rungs promote
+    asynchronously, core/asha.py); ranked only when given curves."""
+    if not snapshot.settings.progressive or snapshot.settings.search:
         return None
     return ladder_state(snapshot.settings, snapshot.task_ends, curves or {}, snapshot.promoted_rungs)
 
@@ -348,16 +349,34 @@ def _promotion(snapshot: TickSnapshot, policy: Policy, ladder: LadderState,
     return promotion_decisions(plan, snapshot.settings)
 
 
-def _search(snapshot: TickSnapshot, policy: Policy, decisions: Sequence[Decision], paused: bool,
-            assessment: Assessment | None) -> SearchPlan:
+def _search_metrics(snapshot: TickSnapshot, views: Sequence[TaskView], paused: bool) -> set[str]:
+    """The metrics a search's tick reads: its own when a completed trial is to be told; with
+    rungs, the promoting ones while something could be promoted (not paused, a completed task in
+    a rung below the top)."""
+    settings = snapshot.settings
+    search = settings.search
+    if search is None:
+        return set()
+    out = set()
+    if any(e.state == "COMPLETED" for e in to_tell(snapshot.trials, snapshot.task_ends, ())):
+        out.add(search.metric)
+    below_top = (len(settings.rungs) - 1) * search.trials
+    if settings.rungs and not paused and any(i < below_top and e.state == "COMPLETED"
+                                             for i, e in snapshot.task_ends.items()):
+        out |= promoting_metrics(settings.rungs)
+    return out
+
+
+def _search(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView], decisions: Sequence[Decision],
+            paused: bool, assessment: Assessment | None) -> SearchPlan:
     search = snapshot.settings.search
     if search is None:
         return SearchPlan()
     given_up = [d.attempt_token for d in decisions if d.action == "give_up"]
-    telling = to_tell(snapshot.trials, snapshot.task_ends, given_up)
-    curves = _curves(snapshot, search.metric) if any(e.state == "COMPLETED" for e in telling) else {}
+    curves = {m: _curves(snapshot, m) for m in _search_metrics(snapshot, views, paused)}
     return search_decisions(search, snapshot.trials, snapshot.task_ends, given_up, curves, snapshot.sampler,
-                            paused, snapshot.settings.search_resources, policy.prices, assessment)
+                            paused, snapshot.settings.search_resources, policy.prices, assessment,
+                            snapshot.settings.rungs)
 
 
 def _curves(snapshot: TickSnapshot, metric: str) -> Curves:
@@ -379,9 +398,12 @@ def _known_good(snapshot: TickSnapshot, policy: Policy, now: datetime) -> list[D
 
 
 def _finishing(snapshot: TickSnapshot, views: Sequence[TaskView], ladder: LadderState | None,
-               decisions: Sequence[Decision]) -> frozenset[str] | None:
+               decisions: Sequence[Decision], search_complete: bool) -> frozenset[str] | None:
     given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
-    complete = ladder.complete if ladder is not None else snapshot.tasks_started == snapshot.settings.tasks
+    if snapshot.settings.search is not None:
+        complete = search_complete
+    else:
+        complete = ladder.complete if ladder is not None else snapshot.tasks_started == snapshot.settings.tasks
     if not complete or not all(is_settled(v) or v.latest.token in given_up for v in views):
         return None
     return frozenset(v.latest.token for v in views)

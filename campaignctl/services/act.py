@@ -26,7 +26,17 @@ from campaignctl.core.actions import (
     plan_actions,
 )
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Ask, Cancel, Hold, Release, ResizePending, Resubmit, Stop, Throttle
+from campaignctl.core.decision_params import (
+    Ask,
+    Cancel,
+    Hold,
+    Promote,
+    Release,
+    ResizePending,
+    Resubmit,
+    Stop,
+    Throttle,
+)
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
@@ -353,7 +363,7 @@ def _task_params(decisions: Sequence[Decision], own: Callable[[int], Mapping[str
         p = d.typed
         if isinstance(p, Resubmit) and p.task_params is not None:
             out[d.task_index] = json.dumps(p.task_params, sort_keys=True)
-        elif isinstance(p, Ask):
+        elif isinstance(p, (Ask, Promote)) and p.params:  # a search's trial, asked or promoted
             out[d.task_index] = json.dumps({**own(d.task_index), **p.params}, sort_keys=True)
     return out
 

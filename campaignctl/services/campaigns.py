@@ -9,7 +9,7 @@ from collections.abc import Callable
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import NotFoundError
-from campaignctl.core.ladder import promoted_by_rung, unstarted_label
+from campaignctl.core.ladder import NOT_PROMOTED, promoted_by_rung, unstarted_label
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.search import NOT_ASKED
@@ -45,8 +45,9 @@ def promotions(log: DecisionLog, campaign_id: int) -> dict[int, int]:
 def unstarted_labels(log: DecisionLog, campaign_id: int, settings: CampaignSettings) -> Callable[[int], str | None]:
     """What to call a task that never started: NOT_PROMOTED when its config was not kept,
     NOT_ASKED for a search's trial the sampler was not asked for yet."""
-    if settings.search:
-        return lambda _task: NOT_ASKED
+    if settings.search:  # trial t is task t; its later rungs' tasks wait for a promotion
+        trials = settings.search.trials
+        return lambda task: NOT_ASKED if task < trials else NOT_PROMOTED
     if not settings.progressive:
         return lambda _task: None
     decided = set(promotions(log, campaign_id))

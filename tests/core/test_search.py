@@ -43,8 +43,8 @@ def plan(trials: Sequence[Trial], ends: dict[int, TaskEnd], curves: dict | None 
          given_up: Sequence[str] = (), budget: Budget | None = None, spend: Spend | None = None,
          sampler: Counting | None = None):
     assessment = assess(budget, spend or spending()) if budget else None
-    return search_decisions(SEARCH, trials, ends, given_up, curves or {}, sampler or Counting(), paused, ONE_GPU,
-                            Prices(), assessment)
+    return search_decisions(SEARCH, trials, ends, given_up, {"val_loss": curves or {}}, sampler or Counting(), paused,
+                            ONE_GPU, Prices(), assessment)
 
 
 def test_the_first_tick_asks_as_many_trials_as_run_at_once_with_what_the_sampler_saw() -> None:
@@ -64,6 +64,7 @@ def test_a_settled_trial_is_told_once_its_final_value_and_its_slot_is_asked_agai
     assert (ask.action, ask.task_index) == ("ask", 2)
     # the sampler saw trial 0 told and trial 1 running
     assert [(t.number, t.state, t.value) for t in sampler.seen[0]] == [(0, COMPLETE, 1.5), (1, RUNNING, None)]
+    ends[2] = TaskEnd(2, "b.0", "PENDING")  # its attempt, written with the ask
     told_again = plan([Trial(0, {"lr": 0.0}, COMPLETE, 1.5), Trial(1, {"lr": 0.1}), Trial(2, {"lr": 0.2})], ends)
     assert told_again.decisions == []  # told once; both slots taken
 
@@ -97,7 +98,7 @@ def test_the_budget_gate_asks_only_what_remains_pays_for_and_holds_when_nothing_
     budget = Budget(gpu_hours=1.5)  # a trial costs up to 1 GPU-h at its time limit
     out = plan([], {}, budget=budget)
     asks = [d for d in out.decisions if d.action == "ask"]
-    assert len(asks) == 1 and "the budget pays for 1 of the 2 free slots" in asks[0].reason
+    assert len(asks) == 1 and "the budget pays for 1 of the 2 trials the free slots allow" in asks[0].reason
     spent = spending(1.0)
     held = plan([Trial(0, {}, COMPLETE, 1.0)], {}, budget=budget, spend=spent)
     assert held.pause and [d.action for d in held.decisions] == ["hold"]

@@ -60,15 +60,30 @@ def test_a_bad_dimension_is_refused_naming_its_key(change: str, says: str) -> No
 @pytest.mark.parametrize(("text", "where", "says"), [
     (SEARCH.replace("  sampler: tpe", "  sampler: grid"), "search.sampler", "use one of: random, tpe, qmc, cmaes"),
     (SEARCH.replace("  trials: 24\n", ""), "search.trials", "is required"),
+    (SEARCH.replace("  seed: 7\n", "  seed: 7\n  promotion: eager\n"), "search.promotion", "use one of: async, sync"),
     (SEARCH.replace("  metric: val_loss\n", ""), "search.metric", "is required (or `objective:`)"),
     (SEARCH + "matrix: {lr: [0.1]}\n", "matrix", "give `search:` or `matrix:`, not both"),
     (SEARCH + "objective: {metric: acc, goal: max}\n", "search.metric", "`objective:` says max acc"),
-    (SEARCH + "rungs: [{name: a, params: {epochs: 1}}, {name: b}]\n", "rungs", "not supported yet"),
+    (SEARCH + "rungs: [{name: a, params: {epochs: 1}, promote: {threshold: 0.5}}, {name: b}]\n",
+     "rungs[0].promote.threshold", "promote the best 1/eta of the trials so far"),
+    (SEARCH + "rungs: [{name: a, params: {lr: 0.1}, promote: {eta: 3}}, {name: b}]\n", "rungs[0].params.lr",
+     "lr is a parameter of the configs"),
     (SEARCH.replace("--epochs", "--seed").replace("{epochs}", "{seed}"), "command", "{seed} is not a parameter"),
 ])
 def test_what_search_refuses(text: str, where: str, says: str) -> None:
     message = problems_of(text)
     assert where in message and says in message, message
+
+
+def test_a_search_with_rungs_has_a_task_per_trial_and_rung_the_rung_params_over_the_fixed_ones() -> None:
+    spec = spec_of(SEARCH + "rungs: [{name: screen, params: {epochs: 1}, promote: {eta: 3}},"
+                            " {name: full, resources: {gpus: 2}}]\n")
+    assert len(spec.tasks) == 48 and spec.configs == 24
+    assert dict(spec.tasks[0].params) == {"epochs": 1} and dict(spec.tasks[24].params) == {"epochs": 1}
+    assert spec.tasks[24].rung == 1 and spec.tasks[24].config == 0
+    assert spec.rungs[0].promote is not None and spec.rungs[0].promote.metric == "val_loss"  # the search's
+    settings = campaign_settings(spec.settings())
+    assert settings.search_resources is not None and settings.search_resources.gpus == 1  # rung 0's
 
 
 def test_the_objective_names_the_metric_a_search_leaves_out() -> None:

@@ -153,3 +153,33 @@ def test_a_budget_hold_stops_asking_and_the_search_finishes_after_a_raise_and_re
     entries = logged(name)
     assert sorted(e.task_index for e in entries if e.action == "ask") == list(range(6))
     assert sorted(e.task_index for e in entries if e.action == "tell") == list(range(6))
+
+
+def test_a_search_with_rungs_promotes_a_trial_as_soon_as_it_ranks_in_the_top_third_of_its_rung_so_far(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    name = f"search-asha-{uuid.uuid4().hex[:6]}"
+    rungs = ("rungs:\n  - {name: screen, params: {steps: 2}, promote: {eta: 3}}\n"
+             "  - {name: full, params: {steps: 5}}\n")
+    spec = search_spec(tmp_path, name, trials=9, parallel=3, extra=rungs)
+    assert cli("submit", str(spec)).returncode == 0
+    env = cron_env(state_home, slurm_conf)
+    tick_until(name, env, lambda: state_of(name) == "finished", "the search to finish", 420)
+
+    entries = logged(name)
+    asks = [e for e in entries if e.action == "ask"]
+    promotes = [e for e in entries if e.action == "promote"]
+    assert sorted(e.task_index for e in asks) == list(range(9))
+    assert sorted(e.task_index for e in entries if e.action == "tell") == list(range(9))  # told at the screen rung
+    promoted = sorted(int(e.params["config"]) for e in promotes)  # type: ignore[call-overload]
+    assert len(promoted) >= 3 and all(e.task_index == 9 + int(e.params["config"]) for e in promotes)  # type: ignore[call-overload]
+    # asynchronous: a trial went on to the full rung before the search had asked its last screening trial
+    assert promotes[0].id < asks[-1].id, (promotes[0], asks[-1])
+    rows = {r.task_index: r for r in history(name)}
+    for e in promotes:  # the full rung ran the trial's own sampled params, with the rung's steps
+        full = json.loads(rows[e.task_index].params_json)
+        asked = next(a for a in asks if a.task_index == e.params["config"])
+        assert full["steps"] == 5 and {k: full[k] for k in asked.params["params"]} == asked.params["params"]  # type: ignore[union-attr]
+        assert rows[e.task_index].state == "COMPLETED"
+    shown = results(name)
+    assert shown.configs[0].rank == 1 and shown.configs[0].config in promoted
+    assert replay_policy("default", name).identical
