@@ -5,10 +5,12 @@ trials the free slots, the budget and the trial count allow. Pure: the sampler i
   value; COMPLETED without it, or given up → failed; stopped early → pruned. A trial that Slurm
   preempted or a node failure killed is retried by the cause rules as the same trial (its retry
   keeps the asked params) and told when that retry settles: never a new sample in its place.
-- Asking: at most `parallel` trials untold at once, never while the campaign is paused, and only
-  as many as what remains of the budget (after spent, committed and projected work) pays for at
-  a trial's time limit. When the budget cannot pay for one more and nothing runs, the campaign
-  is held (paused) as a promotion it cannot pay for is: raise the budget and `campaignctl resume`.
+- Asking: into the free slots (`parallel` less the search's tasks pending or running), never while
+  the campaign is paused, and only as many as what remains of the budget (after spent, committed
+  and projected work) pays for at a trial's time limit. With rungs, promotions (core/asha.py)
+  take the free slots first, behind the same gate. When the budget cannot pay for the next and
+  nothing runs, the campaign is held (paused), as a grid's promotion it cannot pay for is: raise
+  the budget and `campaignctl resume`.
 - The trials the sampler saw are the ask's evidence; the sampler is rebuilt from the log on
   every tick, so `policy replay` asks the same trials from the same log (adapters/optuna_sampler.py).
 """
@@ -190,23 +192,23 @@ def _hold(asked: int, short: str, assessment: Assessment | None, promoting: bool
 
 def _seen(trials: Sequence[Trial]) -> dict[str, object]:
     """The evidence of an ask: the trials the sampler saw, counted, with a digest of all of them."""
-    told = [[t.number, t.state, t.value] for t in trials if t.state != RUNNING]
+    running = [t.number for t in trials if t.state == RUNNING]
     digest = hashlib.sha256(json.dumps([[t.number, dict(t.params), t.state, t.value] for t in trials],
                                        sort_keys=True).encode()).hexdigest()[:16]
-    best = [t for t in trials if t.state == COMPLETE]
-    return {"told": len(told), "running": [t.number for t in trials if t.state == RUNNING],
-            "complete": len(best), "seen_digest": digest}
+    return {"told": len(trials) - len(running), "running": running,
+            "complete": sum(1 for t in trials if t.state == COMPLETE), "seen_digest": digest}
 
 
 def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Mapping[str, object],
-         want: int, afford: int, resources: Resources | None) -> Decision:
+         want: int, afford: int, resources: Resources) -> Decision:
     shown = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
     budget = f"; the budget pays for {afford} of the {want} trials the free slots allow" if afford < want else ""
-    reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after "
-              f"{seen['told']} told and {len(seen['running'])} running{budget}: {shown}.")  # type: ignore[arg-type]
+    running = seen["running"]
+    reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after {seen['told']} told "
+              f"and {len(running) if isinstance(running, list) else 0} running{budget}: {shown}.")
     return Decision(number, f"trial.{number}", RULE, "ask", reason,
                     {**seen, "sampler": search.sampler, "seed": search.seed},
-                    {"trial": number, "params": dict(values)}, resources or Resources())
+                    {"trial": number, "params": dict(values)}, resources)
 
 
 def _short(value: Scalar) -> str:
