@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from campaignctl.core.asha import Promotable, promotable
+from campaignctl.core.asha import Promotable, promotable, promoting_metrics
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import hourly
 from campaignctl.core.decision import Decision
@@ -35,6 +35,7 @@ from campaignctl.core.policy import Prices
 from campaignctl.core.resources import Resources
 from campaignctl.core.rungs import Rung
 from campaignctl.core.search_spec import SearchSpec
+from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.training_metrics import Curve, final_value
 
 RULE = "search"
@@ -81,6 +82,21 @@ def to_tell(trials: Sequence[Trial], ends: Mapping[int, TaskEnd], given_up: Iter
     gone = set(given_up)
     return [end for t in trials if t.state == RUNNING and (end := ends.get(t.number)) is not None
             and (end.settled or end.token in gone)]
+
+
+def search_metrics(settings: CampaignSettings, trials: Sequence[Trial], ends: Mapping[int, TaskEnd],
+                   paused: bool) -> set[str]:
+    """The metrics a search's tick reads: its own when a completed trial is to be told; with
+    rungs, the promoting ones while something could be promoted (not paused, a completed task in
+    a rung below the top)."""
+    search = settings.search
+    if search is None:
+        return set()
+    out = {search.metric} if any(e.state == "COMPLETED" for e in to_tell(trials, ends, ())) else set()
+    below_top = (len(settings.rungs) - 1) * search.trials
+    if settings.rungs and not paused and any(i < below_top and e.state == "COMPLETED" for i, e in ends.items()):
+        out |= promoting_metrics(settings.rungs)
+    return out
 
 
 def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[int, TaskEnd],

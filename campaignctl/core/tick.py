@@ -36,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from campaignctl.core import fallback
-from campaignctl.core.asha import promoting_metrics
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, BudgetPlan, assess, guard
 from campaignctl.core.cost import UsageGroup, campaign_spend
 from campaignctl.core.decide import decide
@@ -68,7 +67,7 @@ from campaignctl.core.packing import own_decisions
 from campaignctl.core.policy import Policy
 from campaignctl.core.requests import Requests, with_requests
 from campaignctl.core.right_size import UsageSample, groups, plan_lowering
-from campaignctl.core.search import Sampler, SearchPlan, Trial, search_decisions, to_tell
+from campaignctl.core.search import Sampler, SearchPlan, Trial, search_decisions, search_metrics
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import SiblingFacts, trigger_of
 from campaignctl.core.telemetry import Summary
@@ -180,7 +179,7 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         state = None if paused else _ladder(snapshot, None)
         if state is not None and state.plan is not None:
             metrics.add(state.plan.rule.metric)
-        metrics |= _search_metrics(snapshot, views, paused)
+        metrics |= search_metrics(snapshot.settings, snapshot.trials, snapshot.task_ends, paused)
         raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
                                            if not v.latest.decided) is not None
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
@@ -258,7 +257,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
         ladder = _ladder(snapshot, _curves(snapshot, ladder.plan.rule.metric))
         assert ladder is not None and ladder.plan is not None
         decisions += _promotion(snapshot, policy, ladder, assessment)
-    search = _search(snapshot, policy, views, decisions, paused, assessment)
+    search = _search(snapshot, policy, decisions, paused, assessment)
     decisions += search.decisions
     paused = paused or search.pause
     max_parallel = _tighter(settings.max_parallel, budget.cap)
@@ -349,31 +348,14 @@ def _promotion(snapshot: TickSnapshot, policy: Policy, ladder: LadderState,
     return promotion_decisions(plan, snapshot.settings)
 
 
-def _search_metrics(snapshot: TickSnapshot, views: Sequence[TaskView], paused: bool) -> set[str]:
-    """The metrics a search's tick reads: its own when a completed trial is to be told; with
-    rungs, the promoting ones while something could be promoted (not paused, a completed task in
-    a rung below the top)."""
-    settings = snapshot.settings
-    search = settings.search
-    if search is None:
-        return set()
-    out = set()
-    if any(e.state == "COMPLETED" for e in to_tell(snapshot.trials, snapshot.task_ends, ())):
-        out.add(search.metric)
-    below_top = (len(settings.rungs) - 1) * search.trials
-    if settings.rungs and not paused and any(i < below_top and e.state == "COMPLETED"
-                                             for i, e in snapshot.task_ends.items()):
-        out |= promoting_metrics(settings.rungs)
-    return out
-
-
-def _search(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView], decisions: Sequence[Decision],
-            paused: bool, assessment: Assessment | None) -> SearchPlan:
+def _search(snapshot: TickSnapshot, policy: Policy, decisions: Sequence[Decision], paused: bool,
+            assessment: Assessment | None) -> SearchPlan:
     search = snapshot.settings.search
     if search is None:
         return SearchPlan()
     given_up = [d.attempt_token for d in decisions if d.action == "give_up"]
-    curves = {m: _curves(snapshot, m) for m in _search_metrics(snapshot, views, paused)}
+    curves = {m: _curves(snapshot, m) for m in search_metrics(snapshot.settings, snapshot.trials, snapshot.task_ends,
+                                                              paused)}
     return search_decisions(search, snapshot.trials, snapshot.task_ends, given_up, curves, snapshot.sampler,
                             paused, snapshot.settings.search_resources, policy.prices, assessment,
                             snapshot.settings.rungs)
