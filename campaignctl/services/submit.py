@@ -10,6 +10,7 @@ from pathlib import Path
 
 from campaignctl.adapters import faults, identity, paths, slurm
 from campaignctl.adapters.env_capture import write_captured_env
+from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
@@ -22,6 +23,7 @@ from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.status import param_text
 from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import (
     dispatch_within,
@@ -162,6 +164,15 @@ def _task_count(spec: CampaignSpec) -> int:
     return spec.search.trials if spec.search else len(spec.first_tasks())
 
 
+def _would_ask(spec: CampaignSpec) -> list[str]:
+    """What a search's first tick would ask for (the same seed, no trials yet: the same values)."""
+    if spec.search is None:
+        return []
+    count = min(spec.search.parallel, spec.search.trials)
+    asked = OptunaSampler().ask(spec.search, [], count)
+    return [f"the first tick would ask trial {i}: {param_text(values)}" for i, values in enumerate(asked)]
+
+
 def _first_asks(name: str) -> list[str]:
     """A search's first trials: one reconcile tick of the campaign asks for them and submits them
     (the same tick cron runs: the same asks, the same exactly-once submission)."""
@@ -193,7 +204,7 @@ def _rung_notes(spec: CampaignSpec) -> list[str]:
 
 
 def _dry_run(spec: CampaignSpec) -> SubmitResult:
-    notes = _rung_notes(spec)
+    notes = _rung_notes(spec) + _would_ask(spec)
     try:
         max_array = slurm.array_cap()
     except SlurmUnavailableError as exc:
