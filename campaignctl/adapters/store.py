@@ -366,7 +366,7 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
          "params_json": (task_params or {}).get(t), "alloc_tres": shares[chunk.element_of(i)] if shares else ""}
         for i, t in enumerate(chunk.task_indices)])
-    if kind in ("trial", "promotion"):  # a search's trial is its asked params from now on: screens show them
+    if kind in ("trial", "promotion") and task_params:  # a search's trial is its asked params from now on
         conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == sa.bindparam("ti"))
                      .values(params_json=sa.bindparam("pj")),
                      [{"ti": t, "pj": p} for t, p in (task_params or {}).items()])
