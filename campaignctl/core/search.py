@@ -127,7 +127,8 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
         if active:
             return SearchPlan(tells)  # what runs now is committed at its limit: wait for it to end
         return SearchPlan([*tells, _hold(len(now), short, assessment, bool(promoting))], pause=True)
-    promoted = [_promote(p, search, trials_by_number(now), rungs) for p in promoting[:afford]]
+    by_number = {t.number: t for t in now}
+    promoted = [_promote(p, search, by_number, rungs) for p in promoting[:afford]]
     count = afford - len(promoted)
     if not count:
         return SearchPlan([*tells, *promoted])
@@ -135,10 +136,6 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     seen = _seen(now)
     return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking, count, trial_resources)
                                             for i, values in enumerate(asked))])
-
-
-def trials_by_number(trials: Sequence[Trial]) -> dict[int, Trial]:
-    return {t.number: t for t in trials}
 
 
 def _promote(p: Promotable, search: SearchSpec, trials: Mapping[int, Trial], rungs: tuple[Rung, ...]) -> Decision:

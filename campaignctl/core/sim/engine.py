@@ -377,8 +377,7 @@ class Engine:
     def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, Scalar]]]) -> bool:
         task = d.task_index
         if isinstance(asked := d.typed, Ask) and self.setup.search:  # a trial's first attempt
-            fixed = {k: v for k, v in self.setup.search.fixed.items()}
-            retries.append((task, 1, d.resources or self.setup.resources, {**fixed, **{
+            retries.append((task, 1, d.resources or self.setup.resources, {**self.setup.search.fixed, **{
                 k: v for k, v in asked.params.items() if isinstance(v, SCALAR_TYPES)}}))
             return True
         if d.action in ("resubmit", "give_up"):
