@@ -81,6 +81,11 @@ class SearchSpec:
                 "parallel": self.parallel, "seed": self.seed, "promotion": self.promotion, "fixed": dict(self.fixed),
                 "space": [d.to_settings() | {"name": d.name} for d in self.space]}
 
+    @property
+    def first_asks(self) -> int:
+        """How many trials the first tick asks for: the slots, or every trial if fewer."""
+        return min(self.parallel, self.trials)
+
     def describe(self) -> str:
         return (f"{self.sampler} search, {self.trials} trials, {self.parallel} at once, {self.goal} "
                 f"{self.metric}: " + "; ".join(d.describe() for d in self.space))

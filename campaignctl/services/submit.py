@@ -168,8 +168,7 @@ def _would_ask(spec: CampaignSpec) -> list[str]:
     """What a search's first tick would ask for (the same seed, no trials yet: the same values)."""
     if spec.search is None:
         return []
-    count = min(spec.search.parallel, spec.search.trials)
-    asked = OptunaSampler().ask(spec.search, [], count)
+    asked = OptunaSampler().ask(spec.search, [], spec.search.first_asks)
     return [f"the first tick would ask trial {i}: {param_text(values)}" for i, values in enumerate(asked)]
 
 
@@ -194,8 +193,7 @@ def capture(spec: CampaignSpec) -> str:
 
 def _rung_notes(spec: CampaignSpec) -> list[str]:
     if spec.search:
-        first = min(spec.search.parallel, spec.search.trials)
-        return [f"{spec.search.describe()}; the first tick asks the first {first}"]
+        return [f"{spec.search.describe()}; the first tick asks the first {spec.search.first_asks}"]
     if not spec.rungs:
         return []
     ladder = " → ".join(f"{r.name} ({r.promote.describe()})" if r.promote else r.name for r in spec.rungs)
