@@ -19,23 +19,36 @@ from tests.fakeslurm import FakeSlurm
 REPO = Path(__file__).resolve().parent.parent
 
 
+# XDG_STATE_HOME of a test that did not ask for `state_home`: no directory can be made under
+# /dev/null (not even by root, as CI runs), so such a test that opens a store fails in the SQLite run
+# instead of passing there and silently missing the PostgreSQL run, which keeps tests by `state_home`.
+NO_STATE_HOME = "/dev/null/this-test-has-no-state_home-fixture"
+
+
 @pytest.fixture(autouse=True)
-def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_outside_settings(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """No test sees the caller's own store, fault injection or head file: a CAMPAIGNCTL_DB_URL
     set during a test is the one its fixtures made, and is passed on to the processes it starts."""
     for name in ("CAMPAIGNCTL_DB_URL", "CAMPAIGNCTL_FAULT", "CAMPAIGNCTL_CHAIN_HEAD"):
         monkeypatch.delenv(name, raising=False)
+    if "state_home" not in request.fixturenames:
+        monkeypatch.setenv("XDG_STATE_HOME", NO_STATE_HOME)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A run with CAMPAIGNCTL_TEST_STORE=postgresql runs only the tests that have a store (through
-    `state_home`): the others would run exactly as in the SQLite run."""
+    `state_home`): the others would run exactly as in the SQLite run. Nor does it run again those
+    that the SQLite run already ran on PostgreSQL (`backend`, `pg_url`): on the same server, alike."""
     if os.environ.get("CAMPAIGNCTL_TEST_STORE") != "postgresql":
         return
-    storeless = [item for item in items if "state_home" not in getattr(item, "fixturenames", ())]
-    if storeless:
-        config.hook.pytest_deselected(items=storeless)
-        items[:] = [item for item in items if "state_home" in getattr(item, "fixturenames", ())]
+    kept = [item for item in items if _runs_on_postgresql_only_here(getattr(item, "fixturenames", ()))]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+def _runs_on_postgresql_only_here(fixtures: list[str] | tuple[str, ...]) -> bool:
+    return "state_home" in fixtures and "backend" not in fixtures and "pg_url" not in fixtures
 
 
 @pytest.fixture

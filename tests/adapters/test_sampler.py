@@ -260,9 +260,11 @@ def test_without_pynvml_cpu_and_memory_are_still_sampled(
     assert samples[0]["rss_mb"] > 0 and samples[0]["gpus"] == []
 
 
+# Each process spins for 1 s of its own CPU time, not of wall time: on a loaded machine a
+# wall-clock loop may end before its sibling has started, or burn too little to sample.
 BUSY_TREE = """
 import subprocess, sys, time
-busy = "import time\\nend = time.time() + 1.5\\nwhile time.time() < end: pass"
+busy = "import time\\nwhile time.process_time() < 1.0: pass"
 child = subprocess.Popen([sys.executable, "-c", busy])
 exec(busy)
 child.wait()

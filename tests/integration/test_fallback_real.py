@@ -14,15 +14,16 @@ from campaignctl.adapters.store import Store
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_reconcile_real import latest, sacct_field, ticking_until_finished
+from tests.lab_nodes import nodes_with
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture
 def a100_nodes_full(slurm_conf: str) -> Iterator[None]:
-    """Both a100 GPUs of node1 and of node2 taken by someone else's long job."""
+    """Both a100 GPUs of both a100 nodes taken by someone else's long job."""
     jobs = [proc.run(["sbatch", "--parsable", "-J", "fill-a100", "-w", node, "--gres=gpu:a100:2", "-c1",
-                      "--mem=100M", "--wrap", "sleep 300"]).stdout.strip() for node in ("node1", "node2")]
+                      "--mem=100M", "--wrap", "sleep 300"]).stdout.strip() for node in nodes_with("a100")]
     try:
         yield
     finally:
@@ -64,7 +65,7 @@ policy:
     for row in latest("fallback").values():
         assert row.attempt_number == 2 and row.state == "COMPLETED"
         assert "gres/gpu:v100=1" in sacct_field(str(row.job_id), "AllocTRES")
-        assert sacct_field(str(row.job_id), "NodeList") in ("node3", "node4")
+        assert sacct_field(str(row.job_id), "NodeList") in nodes_with("v100")
         assert row.exit_code == 0
     failures = [e for e in entries if e.rule in ("cancelled", "failed")]
     assert failures == []  # our own cancel is not a failure of the task

@@ -22,6 +22,7 @@ from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
 from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import history, latest, ticking_until_finished, wait_for
+from tests.lab_nodes import all_nodes
 
 pytestmark = pytest.mark.slurm
 PROGRAM = REPO / "tests" / "programs" / "allreduce.py"
@@ -72,8 +73,8 @@ def check_allreduce(run_dir: Path, name: str) -> Path:
 def check_allreduce_lines(attempt: Path) -> None:
     lines = rank_lines(attempt)
     assert sorted(lines) == [0, 1, 2, 3], (attempt / "output.log").read_text()
-    assert all("sum 10 (expected 10)" in line and "'node" in line for line in lines.values()), lines
-    nodes = set(re.findall(r"node\d", " ".join(lines.values())))
+    assert all("sum 10 (expected 10)" in line and "nodes ['" in line for line in lines.values()), lines
+    nodes = {n for n in all_nodes() if f"'{n}'" in " ".join(lines.values())}
     assert len(nodes) == 2, lines
     assert json.loads((attempt / "exit.json").read_text())["returncode"] == 0
 
@@ -85,7 +86,7 @@ def test_two_nodes_two_processes_each_all_reduce_with_srun(
     attempt = check_allreduce(tmp_path / "runs" / name, name)
     ranks = {json.loads(p.read_text())["node"] for p in attempt.glob("exit*.json")}
     assert len(ranks) == 2 and len(list(attempt.glob("exit*.json"))) == 4  # one exit file per rank
-    assert (attempt / "telemetry.jsonl").exists() and (attempt / "telemetry.node1.jsonl").exists()
+    assert (attempt / "telemetry.node1.jsonl").exists()  # node rank 1
     assert cli("report", name, "--out", str(tmp_path / "report")).returncode == 0
     page = (tmp_path / "report" / "index.html").read_text()
     nodes_table = page[page.index("Nodes of multi-node attempts"):]
@@ -102,7 +103,8 @@ def test_two_nodes_two_processes_each_all_reduce_with_torchrun(
 
 def test_a_node_set_down_mid_run_fails_the_attempt_and_the_retry_avoids_only_that_node(
         slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
-    name = allreduce_campaign(tmp_path, "mn-nodefail-multinode", torch_python, "srun", hold_s=45, tasks=2)
+    # the first attempts hold 30 s after joining the group (time to set a node DOWN), the retry none
+    name = allreduce_campaign(tmp_path, "mn-nodefail-multinode", torch_python, "srun", hold_s=30, tasks=2)
     run_dir = tmp_path / "runs" / name
     first = wait_running(name, run_dir, task=0)
     nodes = proc.run(["squeue", "-h", "-j", first.job_id or "", "-o", "%N"]).stdout.strip()
@@ -154,7 +156,7 @@ def test_a_collective_timeout_is_retried_without_the_node_whose_ranks_never_repo
     first, retry = rows
     assert first.cause == "collective_timeout", (first.cause, first.evidence)
     assert "Timed out waiting 15000ms for recv operation" in first.evidence
-    reporting = set(re.findall(r"\[rank [01] on (node\d)\]", first.evidence))
+    reporting = set(re.findall(r"\[rank [01] on ([a-z]+\d+)\]", first.evidence))
     stalled = [n for n in split_nodes(first.nodes) if n not in reporting]
     assert len(reporting) == 1 and len(stalled) == 1, first.evidence
     assert json.loads(retry.resources_json)["exclude"] == stalled[0]

@@ -9,10 +9,13 @@ Python it can reach: root's virtualenv may sit under a private /root (pyenv here
 there), so a world-readable virtualenv is built once under /var/tmp from the system python3
 (same minor version) and the test's own site-packages, and this working tree's package is
 copied into it on every run. The jobs run that interpreter too: submitit's batch script starts
-`sys.executable -m submitit.core._submit`."""
+`sys.executable -m submitit.core._submit`. Both labs may run this test at once (scripts/test runs
+the 22.05 and 24.11 suites side by side): the users are made under a lock, the site-packages are
+copied once under it, and each lab gets its own virtualenv of hard links to them."""
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import hashlib
 import json
@@ -26,6 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,14 +56,15 @@ def unix_users() -> None:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    _run(["groupadd", "-f", GROUP])
-    for user in (ALICE, BOB, CAROL):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            _run(["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", user])
-    for user in (ALICE, BOB):
-        _run(["usermod", "-aG", GROUP, user])
+    with _locked("users"):  # useradd, groupadd and usermod fail on a /etc/passwd another one has locked
+        _run(["groupadd", "-f", GROUP])
+        for user in (ALICE, BOB, CAROL):
+            try:
+                pwd.getpwnam(user)
+            except KeyError:
+                _run(["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", user])
+        for user in (ALICE, BOB):
+            _run(["usermod", "-aG", GROUP, user])
     # the lab enforces associations (AccountingStorageEnforce), as sites do: no submitting without one
     # (`sacctmgr add` exits 1 with "Nothing new added" when they exist: the listing says if they do)
     subprocess.run(["sacctmgr", "-i", "add", "user", ",".join((ALICE, BOB, CAROL)), "Account=lab"],
@@ -78,14 +83,21 @@ def user_python(unix_users: None) -> Path:
     purelib = Path(sysconfig.get_paths()["purelib"])
     installed = sorted(p.name for p in purelib.iterdir() if p.name.endswith(".dist-info"))
     stamp = hashlib.sha256("\n".join([str(base), *installed]).encode()).hexdigest()[:16]
-    venv = ROOT / "venv"
+    deps = ROOT / f"site-packages-{stamp}"
+    with _locked("site-packages"):
+        if not deps.exists():
+            for old in ROOT.glob("site-packages-*"):
+                shutil.rmtree(old, ignore_errors=True)
+            shutil.copytree(purelib, deps.with_suffix(".new"), symlinks=True,
+                            ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
+            _run(["chmod", "-R", "a+rX", str(deps.with_suffix(".new"))])
+            deps.with_suffix(".new").rename(deps)
+    venv = ROOT / f"venv-{Path(os.environ['SLURM_CONF']).parent.parent.name}"  # one per lab
     target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    ROOT.mkdir(mode=0o755, exist_ok=True)
     if not (venv / f".deps-{stamp}").exists():
         shutil.rmtree(venv, ignore_errors=True)
         _run([str(base), "-m", "venv", "--without-pip", str(venv)])
-        shutil.copytree(purelib, target, dirs_exist_ok=True, symlinks=True,
-                        ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
+        shutil.copytree(deps, target, dirs_exist_ok=True, symlinks=True, copy_function=os.link)
         (venv / f".deps-{stamp}").touch()
     shutil.rmtree(target / "campaignctl", ignore_errors=True)
     shutil.copytree(REPO / "campaignctl", target / "campaignctl", ignore=shutil.ignore_patterns("__pycache__"))
@@ -93,6 +105,15 @@ def user_python(unix_users: None) -> Path:
     python = venv / "bin" / "python"
     assert _as(BOB, python, ["-c", "import campaignctl.cli, submitit, psycopg"], {}, Path("/")).returncode == 0
     return python
+
+
+@contextmanager
+def _locked(what: str) -> Iterator[None]:
+    """Held by one test process at a time on this machine."""
+    ROOT.mkdir(mode=0o755, exist_ok=True)
+    with open(ROOT / f".{what}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _system_python() -> Path:

@@ -16,6 +16,7 @@ from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import history, ticking_until_finished
+from tests.lab_nodes import nodes_with
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -112,16 +113,16 @@ def test_without_params_or_roomier_gpu_a_gpu_oom_is_given_up_and_a_site_cause_ge
 
 def test_a_gpu_oom_without_params_moves_to_a_listed_type_with_more_memory(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
-    # the lab's a100s are on node1-2, its v100s on node3-4 (NOTES.md); the program fits only on an a100
+    # the lab's a100s are on its first two nodes, its v100s on the others; the program fits only on an a100
     name = campaign(tmp_path, "oommove", "matrix: {batch: [64], grad_accum: [1], fail: [oom]}",
                     "{use: default, prices: {gpu_memory: {v100: 16G, a100: 80G}}}",
                     '{gpus: 1, gpu_type: [v100, a100], cpus_per_task: 1, mem: 200M, time: "00:05:00"}',
-                    ', --fits-on, "node1,node2"')
+                    f', --fits-on, "{",".join(nodes_with("a100"))}"')
     ticking_until_finished(name)
 
     rows = history(name)
     assert [(r.state, r.cause) for r in rows] == [("FAILED", "gpu_out_of_memory"), ("COMPLETED", None)]
-    assert rows[0].nodes in ("node3", "node4") and rows[1].nodes in ("node1", "node2")
+    assert rows[0].nodes in nodes_with("v100") and rows[1].nodes in nodes_with("a100")
     assert [json.loads(r.resources_json)["gpu_type"] for r in rows] == ["v100", "a100"]
     [move] = entries(name)
     assert (move.rule, move.action) == ("gpu_out_of_memory", "resubmit") and "gpu_type v100 → a100" in move.reason

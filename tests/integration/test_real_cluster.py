@@ -17,6 +17,7 @@ from campaignctl.adapters import proc
 from campaignctl.services.status import StatusResult, status
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
+from tests.lab_nodes import nodes_with
 
 pytestmark = pytest.mark.slurm
 TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "CANCELLED", "PREEMPTED"}
@@ -83,7 +84,7 @@ resources: {gpus: 1, gpu_type: v100, cpus_per_task: 2, mem: 200M, time: "00:05:0
     seen = attempt_files(tmp_path / "runs" / "bind", "started.json")
     assert sorted(seen) == [0, 1, 2]
     for info in seen.values():
-        assert info["node"] in ("node3", "node4"), info  # v100 nodes only
+        assert info["node"] in nodes_with("v100"), info  # v100 nodes only
         assert info["cuda_visible_devices"] in ("0", "1"), info  # exactly one GPU
         assert len(info["cpus"]) == 2, info  # cgroup cpuset + --cpu-bind=cores
 

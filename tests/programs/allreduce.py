@@ -5,8 +5,8 @@ checks its place in it and sums one tensor across every process.
     python allreduce.py WORLD NODES [HOLD_S [HANG_NODE_RANK [TIMEOUT_S]]]
 
 Exits 3 when a rank or the world size is not what the launcher should have given, 4 when the
-all-reduce sum is wrong. HOLD_S: seconds every rank waits before the all-reduce (so a test can
-fail a node while the attempt runs). HANG_NODE_RANK: on a first attempt (CAMPAIGNCTL_ATTEMPT=1,
+all-reduce sum is wrong. HOLD_S: seconds every rank waits before the all-reduce on a first attempt
+(so a test can fail a node while the attempt runs; a retry does not wait). HANG_NODE_RANK: on a first attempt (CAMPAIGNCTL_ATTEMPT=1,
 as a program that resumes from a checkpoint reads it) the ranks of that node stall for 3 ×
 TIMEOUT_S before the all-reduce, so the other ranks' collective times out (Gloo's timeout is the
 process group's, TIMEOUT_S, 60 by default). Rank 0 reports the sum as a metric."""
@@ -37,8 +37,9 @@ def main() -> int:
         print(f"wrong placement: expected world {world} over {nodes} nodes", flush=True)
         return 3
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=timeout))
-    time.sleep(hold)
-    if int(os.environ.get("NODE_RANK", "0")) == hang and os.environ.get("CAMPAIGNCTL_ATTEMPT") == "1":
+    first_attempt = os.environ.get("CAMPAIGNCTL_ATTEMPT") == "1"
+    time.sleep(hold if first_attempt else 0)
+    if int(os.environ.get("NODE_RANK", "0")) == hang and first_attempt:
         print(f"rank {rank} stalls for {3 * timeout:g} s", flush=True)
         time.sleep(3 * timeout)
     value = torch.tensor([float(rank + 1)])

@@ -1,0 +1,93 @@
+"""The table scripts/test ends with: each suite's counts and wall time against its budget, and the
+slowest tests of the run, from the JUnit XML each suite's pytest wrote. A suite past its budget
+is a warning, not a failure: CI's hard limit is 90 minutes, the budgets keep it near 40 with
+room to grow (docs/testing.md).
+
+    python scripts/suite_report.py OUT_DIR SUITE... [--total SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Wall seconds each suite may take before the table warns. The Slurm suites run side by side, the
+# unit and postgresql suites one after the other beside them: CI's wall is about the longest lane
+# plus set-up.
+BUDGET_S = {"unit": 600, "postgresql": 420, "slurm-22.05": 1500, "slurm-24.11": 1500}
+TOTAL_BUDGET_S = 2400
+SLOWEST = 12
+
+
+@dataclass
+class Suite:
+    name: str
+    rc: str = "-"
+    wall_s: int | None = None
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("passed", "failed", "error", "skipped"), 0))
+    cases: list[tuple[float, str]] = field(default_factory=list)
+
+
+def read_suite(out: Path, name: str) -> Suite:
+    suite = Suite(name)
+    if (rc := out / f"{name}.rc").exists():
+        suite.rc = rc.read_text().strip()
+    if (secs := out / f"{name}.secs").exists():
+        suite.wall_s = int(secs.read_text().strip())
+    xml = out / f"{name}.xml"
+    if not xml.exists():
+        return suite
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        suite.counts[{"failure": "failed"}.get(outcome, outcome)] += 1
+        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        suite.cases.append((float(case.get("time") or 0), test_id))
+    return suite
+
+
+def minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
+def report(suites: list[Suite], total_s: int | None) -> tuple[str, list[str]]:
+    warnings = []
+    lines = [f"{'suite':<13} {'exit':>4} {'passed':>7} {'failed':>6} {'error':>5} {'skipped':>7} "
+             f"{'wall':>6} {'budget':>6}"]
+    for s in suites:
+        budget = BUDGET_S.get(s.name)
+        c = s.counts
+        lines.append(f"{s.name:<13} {s.rc:>4} {c['passed']:>7} {c['failed']:>6} {c['error']:>5} {c['skipped']:>7} "
+                     f"{minutes(s.wall_s):>6} {minutes(budget):>6}")
+        if budget is not None and s.wall_s is not None and s.wall_s > budget:
+            warnings.append(f"{s.name} took {minutes(s.wall_s)}, past its budget of {minutes(budget)}")
+    if total_s is not None:
+        total = {k: sum(s.counts[k] for s in suites) for k in ("passed", "failed", "error", "skipped")}
+        lines.append(f"{'all':<13} {'':>4} {total['passed']:>7} {total['failed']:>6} {total['error']:>5} "
+                     f"{total['skipped']:>7} {minutes(total_s):>6} {minutes(TOTAL_BUDGET_S):>6}")
+        if total_s > TOTAL_BUDGET_S:
+            warnings.append(f"scripts/test took {minutes(total_s)}, past its budget of {minutes(TOTAL_BUDGET_S)}")
+    slowest = sorted(((t, s.name, test) for s in suites for t, test in s.cases), reverse=True)[:SLOWEST]
+    if slowest:
+        lines += ["", f"slowest {len(slowest)} tests:"]
+        lines += [f"  {t:7.1f} s  {name:<12} {test}" for t, name, test in slowest]
+    return "\n".join(lines), warnings
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, help="the directory scripts/test wrote its logs and XML to")
+    parser.add_argument("suites", nargs="+", help="the suites that ran")
+    parser.add_argument("--total", type=int, help="the whole run's wall seconds")
+    args = parser.parse_args()
+    text, warnings = report([read_suite(args.out, name) for name in args.suites], args.total)
+    print(text)
+    for warning in warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
