@@ -6,8 +6,9 @@ checks its place in it and sums one tensor across every process.
 
 Exits 3 when a rank or the world size is not what the launcher should have given, 4 when the
 all-reduce sum is wrong. HOLD_S: seconds every rank waits before the all-reduce on a first attempt
-(so a test can fail a node while the attempt runs; a retry does not wait). HANG_NODE_RANK: on a first attempt (CAMPAIGNCTL_ATTEMPT=1,
-as a program that resumes from a checkpoint reads it) the ranks of that node stall for 3 ×
+(so a test can fail a node while the attempt runs; a retry does not wait). HANG_NODE_RANK: on a
+first attempt (CAMPAIGNCTL_ATTEMPT=1, as a program that resumes from a checkpoint reads it) the
+ranks of that node stall for 3 ×
 TIMEOUT_S before the all-reduce, so the other ranks' collective times out (Gloo's timeout is the
 process group's, TIMEOUT_S, 60 by default). Rank 0 reports the sum as a metric."""
 
