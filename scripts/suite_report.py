@@ -14,11 +14,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Wall seconds each suite may take before the table warns. The Slurm suites run side by side, the
-# unit and postgresql suites one after the other beside them: CI's wall is about the longest lane
-# plus set-up.
-BUDGET_S = {"unit": 600, "postgresql": 420, "slurm-22.05": 1500, "slurm-24.11": 1500}
-TOTAL_BUDGET_S = 2400
+# Wall seconds each suite may take before the table warns, as measured on the project's 2-core
+# machine with all lanes at once (docs/testing.md). The Slurm suites run side by side, the unit and
+# postgresql suites one after the other beside them: CI's wall is about the longest lane plus
+# set-up. The whole run warns at 35 minutes, 5 before the 40 CI must stay within.
+BUDGET_S = {"unit": 900, "postgresql": 900, "slurm-22.05": 1800, "slurm-24.11": 1800}
+TOTAL_BUDGET_S = 2100
 SLOWEST = 12
 
 
