@@ -71,9 +71,9 @@ def campaign_status(campaign: str, states: list[str] | None = None, tasks: list[
 def task_output(campaign: str, task: int, attempt: int | None = None, lines: int = OUTPUT_LINES) -> dict[str, Any]:
     """The last `lines` lines a task's program printed (stdout and stderr) in an attempt (default:
     its latest), and Slurm's own lines on how it ended the job (an oom-kill, a time limit)."""
-    from campaignctl.services.output import first_offset, locate, read_text, slurm_endings
+    from campaignctl.services.output import first_offset, locate, masked, read_text, slurm_endings
     target = locate(campaign, task, attempt)
-    text = "".join(read_text(target, first_offset(target, max(0, min(lines, MAX_OUTPUT_LINES)))))
+    text = "".join(masked(read_text(target, first_offset(target, max(0, min(lines, MAX_OUTPUT_LINES))))))
     return {**target.to_dict(), "output": text, "slurm": slurm_endings(target)}
 
 

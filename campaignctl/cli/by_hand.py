@@ -32,7 +32,7 @@ def cancel(
     from campaignctl.core.task_selection import parse_task_list
     from campaignctl.services.by_hand import cancel as cancel_service
 
-    result = cancel_service(campaign, parse_task_list(task) if task else None, reason)
+    result = cancel_service(campaign, parse_task_list(task) if task is not None else None, reason)
     _render("cancel", result, json_out)
 
 
@@ -53,14 +53,14 @@ def retry(
     Example: campaignctl retry lr-sweep --state FAILED --reason "fixed the data path"
     """
     from campaignctl.core.errors import UsageError
-    from campaignctl.core.task_selection import parse_task_list
+    from campaignctl.core.task_selection import parse_state_list, parse_task_list
     from campaignctl.services.by_hand import retry as retry_service
 
     if task is None and state is None:
         raise UsageError("say which tasks to retry: --task 0,3-5 and/or --state FAILED",
                          f"`campaignctl status {campaign}` lists each task's state")
-    result = retry_service(campaign, parse_task_list(task) if task else None,
-                           state.split(",") if state else None, reason, force)
+    result = retry_service(campaign, parse_task_list(task) if task is not None else None,
+                           parse_state_list(state) if state is not None else None, reason, force)
     _render("retry", result, json_out)
 
 

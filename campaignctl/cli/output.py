@@ -28,7 +28,8 @@ def output(
     A header line (task, attempt, state, path) goes to stderr first (--quiet: none); the output
     always ends with a newline, so a last line without one does not run into the next prompt.
     Slurm's own lines on how it ended the job (an oom-kill, DUE TO TIME LIMIT), from the job's log
-    under <run_dir>/slurm, follow it, marked `[slurm]`.
+    under <run_dir>/slurm, follow it, marked `[slurm]`. Secrets the program printed as assignments
+    or options (DB_PASS=…, --password …, Bearer …) are shown as ***.
 
     Exit codes: 4 no such campaign, task or attempt (the ones that exist are named); 6 the attempt
     has no output yet (pending: -f waits for it); 130 Ctrl-C while following; 141 the reader closed
@@ -36,7 +37,7 @@ def output(
 
     Example: campaignctl output lr-sweep 4 --tail 50 -f
     """
-    from campaignctl.services.output import first_offset, follow, locate, read_text
+    from campaignctl.services.output import first_offset, follow, locate, masked, read_text
 
     target = locate(campaign, task, attempt)
     if path_only:
@@ -48,7 +49,7 @@ def output(
         err_console.print(f"task {target.task} of {target.campaign!r}, attempt {target.attempt} of "
                           f"{target.attempts} ({target.state}{job}): {target.path}", style="dim", soft_wrap=True)
         err_console.file.flush()
-    _write(chunks)
+    _write(masked(chunks))
     from campaignctl.services.output import slurm_endings
 
     for line in slurm_endings(target):  # after the program's last line, where Slurm ended it

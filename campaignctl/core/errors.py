@@ -72,6 +72,14 @@ class SlurmUnavailableError(CampaignctlError):
     kind = "slurm_unavailable"
 
 
+class ExtraMissingError(CampaignctlError):
+    """A command needs an optional extra that is not installed (`mcp` without the MCP SDK):
+    a program it needs is missing, as for a Slurm command (EX_UNAVAILABLE)."""
+
+    exit_code = 69
+    kind = "extra_missing"
+
+
 class SiteLimitError(SlurmUnavailableError):
     """Slurm refused a submission for a site's limit on queued jobs (MaxSubmitJobs of the user's
     association or QOS): room frees as the user's queued jobs end, so the submission waits for

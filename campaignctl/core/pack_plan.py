@@ -83,9 +83,15 @@ def step_argv(token: str, step: Resources, command: Sequence[str]) -> list[str]:
     """The `srun` of one packed task inside its element: a step of its own, sharing the element's
     CPUs and GPUs with its neighbours (`--overlap`), named by its attempt token (sacct's JobName
     of the step), under its own memory limit, one Slurm task. `--kill-on-bad-exit=0`: its failure
-    ends its step, never its neighbours'."""
+    ends its step, never its neighbours'.
+
+    `--cpu-bind=none`: the element's own step runs with the site's binding and exports it
+    (`SLURM_CPU_BIND=quiet,mask_cpu:0x3` under task/affinity), and srun takes SLURM_CPU_BIND as its
+    default; a step of fewer CPUs than the element would inherit a mask outside its own allocation
+    and never start ("CPU binding outside of job step allocation", CANCELLED 0:64). Steps that share
+    the element's CPUs are bound to none of them; the step's cgroup still holds each to its CPUs."""
     return ["srun", "--overlap", "--ntasks=1", "--nodes=1", f"--cpus-per-task={step.cpus_per_task}",
-            f"--mem={step.mem_mb}M", f"--job-name={token}", "--kill-on-bad-exit=0", *command]
+            "--cpu-bind=none", f"--mem={step.mem_mb}M", f"--job-name={token}", "--kill-on-bad-exit=0", *command]
 
 
 def visible_gpu(pack_visible: str | None, index: int, count: int = 1) -> str | None:

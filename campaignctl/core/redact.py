@@ -8,7 +8,12 @@ import re
 from collections.abc import Iterable, Mapping
 
 MASK = "***"
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
+# Names a secret goes by: …TOKEN, …KEY, …SECRET, …PASSWORD, and the short forms sites use —
+# DB_PASS, MYSQL_PWD (MySQL's own client variable), GITHUB_PAT (a personal access token),
+# HF_AUTH — as whole words after another (`_PWD`, not PWD, the working directory), so PATH and
+# AUTHOR stay readable.
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW(OR)?D|CREDENTIAL|[_.-](PASS|PWD|PAT|AUTH)($|[_.-])",
+                         re.IGNORECASE)
 MIN_MASKED_VALUE = 4  # shorter values ("1", "yes") would mask every digit in a text
 # NAME=value (a shell assignment, `--api-key=…`) or NAME: value (YAML, JSON), value up to the
 # next blank, quote-delimited if quoted
@@ -16,6 +21,13 @@ _ASSIGNMENT = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>["']?[ \t
                          r"""(?P<value>(?(q)[^"'\n]*|[^\s;&|"',{}\[\]]+))""")
 # scheme://user:password@host: the password goes, as in mask_url
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?P<value>[^@\s/]+)(?=@)", re.IGNORECASE)
+# Secrets written without = or ':': an HTTP credential (`Authorization: Bearer <token>`, `Basic
+# <base64>`), a secret-named long option and its value as the next word (`--password hunter2`,
+# `--api-key abc`), and the MySQL/MariaDB clients' `-p<password>` (their only form with a value)
+_SCHEME_CREDENTIAL = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{4,})")
+_OPTION_VALUE = re.compile(r"(?P<head>(?<![\w-])--(?P<name>[A-Za-z][A-Za-z0-9_-]*)[ \t]+)(?P<value>[^\s-][^\s;&|]*)")
+_MYSQL_PASSWORD = re.compile(r"(?P<head>\b(?:mysql|mariadb|mysqldump|mysqladmin|mariadb-dump)\b[^\n;&|]*?[ \t]-p)"
+                             r"(?P<value>[^\s;&|]+)")
 # C0 controls but tab and newline, DEL, and C1 (0x9b is CSI on a terminal that reads 8-bit controls)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -26,12 +38,19 @@ def is_secret_name(name: str) -> bool:
 
 def mask_assignments(text: str) -> str:
     """`export DB_PASSWORD=hunter2; false` → `export DB_PASSWORD=***; false`; `API_TOKEN: abc` →
-    `API_TOKEN: ***`; a URL's password, as in `postgresql://me:pw@db/x` → `…//me:***@db/x`."""
+    `API_TOKEN: ***`; a URL's password, as in `postgresql://me:pw@db/x` → `…//me:***@db/x`;
+    `--password pw`, `Bearer abc…` and `mysql -uroot -ppw` → `***` for the secret."""
     def masked(m: re.Match[str]) -> str:
         if not is_secret_name(m.group("name")) or not m.group("value"):
             return m.group(0)
         return f"{m.group('name')}{m.group('sep')}{m.group('q') or ''}{MASK}"
-    return _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, _ASSIGNMENT.sub(masked, text))
+    def masked_option(m: re.Match[str]) -> str:
+        return m.group("head") + MASK if is_secret_name(m.group("name")) else m.group(0)
+    text = _ASSIGNMENT.sub(masked, text)
+    text = _OPTION_VALUE.sub(masked_option, text)
+    for pattern in (_URL_PASSWORD, _SCHEME_CREDENTIAL, _MYSQL_PASSWORD):
+        text = pattern.sub(lambda m: m.group("head") + MASK, text)
+    return text
 
 
 def secret_values(env: Mapping[str, str]) -> list[str]:

@@ -50,6 +50,17 @@ class TaskRow:
 # the next tick has seen it). Slurm requeues NODE_FAIL, BOOT_FAIL and PREEMPTED jobs itself
 # (JobRequeue, --requeue), so those are asked.
 SETTLED = FINAL - {"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"}
+# States in which Slurm, not the program, ended the job: sacct's ExitCode is then 0:0 (a TIMEOUT
+# reads `TIMEOUT|0:0`), which is no exit status of the program's
+ENDED_BY_SLURM = frozenset({"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+
+
+def shown_exit(state: str, code: int | None) -> int | None:
+    """The exit code a screen shows: none while the job runs (sacct prints 0:0 for a running
+    job), nor a 0 for a job Slurm ended."""
+    if state not in TERMINAL or (state in ENDED_BY_SLURM and code == 0):
+        return None
+    return code
 
 
 def live(history: Iterable[HistoryRow]) -> list[HistoryRow]:
@@ -79,14 +90,13 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
         if obs is not None and row.packed:
             obs = packed_observation(obs, (steps or {}).get(row.token), 1)
         if obs is not None:
-            # sacct prints ExitCode 0:0 for a job that is still running: no exit until it ended
             state = obs.state.value
             rows.append(TaskRow(index, params, state, count, row.job_id, obs.nodes, obs.elapsed_s,
-                                obs.exit_code if state in TERMINAL else None, token=row.token))
+                                shown_exit(state, obs.exit_code), token=row.token))
         elif stale or row.state in SETTLED or row.job_id is None:
             # before Slurm: SUBMITTING, or ABANDONED once its submission was given up
             rows.append(TaskRow(index, params, row.state, count, row.job_id, row.nodes, row.elapsed_s,
-                                row.exit_code if row.state in TERMINAL else None, token=row.token))
+                                shown_exit(row.state, row.exit_code), token=row.token))
         else:
             rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token))
     shared = sharing((row.job_id, row.packed) for row, _ in latest.values())

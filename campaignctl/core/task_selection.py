@@ -6,14 +6,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from campaignctl.core.errors import UsageError
+from campaignctl.core.errors import NotFoundError, UsageError
+from campaignctl.core.status import index_ranges
 
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 MAX_SELECTED = 100_000
 
 
 def parse_task_list(text: str) -> list[int]:
-    """`0,3-5` → [0, 3, 4, 5]. Raises UsageError naming what is wrong."""
+    """`0,3-5` → [0, 3, 4, 5]. Raises UsageError naming what is wrong; an empty list too (a
+    script's unset variable, `--task "$T"`, must not read as "every task")."""
+    if not text.strip():
+        raise UsageError(f"--task {text!r} names no task", "e.g. --task 0,3-5; leave --task out to mean every task")
     out: set[int] = set()
     for part in text.replace(" ", "").split(","):
         match = _RANGE.fullmatch(part)
@@ -27,17 +31,26 @@ def parse_task_list(text: str) -> list[int]:
     return sorted(out)
 
 
+def parse_state_list(text: str) -> list[str]:
+    """`FAILED,cancelled` → ["FAILED", "CANCELLED"]; UsageError for an empty list."""
+    states = [s.strip().upper() for s in text.split(",") if s.strip()]
+    if not states:
+        raise UsageError(f"--state {text!r} names no state", "e.g. --state FAILED,CANCELLED")
+    return states
+
+
 def select_tasks(states: Mapping[int, str], tasks: Iterable[int] | None, wanted_states: Iterable[str] | None,
                  campaign: str) -> list[int]:
     """The tasks of `states` (task index → its latest attempt's state) named by index and/or
-    by state; both given: both must hold. A named index the campaign does not have is an error."""
+    by state; both given: both must hold. A named index the campaign does not have is not found
+    (exit 4, as for every command that names a task)."""
     chosen = set(states)
     if tasks is not None:
         named = set(tasks)
         unknown = sorted(named - set(states))
         if unknown:
-            raise UsageError(f"campaign {campaign!r} has no task {', '.join(map(str, unknown[:10]))}",
-                             f"its tasks are 0-{max(states)}" if states else "it has no tasks yet")
+            raise NotFoundError(f"campaign {campaign!r} has no task {', '.join(map(str, unknown[:10]))}",
+                                f"its tasks are {index_ranges(states)}" if states else "it has no tasks yet")
         chosen &= named
     if wanted_states is not None:
         wanted = {s.strip().upper() for s in wanted_states if s.strip()}

@@ -1,6 +1,6 @@
 """`output`: an attempt's output.log (the program's stdout and stderr, written by the job-side
 runner under `<run_dir>/tasks/<index>/<attempt token>/`), whole, its last lines, or followed
-until the attempt ends."""
+until the attempt ends, with the secrets it printed masked."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import errno
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +28,7 @@ from campaignctl.core.errors import (
     SlurmUnavailableError,
 )
 from campaignctl.core.records import AttemptRecord
+from campaignctl.core.redact import mask_assignments
 from campaignctl.core.slurm_states import TERMINAL
 from campaignctl.core.status import index_ranges
 from campaignctl.services.campaigns import find_campaign
@@ -156,6 +157,21 @@ def read_text(target: OutputTarget, offset: int) -> Iterator[str]:
     for chunk in _chunks(Path(target.path), offset):
         yield decoder.decode(chunk)
     yield decoder.decode(b"", final=True)
+
+
+def masked(chunks: Iterable[str]) -> Iterator[str]:
+    """`chunks` with the secrets a program printed masked (core/redact.py: `DB_PASS=…`,
+    `--password …`, `Bearer …`), a line at a time: a secret cut between two reads is masked whole.
+    A line still being written (a progress bar redrawn with \r counts as ended) waits for its end."""
+    pending = ""
+    for text in chunks:
+        pending += text
+        cut = max(pending.rfind("\n"), pending.rfind("\r")) + 1
+        if cut:
+            yield mask_assignments(pending[:cut])
+            pending = pending[cut:]
+    if pending:
+        yield mask_assignments(pending)
 
 
 def _chunks(path: Path, offset: int) -> Iterator[bytes]:

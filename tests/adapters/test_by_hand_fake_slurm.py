@@ -10,7 +10,7 @@ import pytest
 
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import ConflictError, UsageError
+from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.replay import actual_decisions, not_replayed
 from campaignctl.services.approvals import approve
 from campaignctl.services.by_hand import cancel, retry
@@ -97,7 +97,7 @@ def test_retry_runs_given_up_and_cancelled_tasks_again_under_the_current_revisio
     spec = (tmp_path / f"{name}.yaml").read_text().replace("mem: 1G", "mem: 2G")
     (tmp_path / f"{name}.yaml").write_text(spec)
     submit(tmp_path / f"{name}.yaml")
-    with pytest.raises(UsageError, match="no task 7"):
+    with pytest.raises(NotFoundError, match="no task 7"):
         retry(name, [7])
     result = retry(name, None, ["failed", "CANCELLED"], "fixed the data path")
     assert [(d["task"], d["action"], d["status"]) for d in result.decisions] == [(0, "retry", "applied"),

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import REPO, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 TOOLS = {"campaigns", "campaign_status", "task_output", "decisions", "results", "profile", "next_tick", "simulate"}
@@ -95,3 +95,11 @@ def test_an_assistant_reads_why_a_task_failed_and_changes_nothing(failed_task: P
     runs = _data(simulated)["runs"]
     assert [r["policy"] for r in runs] == ["campaign", "attempt-scaled"] and runs[0]["tasks"] == 50
     assert _rows(Store.open()) == before  # read-only: not a row added or changed
+
+
+def test_without_the_mcp_extra_the_server_exits_69_saying_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # `import` raises ImportError
+    code, out, err = run_main(monkeypatch, capsys, "mcp")
+    assert code == 69 and out == ""  # the exit-code table's "a program it needs is missing"
+    assert "error: campaignctl mcp needs the MCP SDK" in err and "pip install 'campaignctl[mcp]'" in err

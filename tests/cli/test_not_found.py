@@ -16,6 +16,8 @@ from tests.cli.test_log_chain import logged  # noqa: F401  (fixture: a campaign 
     (("revisions", "rc", "--diff", "99"), "campaign 'rc' has no revision 99", "revisions: 1"),
     (("log", "rc", "--task", "99"), "campaign 'rc' has no task 99",
      "its tasks: 0-7; --task -1 shows campaign-wide decisions"),
+    (("retry", "rc", "--task", "99"), "campaign 'rc' has no task 99", "its tasks are 0-7"),
+    (("cancel", "rc", "--task", "5,99"), "campaign 'rc' has no task 99", "its tasks are 0-7"),
     (("approve", "999"), "no decision #999", "awaiting approval: none (`campaignctl approvals`)"),
     (("approvals", "ghost"), "no campaign named 'ghost'", "known campaigns: rc"),
     (("rollback", "rc", "--to", "99", "--dry-run"), "campaign 'rc' has no revision 99", "revisions: 1"),

@@ -196,3 +196,15 @@ def test_a_give_up_decision_names_the_output_file(tmp_path: Path, fake_slurm: Fa
     assert decision.reason.endswith(f" Output: {path.strip()}")
     code, shown, _ = run_main(monkeypatch, capsys, "log", "bug", "--task", "0")
     assert code == 0 and f"Output:{path.strip()}" in "".join(shown.split())  # however the table wraps it
+
+
+def test_secrets_the_program_printed_are_masked_even_when_cut_between_two_reads(
+        sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    output_file(tmp_path, 0).write_text("connecting with DB_PASS=hunter2 as ana\n"
+                                        "curl -H 'Authorization: Bearer eyJhbGciOi' url\nepoch 1 loss 2.3\n")
+    code, out, _ = cli(monkeypatch, capsys, sweep, "0")
+    assert code == 0 and "hunter2" not in out and "eyJhbGciOi" not in out
+    assert out == "connecting with DB_PASS=*** as ana\ncurl -H 'Authorization: Bearer ***' url\nepoch 1 loss 2.3\n"
+    # a read that ends inside the secret: masked whole, once its line is complete
+    assert "".join(output_service.masked(["login --password hun", "ter2 ok\nprogress 10%\rprogress 20%"])) == \
+        "login --password *** ok\nprogress 10%\rprogress 20%"

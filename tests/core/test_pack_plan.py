@@ -43,3 +43,10 @@ def test_a_shape_survives_the_submission_row_and_a_step_is_named_by_its_token() 
     argv = step_argv("abc.3", EACH, ["python", "-m", "x"])
     assert argv[:2] == ["srun", "--overlap"] and "--job-name=abc.3" in argv and "--mem=4000M" in argv
     assert visible_gpu("2", 0) == "2" and visible_gpu(None, 0) is None and visible_gpu("0", 1) is None
+
+
+def test_a_step_overrides_the_binding_its_element_exported() -> None:
+    # srun reads SLURM_CPU_BIND (the element's step exports its own mask) unless --cpu-bind says
+    # otherwise: an explicit none, before the command, so the command's own arguments stay its own
+    argv = step_argv("abc.3", EACH, ["python", "--cpu-bind=cores"])
+    assert argv.index("--cpu-bind=none") < argv.index("python") and argv[-1] == "--cpu-bind=cores"

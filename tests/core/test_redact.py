@@ -16,6 +16,16 @@ from campaignctl.core.redact import mask_assignments, mask_secrets, printable
     ('{"aws_secret_access_key": "AKIAX"}', '{"aws_secret_access_key": "***"}'),
     ("postgresql://me:pw@db.example.org/x", "postgresql://me:***@db.example.org/x"),
     ("steps=5 lr: 0.1 HOME=/home/ana", "steps=5 lr: 0.1 HOME=/home/ana"),  # nothing secret-named
+    # the short names sites use (a reliability probe found each of them unmasked)
+    ("export DB_PASS=hunter2 MYSQL_PWD=s3cret", "export DB_PASS=*** MYSQL_PWD=***"),
+    ("GITHUB_PAT=ghp_abc123 HF_AUTH=hf_xyz", "GITHUB_PAT=*** HF_AUTH=***"),
+    ("PWD=/home/ana PATH=/usr/bin AUTHOR=ana", "PWD=/home/ana PATH=/usr/bin AUTHOR=ana"),
+    ("curl -H 'Authorization: Bearer eyJhbGciOi.x-y' url", "curl -H 'Authorization: Bearer ***' url"),
+    ("login --password hunter2 --lr 0.1", "login --password *** --lr 0.1"),
+    ("train.py --api-key abc --resume", "train.py --api-key *** --resume"),
+    ("train.py --lr 0.1 --passes 3", "train.py --lr 0.1 --passes 3"),
+    ("mysql -uroot -phunter2 -e 'select 1'", "mysql -uroot -p*** -e 'select 1'"),
+    ("python train.py -p8080", "python train.py -p8080"),  # -p is MySQL's password only there
 ])
 def test_assignments_of_secret_named_variables_are_masked(text: str, shown: str) -> None:
     assert mask_assignments(text) == shown
