@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from campaignctl.core.resources import Resources
+from campaignctl.core.siblings import NodeShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,29 @@ def allocation(each: Resources, shape: PackShape) -> Resources:
     k = shape.per_element
     gpus = math.ceil(k / shape.per_gpu) if each.gpus and shape.per_gpu > 1 else each.gpus * k
     return replace(each, gpus=gpus, cpus_per_task=shape.cpus or each.cpus_per_task * k, mem_mb=each.mem_mb * k)
+
+
+def misfit(each: Resources, shape: PackShape, nodes: Sequence[NodeShape]) -> str | None:
+    """Why no node of `nodes` (the partition's, as sinfo lists them) could run one element of the
+    pack, with the numbers and what to change; None when one can (or sinfo listed none)."""
+    whole = allocation(each, shape)
+    if not nodes or any(n.cpus >= whole.cpus_per_task and n.mem_mb >= whole.mem_mb and n.gpus >= whole.gpus
+                        for n in nodes):
+        return None
+    k = shape.per_element
+    short = []
+    if (most := max(n.cpus for n in nodes)) < whole.cpus_per_task:
+        asked = f"pack.cpus {shape.cpus}" if shape.cpus else f"{k} tasks × cpus_per_task {each.cpus_per_task}"
+        short.append(f"{whole.cpus_per_task} CPUs ({asked}) where the largest node has {most}: set pack.cpus to "
+                     f"at most {most} (the tasks' steps share them)")
+    if (most := max(n.mem_mb for n in nodes)) < whole.mem_mb:
+        short.append(f"{whole.mem_mb}M of memory ({k} tasks × {each.mem_mb}M) where the largest node has {most}M")
+    if (most := max(n.gpus for n in nodes)) < whole.gpus:
+        short.append(f"{whole.gpus} GPUs where the largest node has {most}")
+    if not short:
+        short.append(f"{whole.cpus_per_task} CPUs, {whole.mem_mb}M and {whole.gpus} GPUs together, "
+                     "which no one node has")
+    return f"each job of the pack ({k} tasks) asks {'; and '.join(short)}; or pack fewer tasks to a job"
 
 
 def gpu_of(each: Resources, shape: PackShape, count: int) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
 """What `submit` checks before it records anything, so that a mistake in the spec ends the
-command with nothing half-created: the paths the job will need, and Slurm's own answer
-(`sbatch --test-only`) for every array it would submit, first arrays and later rungs alike."""
+command with nothing half-created: the paths the job will need, a pack no node could hold, and
+Slurm's own answer (`sbatch --test-only`) for every array it would submit, first arrays and later
+rungs alike."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.core.errors import SiteLimitError
+from campaignctl.core.pack_plan import misfit
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.resources import Resources
 from campaignctl.core.spec import CampaignSpec
 from campaignctl.services.dispatch import parameters
+from campaignctl.services.packing import pack_groups
 from campaignctl.services.right_size import first_sizes
 
 REFUSED_HINT = ("nothing was submitted or recorded; give the resources the cluster has "
@@ -65,6 +68,23 @@ def program_note(spec: CampaignSpec) -> str:
             "load its module or activate its environment before `submit`, or name it by path")
 
 
+def pack_misfits(spec: CampaignSpec, store: Store | None) -> list[str]:
+    """A pack whose element no node of the partition could run (`pack: {per_gpu: 4}` asks 4 CPUs
+    a job, more than a 2-CPU node has): Slurm's own answer would be "Requested node configuration
+    is not available", this says which number and what to change. One sinfo call, only for a pack."""
+    first = spec.first_tasks()
+    if spec.pack is None or not first:
+        return []
+    misfits: dict[str, None] = {}
+    for size in first_sizes(store, spec, first):
+        shapes = [g.shape for g in pack_groups(store, spec, size.tasks, size.resources) if g.shape is not None]
+        if shapes:
+            nodes = slurm.node_shapes(size.resources.partition)
+            misfits.update((f"pack: {why}", None) for shape in shapes
+                           if (why := misfit(size.resources, shape, nodes)) is not None)
+    return list(misfits)
+
+
 def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
     """One `sbatch --test-only` per distinct request: each first array's resources (the spec's,
     or right_size's per group) and each later rung's. Promotions reach Slurm much later, from
@@ -78,7 +98,7 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
         for size in first_sizes(store, spec, first):
             label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
             asked.append((f"resources ({label})", size.resources, size.tasks[0]))
-    refusals = []
+    refusals = pack_misfits(spec, store)
     with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
         for i, (where, resources, task) in enumerate(asked):
             chunk = ArrayChunk(task_indices=(task,), throttle=None)

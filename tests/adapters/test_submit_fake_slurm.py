@@ -9,7 +9,7 @@ import pytest
 
 from campaignctl.adapters import faults
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import SlurmTransientError
+from campaignctl.core.errors import SlurmTransientError, SpecError
 from campaignctl.services import submit as submit_service
 from campaignctl.services.status import status
 from tests.conftest import write_spec
@@ -186,3 +186,24 @@ pack: {per_gpu: 4, cpus: 2}
     assert result.sbatch_calls == 1
     said = "pack: all tasks: packed 4 per GPU, 4 tasks to a job, 2 CPUs to a job, as the spec's pack: says"
     assert said in result.notes
+
+
+def test_a_pack_no_node_can_hold_is_refused_by_submit_and_named_by_the_dry_run(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    # 2-CPU nodes, as the lab's and many sites' are: 4 tasks × 1 CPU do not fit one job
+    fake_slurm.sinfo_nodes = "node1|2|4000|gpu:a100:2|idle\nnode2|2|4000|gpu:a100:2|idle\n"
+    spec = write_spec(tmp_path, """\
+name: toobig
+command: [python3, train.py, --seed, "{seed}"]
+matrix: {seed: [0, 1, 2, 3]}
+resources: {gpus: 1, cpus_per_task: 1, mem: 500M, time: "00:10:00"}
+pack: {per_gpu: 4}
+""", name="toobig.yaml")
+    why = ("pack: each job of the pack (4 tasks) asks 4 CPUs (4 tasks × cpus_per_task 1) where the largest node "
+           "has 2: set pack.cpus to at most 2")
+    assert any(why in note for note in submit_service.submit(spec, dry_run=True).notes)
+    with pytest.raises(SpecError) as refused:
+        submit_service.submit(spec)
+    assert why in str(refused.value) and "nothing was submitted or recorded" in str(refused.value.hint)
+    assert Store.open().campaign("toobig") is None
+    assert [a for a in fake_slurm.argvs if a[0] == "sbatch" and "--test-only" not in a] == []

@@ -3,8 +3,9 @@ each task runs on."""
 
 from __future__ import annotations
 
-from campaignctl.core.pack_plan import PackShape, plan_packs, step_argv, visible_gpu
+from campaignctl.core.pack_plan import PackShape, misfit, plan_packs, step_argv, visible_gpu
 from campaignctl.core.resources import Resources
+from campaignctl.core.siblings import NodeShape
 
 EACH = Resources(gpus=1, cpus_per_task=2, mem_mb=4000, time_min=30)
 
@@ -50,3 +51,17 @@ def test_a_step_overrides_the_binding_its_element_exported() -> None:
     # otherwise: an explicit none, before the command, so the command's own arguments stay its own
     argv = step_argv("abc.3", EACH, ["python", "--cpu-bind=cores"])
     assert argv.index("--cpu-bind=none") < argv.index("python") and argv[-1] == "--cpu-bind=cores"
+
+
+def test_a_pack_no_node_can_hold_says_which_number_and_what_to_change() -> None:
+    small = [NodeShape(2, 4000, 2), NodeShape(2, 4000, 0)]  # the lab's nodes: 2 CPUs each
+    each = Resources(gpus=1, cpus_per_task=1, mem_mb=300)
+    why = misfit(each, PackShape(4, per_gpu=4), small)
+    assert why == ("each job of the pack (4 tasks) asks 4 CPUs (4 tasks × cpus_per_task 1) where the largest "
+                   "node has 2: set pack.cpus to at most 2 (the tasks' steps share them); or pack fewer tasks to a job")
+    assert misfit(each, PackShape(4, per_gpu=4, cpus=2), small) is None  # the spec reference's own shape
+    assert misfit(each, PackShape(2, per_gpu=2), small) is None
+    assert "asks 3 CPUs (pack.cpus 3)" in (misfit(each, PackShape(4, per_gpu=4, cpus=3), small) or "")
+    heavy = misfit(Resources(cpus_per_task=1, mem_mb=3000), PackShape(2), small)
+    assert heavy is not None and "6000M of memory (2 tasks × 3000M) where the largest node has 4000M" in heavy
+    assert misfit(each, PackShape(8, per_gpu=4), []) is None  # sinfo listed nothing: Slurm will say

@@ -159,3 +159,53 @@ def test_a_packed_task_stopped_ends_its_own_step_and_its_neighbours_finish(
     states = {r.task_index: r.state for r in history(name)}
     assert states == {0: "CANCELLED", 1: "COMPLETED", 2: "COMPLETED"}
     assert not slurm.cancel_step_named(element, victim.token)  # ended: nothing of that name to cancel
+
+
+@pytest.mark.parametrize(("resources", "pack"), [
+    ("cpus_per_task: 1", "{per_job: 2}"),  # CPU tasks: two 1-CPU steps in a 2-CPU element
+    ("gpus: 1, cpus_per_task: 1", "{per_gpu: 2, cpus: 2}"),  # the spec reference's shape, on 2-CPU nodes
+])
+def test_a_pack_of_more_cpus_than_each_task_launches_its_steps_under_the_sites_binding(
+        slurm_conf: str, state_home: Path, tmp_path: Path, resources: str, pack: str) -> None:
+    # The lab binds as many sites do (TaskPlugin=task/affinity,task/cgroup): the element's own step
+    # exports SLURM_CPU_BIND=quiet,mask_cpu:0x3, which each step's srun took as its binding, a
+    # mask outside the step's 1 CPU: `srun: error: CPU binding outside of job step allocation`,
+    # every step CANCELLED 0:64 at once and every task given up (found by a new user, issue 40).
+    name = f"pack-bind-{uuid.uuid4().hex[:6]}"
+    assert cli("submit", str(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, -c, "import os; print('cpus', sorted(os.sched_getaffinity(0)))", "{{i}}"]
+matrix: {{i: [0, 1, 2, 3]}}
+resources: {{{resources}, mem: 100M, time: "00:05:00"}}
+telemetry: {{interval: 0}}
+pack: {pack}
+""", f"{name}.yaml"))).returncode == 0
+    ticking_until_finished(name, timeout_s=240)
+    rows = history(name)
+    assert sorted((r.task_index, r.attempt_number, r.state) for r in rows) == [
+        (t, 1, "COMPLETED") for t in range(4)], [(r.task_index, r.state, r.evidence) for r in rows]
+    arrays = {(r.job_id or "").partition("_")[0] for r in rows}
+    assert len(arrays) == 1 and len({r.job_id for r in rows}) == 2  # two elements of two tasks each
+    steps = proc.run(["sacct", "-n", "-P", f"-j{arrays.pop()}", "--format=JobName,State,ExitCode"]).stdout
+    assert all(f"{r.token}|COMPLETED|0:0" in steps for r in rows), steps
+    for r in rows:  # each task ran, on CPUs of its element's
+        log = next((tmp_path / "runs" / name / "tasks" / str(r.task_index)).glob("*/output.log")).read_text()
+        assert log.startswith("cpus ["), log
+
+
+def test_a_pack_no_node_of_the_lab_can_hold_is_refused_with_the_numbers(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    # the lab's nodes have 2 CPUs (sinfo): 4 tasks of 1 CPU to a job cannot start anywhere
+    path = write_spec(tmp_path, """\
+name: pack-toobig
+command: [python3, -c, "pass", "{i}"]
+matrix: {i: [0, 1, 2, 3]}
+resources: {gpus: 1, cpus_per_task: 1, mem: 100M, time: "00:05:00"}
+pack: {per_gpu: 4}
+""", "toobig.yaml")
+    why = "asks 4 CPUs (4 tasks × cpus_per_task 1) where the largest node has 2: set pack.cpus to at most 2"
+    dry = cli("submit", str(path), "--dry-run")
+    assert dry.returncode == 0 and why in dry.stdout, dry.stdout
+    refused = cli("submit", str(path))
+    assert refused.returncode == 3 and why in refused.stderr and "nothing was submitted" in refused.stderr
+    assert cli("status", "pack-toobig").returncode == 4  # nothing recorded
