@@ -126,7 +126,8 @@ def parse_yaml(text: str, source: str) -> RawDoc:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise SpecError([f"not valid YAML: {exc}"], source) from None
+        # PyYAML names a stream it was given as text "<unicode string>": name the file instead
+        raise SpecError([f"not valid YAML: {str(exc).replace('<unicode string>', source)}"], source) from None
     except ValueError:  # the scanner's chr() on a "\U00111111" escape past the last code point
         raise SpecError(["not valid YAML: a \\U escape names no Unicode character (the last is \\U0010FFFF)"],
                         source) from None

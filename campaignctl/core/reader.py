@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Sequence
@@ -17,6 +18,16 @@ MAX_MEM_MB = 1024 ** 3  # 1024T
 MAX_TIME_MIN = 365 * 24 * 60  # a year
 MAX_DURATION_S = 365 * 24 * 3600
 MAX_FLOAT_INT = 10**300  # an integer YAML reads exactly; above ~1.8e308 float() of it overflows
+
+
+def _close_key(key: str, allowed: Sequence[str]) -> str | None:
+    """The allowed key `key` was probably meant to be: one it abbreviates (`cpus` for
+    cpus_per_task), else one a letter or two away (`resorces`); None when none is close."""
+    longer = [a for a in allowed if a.startswith(f"{key}_")]
+    if len(longer) == 1:
+        return longer[0]
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 class Reader:
@@ -55,7 +66,8 @@ class Reader:
             return None
         for key in value:
             if key not in allowed:
-                self.problem((*path, key), f"unknown key; allowed: {', '.join(allowed)}")
+                guess = f" (did you mean {close}?)" if (close := _close_key(str(key), allowed)) else ""
+                self.problem((*path, key), f"unknown key{guess}; allowed: {', '.join(allowed)}")
         return value
 
     def _present(self, path: KeyPath, required: bool) -> object:

@@ -71,3 +71,10 @@ def test_policy_files_get_the_same_refusals(tmp_path: Path) -> None:
 def test_the_cli_exits_3_for_them(name: str, tmp_path: Path) -> None:
     spec = write_spec(tmp_path, HOSTILE[name][0])
     assert_user_error(run_cli("submit", str(spec), "--dry-run", state=tmp_path), 3, str(spec), HOSTILE[name][1])
+
+
+def test_invalid_yaml_names_the_file_and_line_not_a_string(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "name: x\ncommand: [python3, train.py\n")
+    done = run_cli("submit", str(spec), "--dry-run", state=tmp_path)
+    assert done.returncode == 3 and f'in "{spec}", line 2, column 10' in done.stderr
+    assert "<unicode string>" not in done.stderr

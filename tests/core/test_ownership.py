@@ -46,7 +46,7 @@ def test_share_is_stored_with_the_settings_only_when_given() -> None:
 
 @pytest.mark.parametrize(("line", "problem"), [
     ("share: mlteam", "share: must be a mapping of keys, got str"),
-    ("share: {groups: mlteam}", "share.groups: unknown key; allowed: group"),
+    ("share: {groups: mlteam}", "share.groups: unknown key (did you mean group?); allowed: group"),
     ("share: {}", "share.group: is required"),
     ("share: {group: 12}", "share.group: must be a string (quote it), got int"),
     ("share: {group: 'ml team'}", "share.group: 'ml team' is not allowed; use a Unix group name"),
