@@ -110,5 +110,16 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
             except SiteLimitError:  # the user's queue is full now: says nothing of these resources
                 continue
             if refused:
-                refusals.append(f"{where}: Slurm would refuse its tasks: {refused}")
+                refusals.append(f"{where}: Slurm would refuse its tasks: {refused}{_unknown_gpu_type(resources)}")
     return refusals
+
+
+def _unknown_gpu_type(resources: Resources) -> str:
+    """Slurm refuses a GPU type no node has with "Requested node configuration is not available",
+    which does not say why: name the types the cluster has (one sinfo call, only then)."""
+    if not resources.gpu_type:
+        return ""
+    known = sorted({n.gpu_type for n in slurm.gpu_nodes() if n.gpu_type})
+    if resources.gpu_type in known:
+        return ""
+    return f" (no node has GPU type {resources.gpu_type!r}; the cluster's types: {', '.join(known) or 'none'})"

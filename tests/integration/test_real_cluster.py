@@ -89,6 +89,19 @@ resources: {gpus: 1, gpu_type: v100, cpus_per_task: 2, mem: 200M, time: "00:05:0
         assert len(info["cpus"]) == 2, info  # cgroup cpuset + --cpu-bind=cores
 
 
+def test_a_gpu_type_no_node_has_is_refused_naming_the_types_the_cluster_has(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, """\
+name: h100
+command: [python3, -c, "pass"]
+resources: {gpus: 1, gpu_type: h100, mem: 100M, time: "00:05:00"}
+""")
+    refused = cli("submit", str(spec))
+    # Slurm's own words, then the reason it does not give
+    assert refused.returncode == 3 and "Requested node configuration is not available" in refused.stderr
+    assert "no node has GPU type 'h100'; the cluster's types: a100, v100" in refused.stderr, refused.stderr
+
+
 def test_program_exit_code_reaches_sacct(slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path, """\
 name: exits
