@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,6 +33,9 @@ def submit(
         render(result)
 
 
+ARGV_SHOWN = 10  # tasks whose command a dry run prints; --json has them all
+
+
 def render(result: SubmitResult) -> None:
     name = (result.campaign, "bold")
     headline = {
@@ -54,6 +58,12 @@ def render(result: SubmitResult) -> None:
         console.print("setup lines (bash, run in the job before the program on every attempt):")
         for number, line in enumerate(result.setup, 1):
             console.print(f"  {number}  {line}", markup=False, highlight=False, soft_wrap=True)
+    if result.argv:
+        console.print("each task's command, as its first attempt runs it (no shell: one quoted word per argument):")
+        for index, argv in list(result.argv.items())[:ARGV_SHOWN]:
+            console.print(f"  {index}: {shlex.join(argv)}", markup=False, highlight=False, soft_wrap=True)
+        if len(result.argv) > ARGV_SHOWN:
+            console.print(f"  … and {len(result.argv) - ARGV_SHOWN} more (--json lists every task's)")
     if result.script:
         console.print("generated submission script (first array):")
         console.print(result.script, soft_wrap=True)

@@ -62,6 +62,7 @@ class SubmitResult:
     script: str = ""
     notes: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)  # the spec's setup lines (shown by --dry-run)
+    argv: dict[int, list[str]] = field(default_factory=dict)  # --dry-run: each first task's filled command
 
     @property
     def sbatch_calls(self) -> int:
@@ -229,7 +230,7 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for _, c in planned]
     return SubmitResult(spec.name, 0, "dry-run", _task_count(spec), max_array, results, script, notes,
-                        list(spec.setup))
+                        list(spec.setup), {i: list(spec.tasks[i].argv) for i in spec.first_tasks()})
 
 
 def _submit_unsubmitted(store: Store, record: CampaignRecord,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.errors import SlurmTransientError, SpecError
 from campaignctl.services import submit as submit_service
 from campaignctl.services.status import status
-from tests.conftest import write_spec
+from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 CRASH_POINTS = ("after_intent", "after_sbatch", "before_release")
@@ -207,3 +208,21 @@ pack: {per_gpu: 4}
     assert why in str(refused.value) and "nothing was submitted or recorded" in str(refused.value.hint)
     assert Store.open().campaign("toobig") is None
     assert [a for a in fake_slurm.argvs if a[0] == "sbatch" and "--test-only" not in a] == []
+
+
+def test_the_dry_run_shows_each_tasks_command_as_its_first_attempt_runs_it(
+        tmp_path: Path, fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, """\
+name: argv
+command: [python3, train.py, --lr, "{lr}", --tag, "a b;c", "--init={resume?resume:scratch}"]
+matrix: {lr: [0.1, 0.01]}
+resources: {mem: 1G, time: "00:10:00"}
+""", name="argv.yaml")
+    result = submit_service.submit(spec, dry_run=True)
+    assert result.argv == {0: ["python3", "train.py", "--lr", "0.1", "--tag", "a b;c", "--init=scratch"],
+                           1: ["python3", "train.py", "--lr", "0.01", "--tag", "a b;c", "--init=scratch"]}
+    code, out, _ = run_main(monkeypatch, capsys, "submit", str(spec), "--dry-run")
+    assert code == 0 and "  1: python3 train.py --lr 0.01 --tag 'a b;c' --init=scratch\n" in out
+    code, out, _ = run_main(monkeypatch, capsys, "submit", str(spec), "--dry-run", "--json")
+    assert json.loads(out)["data"]["argv"]["0"][3] == "0.1"
