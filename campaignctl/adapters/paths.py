@@ -26,7 +26,12 @@ def state_path() -> Path:
 def state_dir() -> Path:
     path = state_path()
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Parents made here are private too (the XDG base directory spec: created 0700):
+        # mkdir(parents=True) would make them 0777 less the umask, all of 0777 under `umask 000`.
+        for missing in reversed([p for p in (path, *path.parents) if not p.exists()]):
+            with contextlib.suppress(FileExistsError):
+                missing.mkdir(mode=0o700)
+                os.chmod(missing, 0o700)
         os.chmod(path, 0o700)
     except OSError as exc:
         raise StateError(f"cannot create the state directory {path}: {exc}",
