@@ -26,6 +26,9 @@ def has_control_chars(text: str) -> bool:
     return bool(CONTROL_CHARS.search(text))
 
 
+NAME_MAX = 255  # bytes in one path component on Linux filesystems (ext4, XFS, NFS, Lustre)
+
+
 def path_problem(text: str) -> str:
     """Why `text` cannot be used as a path in a job script, or '' if it can."""
     if has_control_chars(text):
@@ -36,4 +39,6 @@ def path_problem(text: str) -> str:
         return "must not contain '\\' (sbatch drops backslashes from #SBATCH paths; bash would keep them)"
     if len(text) > 1024:
         return "is longer than 1024 characters"
+    if any(len(part.encode()) > NAME_MAX for part in text.split("/")):
+        return f"has a component longer than {NAME_MAX} bytes, more than a filesystem allows in one name"
     return ""

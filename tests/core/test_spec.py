@@ -121,6 +121,8 @@ def test_hostile_values_in_command_and_env_stay_literal_or_are_rejected(value: s
     ("/tmp/%x/runs", "must not contain '%'"),
     ("/tmp/a\\nb", "must not contain newline"),
     ("/tmp/a\\\\b", "must not contain '\\'"),
+    ("/tmp/" + "x" * 256 + "/runs", "has a component longer than 255 bytes"),  # was exit 1 (ENAMETOOLONG)
+    ("/tmp/" + "é" * 128, "has a component longer than 255 bytes"),  # bytes, not characters
 ])
 def test_hostile_paths_are_rejected(value: str, fragment: str) -> None:
     assert fragment in problems_of(with_line(f'run_dir: "{value}"'))
