@@ -11,6 +11,7 @@ counts as a limit only while the user has jobs queued whose end makes room (`Sub
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cached_property
 
@@ -31,11 +32,16 @@ def may_be_submit_limit(stderr: str) -> bool:
     return names_submit_limit(stderr) or ACCOUNTING_POLICY in stderr
 
 
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
 def submit_limit(assoc_text: str, qos_text: str) -> int | None:
     """The smallest per-user limit on queued jobs from `sacctmgr -n -P show assoc … format=MaxSubmit`
     and `show qos … format=MaxSubmitPU` (one value per line, empty where none is set); None when
     neither sets one. Group limits (GrpSubmit) are shared with others: not a room one user can count."""
-    values = [int(v) for v in (assoc_text + "\n" + qos_text).split() if v.strip().isdigit()]
+    # ASCII digits only, and a sane count of them: str.isdigit() also takes '²' or '٣', which
+    # int() refuses, and int() refuses more than 4,300 digits (odd sacctmgr output crashed submit)
+    values = [int(v) for v in (assoc_text + "\n" + qos_text).split() if _COUNT.fullmatch(v)]
     return min(values) if values else None
 
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 # `sacct --version` prints `slurm 24.11.5` (SchedMD's build), `slurm-wlm 22.05.8` (Debian's);
 # release candidates and site builds add a suffix: `slurm 25.11.0-0rc1`, `slurm 23.02.7-ubuntu1`
-_VERSION = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.(\d+))?", re.MULTILINE)
+# ASCII digits, a few of them: `\d` takes any Unicode digit, which int() may refuse, and int()
+# refuses a run of more than 4,300 digits (a wrapper printing anything made every tick exit 1)
+_VERSION = re.compile(r"^slurm(?:-wlm)?\s+([0-9]{1,9})\.([0-9]{1,9})(?:\.([0-9]{1,9}))?(?![0-9])", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True, order=True)

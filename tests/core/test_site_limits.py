@@ -59,3 +59,8 @@ def test_without_a_known_limit_nothing_is_listed_until_a_refusal_needs_it() -> N
     assert not room.is_limit(generic)  # nothing of ours queued: a job no wait lets through
     assert room.is_limit((FIXTURES / "sbatch_submit_limit_24.11.txt").read_text())  # named: always a limit
     assert SubmitRoom(None, lambda: 3).is_limit(generic)
+
+
+def test_odd_numbers_from_sacctmgr_are_no_limit_not_a_crash() -> None:
+    assert submit_limit("²\n" + "9" * 5000, "٣\n50") == 50
+    assert submit_limit("²", "") is None

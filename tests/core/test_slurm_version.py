@@ -87,3 +87,9 @@ def test_a_step_cancelled_by_the_jobs_own_user_inside_a_failed_job_is_a_failure(
 def test_a_step_cancelled_by_someone_else_is_a_cancellation() -> None:
     # the same text, seen by a tick whose user, root and SlurmUser are not 54386: an operator
     assert _toil(Reading(own_cancellers=frozenset({"0", "1000"}))) == (State.CANCELLED, "54386", 137)
+
+
+def test_a_version_line_of_odd_digits_is_no_version_not_a_crash() -> None:
+    # a wrapper's output: more than the 4,300 digits int() reads, or digits of another script
+    assert parse_version("slurm " + "9" * 5000 + ".1") is None
+    assert parse_version("slurm ٢٤.١١") is None
