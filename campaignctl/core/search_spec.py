@@ -35,6 +35,7 @@ SEARCH_KEYS = ("sampler", "metric", "goal", "trials", "parallel", "seed", "space
 PROMOTIONS = ("async", "sync")  # with rungs: as soon as a trial ranks (ASHA), or once every trial settled
 SAMPLERS = ("random", "tpe", "qmc", "cmaes")
 KINDS = ("uniform", "loguniform", "int", "categorical")
+MAX_BOUND = 2**53  # the largest whole number every float between it and 0 holds exactly
 RANGE_KEYS = {"uniform": (), "loguniform": (), "int": ("log", "step"), "categorical": ()}
 DEFAULT_PARALLEL = 4
 
@@ -165,9 +166,8 @@ def _dimension(r: Reader, path: KeyPath, name: str, entry: dict[str, Any]) -> Di
             r.problem((*path, kind), "lists a value twice")
             return None
         return Dimension(name, kind, choices=tuple(bounds))
-    if (not isinstance(bounds, list) or len(bounds) != 2
-            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)):
-        r.problem((*path, kind), "must be [low, high], two numbers")
+    if not isinstance(bounds, list) or len(bounds) != 2 or not all(_bound(b) for b in bounds):
+        r.problem((*path, kind), f"must be [low, high], two numbers within ±{MAX_BOUND:,}")
         return None
     low, high = float(bounds[0]), float(bounds[1])
     log = kind == "loguniform" or entry.get("log") is True
@@ -190,6 +190,14 @@ def _dimension(r: Reader, path: KeyPath, name: str, entry: dict[str, Any]) -> Di
     if "log" in entry and not isinstance(entry["log"], bool):
         r.problem((*path, "log"), f"must be true or false, got {entry['log']!r}")
     return Dimension(name, kind, low, high, log, step)
+
+
+def _bound(value: object) -> bool:
+    """A finite number a float holds exactly enough: YAML reads 10**400 as an int, which
+    math.isfinite() cannot even convert (OverflowError), and the samplers work in floats."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= MAX_BOUND if isinstance(value, int) else math.isfinite(value) and abs(value) <= MAX_BOUND
 
 
 def search_from_settings(value: Any) -> SearchSpec | None:

@@ -45,6 +45,8 @@ def test_a_search_is_its_trials_with_the_fixed_params_and_its_metric_is_the_obje
     ("    lr: {loguniform: [0.0, 1.0e-1]}", "a log scale needs low above 0"),
     ("    lr: {uniform: [0.5, 0.1]}", "low must be below high"),
     ("    lr: {uniform: [0.1]}", "must be [low, high], two numbers"),
+    ("    lr: {int: [0, " + "1" + "0" * 400 + "]}", "two numbers within ±9,007,199,254,740,992"),  # was exit 1
+    ("    lr: {uniform: [-1.0e308, 1.0e308]}", "two numbers within ±"),
     ("    lr: {normal: [0, 1]}", "give exactly one of uniform, loguniform, int, categorical"),
     ("    lr: {categorical: [a, a]}", "lists a value twice"),
     ("    lr: {int: [1.5, 4]}", "two whole numbers"),
