@@ -38,6 +38,11 @@ def load_policy(reference: str, base_dir: str, _depth: int = 0) -> Policy:
                                 "to a policy YAML file")
         return _read(parse_yaml(resource.read_text(encoding="utf-8"), f"policies/{reference}.yaml"), None)
     path = Path(reference) if reference.startswith("/") else Path(base_dir) / reference
+    if not path.name.endswith((".yaml", ".yml")):
+        # never read: a parse error quotes the file's lines, and `use: /etc/shadow` (or the same
+        # through the MCP server's simulate) would print what the caller may read but never asked for
+        raise NotFoundError(f"policy file {_shown(str(path))} is not named *.yaml or *.yml",
+                            f"a policy file is YAML named so; built-in policies: {', '.join(builtin_names())}")
     if not _is_file(path):
         raise NotFoundError(f"policy file {_shown(str(path))} not found",
                             f"built-in policies: {', '.join(builtin_names())}")

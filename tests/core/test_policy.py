@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -131,6 +132,15 @@ def test_unknown_builtin_name_lists_the_builtins() -> None:
     assert "conservative, default, persistent" in info.value.hint
 
 
+def test_a_policy_path_not_named_as_yaml_is_never_read(tmp_path: Path) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$hash-nobody-should-see:19000:0:99999:7:::\n")
+    for reference in (str(secret), "../" + secret.name):
+        with pytest.raises(NotFoundError) as info:
+            load_policy(reference, str(tmp_path / "project"))
+        assert "is not named *.yaml or *.yml" in info.value.message and "hash-nobody" not in str(info.value)
+
+
 def test_a_rule_the_policy_does_not_name_gives_up() -> None:
     assert Policy().rule("timeout") == Rule(action="give_up", max_retries=0)
 
@@ -206,7 +216,7 @@ def test_durations(value: str, seconds: int) -> None:
     ("rules: {failed: {backoff_factor: 0.9}}",
      "policy.rules.failed.backoff_factor: must be at least 1 (a multiplier), got 0.9"),
     ("rules: {out_of_memory: {memory_factor: 2}}",
-     "policy.rules.out_of_memory.memory_factor: unknown key; allowed: action, max_retries, backoff"),
+     "policy.rules.out_of_memory.memory_factor: unknown key (did you mean mem_factor?); allowed: action"),
     ("rules: {oom: {max_retries: 1}}",
      "policy.rules.oom: unknown key; allowed: out_of_memory, timeout, node_fail"),
     ("rules: {failed: {backoff: soon}}",
@@ -278,7 +288,8 @@ def test_policy_file_reads_every_setting() -> None:
     ("name: mine\n", "", "line 1: name: is required"),
     ("name: mine\n", "name: my policy\n", "line 1: name: 'my policy' is not allowed"),
     ("version: 2\n", "version: two\n", "line 2: version: must be a whole number"),
-    ("max_failures: 4\n", "max_failure: 4\n", "line 4: max_failure: unknown key; allowed: name, version"),
+    ("max_failures: 4\n", "max_failure: 4\n",
+     "line 4: max_failure: unknown key (did you mean max_failures?); allowed: name"),
     ("retry_exit_codes: [75]", "retry_exit_codes: [75, 999]",
      "line 10: rules.failed.retry_exit_codes: must be a list of exit codes from 1 to 255"),
     ("backoff: 30s", "backoff: 30 s", "line 11: rules.failed.backoff: '30 s' is not a duration"),
@@ -337,7 +348,7 @@ def test_round_trip_keeps_overrides_and_empty_rules() -> None:
     ("utilisation: {gpu_idle: {gpu_factor: 1.5}}",
      "policy.utilisation.gpu_idle.gpu_factor: must be a fraction from 0.01 to 0.99 (0.5 halves the GPUs), got 1.5"),
     ("utilisation: {gpu_idle: {cancel_running: yes}}", "policy.utilisation.gpu_idle.cancel_running"),
-    ("utilisation: {windw: 5m}", "policy.utilisation.windw: unknown key; allowed: window, gpu_low_pct"),
+    ("utilisation: {windw: 5m}", "policy.utilisation.windw: unknown key (did you mean window?); allowed: window"),
     ("early_stopping: {metric: val loss}",
      "policy.early_stopping.metric: 'val loss' is not allowed; use a metric name tasks report, e.g. val_loss"),
     ("early_stopping: {metric: step}", "policy.early_stopping.metric: 'step' is not a metric (reserved"),
