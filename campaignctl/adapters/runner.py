@@ -26,6 +26,7 @@ from campaignctl.adapters.output_causes import output_cause
 from campaignctl.adapters.output_metrics import metrics_from_output
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.rendezvous import meet
+from campaignctl.adapters.resume_check import as_started, resume_note
 from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
 from campaignctl.core.errors import CampaignctlError
@@ -94,11 +95,14 @@ def run_task(launch: TaskLaunch) -> None:
     suffix = where.suffix if where else ""
     files = launch.paths
     files.folder.mkdir(parents=True, exist_ok=True)
+    launch = as_started(launch)  # before the checkpoint directory is made: it is the mark without `checkpoint:`
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    write_atomic(files.started(suffix), json.dumps({**_context(), "started_at": started}))
+    resumed = {"resumed": launch.resumed} if getattr(launch, "resumed", None) is not None else {}
+    write_atomic(files.started(suffix), json.dumps({**_context(), "started_at": started, **resumed}))
     log_path = files.output(suffix)
-    log_path.touch()
+    with open(log_path, "ab") as log:  # made here, so that `output` finds it before the program writes
+        log.write(resume_note(launch).encode())
     prepared = prepare_environment(launch, log_path)
     argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
     with metrics_from_output(launch, log_path) if not suffix else contextlib.nullcontext():
@@ -108,7 +112,7 @@ def run_task(launch: TaskLaunch) -> None:
     cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
              else output_cause(log_path, code, getattr(launch, "causes", ())))
     write_atomic(files.exit(suffix), json.dumps({
-        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **cause}))
+        **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **resumed, **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
 

@@ -182,7 +182,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
               f"{rule.max_retries} with {what}")
     if cause == "timeout":
         # whether the program resumes is the program's doing: say what campaignctl gives it
-        reason += "; the retry gets CAMPAIGNCTL_RESUME=1 and the same checkpoint directory"
+        reason += "; the retry resumes if its checkpoint is there (CAMPAIGNCTL_RESUME=1, the same checkpoint directory)"
     params: dict[str, object] = {"changes": changes, "retry": seen, "max_retries": rule.max_retries}
     params.update(_task_params(latest, param_changes))
     return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs, params, new)

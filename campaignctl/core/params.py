@@ -5,11 +5,14 @@ are literal braces. Values never pass through a shell, so `$(...)`, backticks an
 
 Beside the parameters, every attempt fills its own values (ATTEMPT_NAMES): `{attempt}` (1, 2, …),
 `{task_index}`, `{checkpoint_dir}` (shared by a task's attempts and its config's rungs), and
-`{resume?THEN:ELSE}`: THEN on an attempt that should resume (a retry, or a config promoted into a
-later rung), ELSE on a first start (`:ELSE` may be left out: empty). A trainer's own flags thus
-switch without glue, e.g. `--init_from={resume?resume:scratch}` for nanoGPT. A command argument
-that is only a `{resume?…}` and comes out empty is left out of argv (argparse would read "" as a
-positional argument). THEN and ELSE are plain text: no braces, and THEN no `:`.
+`{resume?THEN:ELSE}`: THEN on an attempt that starts where its checkpoint is (the spec's
+`checkpoint:` file, or a non-empty `{checkpoint_dir}`: the runner looks when the attempt starts,
+adapters/resume_check.py), ELSE on one that starts over (`:ELSE` may be left out: empty). A
+trainer's own flags thus switch without glue, e.g. `--init_from={resume?resume:scratch}` for
+nanoGPT, `{resume?--resume={checkpoint_dir}/last.pth.tar}` for timm. A command argument that is
+only a `{resume?…}` and comes out empty is left out of argv (argparse would read "" as a positional
+argument). THEN and ELSE may hold `{param}` and attempt placeholders but no other `{resume?…}`;
+THEN no `:` outside them.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from campaignctl.core.safety import IDENTIFIER, has_control_chars
 Scalar = str | int | float | bool
 SCALAR_TYPES = (str, int, float, bool)  # for isinstance
 MAX_TASKS = 100_000
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+# a placeholder may hold one level of `{name}`s (a `{resume?…}`'s THEN and ELSE)
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{((?:[^{}]|\{[^{}]*\})*)\}|[{}]")
 _RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")
 ATTEMPT_NAMES = ("attempt", "task_index", "checkpoint_dir")
 RESUME = "resume"
-_CONDITION = re.compile(r"resume\?([^:{}]*)(?::([^{}]*))?")
+_CONDITION = re.compile(r"resume\?((?:[^:{}]|\{[^{}]*\})*)(?::((?:[^{}]|\{[^{}]*\})*))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +57,34 @@ def placeholders(template: str) -> list[str]:
         if token in ("{{", "}}"):
             continue
         names.append(match.group(1) if match.group(1) is not None else token)
+        condition = _CONDITION.fullmatch(match.group(1) or "")
+        if condition:  # the names its THEN and ELSE use
+            names += [name for part in condition.groups() if part for name in placeholders(part)]
     return names
 
 
 def resumes(attempt: int, rung: int) -> bool:
-    """An attempt that should resume from the checkpoint: a retry, or a config promoted into a
-    later rung (the runner also says so as CAMPAIGNCTL_RESUME=1)."""
+    """Whether an attempt is expected to find a checkpoint: a retry, or a config promoted into a
+    later rung. What `submit --dry-run` shows; the runner decides by what is there (and a payload
+    pickled before it did so resumes by this rule)."""
     return attempt > 1 or rung > 0
 
 
-def attempt_values(task: TaskSpec, attempt: int, run_dir: str) -> dict[str, Scalar]:
-    """What ATTEMPT_NAMES and `{resume?…}` stand for in one attempt of `task`."""
+def attempt_values(task: TaskSpec, attempt: int, run_dir: str, resume: bool | None = None) -> dict[str, Scalar]:
+    """What ATTEMPT_NAMES and `{resume?…}` stand for in one attempt of `task` (`resume` None: as
+    `resumes` expects)."""
     return {"attempt": attempt, "task_index": task.index, "checkpoint_dir": checkpoint_dir(run_dir, task.config),
-            RESUME: resumes(attempt, task.rung)}
+            RESUME: resumes(attempt, task.rung) if resume is None else resume}
+
+
+def checkpoint_marker(template: str, task: TaskSpec, run_dir: str) -> str:
+    """The spec's `checkpoint:` filled for `task`: the file or directory whose presence tells the
+    runner an attempt resumes ('' without one: a non-empty `{checkpoint_dir}`). A relative path is
+    the runner's, from the workdir."""
+    if not template:
+        return ""
+    return fill(template, {**task.params, "task_index": task.index,
+                           "checkpoint_dir": checkpoint_dir(run_dir, task.config)})
 
 
 def fill(template: str, params: Mapping[str, Scalar]) -> str:
@@ -75,7 +94,7 @@ def fill(template: str, params: Mapping[str, Scalar]) -> str:
             return token[0]
         condition = _CONDITION.fullmatch(match.group(1))
         if condition:
-            return condition.group(1) if params[RESUME] else condition.group(2) or ""
+            return fill(condition.group(1) if params[RESUME] else condition.group(2) or "", params)
         return str(params[match.group(1)])
 
     return _PLACEHOLDER.sub(replace, template)
@@ -90,15 +109,18 @@ def fill_argv(templates: Sequence[str], values: Mapping[str, Scalar]) -> tuple[s
 
 
 def render(task: TaskSpec, command: Sequence[str], env: Mapping[str, str],
-           params: Mapping[str, Scalar] | None, attempt: int = 1, run_dir: str = "") -> TaskSpec:
+           params: Mapping[str, Scalar] | None, attempt: int = 1, run_dir: str = "",
+           resume: bool | None = None) -> TaskSpec:
     """`task` for one attempt: argv and env filled again from the spec's templates with a rule's
-    parameter values (`params`, a retry's) and the attempt's own values. Unchanged for a first
-    attempt with its own parameters, or without templates (a revision recorded before them)."""
+    parameter values (`params`, a retry's) and the attempt's own values; `resume`: which side of
+    `{resume?…}` (None: as `resumes` expects). Unchanged for a first attempt with its own
+    parameters as expected, or without templates (a revision recorded before them)."""
     same = params is None or dict(params) == dict(task.params)
-    if not command or (same and attempt == 1):
+    expected = resume is None or resume == resumes(1, task.rung)
+    if not command or (same and attempt == 1 and expected):
         return task
     merged = {**task.params, **(params or {})}
-    values = {**merged, **attempt_values(task, attempt, run_dir)}
+    values = {**merged, **attempt_values(task, attempt, run_dir, resume)}
     return replace(task, params=merged, argv=fill_argv(command, values),
                    env={k: fill(v, values) for k, v in env.items()})
 
@@ -264,7 +286,11 @@ def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
                   f"({{{name}}}); name the parameter otherwise")
     for path, text in templates:
         for name in placeholders(text):
-            if _CONDITION.fullmatch(name) or name in ATTEMPT_NAMES:
+            condition = _CONDITION.fullmatch(name)
+            if condition and any(_CONDITION.fullmatch(inner) for part in condition.groups() if part
+                                 for inner in placeholders(part)):
+                r.problem(path, f"{{{name}}}: a {{resume?…}} cannot hold another")
+            if condition or name in ATTEMPT_NAMES:
                 continue
             if not IDENTIFIER.match(name):
                 r.problem(path, f"bad placeholder {name!r}; write {{param}}, {{resume?THEN:ELSE}}, or "
@@ -274,3 +300,19 @@ def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
                 r.problem(path, f"{{{name}}} is not a parameter of every task; parameters: {known}; "
                                 f"every attempt also has {{attempt}}, {{task_index}}, {{checkpoint_dir}} "
                                 f"and {{resume?THEN:ELSE}}")
+
+
+CHECKPOINT_NAMES = ("checkpoint_dir", "task_index")
+
+
+def read_checkpoint(r: Reader, tasks: Sequence[TaskSpec]) -> str:
+    """`checkpoint:`: the file (or directory, once non-empty) whose presence makes an attempt
+    take `{resume?THEN}`; it may use every task's parameters, `{checkpoint_dir}` and `{task_index}`."""
+    template = r.string(("checkpoint",), default="", path_like=True) or ""
+    common = set(tasks[0].params).intersection(*(t.params for t in tasks[1:])) if tasks else set()
+    for name in placeholders(template):
+        if name not in CHECKPOINT_NAMES and name not in common:
+            allowed = ", ".join(f"{{{n}}}" for n in (*CHECKPOINT_NAMES, *sorted(common)))
+            r.problem(("checkpoint",), f"{{{name}}} cannot be used here; a checkpoint path may use {allowed}")
+            return ""
+    return template

@@ -15,7 +15,7 @@ from campaignctl.core.objective import ObjectiveSpec, read_objective
 from campaignctl.core.output_metrics import read_output_patterns
 from campaignctl.core.ownership import read_share
 from campaignctl.core.pack_spec import PackSpec, read_pack
-from campaignctl.core.params import TaskSpec, expand_tasks, placeholders
+from campaignctl.core.params import TaskSpec, expand_tasks, placeholders, read_checkpoint
 from campaignctl.core.policy import Policy, read_overrides
 from campaignctl.core.profile import Profile, group_of, read_profile
 from campaignctl.core.rawdoc import KeyPath, RawDoc
@@ -34,7 +34,7 @@ from campaignctl.core.search_spec import SearchSpec, as_trials, read_search
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile", "objective", "pack", "search")
+            "share", "profile", "objective", "pack", "search", "checkpoint")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -87,6 +87,7 @@ class CampaignSpec:
     objective: ObjectiveSpec | None = None  # `objective:` (core/objective.py)
     pack: PackSpec | None = None  # `pack:`: small tasks sharing GPUs and jobs (core/pack_spec.py)
     search: SearchSpec | None = None  # `search:`: trials a sampler asks for (core/search_spec.py)
+    checkpoint: str = ""  # `checkpoint:`: the file whose presence makes an attempt resume (params.checkpoint_marker)
 
     @property
     def configs(self) -> int:
@@ -178,6 +179,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     share_group = read_share(r)
     profile = read_profile(r, tasks)
     pack = read_pack(r, resources, profile is not None)
+    checkpoint = read_checkpoint(r, tasks)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
@@ -187,7 +189,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
-                        share_group=share_group, profile=profile, objective=objective, pack=pack, search=search)
+                        share_group=share_group, profile=profile, objective=objective, pack=pack, search=search,
+                        checkpoint=checkpoint)
 
 
 def _check_search_rungs(r: Reader, rungs: Sequence[Rung]) -> None:

@@ -40,6 +40,13 @@ class TaskLaunch:
     # a multi-node attempt (resources.nodes …): srun | torchrun, '' for one process (core/rendezvous.py)
     launcher: str = ""
     procs_per_node: int = 1
+    # `{resume?…}` decided when the attempt starts, by what is there (adapters/resume_check.py):
+    # the file or directory to look for ('' → a non-empty checkpoint directory; None → a payload
+    # pickled before: `argv` is final, resuming by attempt number), and argv/env for a resume
+    resume_check: str | None = None
+    resume_argv: tuple[str, ...] = ()
+    resume_env: Mapping[str, str] | None = None
+    resumed: bool | None = None  # set by the runner once it has looked
 
     @property
     def attempt_dir(self) -> Path:

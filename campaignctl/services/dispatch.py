@@ -25,7 +25,7 @@ from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.attempt_paths import checkpoint_dir, task_dir
 from campaignctl.core.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
 from campaignctl.core.pack_plan import PackShape, allocation
-from campaignctl.core.params import Scalar, render
+from campaignctl.core.params import Scalar, checkpoint_marker, render
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
@@ -74,10 +74,12 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     """`params`: by array index, the task parameters a rule set for that element; its argv and
     env are rendered from the spec's templates with them."""
     numbers = attempt_numbers or [1] * chunk.size
-    tasks = [render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i), numbers[i], spec.run_dir)
-             for i, t in enumerate(chunk.task_indices)]
+    sides = [[render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i), numbers[i], spec.run_dir, resume)
+              for resume in (False, True)] for i, t in enumerate(chunk.task_indices)]
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
-                       argv=tasks[i].argv, env=tasks[i].env, workdir=spec.workdir,
+                       argv=sides[i][0].argv, env=sides[i][0].env, workdir=spec.workdir,
+                       resume_check=checkpoint_marker(spec.checkpoint, spec.tasks[t], spec.run_dir),
+                       resume_argv=sides[i][1].argv, resume_env=sides[i][1].env,
                        task_dir=str(task_dir(spec.run_dir, t)), attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
                        checkpoint_dir=checkpoint_dir(spec.run_dir, spec.tasks[t].config),

@@ -61,3 +61,49 @@ def test_attempt_placeholders_are_validated_at_submit(line: str, fragment: str) 
     key = line.split(":", 1)[0]
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(f"{key}:")) + "\n" + line + "\n"
     assert fragment in problems_of(text)
+
+
+TIMM = """\
+name: timm
+command: [python, train.py, /data, --output, "{checkpoint_dir}", --experiment, run, --lr, "{lr}",
+          "{resume?--resume}", "{resume?{checkpoint_dir}/run/last.pth.tar}"]
+checkpoint: "{checkpoint_dir}/run/last.pth.tar"
+matrix: {lr: [0.1, 0.05]}
+"""
+
+
+def test_then_and_else_may_hold_placeholders_so_a_resume_path_is_written_directly() -> None:
+    spec = spec_of(TIMM)
+    first = spec.tasks[1]
+    assert first.argv == ("python", "train.py", "/data", "--output", "/home/u/proj/runs/timm/tasks/1/checkpoint",
+                          "--experiment", "run", "--lr", "0.05")
+    resumed = render(first, spec.command, spec.env, None, attempt=2, run_dir=spec.run_dir, resume=True)
+    assert resumed.argv[-2:] == ("--resume", "/home/u/proj/runs/timm/tasks/1/checkpoint/run/last.pth.tar")
+    # the runner chooses: a retry that finds nothing runs the first side
+    over = render(first, spec.command, spec.env, None, attempt=2, run_dir=spec.run_dir, resume=False)
+    assert over.argv == first.argv
+    assert spec.checkpoint == "{checkpoint_dir}/run/last.pth.tar"
+
+
+def test_each_launch_carries_both_sides_and_the_filled_checkpoint_mark() -> None:
+    from campaignctl.core.plan import ArrayChunk
+    from campaignctl.services.dispatch import launches
+    spec = spec_of(TIMM)
+    [launch] = launches(spec, "tok", ArrayChunk((1,), None), [2])
+    assert launch.resume_check == "/home/u/proj/runs/timm/tasks/1/checkpoint/run/last.pth.tar"
+    assert "--resume" not in launch.argv and launch.resume_argv[-2] == "--resume"
+
+
+@pytest.mark.parametrize(("line", "fragment"), [
+    ('command: [x, "{resume?{resume?a}}"]', "a {resume?…} cannot hold another"),
+    ('command: [x, "{resume?{nope}}"]', "{nope} is not a parameter of every task"),
+    ('checkpoint: "{checkpoint_dir}/{attempt}.pt"', "{attempt} cannot be used here; a checkpoint path may use "
+                                                   "{checkpoint_dir}, {task_index}, {depth}, {lr}"),
+    ("checkpoint: 5", "checkpoint: must be a string"),
+    ("checkpointt: x", "did you mean checkpoint"),
+])
+def test_resume_placeholders_and_the_checkpoint_mark_are_validated(line: str, fragment: str) -> None:
+    text = "name: t\ncommand: [x, '{lr}']\nmatrix: {lr: [1], depth: [2]}\n"
+    key = line.split(":", 1)[0]
+    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(f"{key}:")) + "\n" + line + "\n"
+    assert fragment in problems_of(text)

@@ -87,8 +87,9 @@ DECISIONS = [
                  "out of memory (attempt 4): out_of_memory seen 4 times, above the cap of 3 retries.",
                  id="oom: fourth gives up"),
     pytest.param(history("TIMEOUT"), "resubmit", "timeout", (1000, 90, None),
-                 "timeout (attempt 1); retry 1 of 3 with time_min 60 → 90; the retry gets "
-                 "CAMPAIGNCTL_RESUME=1 and the same checkpoint directory.", id="timeout: time x1.5, resume"),
+                 "timeout (attempt 1); retry 1 of 3 with time_min 60 → 90; the retry resumes if "
+                 "its checkpoint is there (CAMPAIGNCTL_RESUME=1, the same checkpoint directory).",
+                 id="timeout: time x1.5, resume"),
     pytest.param(history("TIMEOUT", time=2000), "resubmit", "timeout", (1000, 2880, None),
                  "time_min 2000 → 2880", id="timeout: capped"),
     pytest.param(history("TIMEOUT", time=2880), "give_up", "timeout", None,
