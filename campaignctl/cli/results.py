@@ -12,6 +12,7 @@ from rich.text import Text
 from campaignctl.cli.common import JsonOption, console, plain_table, print_json, styled, whole_rows
 from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
 from campaignctl.core.results import ConfigResult, param_column
+from campaignctl.core.status import param_digits, param_text, shown_value
 
 if TYPE_CHECKING:
     from campaignctl.services.results import ResultsResult
@@ -69,12 +70,6 @@ def write_csv(rows: list[dict[str, object]]) -> None:
     writer.writerows(rows)
 
 
-def _param(value: object) -> str:
-    """A parameter as a person reads it: a sampled float to 6 significant digits (`--json` and
-    `--csv` keep every digit)."""
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
 def _value(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
@@ -92,10 +87,12 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     table = plain_table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state",
                         "final", "best", *(COLUMNS[i] for i in shown), *(["shared"] if packed else []),
                         title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
+    digits = param_digits(c.params for c in result.configs)
     for c in result.configs:
         figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
-                      *(_param(c.params.get(k, "")) for k in params), *([c.rung] if rungs else []), c.state,
+                      *(shown_value(c.params.get(k, ""), digits.get(k, 4)) for k in params),
+                      *([c.rung] if rungs else []), c.state,
                       _value(c.final), _value(c.best), *(figures[i] for i in shown),
                       *([c.shared or "-"] if packed else []))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
@@ -125,5 +122,5 @@ def _summary(result: ResultsResult) -> Text:
 
 
 def _describe(c: ConfigResult) -> str:
-    params = " ".join(f"{k}={_param(v)}" for k, v in c.params.items())
+    params = param_text(c.params)
     return f"config {c.config} ({params})" if params else f"config {c.config}"

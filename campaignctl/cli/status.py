@@ -12,7 +12,7 @@ from campaignctl.cli.common import JsonOption, console, local_time, plain_table,
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
 from campaignctl.core.clock import brief
 from campaignctl.core.stall import NO_CRON, loop_warnings
-from campaignctl.core.status import TASK_STATES, collapse, index_ranges, unknown_states, varying_keys
+from campaignctl.core.status import TASK_STATES, collapse, index_ranges, param_digits, unknown_states, varying_keys
 
 if TYPE_CHECKING:
     from campaignctl.services.status import SpendView, StatusResult
@@ -137,9 +137,9 @@ def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False)
     if result.spend is not None:
         parts.append(spend_text(result.spend))
     rows, quiet = (list(result.tasks), {}) if by_state else collapse(result.tasks)
-    keys = None if wide else varying_keys(result.tasks)
+    shown = Shown(None if wide else varying_keys(result.tasks), param_digits(row.params for row in result.tasks))
     if rows:
-        parts.append(task_table(rows, columns_for(rows, wide, Shown(keys), console.width), Shown(keys)))
+        parts.append(task_table(rows, columns_for(rows, wide, shown, console.width), shown))
     elif not quiet:
         parts.append(Text("no task matches"))
     parts += [Text(f"{state}: {len(tasks)} task(s) ({index_ranges(tasks)})", style="dim")

@@ -4,8 +4,8 @@ function: to show a new TaskRow field, append a Column to WIDE (and to COMPACT i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from rich.table import Table
@@ -29,6 +29,7 @@ class Shown:
     """What cells need beyond their row."""
 
     param_keys: Sequence[str] | None = None  # the parameters to show; None: all
+    param_digits: Mapping[str, int] = field(default_factory=dict)  # core/status.param_digits of the table
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ def _exit(row: TaskRow, _: Shown) -> str:
 
 
 def _params(row: TaskRow, shown: Shown) -> str:
-    return param_text(row.params, shown.param_keys) or "-"
+    return param_text(row.params, shown.param_keys, shown.param_digits) or "-"
 
 
 def _decision(row: TaskRow, _: Shown) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -168,15 +169,38 @@ def varying_keys_of(params: Iterable[Mapping[str, Scalar]]) -> list[str]:
     return varying or list(values)[:1]
 
 
-def param_text(params: Mapping[str, Scalar], keys: Sequence[str] | None = None) -> str:
-    """`lr=0.00030000001 batch=64` → `lr=0.0003 batch=64` (floats to 4 significant digits); only
-    `keys` when given."""
+WHOLE_DIGITS = 8  # a float that this many significant digits hold exactly is shown whole
+
+
+def float_digits(values: Iterable[object]) -> int:
+    """Significant digits for one parameter's floats shown side by side: every value whole when
+    at most WHOLE_DIGITS hold it (0.000654321), else 4 (0.1 * 0.003 = 0.00030000000000000003
+    → 0.0003), and always enough that two different values never look the same (a sampler's
+    0.00065432198 and 0.00065432111)."""
+    floats = {v for v in values if isinstance(v, float) and math.isfinite(v)}
+    whole = next((n for n in range(1, WHOLE_DIGITS + 1) if all(float(f"{v:.{n}g}") == v for v in floats)), 4)
+    return next(n for n in range(max(4, whole), 18) if len({f"{v:.{n}g}" for v in floats}) == len(floats))
+
+
+def param_digits(params: Iterable[Mapping[str, Scalar]]) -> dict[str, int]:
+    """float_digits per parameter name, over every row of a table."""
+    values: dict[str, list[Scalar]] = {}
+    for one in params:
+        for key, value in one.items():
+            values.setdefault(key, []).append(value)
+    return {key: float_digits(seen) for key, seen in values.items()}
+
+
+def param_text(params: Mapping[str, Scalar], keys: Sequence[str] | None = None,
+               digits: Mapping[str, int] | None = None) -> str:
+    """`lr=0.000654321 batch=64`: only `keys` when given; floats to `digits` (param_digits of
+    the table the text is shown in; alone, of this one row)."""
     shown = params if keys is None else {k: params[k] for k in keys if k in params}
-    return " ".join(f"{k}={_value(v)}" for k, v in shown.items())
+    return " ".join(f"{k}={shown_value(v, (digits or {}).get(k) or float_digits([v]))}" for k, v in shown.items())
 
 
-def _value(value: Scalar) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+def shown_value(value: object, digits: int) -> str:
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
 def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord],

@@ -19,7 +19,7 @@ from campaignctl.core.report_series import (
 )
 from campaignctl.core.search import trials_of
 from campaignctl.core.search_series import search_series
-from campaignctl.core.status import param_text, varying_keys_of
+from campaignctl.core.status import param_digits, param_text, varying_keys_of
 from campaignctl.core.timeline import gantt_bars, time_window
 from campaignctl.services.report_inputs import ReportInputs
 
@@ -123,8 +123,8 @@ def search_chart(inputs: ReportInputs) -> Chart:
 
 def task_labels(params: Mapping[int, Mapping[str, Scalar]]) -> dict[int, str]:
     """Each task's legend: the parameters that tell it apart (`lr=0.01`), not `task 16`."""
-    keys = varying_keys_of(params.values())
-    return {task: param_text(p, keys) or f"task {task}" for task, p in params.items()}
+    keys, digits = varying_keys_of(params.values()), param_digits(params.values())
+    return {task: param_text(p, keys, digits) or f"task {task}" for task, p in params.items()}
 
 
 def decisions_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:

@@ -16,6 +16,7 @@ from campaignctl.core.status import (
     collapse,
     index_ranges,
     live,
+    param_digits,
     param_text,
     select_rows,
     task_rows,
@@ -106,7 +107,20 @@ def test_only_the_parameters_that_vary_are_shown_compactly() -> None:
     rows = rows_in("COMPLETED", "FAILED")
     assert varying_keys(rows) == ["i"]  # every task has data=/d
     assert varying_keys(rows[:1]) == ["i"]  # one task: its first parameter
-    assert param_text({"lr": 0.00030000001, "batch": 64, "data": "/d"}, ["lr", "batch"]) == "lr=0.0003 batch=64"
+    assert param_text({"lr": 0.1 * 0.003, "batch": 64, "data": "/d"}, ["lr", "batch"]) == "lr=0.0003 batch=64"
+
+
+@pytest.mark.parametrize(("values", "shown"), [
+    ([0.000654321, 0.0006543], ["0.000654321", "0.0006543"]),  # whole: 4 digits made them one
+    ([0.00030000001], ["0.00030000001"]),  # 8 significant digits: still whole
+    ([0.1 * 0.003, 0.01], ["0.0003", "0.01"]),  # float noise, 17 digits: 4 tell them apart
+    ([0.00065432198765, 0.00065432111], ["0.000654322", "0.000654321"]),  # a sampler's: enough to differ
+    ([1e-5, float("inf")], ["1e-05", "inf"]),
+])
+def test_parameter_values_are_shown_whole_where_short_and_always_distinguishable(
+        values: list[float], shown: list[str]) -> None:
+    digits = param_digits({"lr": v} for v in values)
+    assert [param_text({"lr": v}, None, digits) for v in values] == [f"lr={s}" for s in shown]
     assert param_text({"flag": True, "lr": 1e-5}) == "flag=True lr=1e-05"
 
 
