@@ -24,7 +24,7 @@ from campaignctl.adapters.store_schema import attempts, campaigns, revisions, su
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.pack_steps import requested_share
-from campaignctl.core.params import Scalar
+from campaignctl.core.params import Scalar, TaskSpec
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import policy_to_dict
 from campaignctl.core.records import (
@@ -75,10 +75,7 @@ class Store:
                 owner=owner, created_at=now)))
             _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
                                                   captured_env), 1)
-            conn.execute(tasks.insert(), [
-                {"campaign_id": campaign_id, "task_index": t.index, "params_json": json.dumps(dict(t.params)),
-                 "argv_json": json.dumps(list(t.argv)), "env_json": json.dumps(dict(t.env))}
-                for t in spec.tasks])
+            conn.execute(tasks.insert(), [_task_row(campaign_id, t) for t in spec.tasks])
         return int(campaign_id)
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
@@ -86,14 +83,17 @@ class Store:
         """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
         current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
         draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason, captured_env)
-        return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json))
+        return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json), spec.tasks)
 
-    def insert_revision(self, draft: RevisionRecord) -> int:
-        """Record `draft` as the campaign's next revision and make it current; returns its number."""
+    def insert_revision(self, draft: RevisionRecord, task_specs: Sequence[TaskSpec] = ()) -> int:
+        """Record `draft` as the campaign's next revision and make it current; returns its number.
+        `task_specs`: a spec revision's tasks, recorded with it (those it adds; new parameters for
+        an index that `submit --replace-tasks` gave other ones)."""
         with self.engine.begin() as conn:
             number = int(conn.execute(sa.select(sa.func.max(revisions.c.number))
                                       .where(revisions.c.campaign_id == draft.campaign_id)).scalar_one()) + 1
             _insert_revision(conn, draft, number)
+            _sync_tasks(conn, draft.campaign_id, task_specs)
             conn.execute(campaigns.update().where(campaigns.c.id == draft.campaign_id)
                          .values(current_revision=number))
         return number
@@ -214,12 +214,13 @@ class Store:
                 for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
                      res, sub, sub_state, created, params, own, cause, evidence, packed) in rows]
 
-    def tasks_started(self, campaign_id: int) -> int:
-        """How many of the campaign's tasks have at least one attempt."""
+    def tasks_started(self, campaign_id: int, below: int | None = None) -> int:
+        """How many of the campaign's tasks (those with an index under `below`) have at least one attempt."""
+        within = [tasks.c.task_index < below] if below is not None else []
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count(sa.distinct(attempts.c.task_id)))
                                     .join(tasks, tasks.c.id == attempts.c.task_id)
-                                    .where(tasks.c.campaign_id == campaign_id)).scalar_one())
+                                    .where(tasks.c.campaign_id == campaign_id, *within)).scalar_one())
 
     def record_observations(self, tick_id: int, changes: Sequence[ObservedChange]) -> None:
         """Write the latest Slurm facts onto attempts; keep a row per change of a fact a rule
@@ -304,6 +305,24 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return {r.task_index: json.loads(r.params_json) for r in rows}
+
+
+def _task_row(campaign_id: int, task: TaskSpec) -> dict[str, object]:
+    return {"campaign_id": campaign_id, "task_index": task.index, "params_json": json.dumps(dict(task.params)),
+            "argv_json": json.dumps(list(task.argv)), "env_json": json.dumps(dict(task.env))}
+
+
+def _sync_tasks(conn: sa.Connection, campaign_id: int, task_specs: Sequence[TaskSpec]) -> None:
+    known = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
+                              .where(tasks.c.campaign_id == campaign_id)).all())
+    added = [_task_row(campaign_id, t) for t in task_specs if t.index not in known]
+    if added:
+        conn.execute(tasks.insert(), added)
+    for t in task_specs:
+        row = _task_row(campaign_id, t)
+        if t.index in known and known[t.index] != row["params_json"]:
+            conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == t.index)
+                         .values(params_json=row["params_json"], argv_json=row["argv_json"], env_json=row["env_json"]))
 
 
 def _spec_revision(campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,

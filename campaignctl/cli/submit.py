@@ -17,16 +17,21 @@ def submit(
     spec: Annotated[Path, typer.Argument(help="Campaign spec (YAML).", show_default=False)],
     dry_run: DryRunOption = False,
     reason: Annotated[str, typer.Option("--reason", help="Why the spec changed (kept with the new revision).")] = "",
+    replace_tasks: Annotated[bool, typer.Option(
+        "--replace-tasks", help="Record a changed spec even where a task's index would name other "
+                                "parameters or tasks would be dropped (refused without it, saying what "
+                                "happens to each).")] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Submit a campaign spec as Slurm job arrays (exactly once; re-running is safe). Submitting
-    a changed spec of an existing campaign records a new revision (see `campaignctl revisions`).
+    a changed spec of an existing campaign records a new revision (see `campaignctl revisions`);
+    tasks it adds after the last are submitted at once.
 
     Example: campaignctl submit templates/sweep.yaml --dry-run
     """
     from campaignctl.services.submit import submit as submit_service
 
-    result = submit_service(spec, dry_run=dry_run, reason=reason)
+    result = submit_service(spec, dry_run=dry_run, reason=reason, replace_tasks=replace_tasks)
     if json_out:
         print_json("submit", result.to_dict())
     else:

@@ -23,7 +23,8 @@ from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
 from campaignctl.core.spec import CampaignSpec, validate_spec
-from campaignctl.core.status import param_text
+from campaignctl.core.status import index_ranges, param_text
+from campaignctl.core.task_set import TaskSetChange, task_set_change
 from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import (
     dispatch_within,
@@ -31,6 +32,7 @@ from campaignctl.services.dispatch import (
     parameters,
     recover,
     refused,
+    revision_spec,
     with_captured_env,
 )
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
@@ -99,15 +101,21 @@ def _share_problem(group: str) -> str:
     return ""
 
 
-def submit(spec_path: Path, dry_run: bool = False, reason: str = "") -> SubmitResult:
+def submit(spec_path: Path, dry_run: bool = False, reason: str = "", replace_tasks: bool = False) -> SubmitResult:
     spec, text = load_spec(spec_path)
-    return submit_spec(spec, text, str(spec_path.resolve()), dry_run, reason)
+    return submit_spec(spec, text, str(spec_path.resolve()), dry_run, reason, replace_tasks)
+
+
+RESHAPE_HINT = ("nothing was recorded. To run this spec as a new campaign, give it another `name:`; to record it "
+                "under this one anyway, submit it again with --replace-tasks")
 
 
 def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = False,
-                reason: str = "") -> SubmitResult:
+                reason: str = "", replace_tasks: bool = False) -> SubmitResult:
     """Submit a validated spec; `text` is stored as the revision (what rollback and replay
-    re-read), `spec_path` names it (its directory is where the spec's relative paths start)."""
+    re-read), `spec_path` names it (its directory is where the spec's relative paths start).
+    A revision that adds tasks after the last submits them; one that would give a task's index
+    other parameters, or drop tasks, is refused unless `replace_tasks` (core/task_set.py)."""
     if dry_run:
         return _dry_run(spec)
     notes = _rung_notes(spec) + missing_cron_note()
@@ -125,6 +133,10 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         if refusals:
             raise SpecError(refusals, spec_path, REFUSED_HINT)
         notes += [note] if (note := program_note(spec)) else []
+    change = _task_set_change(store, record, spec) if record is not None and not unchanged else TaskSetChange()
+    if change.reshapes and not replace_tasks:
+        raise SpecError([f"this spec changes which tasks campaign {spec.name!r} has:", *change.lines()],
+                        spec_path, RESHAPE_HINT)
     if record is None:
         store.create_campaign(spec, text, spec_path, identity.user_name(), capture(spec))
         outcome, record = "created", store.campaign(spec.name)
@@ -138,7 +150,13 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                                     identity.user_name(), reason or "spec changed at submit", capture(spec))
         notes.append(f"revision {number} recorded; work already submitted keeps its resources "
                      "until reconcile applies the new revision")
-        return SubmitResult(spec.name, number, "revised", _task_count(spec), 0, notes=notes)
+        notes += [f"{line} (--replace-tasks)" for line in change.lines() if not line.endswith("runs now")]
+        if not change.added:
+            return SubmitResult(spec.name, number, "revised", _task_count(spec), 0, notes=notes)
+        outcome, record = "revised", store.campaign(spec.name)
+        assert record is not None
+        notes.append(f"revision {number} adds task(s) {index_ranges(change.added)}: the first attempts of "
+                     "those the campaign starts with are submitted now")
     recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
                              r.chunk.task_indices[-1], r.job_id, "waiting" if r.waiting else "recovered")
                  for r in recover(store, record)]
@@ -148,8 +166,8 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     if fresh[0] and outcome == "unchanged":
         notes.append(f"{sum(c.size for c in fresh[0])} task(s) whose submission had been given up before "
                      "reaching Slurm submitted again")
-        if record.state in ("finished", CANCELLED):  # ticks run these again (a paused one stays paused)
-            store.set_campaign_state(record.id, "active")
+    if (fresh[0] or change.added) and record.state in ("finished", CANCELLED):
+        store.set_campaign_state(record.id, "active")  # ticks run these again (a paused one stays paused)
     chunks = recovered + fresh[0]
     if spec.search and record.state not in ("finished", CANCELLED):
         notes += _first_asks(spec.name)
@@ -158,6 +176,14 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
                      "`reconcile` (cron) submits them as your queued jobs end")
     return SubmitResult(spec.name, record.current_revision, outcome, _task_count(spec),
                         fresh[1], chunks, notes=notes)
+
+
+def _task_set_change(store: Store, record: CampaignRecord, spec: CampaignSpec) -> TaskSetChange:
+    try:
+        before = revision_spec(store, record.id, record.current_revision)
+    except SpecError:  # recorded by a campaignctl whose spec keys this one reads otherwise: no comparison
+        return TaskSetChange()
+    return task_set_change(before.tasks, spec.tasks)
 
 
 def _task_count(spec: CampaignSpec) -> int:

@@ -43,6 +43,8 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
     budgeted = bool(settings.budget.limits())
     facts = log_facts(log.entries(record.id, actions=FACT_ACTIONS))
     marked = known_good_revisions(log, record.id)
+    # a task `submit --replace-tasks` dropped keeps its history, but no rule acts on it again
+    views = [v for v in views if v.index < settings.tasks]
     snapshot = TickSnapshot(
         campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
         requests=facts.requests,
@@ -59,7 +61,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
         forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
-        tasks_started=0 if settings.progressive else store.tasks_started(record.id),
+        tasks_started=0 if settings.progressive else store.tasks_started(record.id, settings.tasks),
         trials=search_trials(log, record.id) if settings.search else (),
         sampler=OptunaSampler() if settings.search else None)
     return policy, snapshot

@@ -12,6 +12,8 @@ from campaignctl.adapters import faults
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import SlurmTransientError, SpecError
 from campaignctl.services import submit as submit_service
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.results import results
 from campaignctl.services.status import status
 from tests.conftest import run_main, write_spec
 from tests.fakeslurm import FakeSlurm
@@ -50,10 +52,71 @@ def test_resubmitting_the_same_spec_submits_nothing(tmp_path: Path, fake_slurm: 
     assert fake_slurm.submitted == 1
 
 
-def test_a_changed_spec_records_a_revision_without_new_jobs(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+def test_a_changed_spec_with_the_same_tasks_records_a_revision_without_new_jobs(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     submit_service.submit(grid_spec(tmp_path, 3, name="rev"))
-    changed = submit_service.submit(grid_spec(tmp_path, 4, name="rev"))
+    text = grid_spec(tmp_path, 3, name="rev").read_text().replace("max_parallel: 4", "max_parallel: 2")
+    changed = submit_service.submit(write_spec(tmp_path, text))
     assert (changed.outcome, changed.revision, fake_slurm.submitted) == ("revised", 2, 1)
+
+
+def test_a_grid_grown_by_one_value_runs_exactly_the_new_task_even_when_finished(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    submit_service.submit(grid_spec(tmp_path, 3, name="grow"))
+    store = Store.open()
+    record = store.campaign("grow")
+    assert record is not None
+    store.set_campaign_state(record.id, "finished")
+    grown = submit_service.submit(grid_spec(tmp_path, 4, name="grow"))
+    assert (grown.outcome, grown.revision, fake_slurm.submitted) == ("revised", 2, 2)
+    assert [(c.first_task, c.last_task, c.size) for c in grown.chunks] == [(3, 3, 1)]
+    assert any("revision 2 adds task(s) 3" in n for n in grown.notes)
+    assert sorted(a.task_index for a in store.attempts(record.id)) == [0, 1, 2, 3]
+    assert store.campaign("grow").state == "active"  # type: ignore[union-attr]  # ticks follow the new task
+
+
+SHAPE = """\
+name: shape
+command: [python3, train.py, --seed, "{seed}"]
+matrix: {seed: [0, 1, 2]}
+"""
+
+
+@pytest.mark.parametrize(("changed", "said"), [
+    (SHAPE.replace("[0, 1, 2]", "[0, 1]"), ["task 2: no longer in the spec"]),
+    (SHAPE.replace("[0, 1, 2]", "[5, 1, 2, 7]"),
+     ["task 0: seed=0 would become seed=5; its attempts, metrics and decisions so far would be read as the new "
+      "config's", "task 3: added, runs now"]),
+    (SHAPE.replace('"{seed}"', '"{depth}"').replace("matrix: {seed: [0, 1, 2]}", "tasks: [{depth: 2}, {depth: 4}]"),
+     ["task 0: seed=0 would become depth=2", "task 2: no longer in the spec"]),
+])
+def test_a_spec_that_changes_which_tasks_exist_is_refused_unless_asked_and_says_what_happens(
+        tmp_path: Path, fake_slurm: FakeSlurm, changed: str, said: list[str]) -> None:
+    submit_service.submit(write_spec(tmp_path, SHAPE))
+    with pytest.raises(SpecError) as refused:
+        submit_service.submit(write_spec(tmp_path, changed))
+    assert refused.value.exit_code == 3 and "another `name:`" in (refused.value.hint or "")
+    assert all(any(line.startswith(s) for line in refused.value.problems) for s in said), refused.value.problems
+    store = Store.open()
+    assert store.campaign("shape").current_revision == 1 and fake_slurm.submitted == 1  # type: ignore[union-attr]
+    forced = submit_service.submit(write_spec(tmp_path, changed), replace_tasks=True)
+    assert forced.outcome == "revised" and forced.revision == 2
+    assert status("shape").tasks and results("shape").configs  # nothing breaks on the revision
+
+
+def test_tasks_dropped_with_replace_tasks_are_never_retried_and_the_campaign_finishes(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    first = submit_service.submit(write_spec(tmp_path, SHAPE))
+    job = first.chunks[0].job_id or ""
+    fake_slurm.set_state(job, 2, "TIMEOUT")  # the task about to be dropped ends as the policy retries
+    submit_service.submit(write_spec(tmp_path, SHAPE.replace("[0, 1, 2]", "[0, 1]")), replace_tasks=True)
+    fake_slurm.finish(job)
+    fake_slurm.set_state(job, 2, "TIMEOUT")
+    reconcile("shape")
+    store = Store.open()
+    record = store.campaign("shape")
+    assert record is not None and record.state == "finished"
+    assert fake_slurm.submitted == 1 and len(store.attempts(record.id)) == 3
 
 
 class Crash(BaseException):
