@@ -62,10 +62,10 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     _still_awaiting(log, record.id, entry)
     who = identity.user_name()
     token = new_token()
-    with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id):
+    with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id, leased):
         _still_awaiting(log, record.id, entry)  # two people's verdicts at once: the second finds it answered
         policy, _ = current_policy(store, record)
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
         what = f"{entry.rule} → {entry.action} for task {entry.task_index}"
         why = f"decision #{decision_id} ({what}) {verdict}d by {who}" + (f": {reason}" if reason else ".")
         record_decision = Decision(entry.task_index, entry.attempt_token, "approval", verdict, why,

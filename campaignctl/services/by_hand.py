@@ -56,7 +56,7 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
         raise ConflictError(f"campaign {name!r} is {record.state}: nothing to cancel",
                             f"`campaignctl status {name}` shows how its tasks ended")
     who = identity.user_name()
-    with manual_tick(store, record, f"cancel {name}") as (log, tick_id):
+    with manual_tick(store, record, f"cancel {name}") as (log, tick_id, leased):
         history = store.history(record.id)
         views = task_views(history, log.decided_tokens(record.id))
         states = {r.task_index: r.state for r in history}  # rows are by attempt: the latest wins
@@ -66,7 +66,7 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
         # given up above, by hand, so no tick reads them as refused by Slurm)
         abandoned = _abandon_unsent(store, record.id, name) if tasks is None else []
         policy, _ = gather(store, log, record, views, history, {})
-        outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs), decisions)
+        outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased), decisions)
         if tasks is None:
             store.set_campaign_state(record.id, CANCELLING if any(d.action == "stop" for d in decisions)
                                      else CANCELLED)
@@ -81,7 +81,7 @@ def retry(name: str, tasks: Sequence[int] | None = None, states: Sequence[str] |
     record = find_campaign(store, name)
     require_may_act(store, record, "retry")
     who = identity.user_name()
-    with manual_tick(store, record, f"retry {name}") as (log, tick_id):
+    with manual_tick(store, record, f"retry {name}") as (log, tick_id, leased):
         history = store.history(record.id)
         views = task_views(history, log.decided_tokens(record.id))
         latest = {r.task_index: r.state for r in history}
@@ -89,7 +89,7 @@ def retry(name: str, tasks: Sequence[int] | None = None, states: Sequence[str] |
         if not chosen:
             raise ConflictError(f"no task of campaign {name!r} matches", _states_hint(latest))
         policy, snapshot = gather(store, log, record, views, history, {})
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
         resources = {t: actor.spec.resources_of(t) for t in chosen}
         decisions, skipped = retry_decisions(views, chosen, resources, who, reason)
         if decisions and not force:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import NamedTuple
 
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
@@ -16,18 +17,28 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.clock import UTC, stamp
 from campaignctl.core.errors import LeaseHeldError, SlurmTransientError
 from campaignctl.core.records import CampaignRecord
+from campaignctl.services.dispatch import LeaseCheck
+
+
+class ManualTick(NamedTuple):
+    log: DecisionLog
+    tick_id: int
+    # whether this command still holds the campaign's lease: its Actor asks around each sbatch and
+    # release, as a tick's does, so a command suspended past the TTL (a laptop lid, SIGSTOP inside
+    # sbatch) never submits or releases what a tick that took the lapsed lease did meanwhile
+    still_leased: LeaseCheck
 
 
 @contextmanager
-def manual_tick(store: Store, record: CampaignRecord, scope: str) -> Iterator[tuple[DecisionLog, int]]:
+def manual_tick(store: Store, record: CampaignRecord, scope: str) -> Iterator[ManualTick]:
     with exclusive("reconcile") as holder:
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
-        with acting_on(store, record):
+        with acting_on(store, record) as leases:
             log = DecisionLog(store.engine)
             tick_id = log.begin_tick(scope, stamp(datetime.now(UTC)))
             try:
-                yield log, tick_id
+                yield ManualTick(log, tick_id, lambda: leases.holds(record.id))
             except BaseException:
                 log.finish_tick(tick_id, "failed", 0, 0)
                 raise

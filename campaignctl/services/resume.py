@@ -47,7 +47,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
     if record.state != "paused":
         raise ConflictError(f"campaign {name!r} is {record.state}, not paused; nothing to resume",
                             f"reconcile pauses a campaign when its budget is reached; see `campaignctl status {name}`")
-    with manual_tick(store, record, f"resume {name}") as (log, tick_id):
+    with manual_tick(store, record, f"resume {name}") as (log, tick_id, leased):
         history = store.history(record.id, done_tasks=False)
         views = task_views(history, log.decided_tokens(record.id))
         policy, snapshot = gather(store, log, record, views, history, {})
@@ -75,7 +75,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                             {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision,
                              **_gate_inputs(gate)},
                             {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs)
+        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
         (outcome,) = actor.act([decision], {}, new_token, None).in_order(("pending", None))
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,

@@ -184,7 +184,7 @@ def _revision(store: Store, record: CampaignRecord, number: int) -> RevisionReco
 
 def _log_campaign_decision(store: Store, record: CampaignRecord, scope: str, decision: Decision) -> None:
     """A record-only decision written by hand (no Slurm call), in its own log tick."""
-    with manual_tick(store, record, scope) as (log, tick_id):
+    with manual_tick(store, record, scope) as (log, tick_id, leased):
         policy, _ = current_policy(store, record)
-        Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs).act(
+        Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased).act(
             [decision], {}, new_token, None)

@@ -69,7 +69,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
                               [Step(d.task_index, d.action, d.reason, "planned") for d in steps],
                               left_alone, [e.id for e in withdrawn])
     require_owner_for_share_change(store, record, share_of(json.loads(target.settings_json)))
-    with manual_tick(store, record, f"rollback {name}") as (log, tick_id):
+    with manual_tick(store, record, f"rollback {name}") as (log, tick_id, leased):
         why = reason or f"rollback to revision {target.number}"
         number = store.insert_revision(replace(target, author=identity.user_name(), reason=why, kind="rollback",
                                                source_revision=target.number))
@@ -80,7 +80,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
                                 {"from_revision": record.current_revision, "by": identity.user_name()},
                                 {"revision": number, "target_revision": target.number})
         policy = policy_from_dict(json.loads(target.policy_json))
-        actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs)
+        actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs, leased)
         array_of = {a.token: a.array_job_id for v in views for a in v.attempts}
         actor.act([made_current], {}, lambda: "", None)  # first in the log: what the steps below serve
         outcomes = actor.act(steps, array_of, new_token, None)

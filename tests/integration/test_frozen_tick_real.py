@@ -105,6 +105,53 @@ policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
     assert len(jobs) == 2  # the first attempt's and the one retry's
 
 
+def test_a_retry_frozen_inside_sbatch_past_its_lease_leaves_one_job_per_token(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    """The same with a person's `retry`: it passes its lease to its Actor as a tick does. Before,
+    the woken retry released its own job beside the one the tick submitted for the token."""
+    name = f"frozen-retry-{uuid.uuid4().hex[:6]}"
+    shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
+    submit(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, chaos.py, bug]
+resources: {{cpus_per_task: 1, mem: 100M, time: "00:05:00"}}
+""", f"{name}.yaml"))
+    db_url = f"sqlite:///{Store.open().engine.url.database}"
+    other_env = cron_env(tmp_path / "home-b", tmp_path / "state-b", CRON_PATH, db_url, slurm_conf)
+    wait_for(f"{name}'s bug to be given up", lambda: _ticked_given_up(name, other_env), 120)
+    wrapper = tmp_path / "freezing-bin"
+    wrapper.mkdir()
+    (wrapper / "sbatch").write_text(FREEZING_SBATCH.format(real=shutil.which("sbatch"), mark=tmp_path / "froze"))
+    (wrapper / "sbatch").chmod(0o755)
+    frozen_env = cron_env(tmp_path / "home-a", tmp_path / "state-a", f"{wrapper}:{CRON_PATH}", db_url, slurm_conf)
+
+    frozen = subprocess.Popen([str(PROGRAM), "retry", name, "--task", "0", "--reason", "fixed"], env=frozen_env,
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("the retry to freeze inside sbatch", lambda: (tmp_path / "froze" / "tick").exists(), 60)
+        time.sleep(TTL_S + 2)
+        other = subprocess.run([str(PROGRAM), "reconcile", name, "--json"], env=other_env, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120)
+        assert other.returncode == 0, other.stderr  # the tick finishes the retry's intent: its token's job
+        for pid in (int((tmp_path / "froze" / "tick").read_text()), *_children(frozen.pid)):
+            os.kill(pid, signal.SIGCONT)
+        code, _, err = frozen.wait(timeout=120), *frozen.communicate()
+    finally:
+        if frozen.poll() is None:
+            frozen.kill()
+    assert code == 75 and "lost the lease inside sbatch" in err and "cancelled as a duplicate" in err, err
+    wait_for(f"{name}'s retry to end", lambda: _ticked_given_up(name, other_env) and len(history(name)) == 2, 180)
+    assert [row.attempt_number for row in history(name)] == [1, 2]
+    jobs = released_jobs(name)
+    assert all(len(ids) == 1 for ids in jobs.values()) and len(jobs) == 2, jobs
+
+
+def _ticked_given_up(name: str, env: dict[str, str]) -> bool:
+    subprocess.run([str(PROGRAM), "reconcile", name], env=env, capture_output=True, timeout=120)
+    rows = history(name)
+    return bool(rows) and rows[-1].state == "FAILED" and Store.open().campaign(name).state == "finished"  # type: ignore[union-attr]
+
+
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
