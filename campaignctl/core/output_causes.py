@@ -23,7 +23,8 @@ from dataclasses import dataclass
 GPU_OOM = "gpu_out_of_memory"
 COLLECTIVE_TIMEOUT = "collective_timeout"  # a rank waited too long for its peers (core/suspects.py)
 SETUP_FAILED = "setup_failed"  # written by the runner when a `setup:` line fails (not matched here)
-BUILTIN_CAUSES = (GPU_OOM, COLLECTIVE_TIMEOUT, SETUP_FAILED)
+LAUNCH_FAILED = "launch_failed"  # written by a pack's runner when a task's srun step never started
+BUILTIN_CAUSES = (GPU_OOM, COLLECTIVE_TIMEOUT, SETUP_FAILED, LAUNCH_FAILED)
 TAIL_BYTES = 64 * 1024
 EVIDENCE_BYTES = 4096
 

@@ -58,6 +58,13 @@ def packed_observation(element: JobObservation, step: JobObservation | None, tas
         return shared
     if element_ended and element.state is not State.COMPLETED and step.state in _ENDED_WITH_ELEMENT:
         return shared
+    if element.state is State.COMPLETED and step.state is State.CANCELLED and not step.elapsed_s:
+        # srun refused to start the step (`CANCELLED 0:64` after 0 s, the element COMPLETED: a CPU
+        # binding outside the step's allocation, seen on a task/affinity site): a launch failure,
+        # FAILED so that the runner's exit.json names it (launch_failed), never a person's cancel
+        return replace(shared, state=State.FAILED, slurm_state=step.slurm_state, exit_code=step.exit_code,
+                       exit_signal=step.exit_signal, elapsed_s=0, nodes=step.nodes or element.nodes,
+                       start=step.start, end=step.end, step_states=step.step_states)
     return replace(shared, state=step.state, slurm_state=step.slurm_state, cancelled_by=step.cancelled_by,
                    exit_code=step.exit_code, exit_signal=step.exit_signal, elapsed_s=step.elapsed_s,
                    nodes=step.nodes or element.nodes, start=step.start, end=step.end, max_rss=step.max_rss,

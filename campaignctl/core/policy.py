@@ -9,7 +9,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from campaignctl.core.notify_config import Notify, notify_from_dict, read_notify
-from campaignctl.core.output_causes import BUILTIN_CAUSES, COLLECTIVE_TIMEOUT, GPU_OOM, SETUP_FAILED, check_pattern
+from campaignctl.core.output_causes import (
+    BUILTIN_CAUSES,
+    COLLECTIVE_TIMEOUT,
+    GPU_OOM,
+    LAUNCH_FAILED,
+    SETUP_FAILED,
+    check_pattern,
+)
 from campaignctl.core.policy_sections import (
     MODES,
     SECTION_RULES,
@@ -83,10 +90,12 @@ class Rule:
 # Causes named from the program's output (core/output_causes.py), answered when a policy has no
 # rule of its own: a GPU OOM is retried (decide picks smaller params or a GPU type with more
 # memory, or gives up saying how to configure either); a failed setup line is a broken
-# environment, which a retry would only repeat.
+# environment, which a retry would only repeat. A packed task whose step never started (srun
+# refused it) is retried: a retry runs alone, unpacked, so what packing caused goes with it.
 OUTPUT_CAUSE_DEFAULTS = {GPU_OOM: Rule(action="resubmit", max_retries=6),
                          COLLECTIVE_TIMEOUT: Rule(action="resubmit", max_retries=2, exclude_failed_node=True),
-                         SETUP_FAILED: Rule(action="give_up")}
+                         SETUP_FAILED: Rule(action="give_up"),
+                         LAUNCH_FAILED: Rule(action="resubmit", max_retries=2)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,3 +75,31 @@ def test_a_launch_file_that_is_not_the_user_s_private_one_is_never_run(tmp_path:
     planted.chmod(0o620)  # group-writable: a member could have changed it
     with pytest.raises(ForeignPayloadError, match="not this user's private launch file"):
         pack_step.main(str(planted))
+
+
+REFUSING_SRUN = """#!/bin/sh
+# real srun's words when a step's CPU binding lies outside its allocation (the lab, task/affinity)
+case "$*" in *tok1.1*)
+  echo "srun: error: CPU binding outside of job step allocation, allocated CPUs are: 0x1." >&2
+  echo "srun: error: Task launch for StepId=13380_0.2 failed on node node2: Unable to satisfy cpu bind request" >&2
+  exit 1;;
+esac
+while [ $# -gt 0 ]; do case "$1" in --*) shift;; *) break;; esac; done
+exec "$@"
+"""
+
+
+def test_a_step_srun_never_started_is_a_launch_failure_with_srun_s_words_in_its_output(
+        tmp_path: Path, fake_srun: Path) -> None:
+    (fake_srun.parent / "bin" / "srun").write_text(REFUSING_SRUN)
+    [pack] = plan_packs([0, 1, 2], Resources(gpus=1, cpus_per_task=1, mem_mb=300), PackShape(3, per_gpu=4))
+    assert run_pack(pack, [launch(tmp_path, t, 0) for t in range(3)]) == 1
+    refused = tmp_path / "tasks" / "1" / "tok1.1"
+    info = json.loads((refused / "exit.json").read_text())
+    assert info["cause"] == "launch_failed" and info["returncode"] == 1
+    assert "Unable to satisfy cpu bind request" in info["evidence"]
+    assert (refused / "output.log").read_text().startswith(
+        "campaignctl: the task's step did not start: srun: error: CPU binding outside of job step allocation")
+    for ran in (0, 2):  # its neighbours ran, and their exit.json is their own
+        done = json.loads((tmp_path / "tasks" / str(ran) / f"tok{ran}.{ran}" / "exit.json").read_text())
+        assert done["returncode"] == 0 and done["cause"] is None

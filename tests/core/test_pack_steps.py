@@ -53,6 +53,18 @@ def test_the_element_s_fate_is_the_task_s_before_its_step_and_when_the_element_e
     assert (never_ran.state, never_ran.exit_code) == (State.FAILED, None)
 
 
+def test_a_step_cancelled_at_once_in_a_completed_element_is_a_launch_failure_not_a_person_s_cancel() -> None:
+    observed = observe_jobs(FIXTURE.read_text(), step_tokens=set(TOKENS))
+    element, step = observed[("13359", 0)], observed.steps[TOKENS[0]]
+    # what the lab showed for a step srun refused (CPU binding outside its allocation): `CANCELLED 0:64`, 0 s
+    refused = replace(step, state=State.CANCELLED, slurm_state="CANCELLED", exit_code=0, exit_signal=64, elapsed_s=0)
+    fate = packed_observation(element, refused, 4)
+    assert (fate.state, fate.slurm_state, fate.elapsed_s) == (State.FAILED, "CANCELLED", 0)
+    # a step cancelled after it ran (early stopping's `scancel <element>.<step>`) stays cancelled
+    stopped = packed_observation(element, replace(refused, elapsed_s=40), 4)
+    assert stopped.state is State.CANCELLED
+
+
 def test_shares_divide_counts_and_memory_and_leave_odd_fields_alone() -> None:
     assert share_of_tres("cpu=2,gres/gpu=1,mem=1200M", 4) == "cpu=0.5,gres/gpu=0.25,mem=300M"
     assert share_of_tres("cpu=2,mem=1G,weird", 2) == "cpu=1,mem=512M,weird"
