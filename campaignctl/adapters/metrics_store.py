@@ -58,6 +58,18 @@ class MetricsStore:
         with self.engine.connect() as conn:
             return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(query)]
 
+    def names_by_task(self, campaign_id: int) -> dict[int, set[str]]:
+        """The metric names each task of the campaign reported (one DISTINCT query, not the points)."""
+        query = (sa.select(tasks.c.task_index, metrics.c.name).distinct()
+                 .join(attempts, attempts.c.id == metrics.c.attempt_id)
+                 .join(tasks, tasks.c.id == attempts.c.task_id)
+                 .where(tasks.c.campaign_id == campaign_id))
+        out: dict[int, set[str]] = {}
+        with self.engine.connect() as conn:
+            for task, name in conn.execute(query):
+                out.setdefault(task, set()).add(name)
+        return out
+
     def curves(self, campaign_id: int, name: str) -> dict[int, Curve]:
         """The `name` curve of every task of the campaign (what promotion and early stopping read)."""
         return curves_by_task(((task, step, metric, value) for task, _, step, metric, value, _

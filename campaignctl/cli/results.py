@@ -96,7 +96,8 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
                       _value(c.final), _value(c.best), *(figures[i] for i in shown),
                       *([c.shared or "-"] if packed else []))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "
-                                               "(cpu, mem, time, gpu: % of what Slurm allocated)"))
+                                               "(cpu, mem, time, gpu: % of what Slurm allocated)"),
+                 *(Text(w, style="yellow") for w in result.warnings))
 
 
 def _unused_columns(result: ResultsResult) -> set[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from campaignctl.core.rawdoc import KeyPath
 from campaignctl.core.reader import Reader
@@ -113,3 +113,17 @@ def _finite(raw: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def unmatched_patterns(patterns: Sequence[str], reported: Mapping[int, Collection[str]],
+                       ended: Collection[int]) -> list[tuple[str, list[int]]]:
+    """Each pattern none of whose metrics any of the `ended` tasks reported (`reported`: metric
+    names by task), with those tasks: a regex that never matched the program's real lines (a
+    typo, a changed log format) leaves `results` with nothing to rank and no word of why."""
+    out = []
+    for pattern in patterns:
+        names = {g for g in re.compile(pattern).groupindex if g != "step"}
+        silent = sorted(t for t in ended if not names & set(reported.get(t, ())))
+        if silent and len(silent) == len(ended):
+            out.append((pattern, silent))
+    return out

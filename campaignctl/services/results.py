@@ -4,7 +4,7 @@ used; from the store only (the last tick's states, ingested metrics, telemetry; 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
@@ -19,6 +19,7 @@ from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.status import NOT_SUBMITTED
 from campaignctl.core.training_metrics import MODES, curves_by_task
 from campaignctl.services.campaigns import current_policy, find_campaign, unstarted_labels
+from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
 
 ASSUMED_GOAL = "assumed; --goal max if higher is better"
@@ -34,6 +35,7 @@ class ResultsResult:
     metrics: list[str]  # every metric the tasks reported
     configs: list[ConfigResult]
     efficiency: Efficiency  # the campaign's, over every attempt that ran
+    warnings: list[str] = field(default_factory=list)  # metrics.from_output patterns that matched nothing
 
     def rows(self) -> list[dict[str, object]]:
         """Plain rows, the winner first: `pandas.DataFrame(result.rows())`."""
@@ -44,7 +46,7 @@ class ResultsResult:
         winner = next((c.config for c in self.configs if c.rank == 1), None)
         return {"campaign": self.campaign, "metric": self.metric, "goal": self.goal,
                 "goal_source": self.goal_source, "by": self.by, "metrics": self.metrics, "winner": winner,
-                "efficiency": self.efficiency.to_dict(), "rows": self.rows()}
+                "efficiency": self.efficiency.to_dict(), "rows": self.rows(), "warnings": self.warnings}
 
 
 def results(name: str, metric: str | None = None, by: str = "last", goal: str | None = None) -> ResultsResult:
@@ -64,7 +66,8 @@ def results(name: str, metric: str | None = None, by: str = "last", goal: str | 
     configs = config_results(settings, params, _task_facts(store, record, settings, usage, params),
                              curves, goal, by, policy.prices)
     return ResultsResult(record.name, chosen, goal, source, by, names, configs,
-                         campaign_efficiency([u.use for u in usage], policy.prices))
+                         campaign_efficiency([u.use for u in usage], policy.prices),
+                         unmatched_pattern_warnings(store, record))
 
 
 def choose_metric(asked: str | None, objective: Objective | None, reported: Sequence[str]) -> str | None:

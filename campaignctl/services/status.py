@@ -42,6 +42,7 @@ from campaignctl.core.telemetry import Summary
 from campaignctl.core.utilisation import classify, silent_while_working, window_of
 from campaignctl.services.campaigns import current_policy, find_campaigns, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
+from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.ticks import tick_health
 from campaignctl.services.usage import attempt_usage, by_task
 
@@ -98,6 +99,7 @@ class StatusResult:
     stale: str = ""  # Slurm did not answer (its error): the rows are the store's, as the last tick left them
     cron: CronEntry | None = None  # is a crontab line running `campaignctl reconcile`
     silent: list[str] = field(default_factory=list)  # running tasks busy with nothing in their output
+    unmatched: list[str] = field(default_factory=list)  # metrics.from_output patterns that matched nothing
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -228,7 +230,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy, history[records[0].id])
     return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
                                                    seen.observed),
-                   silent=_silent(records[0], shown))
+                   silent=_silent(records[0], shown), unmatched=unmatched_pattern_warnings(store, records[0]))
 
 
 def _silent(record: CampaignRecord, rows: list[TaskRow]) -> list[str]:

@@ -1,0 +1,49 @@
+"""A `metrics.from_output` pattern that matched nothing: said in `status` and `results`, with the
+pattern and the last line of output it read, instead of "no config reported acc yet"."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.output_causes import read_tail
+from campaignctl.adapters.store import Store
+from campaignctl.core.attempt_paths import AttemptPaths
+from campaignctl.core.errors import SpecError
+from campaignctl.core.output_metrics import unmatched_patterns
+from campaignctl.core.records import CampaignRecord
+from campaignctl.core.redact import mask_secrets, printable
+from campaignctl.core.status import index_ranges
+from campaignctl.services.dispatch import revision_spec
+
+LAST_LINE_CHARS = 200
+
+
+def unmatched_pattern_warnings(store: Store, record: CampaignRecord) -> list[str]:
+    """One warning per pattern that no COMPLETED task's output matched (a task that failed or
+    timed out may never have printed its metric line; a completed one printed all it would)."""
+    try:
+        patterns = revision_spec(store, record.id, record.current_revision).output_metrics
+    except SpecError:  # a revision this campaignctl reads otherwise: nothing to say
+        return []
+    if not patterns:
+        return []
+    latest = {row.task_index: row for row in store.history(record.id)}  # by attempt: the last wins
+    completed = [t for t, row in latest.items() if row.state == "COMPLETED"]
+    found = unmatched_patterns(patterns, MetricsStore(store.engine).names_by_task(record.id), completed)
+    warnings = []
+    for pattern, tasks in found:
+        row = latest[tasks[0]]
+        line = _last_line(AttemptPaths.of(record.run_dir, row.task_index, row.token).output())
+        seen = f"task {row.task_index}'s last line: {line!r}" if line else f"task {row.task_index} printed nothing"
+        warnings.append(f"metrics.from_output {pattern!r} matched no line of the output of the "
+                        f"{len(tasks)} completed task(s) ({index_ranges(tasks)}); {seen}")
+    return warnings
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [ln for ln in read_tail(path, 8192).splitlines() if ln.strip()]
+        return printable(mask_secrets(lines[-1]))[:LAST_LINE_CHARS] if lines else ""
+    return ""
