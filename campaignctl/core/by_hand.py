@@ -53,6 +53,8 @@ def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str, 
         elif a.job_id is None:
             skipped.append(Skipped(t, "its attempt has not reached Slurm yet (cancel the whole campaign "
                                       "to drop submissions still waiting)"))
+        elif a.decided:  # an applied stop: a second scancel, and a second log entry, would say nothing new
+            skipped.append(Skipped(t, f"already being stopped ({a.state})"))
         else:
             # no state filter: a pending element that starts meanwhile is cancelled all the same;
             # `seen` PENDING tells a 24.11 tick why accounting may hold no record of it

@@ -52,9 +52,10 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
     store = Store.open()
     record = find_campaign(store, name)
     require_may_act(store, record, "cancel")
-    if record.state in DONE and tasks is None:
+    if record.state in (*DONE, CANCELLING) and tasks is None:
         raise ConflictError(f"campaign {name!r} is {record.state}: nothing to cancel",
-                            f"`campaignctl status {name}` shows how its tasks ended")
+                            "its stops are sent; the next `reconcile` ends it cancelled once its jobs have ended"
+                            if record.state == CANCELLING else f"`campaignctl status {name}` shows how its tasks ended")
     who = identity.user_name()
     with manual_tick(store, record, f"cancel {name}") as (log, tick_id, leased):
         history = store.history(record.id)

@@ -77,6 +77,12 @@ def test_cancelling_the_campaign_ends_it_cancelled_once_its_jobs_have_ended(
     assert result.state == "cancelling"
     assert {(d["task"], d["action"]) for d in result.decisions} == {(0, "stop"), (1, "stop")}
     assert [s["task"] for s in result.skipped] == [2]
+    with pytest.raises(ConflictError, match="is cancelling: nothing to cancel"):
+        cancel(name)  # a second cancel sends and logs no second stop
+    again = cancel(name, [0, 1])
+    assert again.decisions == [] and {s["why"] for s in again.skipped} == {"already being stopped (RUNNING)",
+                                                                          "already being stopped (PENDING)"}
+    assert sum(e.action == "stop" for e in entries(name)) == 2 and len(scancels(fake_slurm)) == 2
     assert reconcile().campaigns[0].state == "cancelled"  # `--all` still ticks a cancelling campaign
     assert reconcile().campaigns == []  # and no more once cancelled
     with pytest.raises(ConflictError, match="cancelled: nothing to cancel"):
