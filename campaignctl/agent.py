@@ -20,6 +20,7 @@ from campaignctl.core.errors import CampaignctlError
 
 OUTPUT_LINES = 50  # a task's output tail by default: the traceback that explains a failure
 MAX_OUTPUT_LINES = 2000
+MAX_OUTPUT_BYTES = 256 * 1024
 MAX_DECISIONS = 200
 
 P = ParamSpec("P")
@@ -73,8 +74,12 @@ def task_output(campaign: str, task: int, attempt: int | None = None, lines: int
     its latest), and Slurm's own lines on how it ended the job (an oom-kill, a time limit)."""
     from campaignctl.services.output import first_offset, locate, masked, read_text, slurm_endings
     target = locate(campaign, task, attempt)
-    text = "".join(masked(read_text(target, first_offset(target, max(0, min(lines, MAX_OUTPUT_LINES))))))
-    return {**target.to_dict(), "output": text, "slurm": slurm_endings(target)}
+    start = first_offset(target, max(0, min(lines, MAX_OUTPUT_LINES)))
+    # a line can be anything long (a progress bar never ended, a dump): at most the last
+    # MAX_OUTPUT_BYTES of the lines asked for; a 300 MB log once came back as 512 MB of JSON
+    cut = max(start, Path(target.path).stat().st_size - MAX_OUTPUT_BYTES)
+    text = "".join(masked(read_text(target, cut)))[-MAX_OUTPUT_BYTES:]
+    return {**target.to_dict(), "output": text, "slurm": slurm_endings(target), "cut": cut > start}
 
 
 @_answered

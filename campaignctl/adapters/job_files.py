@@ -20,20 +20,22 @@ from typing import BinaryIO
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (the
 # fstat below then refuses it); on a regular file it changes nothing (open(2)).
 FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# a file a person names (a spec, a policy): a symlink to it is theirs to make
+NAMED = FLAGS & ~os.O_NOFOLLOW
 
 
 class NotRegularFileError(OSError):
     """The path is a FIFO, directory, device or socket, not a file a job's program wrote."""
 
 
-def open_regular(path: str | Path) -> int:
+def open_regular(path: str | Path, flags: int = FLAGS) -> int:
     """A read-only descriptor of the regular file at `path`. OSError: missing, unreadable, a
-    symlink (ELOOP), or not a regular file (NotRegularFileError)."""
-    fd = os.open(path, FLAGS)
+    symlink (ELOOP, unless `flags` is NAMED), or not a regular file (NotRegularFileError)."""
+    fd = os.open(path, flags)
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise NotRegularFileError(errno.EINVAL, _kind(mode), str(path))
+        raise NotRegularFileError(errno.EINVAL, f"is {_kind(mode)}, not a file", str(path))
     return fd
 
 

@@ -8,11 +8,13 @@ and a repeated key silently overwrites the first. We compose the node tree with 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import yaml
 
+from campaignctl.adapters.job_files import NAMED, open_regular
 from campaignctl.core.errors import SpecError
 from campaignctl.core.rawdoc import KeyPath, RawDoc, format_path
 
@@ -142,11 +144,14 @@ def parse_yaml(text: str, source: str) -> RawDoc:
 
 def load_yaml(path: Path) -> RawDoc:
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SpecError([f"larger than {MAX_BYTES // 1024 // 1024} MiB ({size:,} bytes); "
+        # never read past the cap, nor wait: /dev/zero has no end and a FIFO no writer (the MCP
+        # `simulate` tool took a path from its client: one read of either took the server down)
+        with os.fdopen(open_regular(path, NAMED), "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise SpecError([f"larger than {MAX_BYTES // 1024 // 1024} MiB; "
                              "a spec that big is not a campaign description"], str(path))
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise SpecError(["file not found"], str(path),
                         f"check the path (relative to {Path.cwd()}); the templates/ folder of campaignctl "

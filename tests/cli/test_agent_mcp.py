@@ -103,3 +103,21 @@ def test_without_the_mcp_extra_the_server_exits_69_saying_what_to_install(
     code, out, err = run_main(monkeypatch, capsys, "mcp")
     assert code == 69 and out == ""  # the exit-code table's "a program it needs is missing"
     assert "error: campaignctl mcp needs the MCP SDK" in err and "pip install 'campaignctl[mcp]'" in err
+
+
+def test_hostile_paths_and_huge_outputs_are_answered_and_the_server_lives_on(
+        failed_task: Path, state_home: Path) -> None:
+    fifo = failed_task / "spec.fifo"
+    os.mkfifo(fifo)  # before: the server's read waited for a writer for ever
+    store = Store.open()
+    attempt = next(a for a in store.attempts(store.campaign("agent").id) if a.task_index == 1)  # type: ignore[union-attr]
+    log = failed_task / "runs" / "agent" / "tasks" / "1" / attempt.token / "output.log"
+    log.write_text("x" * (3 << 20) + "\nlast line\n")  # one 3 MB line, as an unended progress bar leaves
+    zero, hung, big, alive = anyio.run(_session, state_home, failed_task, [
+        ("simulate", {"spec": "/dev/zero"}), ("simulate", {"spec": str(fifo)}),
+        ("task_output", {"campaign": "agent", "task": 1, "lines": 2}), ("campaigns", {})])[1:]
+    assert zero.is_error and "is a character device, not a file" in zero.content[0].text
+    assert hung.is_error and "is a FIFO, not a file" in hung.content[0].text
+    shown = _data(big)
+    assert shown["cut"] and len(shown["output"]) == 256 * 1024 and shown["output"].endswith("x\nlast line\n")
+    assert [c["name"] for c in _data(alive)["campaigns"]] == ["agent"]
