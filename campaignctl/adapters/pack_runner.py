@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from campaignctl.adapters import faults
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.core.output_causes import EVIDENCE_BYTES, LAUNCH_FAILED
 from campaignctl.core.pack_plan import Pack, step_argv, visible_gpu
@@ -33,7 +34,7 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
     """Start every task's step, wait for all; the number of tasks whose step failed."""
     env = dict(os.environ if environ is None else environ)
     children: list[tuple[TaskLaunch, subprocess.Popen[bytes]]] = []
-    for launch, gpu in zip(launches, pack.gpu_of or (None,) * len(launches), strict=True):
+    for i, (launch, gpu) in enumerate(zip(launches, pack.gpu_of or (None,) * len(launches), strict=True)):
         launch.paths.folder.mkdir(parents=True, exist_ok=True)
         payload = launch.paths.folder / LAUNCH_FILE
         payload.unlink(missing_ok=True)  # a file left in its place is never written through
@@ -44,8 +45,8 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
         visible = visible_gpu(env.get("CUDA_VISIBLE_DEVICES"), gpu, max(1, pack.step.gpus)) if gpu is not None else None
         if visible is not None:
             step_env["CUDA_VISIBLE_DEVICES"] = visible
-        argv = step_argv(launch.attempt_token, pack.step, [sys.executable, "-m", "campaignctl.adapters.pack_step",
-                                                           str(payload)])
+        argv = [*step_argv(launch.attempt_token, pack.step, []), *faults.step_options(i == 0),
+                sys.executable, "-m", "campaignctl.adapters.pack_step", str(payload)]
         with open(launch.paths.folder / SRUN_ERR, "wb") as err:
             children.append((launch, subprocess.Popen(argv, env=step_env, stdin=subprocess.DEVNULL, stderr=err)))
     failed = 0

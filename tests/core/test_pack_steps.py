@@ -53,15 +53,18 @@ def test_the_element_s_fate_is_the_task_s_before_its_step_and_when_the_element_e
     assert (never_ran.state, never_ran.exit_code) == (State.FAILED, None)
 
 
-def test_a_step_cancelled_at_once_in_a_completed_element_is_a_launch_failure_not_a_person_s_cancel() -> None:
-    observed = observe_jobs(FIXTURE.read_text(), step_tokens=set(TOKENS))
-    element, step = observed[("13359", 0)], observed.steps[TOKENS[0]]
-    # what the lab showed for a step srun refused (CPU binding outside its allocation): `CANCELLED 0:64`, 0 s
-    refused = replace(step, state=State.CANCELLED, slurm_state="CANCELLED", exit_code=0, exit_signal=64, elapsed_s=0)
-    fate = packed_observation(element, refused, 4)
-    assert (fate.state, fate.slurm_state, fate.elapsed_s) == (State.FAILED, "CANCELLED", 0)
+def test_a_step_srun_refused_in_a_completed_element_is_a_launch_failure_not_a_person_s_cancel() -> None:
+    # the lab's recording: step `badbind` CANCELLED 0:64 after 0 s, steps `bigmem` and `bigcpu` never created
+    observed = observe_jobs((FIXTURE.parent / "step_launch_refused.txt").read_text(),
+                            step_tokens={"ok", "badbind", "bigmem", "bigcpu"})
+    element = observed[("4765", None)]
+    assert element.state is State.COMPLETED and set(observed.steps) == {"ok", "badbind"}
+    refused = packed_observation(element, observed.steps["badbind"], 4)
+    assert (refused.state, refused.slurm_state, refused.elapsed_s) == (State.FAILED, "CANCELLED", 0)
+    assert packed_observation(element, observed.steps.get("bigmem"), 4).state is State.FAILED
+    assert packed_observation(element, observed.steps["ok"], 4).state is State.COMPLETED
     # a step cancelled after it ran (early stopping's `scancel <element>.<step>`) stays cancelled
-    stopped = packed_observation(element, replace(refused, elapsed_s=40), 4)
+    stopped = packed_observation(element, replace(observed.steps["badbind"], elapsed_s=40), 4)
     assert stopped.state is State.CANCELLED
 
 

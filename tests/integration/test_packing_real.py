@@ -193,6 +193,33 @@ pack: {pack}
         assert log.startswith("cpus ["), log
 
 
+def test_a_packed_step_srun_refuses_to_start_is_retried_alone_not_given_up(
+        slurm_conf: str, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first step of the pack asks for a CPU outside its allocation (adapters/faults.py), as an
+    # inherited SLURM_CPU_BIND did: srun refuses it, sacct shows the step CANCELLED 0:64 after 0 s
+    monkeypatch.setenv("CAMPAIGNCTL_FAULT", "step_launch")  # sbatch exports it to the job
+    name = f"pack-launch-{uuid.uuid4().hex[:6]}"
+    assert cli("submit", str(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, -c, "print('ran', {{i}})"]
+matrix: {{i: [0, 1]}}
+resources: {{cpus_per_task: 1, mem: 100M, time: "00:05:00"}}
+telemetry: {{interval: 0}}
+pack: {{per_job: 2}}
+""", f"{name}.yaml"))).returncode == 0
+    ticking_until_finished(name, timeout_s=240)
+    rows = sorted(history(name), key=lambda r: (r.task_index, r.attempt_number))
+    assert [(r.task_index, r.attempt_number, r.state) for r in rows] == [
+        (0, 1, "FAILED"), (0, 2, "COMPLETED"), (1, 1, "COMPLETED")], [(r.task_index, r.state, r.evidence) for r in rows]
+    refused = rows[0]
+    assert refused.cause == "launch_failed" and "CPU binding outside of job step allocation" in refused.evidence
+    log = (tmp_path / "runs" / name / "tasks" / "0" / refused.token / "output.log").read_text()
+    assert log.startswith("campaignctl: the task's step did not start: srun: error: CPU binding outside"), log
+    answered = [(e.rule, e.action) for e in logged(name) if e.attempt_token == refused.token]
+    assert ("launch_failed", "resubmit") in answered and not any(a == "give_up" for _, a in answered), answered
+    assert rows[1].job_id and rows[1].job_id.partition("_")[0] != (refused.job_id or "").partition("_")[0]
+
+
 def test_a_pack_no_node_of_the_lab_can_hold_is_refused_with_the_numbers(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     # the lab's nodes have 2 CPUs (sinfo): 4 tasks of 1 CPU to a job cannot start anywhere
