@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from campaignctl.adapters.job_files import regular_file
+from campaignctl.core.output_causes import TAIL_BYTES
 from campaignctl.core.output_metrics import MAX_LINE_CHARS, compile_patterns, record_of_line
 from campaignctl.core.task_launch import TaskLaunch
 
@@ -25,13 +28,13 @@ READ_CHUNK = 1 << 20
 
 class OutputMetrics:
     def __init__(self, log_path: Path, metrics_path: Path, patterns: Sequence[str], offset: int,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, last_step: int = -1) -> None:
         self.log_path, self.metrics_path = log_path, metrics_path
         self.patterns = compile_patterns(patterns)
         self.offset, self.poll_s = offset, poll_s
         self.partial = b""
         self.points = 0
-        self.last_step = -1  # the step of the last point written: automatic steps follow it
+        self.last_step = last_step  # the step of the last point written: automatic steps follow it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="campaignctl-output-metrics", daemon=True)
 
@@ -93,9 +96,25 @@ def metrics_from_output(launch: TaskLaunch, log_path: Path) -> Iterator[None]:
     if not patterns:
         yield
         return
-    follower = OutputMetrics(log_path, launch.paths.metrics, patterns,
-                             log_path.stat().st_size).start()
+    follower = OutputMetrics(log_path, launch.paths.metrics, patterns, log_path.stat().st_size,
+                             last_step=last_step_before(launch) if getattr(launch, "resumed", None) else -1).start()
     try:
         yield
     finally:
         follower.stop()
+
+
+def last_step_before(launch: TaskLaunch) -> int:
+    """The highest step the task's earlier attempts recorded (-1: none): a resumed attempt's
+    step-less lines (timm's eval line, word_language_model's final one) continue the task's curve
+    instead of starting it again at 0. The last TAIL_BYTES of each earlier metrics.jsonl."""
+    last = -1
+    for other in Path(launch.task_dir).glob(f"*/{launch.paths.metrics.name}"):
+        if other.parent.name == launch.attempt_token:
+            continue
+        with contextlib.suppress(OSError), regular_file(other) as handle:  # the group's directory: no FIFO
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_BYTES))
+            for line in handle.read(TAIL_BYTES).splitlines():
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    last = max(last, int(json.loads(line)["step"]))
+    return last

@@ -6,6 +6,7 @@ attempt-number rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -78,3 +79,25 @@ def test_a_payload_pickled_before_the_rule_resumes_by_attempt_number(
     code, info, output = run(old)
     assert code == 0 and "resumed" not in info and not output.startswith("campaignctl:")
     assert seen(output) == {"argv": ["--epochs", "3"], "resume": "1"}
+
+
+def test_a_resumed_attempt_s_step_less_metrics_continue_the_task_s_curve(
+        tmp_path: Path, keep_signal_handlers: None) -> None:
+    earlier = tmp_path / "task" / "old.0"
+    earlier.mkdir(parents=True)
+    (earlier / "metrics.jsonl").write_text('{"step": 6, "valid_loss": 6.1, "t": 1}\n'
+                                           '{"step": 7, "valid_loss": 6.0, "t": 2}\n')
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "last.pth.tar").write_bytes(b"x")
+    line = "| end of epoch   2 | time: 187.09s | valid loss  6.04 | valid ppl   418.07"  # word_language_model's
+    program = (sys.executable, "-c", f"print({line!r})")
+    resumed = dataclasses.replace(launch(tmp_path), argv=program, resume_argv=program,
+                                  output_metrics=(r"valid loss +(?P<valid_loss>[\d.]+)",))
+    run(resumed)
+    points = [json.loads(p) for p in (tmp_path / "task" / "tok.0" / "metrics.jsonl").read_text().splitlines()]
+    assert [(p["step"], p["valid_loss"]) for p in points] == [(8, 6.04)]  # not step 0: the curve goes on
+    (tmp_path / "ckpt" / "last.pth.tar").unlink()  # an attempt that starts over starts its curve over
+    (tmp_path / "task" / "tok.0" / "metrics.jsonl").unlink()
+    run(resumed)
+    again = [json.loads(p) for p in (tmp_path / "task" / "tok.0" / "metrics.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in again] == [0]
