@@ -31,6 +31,10 @@ KIND_STYLE = {"applied": ("o", "#2ca02c", "applied"), "failed": ("X", "#d62728",
               "waiting": ("^", "#ff7f0e", "pending / awaiting approval"), "shadow": ("D", "#c000c0", "shadow proposal")}
 
 
+# a value a metric may hold (any finite float) that an axis cannot span: 1e308 and -1e308 on one
+# axis overflow matplotlib's tick arithmetic ("arange: cannot compute length"), and the report failed
+DRAWABLE = 1e150
+
 def _figure(height_in: float, rows: int = 1, cols: int = 1, sharex: bool = False) -> tuple[Figure, Any]:
     import matplotlib
     from matplotlib.figure import Figure
@@ -174,17 +178,21 @@ def metrics_png(rungs: Sequence[RungCurves], metric: str, labels: Mapping[int, s
             ax.set_visible(False)
             continue
         rung = rungs[i]
-        for task, curve in rung.curves.items():
+        beyond = 0
+        for task, whole in rung.curves.items():
+            curve = [(s, v) for s, v in whole if abs(v) <= DRAWABLE]
+            beyond += len(whole) - len(curve)
             ax.plot([s for s, _ in curve], [v for _, v in curve], marker="." if len(curve) < 30 else None,
                     linewidth=1, label=(labels or {}).get(task, f"task {task}"))
         if not rung.curves:
             _say(ax, f"no {metric} reported in this rung yet")
         elif len(rung.curves) <= MAX_LEGEND:
             ax.legend(fontsize=7)
-        ax.set_title(f"{rung.name or 'all tasks'}: {len(rung.curves)} task(s)", fontsize=10)
+        left_out = f"; {beyond} point(s) beyond ±{DRAWABLE:.0e} not drawn" if beyond else ""
+        ax.set_title(f"{rung.name or 'all tasks'}: {len(rung.curves)} task(s){left_out}", fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
-    fig.suptitle(f"{metric} per rung")
+    fig.suptitle(f"{metric} per rung" if len(rungs) > 1 or rungs[0].name else f"{metric} per task")
     return _png(fig)
 
 

@@ -89,10 +89,12 @@ def spend_chart(inputs: ReportInputs, window: tuple[float, float]) -> Chart:
 
 
 def metrics_chart(inputs: ReportInputs, name: str | None) -> Chart:
-    title = "Training metrics per rung"
+    laddered = bool(inputs.settings.rungs)
+    title = "Training metrics per rung" if laddered else "Training metrics"
     names = metric_names(inputs.metric_rows)
     others = [n for n in names if n != name]
-    caption = (f"{name or 'A metric'} against the training step: one panel per rung, one line per task (a "
+    panels = "one panel per rung, " if laddered else ""
+    caption = (f"{name or 'A metric'} against the training step: {panels}one line per task (a "
                "retry continues its task's line)." + (f" Also reported: {', '.join(others)} "
                                                       "(choose with --metric)." if others else ""))
     if name is None:
