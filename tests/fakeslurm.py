@@ -36,6 +36,7 @@ class ElementState:
     elapsed: str = "00:00:03"
     ended: float | None = None  # epoch: End is printed in the caller's TZ, as sacct does (localtime(3))
     energy: str = "0"  # ConsumedEnergyRaw: 0 without an energy plugin, as on the lab
+    steps: tuple[tuple[str, str, str], ...] = ()  # (step id, State, ExitCode): lines `<job>_<i>.<step>`
 
 
 @dataclass
@@ -205,6 +206,9 @@ class FakeSlurm:
                               ExitCode=element.exit_code, Elapsed=element.elapsed, NodeList=element.nodes,
                               End=self._end(element), ConsumedEnergyRaw=element.energy)
                 lines.append("|".join(values[f] for f in SACCT_FIELDS))
+                for step, step_state, step_exit in element.steps:
+                    values.update(JobID=f"{job_id}_{i}.{step}", JobName=step, State=step_state, ExitCode=step_exit)
+                    lines.append("|".join(values[f] for f in SACCT_FIELDS))
         return "\n".join(lines) + "\n"
 
     def _end(self, element: ElementState) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
+from collections.abc import Iterable
 
 from campaignctl.core.ownership import Identity
 
@@ -38,3 +40,12 @@ def _group_name(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:  # a gid with no entry in the group database has no name to share with
         return ""
+
+
+def uids_of(names: Iterable[str]) -> set[str]:
+    """The uids of the users named (as sacct prints them: `CANCELLED by 1001`); unknown names skipped."""
+    uids = set()
+    for name in names:
+        with contextlib.suppress(KeyError):
+            uids.add(str(pwd.getpwnam(name).pw_uid))
+    return uids

@@ -9,7 +9,7 @@ import pwd
 import re
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -365,13 +365,18 @@ def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
 
 def observe(job_ids: Sequence[str], since: datetime,
             wanted: Collection[tuple[str, int | None]] | None = None,
-            timeout: float = 120, attempts: int = 4, step_tokens: Collection[str] = ()) -> Observed:
+            timeout: float = 120, attempts: int = 4, step_tokens: Collection[str] = (),
+            owners: Collection[str] = ()) -> Observed:
     """sacct's view of `job_ids`, folded while its output streams in (only `wanted` elements,
     and the steps of packed tasks named by `step_tokens`); the lines it skipped are added to the
-    record `skipped_since` reads."""
+    record `skipped_since` reads. `owners`: the uids of the users who submitted them. A step
+    `CANCELLED by <uid>` under a FAILED job is the job failing when the uid is its own user's:
+    in a campaign shared on one database a teammate's tick reads jobs it did not submit, and
+    taking only itself as "own" read the same line as a cancel there and as a failure at home."""
     if not job_ids:
         return Observed()
     how = reading()
+    how = replace(how, own_cancellers=how.own_cancellers | frozenset(owners))
     observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted, how, step_tokens),
                            timeout=timeout, attempts=attempts)
     _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -171,6 +171,14 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(submissions).where(submissions.c.token == token)).one()
         return SubmissionRecord(**{k: row._mapping[k] for k in SubmissionRecord.__slots__})
+
+    def submitters(self, tokens: Collection[str]) -> set[str]:
+        """The users who submitted the submissions `tokens` (their jobs' owners)."""
+        if not tokens:
+            return set()
+        with self.engine.connect() as conn:
+            return set(conn.execute(sa.select(submissions.c.submitted_by).distinct()
+                                    .where(submissions.c.token.in_(sorted(tokens)))).scalars()) - {None, ""}
 
     def submissions(self, campaign_id: int, states: Sequence[str] | None = None) -> list[SubmissionRecord]:
         query = sa.select(submissions).where(submissions.c.campaign_id == campaign_id)

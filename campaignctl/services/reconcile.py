@@ -271,7 +271,8 @@ class _Tick:
         # an hour of slack covers clock skew between store and controller
         since = min(read_time(t) for t in {r.created_at for r in live}) - timedelta(hours=1)
         # a packed task's own step is named by its attempt token (core/pack_steps.py)
-        return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live if r.packed})
+        return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live if r.packed},
+                             owners=identity.uids_of(self.store.submitters({r.submission_token for r in live})))
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
                         summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
-from campaignctl.adapters import slurm
+from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
@@ -116,7 +116,7 @@ STATUS_SACCT_TRIES = 2
 STATUS_SACCT_TIMEOUT_S = 20.0
 
 
-def _observe(attempts: list[HistoryRow]) -> tuple[Observed, int]:
+def _observe(store: Store, attempts: list[HistoryRow]) -> tuple[Observed, int]:
     """sacct's view of `attempts`, only their elements folded (and packed ones' steps)."""
     keyed = {key: a for a in attempts if a.job_id and (key := element_key(a.job_id)) is not None}
     if not keyed:
@@ -125,7 +125,8 @@ def _observe(attempts: list[HistoryRow]) -> tuple[Observed, int]:
     since = min(read_time(a.created_at) for a in keyed.values()) - timedelta(hours=1)
     return slurm.observe(sorted({job for job, _ in keyed}), since, wanted=keyed.keys(),
                          timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES,
-                         step_tokens={a.token for a in attempts if a.packed}), 1
+                         step_tokens={a.token for a in attempts if a.packed},
+                         owners=identity.uids_of(store.submitters({a.submission_token for a in attempts}))), 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +137,10 @@ class _Seen:
     stale: str = ""  # why the stored state is shown instead: Slurm's error
 
 
-def _look(attempts: list[HistoryRow]) -> _Seen:
+def _look(store: Store, attempts: list[HistoryRow]) -> _Seen:
     mark = slurm.skipped_mark()
     try:
-        observed, calls = _observe(attempts)
+        observed, calls = _observe(store, attempts)
     except (SlurmTransientError, SlurmUnavailableError) as exc:
         return _Seen(Observed(), 1, [], exc.message)
     return _Seen(observed, calls, slurm.skipped_since(mark))
@@ -203,7 +204,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     records = find_campaigns(store, name)
     history = {r.id: store.history(r.id) for r in records}
     # attempts the last tick stored settled are shown as stored; sacct is asked for the rest
-    seen = _look([a for group in history.values() for a in live(group)])
+    seen = _look(store, [a for group in history.values() for a in live(group)])
     log = DecisionLog(store.engine)
     summaries, detail = [], []
     for record in records:
