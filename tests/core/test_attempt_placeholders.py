@@ -55,6 +55,12 @@ rungs: [{params: {epochs: 1}, promote: {metric: loss, goal: min, eta: 2}}, {para
                                    "every attempt also has {attempt}"),
     ('command: [x, "{resumed?a:b}"]', "bad placeholder 'resumed?a:b'"),
     ("matrix: {attempt: [1, 2]}", "attempt is a parameter name campaignctl fills itself"),
+    ('command: [x, "{resume?{resume?a}}"]', "a {resume?…} cannot hold another"),
+    ('command: [x, "{resume?{nope}}"]', "{nope} is not a parameter of every task"),
+    ('checkpoint: "{checkpoint_dir}/{attempt}.pt"', "{attempt} cannot be used here; a checkpoint path may use "
+                                                   "{checkpoint_dir}, {task_index}, {depth}, {lr}"),
+    ("checkpoint: 5", "checkpoint: must be a string"),
+    ("checkpointt: x", "did you mean checkpoint"),
 ])
 def test_attempt_placeholders_are_validated_at_submit(line: str, fragment: str) -> None:
     text = "name: t\ncommand: [x, '{lr}']\nmatrix: {lr: [1], depth: [2]}\n"
@@ -92,18 +98,3 @@ def test_each_launch_carries_both_sides_and_the_filled_checkpoint_mark() -> None
     [launch] = launches(spec, "tok", ArrayChunk((1,), None), [2])
     assert launch.resume_check == "/home/u/proj/runs/timm/tasks/1/checkpoint/run/last.pth.tar"
     assert "--resume" not in launch.argv and launch.resume_argv[-2] == "--resume"
-
-
-@pytest.mark.parametrize(("line", "fragment"), [
-    ('command: [x, "{resume?{resume?a}}"]', "a {resume?…} cannot hold another"),
-    ('command: [x, "{resume?{nope}}"]', "{nope} is not a parameter of every task"),
-    ('checkpoint: "{checkpoint_dir}/{attempt}.pt"', "{attempt} cannot be used here; a checkpoint path may use "
-                                                   "{checkpoint_dir}, {task_index}, {depth}, {lr}"),
-    ("checkpoint: 5", "checkpoint: must be a string"),
-    ("checkpointt: x", "did you mean checkpoint"),
-])
-def test_resume_placeholders_and_the_checkpoint_mark_are_validated(line: str, fragment: str) -> None:
-    text = "name: t\ncommand: [x, '{lr}']\nmatrix: {lr: [1], depth: [2]}\n"
-    key = line.split(":", 1)[0]
-    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(f"{key}:")) + "\n" + line + "\n"
-    assert fragment in problems_of(text)

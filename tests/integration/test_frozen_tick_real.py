@@ -59,24 +59,33 @@ def released_jobs(name: str) -> dict[str, list[str]]:
     return found
 
 
-def test_a_tick_frozen_inside_sbatch_past_its_lease_leaves_one_job_per_token(
-        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
-    name = f"frozen-{uuid.uuid4().hex[:6]}"
+def chaos_campaign(tmp_path: Path, prefix: str, mode: str, policy: str = "") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
     submit(write_spec(tmp_path, f"""\
 name: {name}
-command: [python3, chaos.py, flaky]
+command: [python3, chaos.py, {mode}]
 resources: {{cpus_per_task: 1, mem: 100M, time: "00:05:00"}}
-policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
-""", f"{name}.yaml"))
-    wait_for(f"{name}'s first attempt to fail", lambda: history(name)[-1].state == "FAILED"
-             or _sacct_failed(history(name)[-1].job_id), 120)
-    db_url = f"sqlite:///{Store.open().engine.url.database}"
+{policy}""", f"{name}.yaml"))
+    return name
+
+
+def freezing_env(tmp_path: Path, db_url: str, slurm_conf: str) -> dict[str, str]:
+    """A cron-like environment whose sbatch freezes its caller at its first submission."""
     wrapper = tmp_path / "freezing-bin"
     wrapper.mkdir()
     (wrapper / "sbatch").write_text(FREEZING_SBATCH.format(real=shutil.which("sbatch"), mark=tmp_path / "froze"))
     (wrapper / "sbatch").chmod(0o755)
-    frozen_env = cron_env(tmp_path / "home-a", tmp_path / "state-a", f"{wrapper}:{CRON_PATH}", db_url, slurm_conf)
+    return cron_env(tmp_path / "home-a", tmp_path / "state-a", f"{wrapper}:{CRON_PATH}", db_url, slurm_conf)
+
+
+def test_a_tick_frozen_inside_sbatch_past_its_lease_leaves_one_job_per_token(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    name = chaos_campaign(tmp_path, "frozen", "flaky", "policy: {use: default, rules: {failed: {backoff: 0}}}\n")
+    wait_for(f"{name}'s first attempt to fail", lambda: history(name)[-1].state == "FAILED"
+             or _sacct_failed(history(name)[-1].job_id), 120)
+    db_url = f"sqlite:///{Store.open().engine.url.database}"
+    frozen_env = freezing_env(tmp_path, db_url, slurm_conf)
     other_env = cron_env(tmp_path / "home-b", tmp_path / "state-b", CRON_PATH, db_url, slurm_conf)
 
     frozen = subprocess.Popen([str(PROGRAM), "reconcile", name, "--json"], env=frozen_env, cwd=tmp_path,
@@ -109,21 +118,11 @@ def test_a_retry_frozen_inside_sbatch_past_its_lease_leaves_one_job_per_token(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     """The same with a person's `retry`: it passes its lease to its Actor as a tick does. Before,
     the woken retry released its own job beside the one the tick submitted for the token."""
-    name = f"frozen-retry-{uuid.uuid4().hex[:6]}"
-    shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
-    submit(write_spec(tmp_path, f"""\
-name: {name}
-command: [python3, chaos.py, bug]
-resources: {{cpus_per_task: 1, mem: 100M, time: "00:05:00"}}
-""", f"{name}.yaml"))
+    name = chaos_campaign(tmp_path, "frozen-retry", "bug")
     db_url = f"sqlite:///{Store.open().engine.url.database}"
     other_env = cron_env(tmp_path / "home-b", tmp_path / "state-b", CRON_PATH, db_url, slurm_conf)
     wait_for(f"{name}'s bug to be given up", lambda: _ticked_given_up(name, other_env), 120)
-    wrapper = tmp_path / "freezing-bin"
-    wrapper.mkdir()
-    (wrapper / "sbatch").write_text(FREEZING_SBATCH.format(real=shutil.which("sbatch"), mark=tmp_path / "froze"))
-    (wrapper / "sbatch").chmod(0o755)
-    frozen_env = cron_env(tmp_path / "home-a", tmp_path / "state-a", f"{wrapper}:{CRON_PATH}", db_url, slurm_conf)
+    frozen_env = freezing_env(tmp_path, db_url, slurm_conf)
 
     frozen = subprocess.Popen([str(PROGRAM), "retry", name, "--task", "0", "--reason", "fixed"], env=frozen_env,
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
