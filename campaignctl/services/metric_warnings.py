@@ -9,13 +9,13 @@ from pathlib import Path
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.output_causes import read_tail
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.attempt_paths import AttemptPaths
 from campaignctl.core.errors import SpecError
-from campaignctl.core.output_metrics import unmatched_patterns
-from campaignctl.core.records import CampaignRecord
+from campaignctl.core.output_metrics import pattern_problem, unmatched_patterns
+from campaignctl.core.records import CampaignRecord, RevisionRecord
 from campaignctl.core.redact import mask_secrets, printable
 from campaignctl.core.status import index_ranges
-from campaignctl.services.dispatch import revision_spec
 
 LAST_LINE_CHARS = 200
 
@@ -23,10 +23,7 @@ LAST_LINE_CHARS = 200
 def unmatched_pattern_warnings(store: Store, record: CampaignRecord) -> list[str]:
     """One warning per pattern that no COMPLETED task's output matched (a task that failed or
     timed out may never have printed its metric line; a completed one printed all it would)."""
-    try:
-        patterns = revision_spec(store, record.id, record.current_revision).output_metrics
-    except SpecError:  # a revision this campaignctl reads otherwise: nothing to say
-        return []
+    patterns = _patterns(store.revision(record.id, record.current_revision))
     if not patterns:
         return []
     latest = {row.task_index: row for row in store.history(record.id)}  # by attempt: the last wins
@@ -40,6 +37,19 @@ def unmatched_pattern_warnings(store: Store, record: CampaignRecord) -> list[str
         warnings.append(f"metrics.from_output {pattern!r} matched no line of the output of the "
                         f"{len(tasks)} completed task(s) ({index_ranges(tasks)}); {seen}")
     return warnings
+
+
+def _patterns(revision: RevisionRecord) -> list[str]:
+    """The revision's `metrics.from_output`, read from its text (not the whole spec validated and
+    expanded again: a status of a 100,000-task grid would pay for that on every call)."""
+    try:
+        data = parse_yaml(revision.spec_text, revision.spec_path).data
+    except SpecError:
+        return []
+    metrics = data.get("metrics") if isinstance(data, dict) else None
+    found = metrics.get("from_output") if isinstance(metrics, dict) else None
+    found = found if isinstance(found, list) else [found] if found else []
+    return [p for p in found if isinstance(p, str) and not pattern_problem(p)]
 
 
 def _last_line(path: Path) -> str:

@@ -161,12 +161,13 @@ def test_a_packed_task_stopped_ends_its_own_step_and_its_neighbours_finish(
     assert not slurm.cancel_step_named(element, victim.token)  # ended: nothing of that name to cancel
 
 
-@pytest.mark.parametrize(("resources", "pack"), [
-    ("cpus_per_task: 1", "{per_job: 2}"),  # CPU tasks: two 1-CPU steps in a 2-CPU element
-    ("gpus: 1, cpus_per_task: 1", "{per_gpu: 2, cpus: 2}"),  # the spec reference's shape, on 2-CPU nodes
+@pytest.mark.parametrize(("resources", "pack", "elements"), [
+    ("cpus_per_task: 1", "{per_job: 2}", 2),  # CPU tasks: two 1-CPU steps in a 2-CPU element
+    ("gpus: 1, cpus_per_task: 1", "{per_gpu: 2, cpus: 2}", 2),  # two to a GPU on 2 CPUs
+    ("gpus: 1, cpus_per_task: 1", "{per_gpu: 4, cpus: 2}", 1),  # the spec reference's shape, on 2-CPU nodes
 ])
 def test_a_pack_of_more_cpus_than_each_task_launches_its_steps_under_the_sites_binding(
-        slurm_conf: str, state_home: Path, tmp_path: Path, resources: str, pack: str) -> None:
+        slurm_conf: str, state_home: Path, tmp_path: Path, resources: str, pack: str, elements: int) -> None:
     # The lab binds as many sites do (TaskPlugin=task/affinity,task/cgroup): the element's own step
     # exports SLURM_CPU_BIND=quiet,mask_cpu:0x3, which each step's srun took as its binding, a
     # mask outside the step's 1 CPU: `srun: error: CPU binding outside of job step allocation`,
@@ -185,7 +186,7 @@ pack: {pack}
     assert sorted((r.task_index, r.attempt_number, r.state) for r in rows) == [
         (t, 1, "COMPLETED") for t in range(4)], [(r.task_index, r.state, r.evidence) for r in rows]
     arrays = {(r.job_id or "").partition("_")[0] for r in rows}
-    assert len(arrays) == 1 and len({r.job_id for r in rows}) == 2  # two elements of two tasks each
+    assert len(arrays) == 1 and len({r.job_id for r in rows}) == elements
     steps = proc.run(["sacct", "-n", "-P", f"-j{arrays.pop()}", "--format=JobName,State,ExitCode"]).stdout
     assert all(f"{r.token}|COMPLETED|0:0" in steps for r in rows), steps
     for r in rows:  # each task ran, on CPUs of its element's
