@@ -35,7 +35,9 @@ telemetry: {interval: 1s}
     assert record is not None
     summary = TelemetryStore(store.engine).by_task(record.id)[0]
     assert summary.samples >= 4 and summary.ended
-    assert summary.cpu_max > 50  # the busy loop: most of one core
+    # the busy loop: a good part of its core. Not "most": CI runs both Slurms' suites and the unit
+    # suites at once on 2 cores, where a spinner was measured at 47.9 %
+    assert summary.cpu_max > 30
     assert summary.rss_max_mb > 60  # the 64 MiB block
     assert summary.nvml and summary.nvml != "ok"  # no NVIDIA driver on the lab nodes: said why
     assert summary.gpu_samples == 0
