@@ -13,6 +13,7 @@ def crash_point(name: str) -> None:
 
 def step_options(first: bool) -> list[str]:
     """`CAMPAIGNCTL_FAULT=step_launch` (in the environment sbatch exports to the job): the first
-    packed step asks for a CPU binding outside its allocation, as a site's inherited
-    SLURM_CPU_BIND did, so srun refuses to start it (`CANCELLED 0:64` after 0 s)."""
-    return ["--cpu-bind=map_cpu:63"] if first and os.environ.get("CAMPAIGNCTL_FAULT") == "step_launch" else []
+    packed step asks for more memory than its job holds, which srun refuses at step creation on
+    any site ("Memory required by task is not available"; sacct has no line for the step). A CPU
+    binding outside the step fails only where task/affinity applies it (CANCELLED 0:64)."""
+    return ["--mem=999999M"] if first and os.environ.get("CAMPAIGNCTL_FAULT") == "step_launch" else []

@@ -196,8 +196,8 @@ pack: {pack}
 
 def test_a_packed_step_srun_refuses_to_start_is_retried_alone_not_given_up(
         slurm_conf: str, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the first step of the pack asks for a CPU outside its allocation (adapters/faults.py), as an
-    # inherited SLURM_CPU_BIND did: srun refuses it, sacct shows the step CANCELLED 0:64 after 0 s
+    # the first step of the pack asks for more memory than its job holds (adapters/faults.py): srun
+    # refuses to create it on any site, and sacct has no line for it
     monkeypatch.setenv("CAMPAIGNCTL_FAULT", "step_launch")  # sbatch exports it to the job
     name = f"pack-launch-{uuid.uuid4().hex[:6]}"
     assert cli("submit", str(write_spec(tmp_path, f"""\
@@ -213,9 +213,9 @@ pack: {{per_job: 2}}
     assert [(r.task_index, r.attempt_number, r.state) for r in rows] == [
         (0, 1, "FAILED"), (0, 2, "COMPLETED"), (1, 1, "COMPLETED")], [(r.task_index, r.state, r.evidence) for r in rows]
     refused = rows[0]
-    assert refused.cause == "launch_failed" and "CPU binding outside of job step allocation" in refused.evidence
+    assert refused.cause == "launch_failed" and "Memory required by task is not available" in refused.evidence
     log = (tmp_path / "runs" / name / "tasks" / "0" / refused.token / "output.log").read_text()
-    assert log.startswith("campaignctl: the task's step did not start: srun: error: CPU binding outside"), log
+    assert log.startswith("campaignctl: the task's step did not start: srun: error: Unable to create step"), log
     answered = [(e.rule, e.action) for e in logged(name) if e.attempt_token == refused.token]
     assert ("launch_failed", "resubmit") in answered and not any(a == "give_up" for _, a in answered), answered
     assert rows[1].job_id and rows[1].job_id.partition("_")[0] != (refused.job_id or "").partition("_")[0]
