@@ -43,6 +43,7 @@ class SubmissionIntent:
     requeue: bool
     kind: str = "retry"  # retry | promotion
     task_params: Mapping[int, str] = field(default_factory=dict)  # params JSON by task, where a rule changed them
+    adopted: frozenset[int] = frozenset()  # tasks whose params are these from now on: a search's asked trials
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ class DecisionLog:
             for intent in intents:
                 insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
                                   intent.folder, intent.resources_json, intent.kind, intent.requeue,
-                                  intent.task_params)
+                                  intent.task_params, intent.adopted)
             done = [i for i, (d, _) in zip(ids, rows, strict=True)
                     if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")

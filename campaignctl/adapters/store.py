@@ -118,12 +118,12 @@ class Store:
     # submissions and attempts
     def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
                       folder: str, resources_json: str, kind: str = "initial", requeue: bool = False,
-                      task_params: Mapping[int, str] | None = None) -> int:
+                      task_params: Mapping[int, str] | None = None, adopted: Collection[int] = ()) -> int:
         """Write the submission and one attempt per task before sbatch runs (one per array
         element, or several sharing one where the chunk is packed)."""
         with self.engine.begin() as conn:
             return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
-                                     kind, requeue, task_params)
+                                     kind, requeue, task_params, adopted)
 
     def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -373,8 +373,10 @@ SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_
 
 def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
                       folder: str, resources_json: str, kind: str, requeue: bool,
-                      task_params: Mapping[int, str] | None = None) -> int:
-    """`task_params`: parameters JSON by task index, for tasks a rule gave other parameters."""
+                      task_params: Mapping[int, str] | None = None, adopted: Collection[int] = ()) -> int:
+    """`task_params`: parameters JSON by task index, for tasks a rule gave other parameters;
+    `adopted`: those of them whose task row takes them (a search's trial is its asked params from
+    now on, whatever else shares its array: a retry's attempt keeps its own on the attempt row)."""
     now = utc_now()
     task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
         tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
@@ -393,10 +395,10 @@ def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, toke
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
          "params_json": (task_params or {}).get(t), "alloc_tres": shares[chunk.element_of(i)] if shares else ""}
         for i, t in enumerate(chunk.task_indices)])
-    if kind in ("trial", "promotion") and task_params:  # a search's trial is its asked params from now on
+    taken = [{"ti": t, "pj": p} for t, p in (task_params or {}).items() if t in adopted]
+    if taken:  # SQLAlchemy refuses an executemany of no rows
         conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == sa.bindparam("ti"))
-                     .values(params_json=sa.bindparam("pj")),
-                     [{"ti": t, "pj": p} for t, p in (task_params or {}).items()])
+                     .values(params_json=sa.bindparam("pj")), taken)
     return int(submission_id)
 
 

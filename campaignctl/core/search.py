@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from campaignctl.core.asha import Promotable, promotable, promoting_metrics
@@ -49,12 +49,18 @@ class Trial:
     params: Mapping[str, Scalar]  # the sampled values (the fixed ones are the spec's)
     state: str = RUNNING  # RUNNING (asked, not told) | COMPLETE | FAIL | PRUNED
     value: float | None = None  # COMPLETE: the metric's final value
+    generation: int | None = None  # CMA-ES: the generation it was asked in
 
 
 class Sampler(Protocol):
     def ask(self, search: SearchSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Scalar]]:
         """`count` new trials' sampled values, given every trial so far (told and running), in
         number order. The same search and trials ask the same values."""
+        ...
+
+    def generation(self, search: SearchSpec, trials: Sequence[Trial]) -> int | None:
+        """The generation the next asks belong to, for a sampler whose state moves in generations
+        (CMA-ES), logged with each ask so the state can be derived again; None for the others."""
         ...
 
 
@@ -71,9 +77,10 @@ def trials_of(logged: Iterable[tuple[str, int, Mapping[str, object]]]) -> tuple[
     for action, task, raw in logged:
         p = params_of(action, raw)
         if isinstance(p, Ask):
-            trials[task] = Trial(task, {k: v for k, v in p.params.items() if isinstance(v, SCALAR_TYPES)})
+            trials[task] = Trial(task, {k: v for k, v in p.params.items() if isinstance(v, SCALAR_TYPES)},
+                                 generation=p.generation)
         elif isinstance(p, Tell) and task in trials:
-            trials[task] = Trial(task, trials[task].params, p.state or FAIL, p.value)
+            trials[task] = replace(trials[task], state=p.state or FAIL, value=p.value)
     return tuple(trials[k] for k in sorted(trials))
 
 
@@ -108,8 +115,8 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     told_curves = curves.get(search.metric, {})
     tells = [_tell(end, search, told_curves.get(end.task_index)) for end in to_tell(trials, ends, given_up)]
     told = {d.task_index: d for d in tells}
-    now = [t if t.number not in told else Trial(t.number, t.params, str(told[t.number].params["state"]),
-                                                 _value(told[t.number])) for t in trials]
+    now = [t if t.number not in told else replace(t, state=str(told[t.number].params["state"]),
+                                                   value=_value(told[t.number])) for t in trials]
     gone = set(given_up)
     active = sum(1 for e in ends.values() if not e.settled and e.token not in gone)
     at_end = len(now) == search.trials and active == 0
@@ -132,10 +139,12 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     count = afford - len(promoted)
     if not count:
         return SearchPlan([*tells, *promoted])
-    asked = sampler.ask(search, now, count)
-    seen = _seen(now)
-    return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking, count, trial_resources)
-                                            for i, values in enumerate(asked))])
+    inside = [_inside(t, search) for t in now]
+    asked = sampler.ask(search, inside, count)
+    seen = {**_seen(now), "outside_space": sum(a != b for a, b in zip(now, inside, strict=True))}
+    generation = sampler.generation(search, inside)
+    return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking, count, trial_resources,
+                                                 generation) for i, values in enumerate(asked))])
 
 
 def _promote(p: Promotable, search: SearchSpec, trials: Mapping[int, Trial], rungs: tuple[Rung, ...]) -> Decision:
@@ -203,6 +212,14 @@ def _hold(asked: int, short: str, assessment: Assessment | None, promoting: bool
                     {"asked": asked, "budget": assessment.to_dict() if assessment else {}}, {"arrays": {}})
 
 
+def _inside(trial: Trial, search: SearchSpec) -> Trial:
+    """The trial as today's space sees it: a value a revision's space no longer holds is left
+    out, so the sampler sees the trial along the dimensions it still fits (or not at all)."""
+    space = {d.name: d for d in search.space}
+    kept = {k: v for k, v in trial.params.items() if k in space and space[k].contains(v)}
+    return trial if len(kept) == len(trial.params) else replace(trial, params=kept)
+
+
 def _seen(trials: Sequence[Trial]) -> dict[str, object]:
     """The evidence of an ask: the trials the sampler saw, counted, with a digest of all of them."""
     running = [t.number for t in trials if t.state == RUNNING]
@@ -213,15 +230,18 @@ def _seen(trials: Sequence[Trial]) -> dict[str, object]:
 
 
 def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Mapping[str, object],
-         want: int, afford: int, resources: Resources) -> Decision:
+         want: int, afford: int, resources: Resources, generation: int | None) -> Decision:
     shown = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
     budget = f"; the budget pays for {afford} of the {want} trials the free slots allow" if afford < want else ""
     running = seen["running"]
+    outside = seen.get("outside_space") or 0
+    moved = f" ({outside} of them with values outside today's space, seen only where they fit it)" if outside else ""
     reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after {seen['told']} told "
-              f"and {len(running) if isinstance(running, list) else 0} running{budget}: {shown}.")
+              f"and {len(running) if isinstance(running, list) else 0} running{moved}{budget}: {shown}.")
     return Decision(number, f"trial.{number}", RULE, "ask", reason,
                     {**seen, "sampler": search.sampler, "seed": search.seed},
-                    {"trial": number, "params": dict(values)}, resources)
+                    {"trial": number, "params": dict(values),
+                     **({} if generation is None else {"generation": generation})}, resources)
 
 
 def _short(value: Scalar) -> str:

@@ -58,6 +58,17 @@ class Dimension:
         return {"kind": self.kind, "low": self.low, "high": self.high, "log": self.log,
                 **({"step": self.step} if self.step else {})}
 
+    def contains(self, value: object) -> bool:
+        """Whether `value` is one this dimension could ask today (a revision may have changed it
+        under trials already asked)."""
+        if self.kind == "categorical":
+            return any(type(value) is type(c) and value == c for c in self.choices)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not self.low <= value <= self.high:
+            return False
+        if self.kind == "int":
+            return isinstance(value, int) and (value - int(self.low)) % (self.step or 1) == 0
+        return True
+
     def describe(self) -> str:
         if self.kind == "categorical":
             return f"{self.name} ∈ {{{', '.join(map(str, self.choices))}}}"

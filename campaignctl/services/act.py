@@ -122,7 +122,8 @@ class Actor:
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
-                                     intent.resources_json, "retry", intent.requeue, intent.task_params)
+                                     intent.resources_json, "retry", intent.requeue, intent.task_params,
+                                     intent.adopted)
         outcomes = self._carry_out(plan, lambda _: decision_id)
         return outcomes.get(decision_id, ("applied", None))
 
@@ -130,7 +131,8 @@ class Actor:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
                                  json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
                                  _kind(g.decisions),
-                                 _task_params(g.decisions, lambda t: self.spec.tasks[t].params))
+                                 _task_params(g.decisions, lambda t: self.spec.tasks[t].params),
+                                 frozenset(d.task_index for d in g.decisions if _adopts(d)))
                 for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, row: Callable[[Decision], int]) -> dict[int, Outcome]:
@@ -363,9 +365,14 @@ def _task_params(decisions: Sequence[Decision], own: Callable[[int], Mapping[str
         p = d.typed
         if isinstance(p, Resubmit) and p.task_params is not None:
             out[d.task_index] = json.dumps(p.task_params, sort_keys=True)
-        elif isinstance(p, (Ask, Promote)) and p.params:  # a search's trial, asked or promoted
+        elif isinstance(p, (Ask, Promote)) and p.params:  # _adopts: a search's trial, asked or promoted
             out[d.task_index] = json.dumps({**own(d.task_index), **p.params}, sort_keys=True)
     return out
+
+
+def _adopts(d: Decision) -> bool:
+    """A search's trial, asked or promoted: its task's params are the sampled ones from now on."""
+    return isinstance(p := d.typed, (Ask, Promote)) and bool(p.params)
 
 
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:

@@ -61,3 +61,40 @@ def test_tpe_told_trials_steer_it_towards_the_optimum() -> None:
     first, last = trials[:10], trials[-10:]
     assert min(t.value for t in last) < min(t.value for t in first)  # type: ignore[type-var]
     assert sum(t.params["opt"] == "adam" for t in last) >= 7
+
+
+@pytest.mark.parametrize(("kind", "built"), [("tpe", 60), ("random", 0)])
+def test_a_ticks_asks_build_the_trials_so_far_once_not_once_per_ask(kind: str, built: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40's probe: a study per ask made asking quadratic in the batch (TPE with parallel 1000:
+    a 314-s tick; random with 5,000: none in 600 s). Each ask's sampler is still seeded by its
+    trial's number, so the values are those a study per ask gave."""
+    import optuna
+
+    made = []
+    create = optuna.trial.create_trial
+    monkeypatch.setattr(optuna.trial, "create_trial", lambda **kw: made.append(1) or create(**kw))
+    s = search(kind)
+    trials = [Trial(i, p, COMPLETE, loss(p)) for i, p in enumerate(OptunaSampler().ask(s, [], 60))]
+    made.clear()
+    assert len(OptunaSampler().ask(s, trials, 40)) == 40
+    assert len(made) == built  # a study per ask built 40 × 60 + 780 of them
+
+
+def test_cmaes_keeps_its_state_in_the_log_and_closes_in_generation_by_generation() -> None:
+    """Its distribution is derived from the asks' generations and the tells on every tick (a
+    rebuilt Optuna study lost it: every ask sampled the starting distribution)."""
+    s = SearchSpec(SPACE[:2], {}, "cmaes", "val_loss", "min", trials=80, parallel=4, seed=3)
+    sampler, trials = OptunaSampler(), []
+    while len(trials) < 80:
+        generation = sampler.generation(s, trials)
+        for p in sampler.ask(s, trials, 4):
+            trials.append(Trial(len(trials), p, COMPLETE, loss({**p, "opt": "adam"}), generation))
+    generations = [t.generation for t in trials]
+    assert generations[0] == 0 and generations[-1] is not None and generations[-1] >= 8
+    assert generations == sorted(generations)  # type: ignore[type-var]
+    first, last = trials[:12], trials[-12:]
+    assert max(t.value for t in last) < min(t.value for t in first)  # type: ignore[type-var]
+    assert all(abs(math.log10(t.params["lr"]) + 3) < 0.5 for t in last)  # type: ignore[arg-type]
+    forgotten = [Trial(t.number, t.params, t.state, t.value) for t in trials]  # no generations: the start
+    assert sampler.generation(s, forgotten) == 0

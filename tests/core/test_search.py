@@ -30,6 +30,9 @@ class Counting:
         self.seen.append(list(trials))
         return [{"lr": round(0.1 * (len(trials) + k), 3)} for k in range(count)]
 
+    def generation(self, search: SearchSpec, trials: Sequence[Trial]) -> int | None:
+        return None
+
 
 def spending(gpu_hours: float = 0.0) -> Spend:
     return Spend(Amount(gpu_hours), Amount(), Amount(), 0, 0, Amount())

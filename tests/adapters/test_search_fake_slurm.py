@@ -1,0 +1,95 @@
+"""A search against the fake Slurm, for what the probe of issue 40 found: trials asked in the tick
+that also retries a trial keep their params in `results`; a revision that changes the space under
+trials already asked does not stop the campaign's ticks. (The real-cluster run is
+tests/integration/test_search_real.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from campaignctl.adapters.store import Store
+from campaignctl.services.reconcile import reconcile
+from campaignctl.services.results import results
+from campaignctl.services.submit import submit
+from tests.conftest import write_spec
+from tests.fakeslurm import FakeSlurm
+
+SPACE = """\
+    lr: {loguniform: [1.0e-5, 1.0e-1]}
+    width: {int: [16, 256]}
+"""
+
+
+def search_spec(tmp_path: Path, space: str = SPACE, sampler: str = "random") -> Path:
+    return write_spec(tmp_path, f"""\
+name: hunt
+command: [python3, train.py, --lr, "{{lr}}", --width, "{{width}}"]
+resources: {{gpus: 1, mem: 500M, time: "00:10:00"}}
+search:
+  sampler: {sampler}
+  metric: loss
+  trials: 6
+  parallel: 2
+  seed: 3
+  space:
+{space}""")
+
+
+def report(tmp_path: Path, task: int, token: str, loss: float) -> None:
+    path = tmp_path / "runs" / "hunt" / "tasks" / str(task) / token / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"step": 1, "loss": loss}) + "\n")
+
+
+def live(fake: FakeSlurm) -> dict[int, tuple[str, int, str]]:
+    """Task index → (job id, array index, attempt token) of its newest submitted attempt."""
+    store = Store.open()
+    record = store.campaign("hunt")
+    assert record is not None
+    return {a.task_index: (a.job_id.split("_")[0], a.array_index, a.token)
+            for a in store.attempts(record.id) if a.job_id}
+
+
+def test_trials_asked_in_the_tick_that_retries_a_trial_keep_their_params(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                                       state_home: Path) -> None:
+    submit(search_spec(tmp_path))  # the first tick asks trials 0 and 1
+    first = live(fake_slurm)
+    assert sorted(first) == [0, 1]
+    job0, index0, _ = first[0]
+    job1, index1, token1 = first[1]
+    fake_slurm.set_state(job0, index0, "PREEMPTED")  # retried as the same trial, alike
+    report(tmp_path, 1, token1, 0.5)
+    fake_slurm.set_state(job1, index1, "COMPLETED")  # told; its slot asks trial 2
+    tick = reconcile("hunt").campaigns[0]
+    actions = sorted((d.action, d.task) for d in tick.decisions)
+    assert ("ask", 2) in actions and ("resubmit", 0) in actions and ("tell", 1) in actions
+    assert len(fake_slurm.jobs) == 2  # the retry and the new trial share one array
+    rows = {r["config"]: r for r in results("hunt").rows()}
+    asked = Store.open().task_params(Store.open().campaign("hunt").id)  # type: ignore[union-attr]
+    assert set(asked[2]) >= {"lr", "width"}, asked[2]  # lost when the ask shared the retry's array
+    assert rows[2]["lr"] == asked[2]["lr"] and rows[0]["lr"] == asked[0]["lr"]
+
+
+def test_a_revision_that_narrows_the_space_under_asked_trials_keeps_the_ticks_going(
+        tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path) -> None:
+    submit(search_spec(tmp_path, sampler="tpe"))
+    first = live(fake_slurm)
+    for task, (job, index, token) in first.items():
+        report(tmp_path, task, token, 0.5 + task)
+        fake_slurm.set_state(job, index, "COMPLETED")
+    reconcile("hunt")  # tells 0 and 1, asks 2 and 3 over the first space
+    narrow = "    lr: {loguniform: [0.5, 0.9]}\n    width: {int: [300, 400]}\n    opt: {categorical: [adam]}\n"
+    submit(search_spec(tmp_path, narrow, sampler="tpe"))  # a new revision: every asked trial lies outside
+    for task, (job, index, token) in live(fake_slurm).items():
+        if task in (2, 3):
+            report(tmp_path, task, token, 0.1)
+            fake_slurm.set_state(job, index, "COMPLETED")
+    tick = reconcile("hunt").campaigns[0]  # was: ValueError from Optuna, exit 75 on every tick
+    asks = [d for d in tick.decisions if d.action == "ask"]
+    assert [d.task for d in asks] == [4, 5]
+    params = Store.open().task_params(Store.open().campaign("hunt").id)  # type: ignore[union-attr]
+    for task in (4, 5):
+        assert 0.5 <= float(params[task]["lr"]) <= 0.9 and 300 <= int(params[task]["width"]) <= 400  # type: ignore[arg-type]
+        assert params[task]["opt"] == "adam"
+    assert "4 of them with values outside today's space" in asks[0].reason
