@@ -19,6 +19,7 @@ from campaignctl.adapters.store_schema import (
     submissions,
     tasks,
     telemetry,
+    tick_failures,
     ticks,
 )
 from campaignctl.core.clock import read_time
@@ -48,8 +49,8 @@ class HistoryStore:
             recorded = _attempts(conn, record.id)
             seen = _observations(conn, record.id)
             logged = _decisions(conn, record.id)
-            touched = {o.tick_id for o in seen} | {d.tick_id for d in logged}
-            ran = _ticks(conn, record, touched)
+            decided = {d.tick_id for d in logged}
+            ran = _ticks(conn, record, {o.tick_id for o in seen} | decided, decided)
             settings = _settings(conn, record)
             summaries = _summaries(conn, record.id)
             points = _points(conn, record.id)
@@ -121,21 +122,28 @@ def _points(conn: sa.Connection, campaign_id: int) -> list[RecordedPoint]:
     return [RecordedPoint(r.attempt_id, r.task_index, r.step, r.name, r.value, r.reported) for r in conn.execute(query)]
 
 
-def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int]) -> list[RecordedTick]:
+def _ticks(conn: sa.Connection, record: CampaignRecord, touched: set[int], decided: set[int]) -> list[RecordedTick]:
     """Reconcile ticks (aimed at its name or --all) that observed or decided something of the
     campaign, or saw nothing change: from its first tick to its last, and after that while the
     campaign is still open (a finished campaign is left out of --all). A person's command logs
     under a tick of its own (`resume NAME`, `cancel NAME`): its decisions are history, read by the
-    reconcile ticks after it, but no rules ran in it, so it is not replayed."""
+    reconcile ticks after it, but no rules ran in it, so it is not replayed. Nor is a tick killed
+    before it decided for the campaign (still `running`, or the campaign's part of it raised, with
+    no decision of it logged): what it observed is history for the ticks after it, which decided
+    in its place; replayed, it would decide a tick early on less than they saw."""
     if not touched:
         return []
+    undecided = sa.select(tick_failures.c.tick_id).where(tick_failures.c.campaign_id == record.id,
+                                                         tick_failures.c.tick_id.is_not(None))
     first, last = min(touched), max(touched)
     t = ticks.c
     aimed = sa.and_(t.id > first, t.status.not_in(_SILENT), t.scope.in_((record.name, "--all")))
     if record.state == "finished":  # --all skips it from then on; a tick naming it still decides on it
         aimed = sa.and_(aimed, sa.or_(t.id < last, t.scope == record.name))
     reconciling = t.scope.in_((record.name, "--all"))
-    query = (sa.select(t.id, t.clock, t.started_at).where(reconciling, sa.or_(t.id.in_(touched), aimed))
+    died = sa.or_(t.status == "running", t.id.in_(undecided))
+    query = (sa.select(t.id, t.clock, t.started_at)
+             .where(reconciling, sa.or_(t.id.in_(touched), aimed), sa.or_(sa.not_(died), t.id.in_(decided)))
              .order_by(t.id))
     return [RecordedTick(r.id, _clock(r.clock, r.started_at), _aware(r.started_at)) for r in conn.execute(query)]
 

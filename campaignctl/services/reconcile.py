@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from campaignctl.adapters import identity, proc, slurm
+from campaignctl.adapters import faults, identity, proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
@@ -248,6 +248,7 @@ class _Tick:
                                     functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)),
                                     packed_observations(rows, observed, shapes) if shapes else None)
         read = ingest(None if dry_run else self.store, self.tick_id, record.run_dir, rows, changes)
+        faults.crash_point("before_deciding")  # what it saw is written; nothing decided yet
         views = task_views(history, decided, read.changes, read.causes)
         return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run)
 

@@ -5,16 +5,22 @@ tests/integration/test_search_real.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import pytest
+
+from campaignctl.adapters import faults
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.replay import replay_policy
 from campaignctl.services.results import results
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
 
+POLICY = Path(__file__).parents[2] / "campaignctl" / "policies" / "default.yaml"
 SPACE = """\
     lr: {loguniform: [1.0e-5, 1.0e-1]}
     width: {int: [16, 256]}
@@ -93,3 +99,35 @@ def test_a_revision_that_narrows_the_space_under_asked_trials_keeps_the_ticks_go
         assert 0.5 <= float(params[task]["lr"]) <= 0.9 and 300 <= int(params[task]["width"]) <= 400  # type: ignore[arg-type]
         assert params[task]["opt"] == "adam"
     assert "4 of them with values outside today's space" in asks[0].reason
+
+
+class Killed(BaseException):
+    """A tick dying at a crash point (as `kill -9` there would: nothing after it runs)."""
+
+
+def test_a_search_killed_mid_tick_replays_with_every_ask_and_tell_the_same(
+        tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40's probe: after a kill -9 mid-tick, `policy replay` reported 22 changed asks while the
+    live log was right."""
+    submit(search_spec(tmp_path, sampler="tpe"))
+    points = iter(["before_deciding", "", "after_decisions", "after_sbatch", "before_deciding", "before_outcome"])
+    for _ in range(12):
+        for task, (job, index, token) in live(fake_slurm).items():
+            if fake_slurm.element(job, index).state in ("", "PENDING", "RUNNING"):
+                report(tmp_path, task, token, 1.0 / (1 + task))
+                fake_slurm.set_state(job, index, "COMPLETED")
+        point = next(points, "")
+
+        def die(name: str, point: str = point) -> None:
+            if name == point:
+                raise Killed(name)
+
+        monkeypatch.setattr(faults, "crash_point", die)
+        with contextlib.suppress(Killed):
+            reconcile("hunt")
+        monkeypatch.setattr(faults, "crash_point", lambda name: None)
+    store = Store.open()
+    record = store.campaign("hunt")
+    assert record is not None and record.state == "finished"
+    replayed = replay_policy(str(POLICY), "hunt")
+    assert replayed.identical, [(d.kind, d.task_index, d.attempt_token, d.note) for d in replayed.differences]
