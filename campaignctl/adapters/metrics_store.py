@@ -14,6 +14,14 @@ from campaignctl.core.training_metrics import Curve, MetricPoint, curves_by_task
 _CHUNK = 900  # SQLite's default limit on bound parameters is 999
 
 
+def reads_behind(engine: sa.Engine, reads: sa.Table, campaign_id: int) -> dict[int, tuple[int, str]]:
+    query = (sa.select(attempts.c.id, tasks.c.task_index, attempts.c.token)
+             .join(reads, reads.c.attempt_id == attempts.c.id).join(tasks, tasks.c.id == attempts.c.task_id)
+             .where(reads.c.behind != 0, tasks.c.campaign_id == campaign_id))
+    with engine.connect() as conn:
+        return {r.id: (r.task_index, r.token) for r in conn.execute(query)}
+
+
 class MetricsStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -25,8 +33,14 @@ class MetricsStore:
             for start in range(0, len(attempt_ids), _CHUNK):
                 rows = conn.execute(sa.select(metric_reads).where(
                     metric_reads.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
-                out.update({r.attempt_id: (Position(r.inode, r.file_offset), r.bad_lines) for r in rows})
+                out.update({r.attempt_id: (Position(r.inode, r.file_offset, bool(r.behind)), r.bad_lines)
+                            for r in rows})
         return out
+
+    def behind(self, campaign_id: int) -> dict[int, tuple[int, str]]:
+        """Attempt id → (task index, token) of the campaign's attempts whose metrics file still
+        holds lines past the last read's cap."""
+        return reads_behind(self.engine, metric_reads, campaign_id)
 
     def append(self, updates: Iterable[tuple[int, Position, int, Sequence[MetricPoint]]]) -> None:
         """New points and the position after them, in one transaction: a crash between the two
@@ -37,7 +51,8 @@ class MetricsStore:
         now = utc_now()
         with self.engine.begin() as conn:
             upsert(conn, metric_reads, [
-                {"attempt_id": i, "inode": p.inode, "file_offset": p.offset, "bad_lines": bad, "updated_at": now}
+                {"attempt_id": i, "inode": p.inode, "file_offset": p.offset, "bad_lines": bad, "updated_at": now,
+                 "behind": int(p.behind)}
                 for i, p, bad, _ in updates])
             rows = [{"attempt_id": i, "step": m.step, "name": m.name, "value": m.value, "t": m.t}
                     for i, _, _, points in updates for m in points]

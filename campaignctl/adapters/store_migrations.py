@@ -334,6 +334,14 @@ ALTER TABLE submissions ADD COLUMN pack TEXT NOT NULL DEFAULT ''
 """
 
 
+# A file read past MAX_READ per tick (adapters/telemetry_files.py) keeps being read after its
+# attempt ended until nothing is left: the flag says which.
+_018_BACKLOG = """
+ALTER TABLE metric_reads ADD COLUMN behind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE telemetry ADD COLUMN behind INTEGER NOT NULL DEFAULT 0
+"""
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
@@ -351,3 +359,4 @@ MIGRATIONS.append(("014_notifications", _ddl(_014_NOTIFICATIONS)))
 MIGRATIONS.append(("015_energy", _ddl(_015_ENERGY)))
 MIGRATIONS.append(("016_hardening", _ddl(_016_HARDENING)))
 MIGRATIONS.append(("017_packs", _ddl(_017_PACKS)))
+MIGRATIONS.append(("018_backlog", _ddl(_018_BACKLOG)))

@@ -79,11 +79,12 @@ telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
     sa.Column("file_offset", sa.BigInteger), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text),
-    sa.Column("gpu_energy_j", sa.Double))
+    sa.Column("gpu_energy_j", sa.Double), sa.Column("behind", sa.Integer))
 metric_reads = sa.Table(
     "metric_reads", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
-    sa.Column("file_offset", sa.BigInteger), sa.Column("bad_lines", sa.Integer), sa.Column("updated_at", sa.Text))
+    sa.Column("file_offset", sa.BigInteger), sa.Column("bad_lines", sa.Integer), sa.Column("updated_at", sa.Text),
+    sa.Column("behind", sa.Integer))
 metrics = sa.Table(
     "metrics", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),

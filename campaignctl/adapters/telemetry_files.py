@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters.job_files import open_regular, regular_file
@@ -17,6 +17,7 @@ MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
 class Position:
     inode: int = 0
     offset: int = 0
+    behind: bool = False  # bytes past MAX_READ were left: read on, even after the attempt ended
 
 
 def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
@@ -38,7 +39,7 @@ def read_new_lines(path: str, position: Position) -> tuple[list[str], Position]:
         os.close(fd)
     end = data.rfind(b"\n") + 1
     lines = data[:end].decode("utf-8", errors="replace").splitlines()
-    return lines, Position(st.st_ino, offset + end)
+    return lines, Position(st.st_ino, offset + end, st.st_size > offset + len(data))
 
 
 def node_files(attempt_dir: str, first: str) -> list[str]:
@@ -71,13 +72,17 @@ def read_tail_lines(path: str, max_bytes: int = 32 * 2**20) -> list[str]:
     return data[:data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
 
 
-def files_to_read(tasks_dir: str, rows: Sequence[HistoryRow], changed: Collection[int], name: str) -> dict[int, str]:
+def files_to_read(tasks_dir: str, rows: Sequence[HistoryRow], changed: Collection[int], name: str,
+                  behind: Mapping[int, tuple[int, str]] | None = None) -> dict[int, str]:
     """Attempt id → `<tasks_dir>/<task>/<token>/<name>` for every attempt that is RUNNING or changed
-    state this tick (so the last lines of one that just ended are read too) and has that file.
-    Strings, not Path objects: a tick may look at 100,000 attempts."""
+    state this tick (so the last lines of one that just ended are read too), and every attempt
+    the cap left `behind` (id → task index, token: one that ended with more than MAX_READ unread;
+    a tick no longer watches it), that has that file. Strings, not Path objects: a tick may look
+    at 100,000 attempts."""
     started = task_dirs(tasks_dir)
     paths = {r.id: file_in(tasks_dir, r.task_index, r.token, name)
              for r in rows if (r.id in changed or r.state == "RUNNING") and str(r.task_index) in started}
+    paths.update({i: file_in(tasks_dir, task, token, name) for i, (task, token) in (behind or {}).items()})
     return {i: path for i, path in paths.items() if os.path.exists(path)}
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
+from campaignctl.adapters.metrics_store import reads_behind
 from campaignctl.adapters.store_engine import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
@@ -25,19 +26,24 @@ class TelemetryStore:
             for start in range(0, len(attempt_ids), _CHUNK):
                 rows = conn.execute(sa.select(telemetry).where(
                     telemetry.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
-                out.update({r.attempt_id: (Position(r.inode, r.file_offset),
+                out.update({r.attempt_id: (Position(r.inode, r.file_offset, bool(r.behind)),
                                            summary_from_dict(json.loads(r.summary_json))) for r in rows})
         return out
 
     def save(self, updates: Iterable[tuple[int, Position, Summary]]) -> None:
         rows = [{"attempt_id": i, "inode": p.inode, "file_offset": p.offset,
                  "summary_json": json.dumps(summary_to_dict(s)), "gpu_energy_j": s.gpu_energy_j,
-                 "updated_at": utc_now()}
+                 "updated_at": utc_now(), "behind": int(p.behind)}
                 for i, p, s in updates]
         if not rows:
             return
         with self.engine.begin() as conn:
             upsert(conn, telemetry, rows)
+
+    def behind(self, campaign_id: int) -> dict[int, tuple[int, str]]:
+        """Attempt id → (task index, token) of the campaign's attempts whose telemetry file still
+        holds lines past the last read's cap."""
+        return reads_behind(self.engine, telemetry, campaign_id)
 
     def by_task(self, campaign_id: int) -> dict[int, Summary]:
         """The latest attempt's summary per task index (attempts without telemetry left out)."""

@@ -49,10 +49,13 @@ class TaskEnd:
     token: str
     state: str  # domain state of the latest attempt
     answer: str = ""  # the logged decision that answered it for good: give_up | stop | ''
+    reading: bool = False  # its metrics file holds lines a tick's read cap left for the next ticks
 
     @property
     def settled(self) -> bool:
-        return self.state == "COMPLETED" or (self.state in FINAL | {UNKNOWN} and self.answer in SETTLED_ANSWERS)
+        """Ended for good, and its metrics all read: a promotion or a search's tell reads its final value."""
+        ended = self.state == "COMPLETED" or (self.state in FINAL | {UNKNOWN} and self.answer in SETTLED_ANSWERS)
+        return ended and not self.reading
 
 
 @dataclass(frozen=True, slots=True)

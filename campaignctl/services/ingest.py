@@ -22,7 +22,7 @@ class Ingested:
     summaries: dict[str, Summary]  # attempt token → telemetry, of the attempts read this tick
 
 
-def ingest(store: Store | None, tick_id: int | None, run_dir: str, rows: Sequence[HistoryRow],
+def ingest(store: Store | None, tick_id: int | None, campaign_id: int, run_dir: str, rows: Sequence[HistoryRow],
            changes: Sequence[ObservedChange]) -> Ingested:
     """`store` None (a dry run): exit codes and causes are read, nothing is written, telemetry and
     metrics are left for the next tick that acts."""
@@ -33,6 +33,6 @@ def ingest(store: Store | None, tick_id: int | None, run_dir: str, rows: Sequenc
     if store is None or tick_id is None:
         return Ingested(settled, causes, {})
     store.record_observations(tick_id, settled)
-    summaries = ingest_telemetry(store, run_dir, rows, settled)
-    ingest_metrics(store, run_dir, rows, settled)
+    summaries = ingest_telemetry(store, campaign_id, run_dir, rows, settled)
+    ingest_metrics(store, campaign_id, run_dir, rows, settled)
     return Ingested(settled, causes, summaries)

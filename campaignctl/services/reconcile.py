@@ -247,7 +247,7 @@ class _Tick:
         changes = diff_observations(rows, observed, self._queued_arrays(subs, rows), stamp(self.now),
                                     functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)),
                                     packed_observations(rows, observed, shapes) if shapes else None)
-        read = ingest(None if dry_run else self.store, self.tick_id, record.run_dir, rows, changes)
+        read = ingest(None if dry_run else self.store, self.tick_id, record.id, record.run_dir, rows, changes)
         faults.crash_point("before_deciding")  # what it saw is written; nothing decided yet
         views = task_views(history, decided, read.changes, read.causes)
         return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run)

@@ -12,19 +12,20 @@ from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.telemetry import Summary, fold
 
 
-def ingest_telemetry(store: Store, run_dir: str, rows: Sequence[HistoryRow],
-           changes: Sequence[ObservedChange]) -> dict[str, Summary]:
+def ingest_telemetry(store: Store, campaign_id: int, run_dir: str, rows: Sequence[HistoryRow],
+                     changes: Sequence[ObservedChange]) -> dict[str, Summary]:
     """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
     summaries of those attempts by token (what utilisation rules read). One stat+read per such
     attempt, nothing for settled ones."""
+    telemetry = TelemetryStore(store.engine)
+    behind = telemetry.behind(campaign_id)  # ended with more than a tick's read cap unread
     paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes},
-                          TELEMETRY)  # no sampler, no file
+                          TELEMETRY, behind)  # no sampler, no file
     present = list(paths)
     if not present:
         return {}
-    telemetry = TelemetryStore(store.engine)
     known = telemetry.load(present)
-    token = {r.id: r.token for r in rows}
+    token = {**{i: t for i, (_, t) in behind.items()}, **{r.id: r.token for r in rows}}
     updates, summaries = [], {}
     for attempt_id in present:
         position, summary = known.get(attempt_id, (Position(), Summary()))

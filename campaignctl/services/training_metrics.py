@@ -12,15 +12,17 @@ from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.training_metrics import parse_metric_lines
 
 
-def ingest_metrics(store: Store, run_dir: str, rows: Sequence[HistoryRow],
+def ingest_metrics(store: Store, campaign_id: int, run_dir: str, rows: Sequence[HistoryRow],
                    changes: Sequence[ObservedChange]) -> int:
     """Read new lines of every attempt that is RUNNING or changed state this tick (the final
-    lines of one that just ended too); returns how many points were added."""
-    paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes}, METRICS)
+    lines of one that just ended too) or that a tick's read cap left behind; returns how many
+    points were added."""
+    metrics = MetricsStore(store.engine)
+    paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes}, METRICS,
+                          metrics.behind(campaign_id))
     present = list(paths)
     if not present:
         return 0
-    metrics = MetricsStore(store.engine)
     known = metrics.positions(present)
     updates = []
     for attempt_id in present:

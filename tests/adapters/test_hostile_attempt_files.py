@@ -122,10 +122,10 @@ def test_a_campaign_whose_tick_fails_is_reported_and_the_others_still_tick(
     _two_campaigns(tmp_path, fake_slurm)
     real_ingest = reconcile_module.ingest
 
-    def broken(store: Store, tick_id: int, run_dir: str, *args: object) -> object:
+    def broken(store: Store, tick_id: int, campaign_id: int, run_dir: str, *args: object) -> object:
         if run_dir.endswith("/bad"):
             raise OverflowError("int too large to convert to float")
-        return real_ingest(store, tick_id, run_dir, *args)  # type: ignore[arg-type]
+        return real_ingest(store, tick_id, campaign_id, run_dir, *args)  # type: ignore[arg-type]
     monkeypatch.setattr(reconcile_module, "ingest", broken)
     runner = CliRunner()
     result = runner.invoke(app, ["reconcile", "--all"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import faults
+from campaignctl.adapters import faults, telemetry_files
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.replay import replay_policy
@@ -131,3 +131,24 @@ def test_a_search_killed_mid_tick_replays_with_every_ask_and_tell_the_same(
     assert record is not None and record.state == "finished"
     replayed = replay_policy(str(POLICY), "hunt")
     assert replayed.identical, [(d.kind, d.task_index, d.attempt_token, d.note) for d in replayed.differences]
+
+
+def test_metrics_past_a_ticks_read_cap_are_read_on_and_the_trial_is_told_its_final_value(
+        tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40's probe: lines written past the 4 MiB per-tick cap by a task that then ended were
+    never read (the next tick reads only running or just-ended attempts): the search was told a
+    stale value and `results` kept it. The cap is 2 KiB here, the file 6 KiB."""
+    monkeypatch.setattr(telemetry_files, "MAX_READ", 2048)
+    submit(search_spec(tmp_path))
+    job, index, token = live(fake_slurm)[0]
+    path = tmp_path / "runs" / "hunt" / "tasks" / "0" / token / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"step": s, "loss": 9.0 - s / 100}) + "\n" for s in range(150))
+                    + json.dumps({"step": 150, "loss": 0.25}) + "\n")
+    fake_slurm.set_state(job, index, "COMPLETED")
+    told = []
+    for _ in range(4):
+        told += [d for d in reconcile("hunt").campaigns[0].decisions if d.action == "tell" and d.task == 0]
+    assert len(told) == 1 and "final loss 0.25" in told[0].reason
+    rows = {r["config"]: r for r in results("hunt").rows()}
+    assert rows[0]["final"] == 0.25 and rows[0]["best"] == 0.25
