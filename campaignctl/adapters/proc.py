@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TypeVar, cast
 
 from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError
@@ -62,6 +62,7 @@ FORCED = {"SLURM_TIME_FORMAT": "standard",  # 2026-11-21T12:00:00, what the pars
           "SLURM_BITSTR_LEN": "0",
           "TZ": "UTC"}
 AFTER_KILL_S = 2.0  # how long the pipes are drained after the process group was killed
+STDERR_KEPT = 64 * 1024  # of a notify command's stderr, its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +126,16 @@ def _finish(argv: Sequence[str], child: subprocess.Popen[bytes], timeout: float,
 def run_command(argv: Sequence[str], data: bytes, env: Mapping[str, str], timeout: float) -> ProcResult:
     """A command that is not Slurm's (a notify channel's), `data` on its stdin, in its own session
     and killed as a group on timeout, as Slurm's clients are; not counted among a tick's Slurm
-    calls, never retried. OSError when it cannot start: the caller says what that means."""
-    child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=dict(env), start_new_session=True)
-    return _finish(argv, child, timeout, data)
+    calls, never retried. OSError when it cannot start: the caller says what that means.
+    Its stderr goes to a file, not a pipe: a child it leaves running (`curl … &`) would hold a
+    pipe open past its exit, and a wait for the pipe's end would read a command that finished
+    as one that timed out."""
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=err, env=dict(env), start_new_session=True)
+        done = _finish(argv, child, timeout, data)
+        err.seek(max(0, err.seek(0, os.SEEK_END) - STDERR_KEPT))  # its last words are what is shown
+        return done if done.returncode == 124 else replace(done, stderr=decode(err.read()))
 
 
 EXECUTOR: Executor = subprocess_executor  # tests swap in a fake Slurm here

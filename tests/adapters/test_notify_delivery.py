@@ -122,6 +122,18 @@ def test_a_command_past_its_timeout_is_killed_with_what_it_started(tmp_path: Pat
     assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
 
 
+def test_a_command_that_exits_0_leaving_a_child_behind_is_delivered_once(tmp_path: Path) -> None:
+    """Issue 40's probe: the child kept the stderr pipe open, so the command's exit looked like a
+    timeout and it was run again at each backoff."""
+    argv = command(tmp_path, "import subprocess\nsys.stdin.read()\n"
+                             "open(sys.argv[1], 'a').write('ran\\n')\n"
+                             "subprocess.Popen(['sleep', '30'])\n")  # inherits stderr; not waited for
+    started = time.monotonic()
+    result = deliver("command", argv, EVENT, 3, 2, far())
+    assert (result.ok, result.tries) == (True, 1), result.error
+    assert (tmp_path / "got.json").read_text() == "ran\n" and time.monotonic() - started < 2.5
+
+
 def test_a_missing_program_is_reported_not_raised(tmp_path: Path) -> None:
     result = deliver("command", (str(tmp_path / "nope"),), EVENT, 5, 1, far())
     assert not result.ok and result.error.endswith("No such file or directory")
