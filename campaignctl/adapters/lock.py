@@ -50,9 +50,14 @@ def exclusive(name: str = "reconcile") -> Iterator[str | None]:
 
 def holder(name: str = "reconcile") -> Holder | None:
     """Who holds the lock now, or None. Asked with a shared non-blocking flock, let go at once:
-    a tick starting in that instant finds the lock held and does nothing, like any locked tick."""
-    path = _path(name)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+    a tick starting in that instant finds the lock held and does nothing, like any locked tick.
+    A lock file that does not exist is held by nobody: asking creates nothing (a reader may be
+    unable to write the state directory)."""
+    path = paths.state_path() / f"{name}.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

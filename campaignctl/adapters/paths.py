@@ -32,7 +32,7 @@ def state_dir() -> Path:
             with contextlib.suppress(FileExistsError):
                 missing.mkdir(mode=0o700)
                 os.chmod(missing, 0o700)
-        os.chmod(path, 0o700)
+        _private(path)
     except OSError as exc:
         raise StateError(f"cannot create the state directory {path}: {exc}",
                          "set XDG_STATE_HOME to a writable directory") from None
@@ -49,10 +49,19 @@ def private_file(path: Path) -> Path:
         if not path.exists():
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        os.chmod(path, 0o600)
+        _private(path)
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc}", "check the directory's permissions") from None
     return path
+
+
+def _private(path: Path) -> None:
+    """No bits for group and others; the owner's left as they are: a directory its owner made
+    read-only (0500) stays so, and one that is already private is not touched at all (a read-only
+    or immutable file system refuses even a chmod that changes nothing)."""
+    mode = path.stat().st_mode
+    if mode & 0o077:
+        os.chmod(path, mode & 0o700)
 
 
 def filesystem_type(path: Path) -> str:

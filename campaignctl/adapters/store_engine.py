@@ -4,11 +4,13 @@ dialects write differently."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -104,6 +106,22 @@ def write_lock(conn: sa.Connection, key: int, wait: bool = False) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _read_only_url(database: Path) -> sa.URL:
+    """The database in a directory this user cannot write (a read-only mount, a teammate's
+    directory, one made 0500): SQLite creates its -shm (WAL) or -journal file beside the database
+    even to read, so it would open nothing there. `status`, `results` and `log` read; a write
+    fails "attempt to write a readonly database" (exit 73). With no write-ahead log left beside it
+    (the last writer closed it), `immutable=1` reads the file without -shm and without locks
+    (sqlite.org/uri.html). With one (a writer is still at work, or died), committed pages may be
+    in the log alone: an immutable read would miss them, so it is opened read-only through the
+    log and its -shm, which SQLite can do when both exist (sqlite.org/wal.html, "read-only
+    databases")."""
+    wal = database.with_name(database.name + "-wal")
+    live = wal.exists() and wal.stat().st_size > 0
+    return sa.URL.create("sqlite", database=f"file:{quote(str(database))}",
+                         query={"mode": "ro", "uri": "true", **({} if live else {"immutable": "1"})})
+
+
 def open_engine(url: str) -> sa.Engine:
     """The engine of `url`, its sessions set up (SQLite: pragmas; PostgreSQL: timeouts)."""
     try:
@@ -116,7 +134,12 @@ def open_engine(url: str) -> sa.Engine:
                          "CAMPAIGNCTL_DB_URL takes sqlite:///PATH or postgresql+psycopg://…") from None
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine.url)
-        _sqlite_pragmas(engine, Path(str(engine.url.database)))
+        database = Path(str(engine.url.database))
+        if os.access(database.parent, os.W_OK):
+            _sqlite_pragmas(engine, database)
+        else:
+            engine.dispose()
+            engine = sa.create_engine(_read_only_url(database))
     elif engine.dialect.name == "postgresql":
         _postgres_timeouts(engine)
     translate_errors(engine)
