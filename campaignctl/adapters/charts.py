@@ -212,7 +212,12 @@ def _labels(points: Sequence[DecisionPoint], window: tuple[float, float]) -> dic
 
 
 def decisions_png(points: Sequence[DecisionPoint], window: tuple[float, float]) -> bytes:
-    """One row per rule; a marker per decision by outcome; the action written next to it."""
+    return _png(decisions_figure(points, window))
+
+
+def decisions_figure(points: Sequence[DecisionPoint], window: tuple[float, float]) -> Figure:
+    """One row per rule; a marker per decision by outcome; the action written next to it: to its
+    right in the window's first half, to its left in the second, so no label runs past the frame."""
     rules = lanes(points)
     fig, axes = _figure(min(20.0, max(2.8, 0.45 * len(rules) + 1.8)))
     ax = axes[0][0]
@@ -222,14 +227,18 @@ def decisions_png(points: Sequence[DecisionPoint], window: tuple[float, float]) 
             ax.scatter([_days(p.t) for p in mine], [rules.index(p.rule) for p in mine], marker=marker,
                        color=color, s=50, label=label, zorder=3)
     if len(points) <= 40:
+        middle = (window[0] + window[1]) / 2
         for (t, lane), text in _labels(points, window).items():
-            ax.annotate(text, (_days(t), lane), xytext=(4, 6), textcoords="offset points", fontsize=7, rotation=20)
+            left = t > middle
+            ax.annotate(text, (_days(t), lane), xytext=(-4 if left else 4, 6), textcoords="offset points",
+                        fontsize=7, rotation=-20 if left else 20, ha="right" if left else "left",
+                        rotation_mode="anchor")
     ax.set_yticks(range(len(rules)), rules)
     ax.set_ylim(len(rules) - 0.5, -0.8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.set_title("Decisions on a timeline (one row per rule)")
     _time_axis(ax, window)
-    return _png(fig)
+    return fig
 
 
 def search_png(series: SearchSeries) -> bytes:
