@@ -21,6 +21,7 @@ class FakeJob:
     size: int
     held: bool = True
     cancelled: bool = False
+    dependency: str = ""  # `#SBATCH --dependency=…` as given (the fake starts nothing by itself)
 
 
 class CommandRefused(Exception):
@@ -129,7 +130,8 @@ class FakeSlurm:
                                 "(job submit limit, user's size and/or time limits)")
         job_id = str(self.next_id)
         self.next_id += 1
-        self.jobs[job_id] = FakeJob(job_id, name[1], size)
+        dependency = re.search(r"^#SBATCH --dependency=(\S+)", script, re.MULTILINE)
+        self.jobs[job_id] = FakeJob(job_id, name[1], size, dependency=dependency[1] if dependency else "")
         return f"{job_id}\n"
 
     def _squeue(self, args: list[str]) -> str:

@@ -33,7 +33,7 @@ from campaignctl.core.task_launch import TaskLaunch
 NO_WARNING_SIGNAL = 0
 
 def executor_parameters(resources: Resources, job_name: str, comment: str,
-                        chunk: ArrayChunk, requeue: bool = False) -> dict[str, Any]:
+                        chunk: ArrayChunk, requeue: bool = False, after: str = "") -> dict[str, Any]:
     """submitit parameters for one array chunk. sbatch 22.05 has no --cpu-bind: binding is
     given to the `srun` that launches the task (submitit's srun_args).
 
@@ -50,7 +50,11 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
         # --no-requeue unless the policy asks for Slurm-side requeue: the cluster's own
         # JobRequeue/PreemptMode=REQUEUE must not race the campaign's policy.
         "additional_parameters": {"array": chunk.array_spec,
-                                  "requeue" if requeue else "no_requeue": True},
+                                  "requeue" if requeue else "no_requeue": True,
+                                  # Slurm starts it once that element ended in any state; a
+                                  # dependency on a job slurmctld has already forgotten (past
+                                  # MinJobAge) is satisfied at once (sbatch(1), --dependency)
+                                  **({"dependency": f"afterany:{after}"} if after else {})},
     }
     optional = {"partition": resources.partition, "gres": resources.gres, "account": resources.account,
                 "qos": resources.qos, "constraint": resources.constraint, "exclude": resources.exclude}

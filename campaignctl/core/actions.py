@@ -35,6 +35,7 @@ class ResubmitGroup:
     resources: Resources
     chunk: ArrayChunk
     decisions: tuple[Decision, ...]  # in array-index order
+    after: str = ""  # a job element it waits for (a search's trial asked ahead): --dependency=afterany
 
 
 # governance records: a revision marked known-good or made current, a verdict on a gated decision;
@@ -115,13 +116,15 @@ class ActionPlan:
 def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], str | None],
                  max_array_size: int, max_parallel: int | None,
                  new_token: Callable[[], str]) -> ActionPlan:
-    by_resources: dict[Resources, list[Decision]] = {}
+    by_resources: dict[tuple[Resources, str], list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
     for d in decisions:  # by what its params say it is (core/decision_params.py)
         match d.typed:
-            case Resubmit() | Promote() | Ask() | Retry() if d.resources is not None:
-                by_resources.setdefault(d.resources, []).append(d)
+            case Ask(after=after) if d.resources is not None:
+                by_resources.setdefault((d.resources, after), []).append(d)
+            case Resubmit() | Promote() | Retry() if d.resources is not None:
+                by_resources.setdefault((d.resources, ""), []).append(d)
             case ResizePending() if d.resources is not None and (array := array_job_of(d.attempt_token)):
                 by_array.setdefault((array, d.resources), []).append(d)
             case Throttle(array_job_id=array, throttle=int() as limit):
@@ -133,11 +136,11 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
             case _:
                 recorded.append(d)
     resubmits = []
-    for resources, group in by_resources.items():
+    for (resources, after), group in by_resources.items():
         by_task = {d.task_index: d for d in group}
         for chunk in plan_chunks(sorted(by_task), max_array_size, max_parallel):
             resubmits.append(ResubmitGroup(new_token(), resources, chunk,
-                                           tuple(by_task[t] for t in chunk.task_indices)))
+                                           tuple(by_task[t] for t in chunk.task_indices), after))
     resizes = tuple(ResizeGroup(new_token(), array, resources, tuple(group))
                     for (array, resources), group in by_array.items())
     return ActionPlan(tuple(resubmits), resizes, tuple(recorded), tuple(throttles), tuple(holds), tuple(cancels))

@@ -120,6 +120,8 @@ class Ask:
     trial: int = 0
     params: Mapping[str, object] = field(default_factory=dict)  # the sampled values
     generation: int | None = None  # CMA-ES: the generation it was asked in (adapters/cmaes_sampler.py)
+    after: str = ""  # asked ahead: the job element it is queued behind (sbatch --dependency=afterany:…)
+    after_trial: int | None = None  # … and that element's trial
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +287,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "throttle": _int, "config": _int, "from_rung": _int, "to_rung": _int, "revision": _int,
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
     "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
-    "value": _float, "generation": _int,
+    "value": _float, "generation": _int, "after": _str, "after_trial": _int,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

@@ -50,6 +50,7 @@ class TaskEnd:
     state: str  # domain state of the latest attempt
     answer: str = ""  # the logged decision that answered it for good: give_up | stop | ''
     reading: bool = False  # its metrics file holds lines a tick's read cap left for the next ticks
+    job_id: str = ""  # `<array job>_<index>` once submitted: what a trial asked ahead is queued behind
 
     @property
     def settled(self) -> bool:

@@ -171,7 +171,8 @@ class Timeline:
             released_limits=facts.released_limits,
             array_throttles=self._throttles(tick.id),
             proposal_keys=frozenset(proposed),
-            task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, "")) for i, r in latest.items()},
+            task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, ""), job_id=r.job_id or "")
+                       for i, r in latest.items()},
             promoted_rungs=frozenset(promoted),
             forced_rungs=facts.forced_rungs,
             tasks_started=len(latest), trials=tuple(trials), sampler=sampler)

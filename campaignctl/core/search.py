@@ -50,6 +50,7 @@ class Trial:
     state: str = RUNNING  # RUNNING (asked, not told) | COMPLETE | FAIL | PRUNED
     value: float | None = None  # COMPLETE: the metric's final value
     generation: int | None = None  # CMA-ES: the generation it was asked in
+    after: int | None = None  # asked ahead: the trial it was queued behind
 
 
 class Sampler(Protocol):
@@ -78,7 +79,7 @@ def trials_of(logged: Iterable[tuple[str, int, Mapping[str, object]]]) -> tuple[
         p = params_of(action, raw)
         if isinstance(p, Ask):
             trials[task] = Trial(task, {k: v for k, v in p.params.items() if isinstance(v, SCALAR_TYPES)},
-                                 generation=p.generation)
+                                 generation=p.generation, after=p.after_trial)
         elif isinstance(p, Tell) and task in trials:
             trials[task] = replace(trials[task], state=p.state or FAIL, value=p.value)
     return tuple(trials[k] for k in sorted(trials))
@@ -126,7 +127,8 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     free = max(0, search.parallel - active)
     promoting = ladder[:free]
     asking = max(0, min(free - len(promoting), search.trials - len(now)))
-    wanted = [rungs[p.from_rung + 1].resources for p in promoting] + [trial_resources] * asking
+    leaders = _ahead_of(search, now, ends, gone)[:max(0, search.trials - len(now) - asking)]
+    wanted = [rungs[p.from_rung + 1].resources for p in promoting] + [trial_resources] * (asking + len(leaders))
     if not wanted:
         return SearchPlan(tells, complete=at_end and not ladder)
     afford, short = _affordable(wanted, prices, assessment)
@@ -143,8 +145,29 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     asked = sampler.ask(search, inside, count)
     seen = {**_seen(now), "outside_space": sum(a != b for a, b in zip(now, inside, strict=True))}
     generation = sampler.generation(search, inside)
-    return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking, count, trial_resources,
-                                                 generation) for i, values in enumerate(asked))])
+    behind = [None] * asking + leaders  # the asks past the free slots are queued behind running trials
+    return SearchPlan([*tells, *promoted, *(_ask(len(now) + i, values, search, seen, asking + len(leaders), count,
+                                                 trial_resources, generation, behind[i])
+                                            for i, values in enumerate(asked))])
+
+
+def _ahead_of(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[int, TaskEnd],
+              gone: set[str]) -> list[TaskEnd]:
+    """The running trials a trial asked ahead now would be queued behind (`ahead:`), first asked
+    first: each has a job element to depend on and no queued trial behind it yet, and there are at
+    most `ahead` queued. Slurm starts a queued trial the moment the one before it ends
+    (`--dependency=afterany`), with no tick in between; the tick then asks the next one. A trial
+    is queued while it waits (not RUNNING) behind the one it was asked after."""
+    if not search.ahead:
+        return []
+    def live(e: TaskEnd | None) -> bool:
+        return e is not None and not e.settled and e.token not in gone
+    queued = [t for t in trials if t.after is not None and live(e := ends.get(t.number))
+              and e is not None and e.state != "RUNNING"]
+    taken = {t.after for t in queued}
+    leaders = [e for t in trials if live(e := ends.get(t.number)) and e is not None and e.state == "RUNNING"
+               and e.job_id and t.number not in taken]
+    return leaders[:max(0, search.ahead - len(queued))]
 
 
 def _promote(p: Promotable, search: SearchSpec, trials: Mapping[int, Trial], rungs: tuple[Rung, ...]) -> Decision:
@@ -230,18 +253,20 @@ def _seen(trials: Sequence[Trial]) -> dict[str, object]:
 
 
 def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Mapping[str, object],
-         want: int, afford: int, resources: Resources, generation: int | None) -> Decision:
+         want: int, afford: int, resources: Resources, generation: int | None, behind: TaskEnd | None) -> Decision:
     shown = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
     budget = f"; the budget pays for {afford} of the {want} trials the free slots allow" if afford < want else ""
     running = seen["running"]
     outside = seen.get("outside_space") or 0
     moved = f" ({outside} of them with values outside today's space, seen only where they fit it)" if outside else ""
+    queued = f", queued behind trial {behind.task_index} (job {behind.job_id})" if behind else ""
     reason = (f"trial {number} of {search.trials} asked of the {search.sampler} sampler after {seen['told']} told "
-              f"and {len(running) if isinstance(running, list) else 0} running{moved}{budget}: {shown}.")
+              f"and {len(running) if isinstance(running, list) else 0} running{moved}{budget}{queued}: {shown}.")
     return Decision(number, f"trial.{number}", RULE, "ask", reason,
                     {**seen, "sampler": search.sampler, "seed": search.seed},
                     {"trial": number, "params": dict(values),
-                     **({} if generation is None else {"generation": generation})}, resources)
+                     **({} if generation is None else {"generation": generation}),
+                     **({"after": behind.job_id, "after_trial": behind.task_index} if behind else {})}, resources)
 
 
 def _short(value: Scalar) -> str:

@@ -6,6 +6,7 @@
       goal: min
       trials: 24              # how many trials in all
       parallel: 4             # how many run at once
+      ahead: 4                # trials queued behind running ones (afterany), so a slot never waits for a tick
       seed: 1                 # the same seed and the same told trials ask the same next trials
       promotion: async        # with rungs: async (ASHA, core/asha.py) or sync (once every trial settled)
       space:
@@ -31,7 +32,7 @@ from campaignctl.core.reader import Reader
 from campaignctl.core.safety import IDENTIFIER
 from campaignctl.core.training_metrics import METRIC_NAME
 
-SEARCH_KEYS = ("sampler", "metric", "goal", "trials", "parallel", "seed", "space", "promotion")
+SEARCH_KEYS = ("sampler", "metric", "goal", "trials", "parallel", "ahead", "seed", "space", "promotion")
 PROMOTIONS = ("async", "sync")  # with rungs: as soon as a trial ranks (ASHA), or once every trial settled
 SAMPLERS = ("random", "tpe", "qmc", "cmaes")
 KINDS = ("uniform", "loguniform", "int", "categorical")
@@ -87,10 +88,12 @@ class SearchSpec:
     parallel: int = DEFAULT_PARALLEL
     seed: int = 0
     promotion: str = "async"  # with rungs (core/asha.py): async | sync
+    ahead: int = 0  # trials asked before a slot frees, each queued behind a running one (core/search.py)
 
     def to_settings(self) -> dict[str, object]:
         return {"sampler": self.sampler, "metric": self.metric, "goal": self.goal, "trials": self.trials,
-                "parallel": self.parallel, "seed": self.seed, "promotion": self.promotion, "fixed": dict(self.fixed),
+                "parallel": self.parallel, "ahead": self.ahead, "seed": self.seed, "promotion": self.promotion,
+                "fixed": dict(self.fixed),
                 "space": [d.to_settings() | {"name": d.name} for d in self.space]}
 
     @property
@@ -130,9 +133,10 @@ def read_search(r: Reader, objective: tuple[str, str] | None) -> SearchSpec | No
     parallel = r.integer((*p, "parallel"), 1, MAX_TASKS, default=DEFAULT_PARALLEL) or DEFAULT_PARALLEL
     seed = r.integer((*p, "seed"), 0, 2**32 - 1, default=0) or 0
     promotion = r.choice((*p, "promotion"), PROMOTIONS) or "async"
+    ahead = r.integer((*p, "ahead"), 0, parallel, default=0) or 0
     space, fixed = _space(r, (*p, "space"), top.get("space"))
     return SearchSpec(tuple(space), fixed, sampler, metric or "", goal or "min", trials or 1, parallel, seed,
-                      promotion)
+                      promotion, ahead)
 
 
 def _space(r: Reader, p: KeyPath, value: object) -> tuple[list[Dimension], dict[str, Scalar]]:
@@ -220,7 +224,7 @@ def search_from_settings(value: Any) -> SearchSpec | None:
     return SearchSpec(space, dict(value.get("fixed") or {}), str(value.get("sampler") or "tpe"),
                       str(value.get("metric") or ""), str(value.get("goal") or "min"), int(value.get("trials") or 1),
                       int(value.get("parallel") or DEFAULT_PARALLEL), int(value.get("seed") or 0),
-                      str(value.get("promotion") or "async"))
+                      str(value.get("promotion") or "async"), int(value.get("ahead") or 0))
 
 
 def as_trials(search: SearchSpec) -> Trials:

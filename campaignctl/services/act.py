@@ -186,7 +186,7 @@ class Actor:
         # a promotion starts its config's task in the next rung: attempt 1
         numbers = [_next_attempt(d) for d in group.decisions]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
-                            self.record.current_revision, self.policy.slurm_requeue)
+                            self.record.current_revision, self.policy.slurm_requeue, group.after)
         try:
             job_id = dispatch_within(self.room, self.store, self.spec, group.token, group.chunk, params, None,
                                      numbers, still_leased=self.still_leased)

@@ -60,12 +60,13 @@ def token_of_job_name(name: str) -> str | None:
 
 
 def parameters(campaign: str, resources: Resources, token: str, chunk: ArrayChunk, revision: int,
-               requeue: bool) -> dict[str, Any]:
-    """sbatch's parameters; `resources`: each task's (a packed chunk's elements ask for their pack's)."""
+               requeue: bool, after: str = "") -> dict[str, Any]:
+    """sbatch's parameters; `resources`: each task's (a packed chunk's elements ask for their pack's);
+    `after`: a job element the array waits for (any end: afterany)."""
     return executor_parameters(
         allocation(resources, chunk.pack) if chunk.pack else resources, job_name=job_name(campaign, token),
         chunk=chunk, requeue=requeue,
-        comment=f"campaignctl campaign={campaign} revision={revision} token={token}")
+        comment=f"campaignctl campaign={campaign} revision={revision} token={token}", after=after)
 
 
 def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,

@@ -102,4 +102,5 @@ def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, Tas
     latest = {a.task_index: a for a in store.attempts(campaign_id)
               if a.submission_state != "abandoned" or a.token in answers}
     reading = {token for _, token in MetricsStore(store.engine).behind(campaign_id).values()}
-    return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, ""), a.token in reading) for i, a in latest.items()}
+    return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, ""), a.token in reading, a.job_id or "")
+            for i, a in latest.items()}

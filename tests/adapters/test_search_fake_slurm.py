@@ -27,7 +27,7 @@ SPACE = """\
 """
 
 
-def search_spec(tmp_path: Path, space: str = SPACE, sampler: str = "random") -> Path:
+def search_spec(tmp_path: Path, space: str = SPACE, sampler: str = "random", ahead: int = 0) -> Path:
     return write_spec(tmp_path, f"""\
 name: hunt
 command: [python3, train.py, --lr, "{{lr}}", --width, "{{width}}"]
@@ -37,6 +37,7 @@ search:
   metric: loss
   trials: 6
   parallel: 2
+  ahead: {ahead}
   seed: 3
   space:
 {space}""")
@@ -152,3 +153,31 @@ def test_metrics_past_a_ticks_read_cap_are_read_on_and_the_trial_is_told_its_fin
     assert len(told) == 1 and "final loss 0.25" in told[0].reason
     rows = {r["config"]: r for r in results("hunt").rows()}
     assert rows[0]["final"] == 0.25 and rows[0]["best"] == 0.25
+
+
+def test_a_search_asks_ahead_so_a_slot_never_waits_for_a_tick(tmp_path: Path, fake_slurm: FakeSlurm,
+                                                              state_home: Path) -> None:
+    """`ahead: 2`: once both slots run, the tick asks two more trials, each queued behind a running
+    one (`--dependency=afterany:<its element>`): Slurm starts it the moment that one ends. The next
+    ask waits for a queued trial to start; at most `ahead` wait at once. (Real: test_search_real.py.)"""
+    fake_slurm.states_default_pending = True
+    submit(search_spec(tmp_path, ahead=2))
+    first = live(fake_slurm)
+    assert sorted(first) == [0, 1] and all(not fake_slurm.jobs[j].dependency for j, _, _ in first.values())
+    for job, index, _ in first.values():
+        fake_slurm.set_state(job, index, "RUNNING")
+    asks = [d for d in reconcile("hunt").campaigns[0].decisions if d.action == "ask"]
+    assert [d.task for d in asks] == [2, 3]
+    now = live(fake_slurm)
+    for trial, leader in ((2, 0), (3, 1)):
+        element = f"{first[leader][0]}_{first[leader][1]}"
+        assert fake_slurm.jobs[now[trial][0]].dependency == f"afterany:{element}"
+        assert f"queued behind trial {leader} (job {element})" in asks[trial - 2].reason
+    assert not [d for d in reconcile("hunt").campaigns[0].decisions if d.action == "ask"]  # two wait: enough
+    job0, index0, token0 = first[0]
+    report(tmp_path, 0, token0, 0.5)
+    fake_slurm.set_state(job0, index0, "COMPLETED")
+    fake_slurm.set_state(now[2][0], now[2][1], "RUNNING")  # what afterany does the moment trial 0 ends
+    decisions = reconcile("hunt").campaigns[0].decisions
+    assert [(d.action, d.task) for d in decisions if d.action in ("tell", "ask")] == [("tell", 0), ("ask", 4)]
+    assert fake_slurm.jobs[live(fake_slurm)[4][0]].dependency == f"afterany:{now[2][0]}_{now[2][1]}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,44 @@ def test_a_search_with_rungs_promotes_a_trial_as_soon_as_it_ranks_in_the_top_thi
     shown = results(name)
     assert shown.configs[0].rank == 1 and shown.configs[0].config in promoted
     assert replay_policy("default", name).identical
+
+
+def _started_ended(job_id: str) -> tuple[datetime | None, datetime | None]:
+    """sacct's Start and End of one array element (None until Slurm set it)."""
+    line = proc.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "Start,End"]).stdout.strip().splitlines()
+    start, _, end = (line[0] if line else "|").partition("|")
+    def when(text: str) -> datetime | None:
+        return datetime.fromisoformat(text) if text[:2].isdigit() else None  # Unknown, None
+    return when(start), when(end)
+
+
+def test_a_trial_asked_ahead_starts_the_moment_the_one_it_waits_for_ends_with_no_tick_between(
+        slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    """`ahead: 1` with one slot: the tick that sees trial 0 run asks trial 1 queued behind it
+    (afterany). No tick runs until trial 1 has started: Slurm started it as trial 0 ended. Then
+    the ticks finish the search, each trial asked and told once."""
+    name = f"search-ahead-{uuid.uuid4().hex[:6]}"
+    assert cli("submit", str(search_spec(tmp_path, name, trials=3, parallel=1, steps=6,
+                                         extra="  ahead: 1\n"))).returncode == 0
+    env = cron_env(state_home, slurm_conf)
+
+    def queued_behind() -> bool:
+        return any(e.action == "ask" and e.task_index == 1 for e in logged(name))
+    tick_until(name, env, queued_behind, "trial 1 to be asked ahead", 120)
+    rows = {r.task_index: r for r in history(name)}
+    ask = next(e for e in logged(name) if e.action == "ask" and e.task_index == 1)
+    assert ask.params["after"] == rows[0].job_id and ask.params["after_trial"] == 0, ask.params
+    assert f"queued behind trial 0 (job {rows[0].job_id})" in ask.reason
+
+    def started_without_a_tick() -> bool:
+        return _started_ended(str(history(name)[-1].job_id))[0] is not None
+    wait_for("trial 1 to start with no tick", started_without_a_tick, 120)
+    _, ended = _started_ended(str(rows[0].job_id))
+    started, _ = _started_ended(str(next(r for r in history(name) if r.task_index == 1).job_id))
+    assert ended is not None and started is not None and (started - ended).total_seconds() <= 5, (ended, started)
+
+    tick_until(name, env, lambda: state_of(name) == "finished", "the search to finish", 240)
+    entries = logged(name)
+    assert sorted(e.task_index for e in entries if e.action == "ask") == [0, 1, 2]
+    assert sorted(e.task_index for e in entries if e.action == "tell") == [0, 1, 2]
+    assert all(r.state == "COMPLETED" for r in history(name))
