@@ -133,8 +133,11 @@ def group_of(params: Mapping[str, object], cause: str, shares: Shares) -> Group:
 
 
 def per_node(r: Resources, shape: NodeShape) -> int:
-    """How many such tasks one node holds (`--mem=0` asks for a whole node)."""
-    fits = [shape.cpus // max(1, r.cpus_per_task), shape.mem_mb // r.mem_mb if r.mem_mb else 1]
+    """How many such tasks one node holds (`--mem=0` asks for a whole node). A multi-node task
+    counts what it asks of each node: every process's CPUs there (`--mem` and `--gres` are per
+    node already, sbatch's meaning)."""
+    cpus = r.cpus_per_task * r.tasks_per_node
+    fits = [shape.cpus // max(1, cpus), shape.mem_mb // r.mem_mb if r.mem_mb else 1]
     if r.gpus:
         fits.append(shape.gpus // r.gpus)
     return min(fits)

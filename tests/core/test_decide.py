@@ -450,3 +450,15 @@ def test_first_ends_count_what_started_by_parameter_value() -> None:
                                ({"m": "b"}, "PENDING")])
     assert shares[CAMPAIGN] == Ends(started=3, out_of_memory=1, timeout=1)
     assert shares[("m", "a")].share("out_of_memory") == 0.5 and shares[("m", "b")] == Ends(1, 0, 1)
+
+
+def test_a_multi_node_tasks_slots_count_every_process_it_runs_on_a_node() -> None:
+    """Left from issue 28: a 2-node task of 4 processes × 2 CPUs asks 8 CPUs of each 16-CPU node,
+    so two fit, whatever its memory up to 64G; it was counted as one process's 2 CPUs (eight
+    fit), so a raise 32G → 64G looked like it cost slots and was not carried to pending tasks."""
+    from campaignctl.core.siblings import costs_slots, per_node
+
+    task = Resources(nodes=2, tasks_per_node=4, cpus_per_task=2, mem_mb=32000)
+    node = NodeShape(cpus=16, mem_mb=128000)
+    assert per_node(task, node) == 2
+    assert not costs_slots(task, 64000, [node]) and costs_slots(task, 65000, [node])
