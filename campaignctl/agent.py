@@ -141,4 +141,38 @@ def serve() -> None:
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
     for tool in TOOLS:
         server.tool(annotations=read_only)(tool)
-    server.run("stdio")
+    import anyio
+
+    anyio.run(_serve_stdio, server)
+
+
+PARSE_ERROR = -32700  # JSON-RPC 2.0: "Invalid JSON was received by the server"
+
+
+async def _serve_stdio(server: Any) -> None:
+    """The SDK's stdio transport, with a line that is no JSON-RPC message answered as JSON-RPC 2.0
+    says (a Parse error with id null) instead of passed to the session as an exception, which
+    answered nothing: a client waited for ever. The server goes on with the next line."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError
+
+    async with stdio_server() as (read_stream, write_stream):
+        passed, received = anyio.create_memory_object_stream[Any](0)
+
+        async def screen() -> None:
+            async with passed:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        error = ErrorData(code=PARSE_ERROR, message="Parse error: not a JSON-RPC 2.0 message")
+                        await write_stream.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+                    else:
+                        await passed.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(screen)
+            # what MCPServer.run_stdio_async does with the SDK's own streams (no public accessor)
+            low = server._lowlevel_server
+            await low.run(received, write_stream, low.create_initialization_options())
+            tasks.cancel_scope.cancel()

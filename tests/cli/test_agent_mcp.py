@@ -121,3 +121,34 @@ def test_hostile_paths_and_huge_outputs_are_answered_and_the_server_lives_on(
     shown = _data(big)
     assert shown["cut"] and len(shown["output"]) == 256 * 1024 and shown["output"].endswith("x\nlast line\n")
     assert [c["name"] for c in _data(alive)["campaigns"]] == ["agent"]
+
+
+def test_a_line_that_is_no_json_rpc_message_gets_a_parse_error_and_the_server_goes_on(
+        state_home: Path, tmp_path: Path) -> None:
+    """Issue 40's probe: a malformed line got no reply at all (the SDK hands the parse error to
+    its session, which answers nothing). JSON-RPC 2.0: error -32700 with id null."""
+    import select
+    import subprocess
+
+    env = {"XDG_STATE_HOME": str(state_home), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "probe", "version": "0"}}}
+    server = subprocess.Popen([sys.executable, "-m", "campaignctl", "mcp"], cwd=REPO, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("{not json\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        assert ready, "no reply to a malformed line in 30 s"
+        answer = json.loads(server.stdout.readline())
+        assert answer == {"jsonrpc": "2.0", "id": None,
+                          "error": {"code": -32700, "message": "Parse error: not a JSON-RPC 2.0 message"}}
+        server.stdin.write(json.dumps(hello) + "\n")
+        server.stdin.flush()
+        reply = json.loads(server.stdout.readline())
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "campaignctl"
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
