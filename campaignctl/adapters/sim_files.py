@@ -6,10 +6,13 @@ no input makes a simulation run out of memory or exit 1."""
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 from pathlib import Path
 from typing import Any
 
+from campaignctl.adapters.job_files import NAMED, open_regular
 from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.errors import SpecError
 from campaignctl.core.hostlist import split_nodes
@@ -24,6 +27,7 @@ TRACE_HINT = "see docs/simulate.md, 'Trace CSV'"
 OPTIONAL = ("cpus", "mem_mb", "time_min", "max_rss_mb")  # empty: the spec's (max_rss_mb: from the end state)
 MAX_NODES = 100_000  # the largest clusters have tens of thousands
 MAX_NUMBER = 10**12  # seconds, MB, CPUs: anything larger is no cluster's
+MAX_TRACE_BYTES = 64 * 2**20  # 500,000 rows of a dozen short columns fit in well under this
 
 
 def read_cluster(path: Path) -> Cluster:
@@ -107,8 +111,9 @@ def _count(d: dict[str, Any], key: str, where: str, source: str, required: bool 
 def read_trace(path: Path) -> list[TraceRow]:
     """Rows of a trace CSV (header line; columns in TRACE_COLUMNS; empty cpus/mem_mb/time_min: the spec's)."""
     source = str(path)
+    text = _trace_text(path, source)
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with io.StringIO(text, newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in TRACE_COLUMNS[:6] if c not in header]
@@ -122,8 +127,26 @@ def read_trace(path: Path) -> list[TraceRow]:
                                      "many tasks"], source, TRACE_HINT)
                 rows.append(_row(r, line, source))
             return rows
+    except csv.Error as e:  # a field past csv's 128 KiB limit, a NUL byte
+        raise SpecError([f"line {max(reader.line_num, 1)}: not CSV ({e})"], source, TRACE_HINT) from None
+
+
+def _trace_text(path: Path, source: str) -> str:
+    """The file's text: a regular file (a FIFO or /dev/zero once hung `simulate`), at most
+    MAX_TRACE_BYTES, UTF-8."""
+    try:
+        with os.fdopen(open_regular(path, NAMED), "rb") as f:
+            data = f.read(MAX_TRACE_BYTES + 1)
     except OSError as e:
         raise SpecError([f"cannot read it: {e.strerror}"], source, TRACE_HINT) from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise SpecError([f"larger than {MAX_TRACE_BYTES // 2**20} MiB: no trace of {MAX_TASKS:,} tasks is"],
+                        source, TRACE_HINT)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SpecError([f"line {line}: byte {data[e.start]:#04x} is not UTF-8 text"], source, TRACE_HINT) from None
 
 
 def _row(r: dict[str, str], line: int, source: str) -> TraceRow:

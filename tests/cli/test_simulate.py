@@ -4,6 +4,7 @@ name the file and the key (exit 3)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,31 @@ def test_a_trace_cell_that_is_no_finite_number_is_exit_3_naming_the_line(
                      f"0,{cell},0,1,100,COMPLETED\n")
     code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "-w", str(trace))
     assert code == 3 and f"line 3, duration_s: {said}" in err, err
+
+
+HEADER = b"submit_s,duration_s,gpus,cpus,mem_mb,final_state\n"
+
+
+@pytest.mark.parametrize("trace, said", [
+    (HEADER + b"0,60,1,2,4000,COMPLETED\n\xff\xfe,60\n", "line 3: byte 0xff is not UTF-8 text"),
+    (HEADER + b"0,60,1,2," + b"9" * 200_000 + b",COMPLETED\n", "not CSV (field larger than field limit"),
+    ("fifo", "is a FIFO, not a file"),
+    ("/dev/zero", "is a character device, not a file"),
+])
+def test_a_hostile_trace_is_exit_3_saying_what_is_wrong(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spec: Path, tmp_path: Path,
+        trace: bytes | str, said: str) -> None:
+    """Issue 40's probe: bytes that are no UTF-8 and a 200 KB cell exited 1; a FIFO or /dev/zero
+    as the trace hung `simulate` (and the MCP tool) for ever."""
+    path = tmp_path / "trace.csv"
+    if trace == "fifo":
+        os.mkfifo(path)
+    elif isinstance(trace, bytes):
+        path.write_bytes(trace)
+    else:
+        path = Path(trace)
+    code, _, err = run_main(monkeypatch, capsys, "simulate", str(spec), "--workload", str(path))
+    assert code == 3 and said in err, err
 
 
 def test_a_cluster_file_runs_the_campaign_on_its_nodes(monkeypatch: pytest.MonkeyPatch,
