@@ -52,3 +52,16 @@ def test_nanogpt_resumes_from_its_own_checkpoint_directory_on_a_retry() -> None:
     evals = [(p["step"], p["val_loss"]) for p in got if "val_loss" in p]
     assert evals[0] == (1300, 2.2364) and evals[1] == (1200, 2.2535)  # attempt 2 starts from ckpt.pt's step
     assert evals[-1] == (2000, 2.0974)
+
+
+def test_timm_resumes_only_when_its_last_checkpoint_is_there_and_its_epochs_go_on() -> None:
+    spec = template("timm.yaml")
+    assert spec.checkpoint == "{checkpoint_dir}/run/last.pth.tar"
+    fresh = render(spec.tasks[0], spec.command, spec.env, None, attempt=2, run_dir=spec.run_dir, resume=False).argv
+    resumed = render(spec.tasks[0], spec.command, spec.env, None, attempt=2, run_dir=spec.run_dir, resume=True).argv
+    assert "--resume" not in fresh  # an empty `{resume?…}` argument is left out, not passed as ""
+    at = resumed.index("--resume")
+    assert resumed[at + 1] == "/home/u/pytorch-image-models/runs/timm/tasks/0/checkpoint/run/last.pth.tar"
+    assert resumed[:at] == fresh
+    got = points(spec, "timm_timeout_resume.txt")
+    assert [(p["step"], p["train_loss"]) for p in got] == [(11, 0.371), (12, 0.316), (13, 0.322), (14, 0.419)]
