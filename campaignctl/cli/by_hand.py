@@ -69,8 +69,8 @@ def _render(command: str, result: ByHandResult, json_out: bool) -> None:
         print_json(command, result.to_dict())
         return
     for d in result.decisions:
-        error = f": {d['error']}" if d["error"] else ""
-        console.print(f"task {d['task']}: {d['action']} ({d['status']}){error}", soft_wrap=True)
+        said = f": {d['error']}" if d["error"] else f", job {d['job_id']}" if d.get("job_id") else ""
+        console.print(f"task {d['task']}: {d['action']} ({d['status']}){said}", soft_wrap=True)
     for s in result.skipped:
         console.print(f"task {s['task']}: left as it is, {s['why']}", soft_wrap=True)
     if result.abandoned:

@@ -154,12 +154,12 @@ class Actor:
 
     def _slurm_step(self, ids: Sequence[int], failed_detail: dict[str, object], call: Callable[[], T],
                     applied: Callable[[T], dict[str, object]], job_id: str | None,
-                    owned: bool = True) -> Outcome:
-        """The protocol of every Slurm action on queued jobs: one not ours (`owned` False) or one
-        Slurm refuses is written `failed` with `failed_detail`; otherwise, past the crash point,
-        `applied(result)` records what changed in the store and gives the `applied` outcome's detail."""
-        if not owned:
-            self.log.write_outcomes(ids, "failed", failed_detail, NOT_OURS)
+                    not_ours: str = "") -> Outcome:
+        """The protocol of every Slurm action on queued jobs: one not ours (`not_ours` says why)
+        or one Slurm refuses is written `failed` with `failed_detail`; otherwise, past the crash
+        point, `applied(result)` records what changed in the store and gives the `applied` outcome's detail."""
+        if not_ours:
+            self.log.write_outcomes(ids, "failed", failed_detail, not_ours)
             return "failed", None
         try:
             result = call()
@@ -243,7 +243,7 @@ class Actor:
         return self._slurm_step(ids, {"array_job_id": group.array_job_id},
                                 lambda: slurm.update_pending(group.job_expression, group.scontrol_fields()),
                                 applied, group.array_job_id,
-                                self._owned(group.array_job_id, tokens[0].rsplit(".", 1)[0]))
+                                self._not_ours(group.array_job_id, tokens[0].rsplit(".", 1)[0]))
 
     def _throttle(self, group: ThrottleGroup, decision_id: int) -> Outcome:
         detail: dict[str, object] = {"array_job_id": group.array_job_id, "throttle": group.throttle}
@@ -255,7 +255,7 @@ class Actor:
         return self._slurm_step([decision_id], detail,
                                 lambda: slurm.set_array_throttle(group.array_job_id, group.throttle), applied,
                                 group.array_job_id,
-                                self._owned(group.array_job_id, group.decision.attempt_token.rsplit(".", 1)[0]))
+                                self._not_ours(group.array_job_id, group.decision.attempt_token.rsplit(".", 1)[0]))
 
     def _cancel(self, decision: Decision, decision_id: int) -> Outcome:
         """Cancel one element only if it is still in the state the decision saw (`only_if`); the
@@ -269,10 +269,10 @@ class Actor:
             return self._slurm_step([decision_id], detail,
                                     lambda: slurm.cancel_step_named(job_id, decision.attempt_token),
                                     lambda sent: {**detail, "sent": sent}, job_id,
-                                    self._owned(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
+                                    self._not_ours(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
         return self._slurm_step([decision_id], detail, lambda: slurm.cancel_if(job_id, state),
                                 lambda sent: {**detail, "sent": sent}, job_id,
-                                self._owned(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
+                                self._not_ours(job_id.partition("_")[0], decision.attempt_token.rsplit(".", 1)[0]))
 
     def _hold_or_release(self, decision: Decision, decision_id: int) -> Outcome:
         """Budget reached: hold every pending element of the campaign's arrays, then pause. Or
@@ -303,9 +303,18 @@ class Actor:
         return {q.array_job_id for q in self.queued()
                 if (t := token_of_job_name(q.name)) in tokens and q.name == job_name(self.record.name, str(t))}
 
-    def _owned(self, array_job_id: str, submission_token: str) -> bool:
-        return any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
-                   and q.name == job_name(self.record.name, submission_token) for q in self.queued())
+    def _not_ours(self, array_job_id: str, submission_token: str) -> str:
+        """'' when the array is queued under this user with the submission's name; else why it is
+        left alone. Slurm lets only a job's owner (or an operator) cancel or change it: a teammate's
+        `cancel` of a shared campaign leaves the owner's jobs to end on their own."""
+        if any(q.array_job_id == array_job_id and token_of_job_name(q.name) == submission_token
+               and q.name == job_name(self.record.name, submission_token) for q in self.queued()):
+            return ""
+        owner = self.store.submission(submission_token).submitted_by
+        if owner and owner != identity.user_name():
+            return (f"job {array_job_id} is {owner}'s, and Slurm lets only its owner (or an operator) change it: "
+                    f"left alone; it ends on its own, or {owner} runs the same command")
+        return NOT_OURS
 
     def repair(self, open_entries: Sequence[LoggedDecision]) -> int:
         """Finish a crashed tick: adopt/finish its submissions by token (and retry those Slurm

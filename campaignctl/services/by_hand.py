@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from campaignctl.adapters import identity, slurm
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import assess
 from campaignctl.core.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
@@ -22,6 +23,7 @@ from campaignctl.core.decision import Decision
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.governance import gate
 from campaignctl.core.observe import task_views
+from campaignctl.core.records import CampaignRecord
 from campaignctl.core.task_selection import select_tasks
 from campaignctl.core.tick import gate_needs
 from campaignctl.services.act import Actor
@@ -52,11 +54,11 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
     store = Store.open()
     record = find_campaign(store, name)
     require_may_act(store, record, "cancel")
-    if record.state in (*DONE, CANCELLING) and tasks is None:
+    who = identity.user_name()
+    if tasks is None and (record.state in DONE or (record.state == CANCELLING and not _unstopped(store, record))):
         raise ConflictError(f"campaign {name!r} is {record.state}: nothing to cancel",
                             "its stops are sent; the next `reconcile` ends it cancelled once its jobs have ended"
                             if record.state == CANCELLING else f"`campaignctl status {name}` shows how its tasks ended")
-    who = identity.user_name()
     with manual_tick(store, record, f"cancel {name}") as (log, tick_id, leased):
         history = store.history(record.id)
         views = task_views(history, log.decided_tokens(record.id))
@@ -72,6 +74,19 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
             store.set_campaign_state(record.id, CANCELLING if any(d.action == "stop" for d in decisions)
                                      else CANCELLED)
         return ByHandResult(name, "cancel", store.campaign_state(record.id), outcomes, _skipped(skipped), abandoned)
+
+
+def _unstopped(store: Store, record: CampaignRecord) -> bool:
+    """Whether a cancelling campaign still has something this user's `cancel` would do: an ended
+    attempt nobody answered, or a job of this user's no stop was applied to. A teammate's `cancel`
+    leaves the owner's jobs running (Slurm lets only their owner cancel them): the owner's own
+    `cancel` then stops them; a job of someone else's, or one already gone, is nothing to do here."""
+    views = task_views(store.history(record.id), DecisionLog(store.engine).decided_tokens(record.id))
+    decisions, _ = cancel_decisions(views, [v.index for v in views], "", "", whole=True)
+    if any(d.action != "stop" for d in decisions):
+        return True
+    mine = {q.array_job_id for q in slurm.own_queued_jobs()} if decisions else set()
+    return any(str(d.inputs.get("job_id") or "").partition("_")[0] in mine for d in decisions)
 
 
 def retry(name: str, tasks: Sequence[int] | None = None, states: Sequence[str] | None = None,
@@ -111,9 +126,12 @@ def _act(actor: Actor, decisions: list[Decision]) -> list[dict[str, object]]:
     if not decisions:
         return []
     array_of = {d.attempt_token: str(d.inputs.get("job_id") or "").partition("_")[0] or None for d in decisions}
-    outcomes = actor.act(decisions, array_of, new_token, None).in_order(("pending", None))
-    return [{"task": d.task_index, "action": d.action, "status": status, "error": error or ""}
-            for d, (status, error) in zip(decisions, outcomes, strict=True)]
+    acted = actor.act(decisions, array_of, new_token, None)
+    written = [i for i in acted.ids if i is not None]
+    errors = {e.id: e.error for e in actor.log.entries(actor.record.id, ids=written)} if written else {}
+    return [{"task": d.task_index, "action": d.action, "status": status, "error": errors.get(i or -1, ""),
+             "job_id": job or ""}
+            for d, i, (status, job) in zip(decisions, acted.ids, acted.in_order(("pending", None)), strict=True)]
 
 
 def _abandon_unsent(store: Store, campaign_id: int, name: str) -> list[str]:

@@ -1,6 +1,8 @@
 """Teams on one database (issue 15), with real Unix users on the real cluster: alice owns a
 campaign shared with group cctl-team, bob (in the group) runs `reconcile --all` from his own
 cron at the same moments as alice; carol (not in it) may read the campaign, never change it.
+The campaign is packed two tasks to a job (`pack: {per_job: 2}`): a teammate's tick reads the
+packed steps of alice's jobs and retries their failed tasks alone, as his own jobs (issue 40).
 
 The users are real (useradd; the test runs as root, as CI does) and each command runs as that
 user through `runuser` with the environment a cron line gives (`env -i`, our crontab words), so
@@ -31,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,7 +189,7 @@ tasks:
 resources: {{mem: 200M, time: "00:05:00"}}
 telemetry: {{interval: 0}}
 policy: {{use: default, rules: {{failed: {{backoff: 0}}}}}}
-""" + (f"share: {{group: {GROUP}}}\n" if share else ""))
+""" + (f"share: {{group: {GROUP}}}\npack: {{per_job: 2}}\n" if share else ""))
     shutil.chown(spec, owner, GROUP)
     os.chmod(spec, 0o640)
     return spec
@@ -277,6 +280,11 @@ def run_scenario(team: Team, actors: tuple[str, ...]) -> None:
     assert failed == [], failed  # 75: the database or Slurm was busy, try again: never a crash (1)
     assert campaign_state(team.name) == "finished", ticks[-2:]
     assert attempts_per_task(team.name) == {t: 2 for t in range(TASKS)}  # each task retried exactly once
+    store = Store.open()
+    record = store.campaign(team.name)
+    assert record is not None
+    first = [s for s in store.submissions(record.id) if s.kind == "initial"]
+    assert first and all(s.pack for s in first) and sum(s.size for s in first) == TASKS  # packed, 2 a job
     assert retry_submitters(team.name) <= set(actors)  # each acting user's retries are its own jobs
     if len(actors) == 1:
         assert retry_submitters(team.name) == set(actors)
@@ -304,3 +312,59 @@ def test_one_user_reconciling_a_shared_campaign(team: Team, actor: str) -> None:
     give without the race (ticks racing each other need the per-campaign lease). With bob, every
     retry is his job: it reads alice's staged environment and writes into her run directory."""
     run_scenario(team, (actor,))
+
+
+def test_a_teammate_retries_a_given_up_task_and_cancels_the_shared_campaign(team: Team) -> None:
+    """Issue 40: `retry` and `cancel` by another Unix user, in a shared (and packed) campaign.
+    Alice's job runs task 0 (a bug, given up) beside task 1 (running for 2 minutes). Bob retries
+    task 0: the retry is his own job. Bob cancels the campaign: his job is stopped; Alice's is not
+    (Slurm lets only its owner cancel it), and the command says whose it is. Alice's own cancel then
+    stops it (it used to exit 5: "nothing to cancel"), and the campaign ends cancelled."""
+    spec = team.project / "mixed.yaml"
+    name = f"{team.name}-mixed"
+    spec.write_text(spec_for(team, team.project, ALICE).read_text().replace(team.name, name)
+                    .replace("tasks:\n" + "\n".join("  - {mode: flaky, mb: 0}" for _ in range(TASKS)),
+                             "tasks:\n  - {mode: bug, mb: 0}\n  - {mode: late_flaky, mb: 120}"))
+    shutil.chown(spec, ALICE, GROUP)
+    assert team.cctl(ALICE, "submit", str(spec)).returncode == 0
+
+    def tasks() -> dict[int, dict[str, Any]]:
+        shown = team.cctl(ALICE, "status", name, "--json")
+        return {t["index"]: t for t in json.loads(shown.stdout)["data"]["tasks"]}
+
+    def given_up_beside_a_running_one() -> bool:
+        team.cctl(ALICE, "reconcile", name)
+        now = tasks()
+        return "give_up" in now[0]["last_decision"] and now[1]["state"] == "RUNNING"
+    deadline = time.monotonic() + 90
+    while not given_up_beside_a_running_one():
+        assert time.monotonic() < deadline, tasks()
+        time.sleep(2)
+
+    retried = team.cctl(BOB, "retry", name, "--task", "0", "--reason", "bob fixed the data path")
+    assert retried.returncode == 0, retried.stderr
+    assert "task 0: retry (applied), job " in retried.stdout, retried.stdout
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    [bobs] = [s for s in store.submissions(record.id) if s.submitted_by == BOB]
+    owner = subprocess.run(["squeue", "-h", "-j", str(bobs.job_id), "-o", "%u"], capture_output=True, text=True,
+                           check=False).stdout.split()
+    assert owner in ([BOB], []), owner  # his job (or already gone: a bug exits at once)
+
+    cancelled = team.cctl(BOB, "cancel", name, "--reason", "wrong dataset")
+    assert cancelled.returncode == 0, cancelled.stderr
+    alices_job = tasks()[1]["job_id"].partition("_")[0]
+    assert (f"task 1: stop (failed): job {alices_job} is {ALICE}'s, and Slurm lets only its owner (or an operator) "
+            "change it") in cancelled.stdout.replace("\n", " "), cancelled.stdout
+    assert tasks()[1]["state"] == "RUNNING"  # left alone
+
+    mine = team.cctl(ALICE, "cancel", name)
+    assert mine.returncode == 0 and "task 1: stop (applied)" in mine.stdout, mine.stdout + mine.stderr
+    again = team.cctl(ALICE, "cancel", name)
+    assert again.returncode == 5, again.stdout + again.stderr  # every stop sent: nothing left to cancel
+    deadline = time.monotonic() + 90
+    while campaign_state(name) != "cancelled":
+        assert time.monotonic() < deadline, tasks()
+        team.cctl(BOB, "reconcile", name)
+        time.sleep(2)
