@@ -368,3 +368,48 @@ def test_a_teammate_retries_a_given_up_task_and_cancels_the_shared_campaign(team
         assert time.monotonic() < deadline, tasks()
         team.cctl(BOB, "reconcile", name)
         time.sleep(2)
+
+
+def test_a_teammates_ticks_run_a_shared_search_to_its_end(team: Team) -> None:
+    """Issue 40: a search in a shared campaign, ticked by another Unix user: alice submits it (its
+    first tick asks the first trials as her jobs); bob's ticks alone tell every trial once and ask
+    the rest, as his own jobs, until it finishes."""
+    name = f"{team.name}-search"
+    shutil.copy(HERE / "toy_trainer.py", team.project / "toy_trainer.py")
+    spec = team.project / "search.yaml"
+    spec.write_text(f"""\
+name: {name}
+command: [{team.python}, toy_trainer.py, "{{lr}}", "{{width}}", --dropout, "{{dropout}}", --steps, "2", --gpu-mb, "100"]
+resources: {{gpus: 1, mem: 200M, time: "00:05:00"}}
+telemetry: {{interval: 0}}
+share: {{group: {GROUP}}}
+search:
+  sampler: tpe
+  metric: val_loss
+  trials: 5
+  parallel: 2
+  seed: 1
+  space:
+    lr: {{loguniform: [1.0e-5, 1.0e-1]}}
+    width: {{int: [16, 256]}}
+    dropout: {{uniform: [0.0, 0.5]}}
+""")
+    shutil.chown(spec, ALICE, GROUP)
+    submitted = team.cctl(ALICE, "submit", str(spec))
+    assert submitted.returncode == 0 and "asked the first 2 trial(s)" in submitted.stdout, submitted.stdout
+    deadline = time.monotonic() + 240
+    while campaign_state(name) != "finished":
+        assert time.monotonic() < deadline, team.cctl(ALICE, "status", name).stdout
+        ticked = team.cctl(BOB, "reconcile", name)
+        assert ticked.returncode in (0, 1, 75), ticked.stderr
+        time.sleep(2)
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    entries = DecisionLog(store.engine).entries(record.id)
+    assert sorted(e.task_index for e in entries if e.action == "ask") == [0, 1, 2, 3, 4]
+    assert sorted(e.task_index for e in entries if e.action == "tell") == [0, 1, 2, 3, 4]
+    by = {s.submitted_by for s in store.submissions(record.id)}
+    assert by == {ALICE, BOB}, by  # the first trials hers (submit's tick), the rest his
+    verified = team.cctl(BOB, "log", "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
