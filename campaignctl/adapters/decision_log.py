@@ -15,6 +15,7 @@ from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, insert
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.core import chain
 from campaignctl.core.actions import RECORD_ONLY
+from campaignctl.core.answers import ACTING, ANSWERS
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import Cancel, Params, Stop, Verdict, params_of
@@ -23,13 +24,11 @@ from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
 
-# Decisions that answer an attempt for good. A stop (early stopping) answers it once carried out,
-# or about to be (no outcome yet, no approval awaited): one that failed, waits for approval, was
-# rejected or expired leaves the attempt to the other rules.
-ACTING = ("resubmit", "give_up", "stop")
-# The two that answer it whatever their outcome: the schema allows one of them per attempt
-# (migration 011's unique index: PostgreSQL names it, SQLite names its column).
-ANSWERS = ("resubmit", "give_up")
+# core/answers.py: ACTING answer an attempt for good, a stop (early stopping) once carried out or
+# about to be (no outcome yet, no approval awaited): one that failed, waits for approval, was
+# rejected or expired leaves the attempt to the other rules. ANSWERS answer it whatever their
+# outcome: the schema allows one of them per attempt (migration 011's unique index: PostgreSQL
+# names it, SQLite names its column).
 ONE_ANSWER = ("decisions_one_answer", "decisions.attempt_token")
 
 

@@ -15,16 +15,12 @@ from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskVi
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
-from campaignctl.core.policy import Policy, Rule
+from campaignctl.core.policy import CAUSE_OF_STATE, Policy, Rule
 from campaignctl.core.resources import with_fields
 from campaignctl.core.siblings import Raise, SiblingFacts, plan_raise
 from campaignctl.core.spec import Resources
 from campaignctl.core.suspects import blamed, suspect_nodes
 
-# Domain state → the policy rule that answers it. COMPLETED, PENDING, RUNNING need no decision.
-CAUSE_OF_STATE = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout", "NODE_FAIL": "node_fail",
-                  "BOOT_FAIL": "boot_fail", "PREEMPTED": "preempted", "FAILED": "failed",
-                  "CANCELLED": "cancelled", "DEADLINE": "deadline", "LOST": "lost"}
 NODE_CAUSES = ("node_fail", "boot_fail")
 LOST = "LOST"  # not in sacct nor squeue for longer than the policy's grace period
 

@@ -11,6 +11,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.answers import SETTLING
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decision import Decision
@@ -37,7 +38,6 @@ def rung_names(settings: CampaignSettings) -> list[str]:
 
 # --- promotion ------------------------------------------------------------------------------
 
-SETTLED_ANSWERS = ("give_up", "stop")  # decisions that end a task for good (stop: early stopping)
 RULE = "promotion"
 
 
@@ -55,7 +55,7 @@ class TaskEnd:
     @property
     def settled(self) -> bool:
         """Ended for good, and its metrics all read: a promotion or a search's tell reads its final value."""
-        ended = self.state == "COMPLETED" or (self.state in FINAL | {UNKNOWN} and self.answer in SETTLED_ANSWERS)
+        ended = self.state == "COMPLETED" or (self.state in FINAL | {UNKNOWN} and self.answer in SETTLING)
         return ended and not self.reading
 
 

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.answers import ANSWERS
 from campaignctl.core.notify_config import Notify, notify_from_dict, read_notify
 from campaignctl.core.output_causes import (
     BUILTIN_CAUSES,
@@ -39,11 +40,14 @@ from campaignctl.core.reader import Reader
 from campaignctl.core.right_size_section import RightSize, read_right_size, right_size_from_dict
 from campaignctl.core.safety import IDENTIFIER, SLURM_WORD
 
+# Domain state → the policy rule that answers it (COMPLETED, PENDING, RUNNING need no decision).
 # Rule names are the causes a policy answers, in the words sacct uses (lower case), plus `lost`:
 # a job that is in neither sacct nor squeue for longer than `unknown_grace`.
-CAUSES = ("out_of_memory", "timeout", "node_fail", "boot_fail", "preempted", "failed",
-          "cancelled", "deadline", "lost")
-ACTIONS = ("resubmit", "give_up")
+CAUSE_OF_STATE = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout", "NODE_FAIL": "node_fail",
+                  "BOOT_FAIL": "boot_fail", "PREEMPTED": "preempted", "FAILED": "failed",
+                  "CANCELLED": "cancelled", "DEADLINE": "deadline", "LOST": "lost"}
+CAUSES = tuple(CAUSE_OF_STATE.values())
+ACTIONS = ANSWERS  # what a rule may answer an ended attempt with (core/answers.py)
 RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor", "mem_cap",
              "time_factor", "time_cap", "exclude_failed_node", "retry_exit_codes",
              "resize_pending", "counts_as_failure", "mode", "params")

@@ -33,6 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.answers import ANSWERS
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decision import Decision
@@ -59,8 +60,6 @@ from campaignctl.core.spec import Resources
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_facts
 from campaignctl.core.training_metrics import curves_by_task
-
-ANSWERS = ("resubmit", "give_up")  # decisions that answer an attempt for good
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.answers import ANSWERS
 from campaignctl.core.cost import Amount, hourly
 from campaignctl.core.decision_params import Ask, Cancel, Pair, Params, Resubmit, Tell, changes_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.recorded import RecordedDecision
-from campaignctl.core.replay import ANSWERS, ReplayedDecision
+from campaignctl.core.replay import ReplayedDecision
 from campaignctl.core.spec import Resources
 
 CHANGED, ONLY_ACTUAL, ONLY_REPLAY, DELAYED = "changed", "only_actual", "only_replay", "delayed"

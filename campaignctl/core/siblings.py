@@ -36,7 +36,7 @@ MIN_EVIDENCE = 8  # first attempts ended in a group before its share counts
 COSTLY_SHARE = 0.5  # a raise that fits fewer tasks per node needs this share of the group failing so
 SEPARATES = 2.0  # a parameter value whose share is this × the campaign's is the group
 CAMPAIGN = ("", "")  # the shares' key of the whole campaign
-CAUSES = {"OUT_OF_MEMORY": "out_of_memory", "TIMEOUT": "timeout"}
+RAISING = ("OUT_OF_MEMORY", "TIMEOUT")  # the ends whose retry may raise its pending siblings too
 NOT_STARTED = ("PENDING", "SUBMITTING", "ABANDONED", "NOT_SUBMITTED")
 
 
@@ -161,7 +161,7 @@ def trigger_of(latest: Iterable[tuple[int, str]]) -> int | None:
     """Of the unanswered latest attempts (number, state), the index of the first that may raise
     pending work (a first attempt's OOM or TIMEOUT: a retry's raises nothing), or None: a tick
     reads sinfo and the shares only then."""
-    return next((i for i, (number, state) in enumerate(latest) if number == 1 and state in CAUSES), None)
+    return next((i for i, (number, state) in enumerate(latest) if number == 1 and state in RAISING), None)
 
 
 @dataclass(frozen=True, slots=True)

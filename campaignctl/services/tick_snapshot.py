@@ -17,6 +17,7 @@ from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
+from campaignctl.core.answers import SETTLING
 from campaignctl.core.clock import read_time
 from campaignctl.core.decision import TaskView
 from campaignctl.core.governance import Awaiting
@@ -97,7 +98,7 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
 
 def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, TaskEnd]:
     """Every started task's latest attempt, and the enforced decision that ended it for good."""
-    answers = {e.attempt_token: e.action for e in log.entries(campaign_id, actions=("give_up", "stop"))
+    answers = {e.attempt_token: e.action for e in log.entries(campaign_id, actions=SETTLING)
                if e.mode == "enforce"}
     latest = {a.task_index: a for a in store.attempts(campaign_id)
               if a.submission_state != "abandoned" or a.token in answers}

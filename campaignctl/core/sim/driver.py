@@ -29,10 +29,10 @@ from dataclasses import replace
 from datetime import datetime
 
 from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import CAUSE_OF_STATE, campaign_excluded_nodes, sibling_raises
+from campaignctl.core.decide import campaign_excluded_nodes, sibling_raises
 from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.policy import Policy
+from campaignctl.core.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.right_size import RULE as RIGHT_SIZE

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
+from campaignctl.core.answers import ANSWERS
 from campaignctl.core.clock import stamp
 from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
 from campaignctl.core.decision_params import Ask, Cancel, Resubmit, Throttle
@@ -380,7 +381,7 @@ class Engine:
             retries.append((task, 1, d.resources or self.setup.resources, {**self.setup.search.fixed, **{
                 k: v for k, v in asked.params.items() if isinstance(v, SCALAR_TYPES)}}))
             return True
-        if d.action in ("resubmit", "give_up"):
+        if d.action in ANSWERS:
             self.decided.add(d.attempt_token)
             self.unanswered.discard(task)
             self._views.pop(task, None)

@@ -14,6 +14,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from campaignctl.core.answers import SETTLING
 from campaignctl.core.decision import Decision
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import Scalar
@@ -23,7 +24,8 @@ from campaignctl.core.sim.scheduler import Job
 
 OPTIMUM = 1.0
 WRONG_CHOICE = 0.25
-ANSWERS = {"given_up": "give_up", "stopped": "stop"}  # the engine's settled → the decision that settled it
+# the engine's word for a settled task → the decision that settled it (core/answers.py: SETTLING)
+SETTLED_BY = dict(zip(("given_up", "stopped"), SETTLING, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class SimSearch:
 
     def ends(self, jobs: list[list[Job]], settled: Mapping[int, str]) -> dict[int, TaskEnd]:
         """Every started trial's latest attempt, and what settled it."""
-        return {task: TaskEnd(task, attempts[-1].token, attempts[-1].state, ANSWERS.get(settled.get(task, ""), ""))
+        return {task: TaskEnd(task, attempts[-1].token, attempts[-1].state, SETTLED_BY.get(settled.get(task, ""), ""))
                 for task, attempts in enumerate(jobs) if attempts}
 
     def curves(self, jobs: list[list[Job]]) -> dict[int, tuple[tuple[int, float], ...]]:
