@@ -29,6 +29,7 @@ import os, signal, sys, time
 if os.environ["CAMPAIGNCTL_ATTEMPT"] == "1":
     if sys.argv[1] == "self":
         os.kill(os.getpid(), signal.SIGTERM)  # the program dies of TERM
+    open(os.path.join(os.environ["CAMPAIGNCTL_CHECKPOINT_DIR"], "started"), "w").close()
     time.sleep(300)  # "scancel": waits for `scancel --signal=TERM` to its step
 print("ok on attempt", os.environ["CAMPAIGNCTL_ATTEMPT"])
 """
@@ -59,6 +60,11 @@ policy: {{use: default, rules: {{failed: {{retry_exit_codes: [143], backoff: 2s}
         reconcile(name)
         return latest(name)[1].state == "RUNNING"
     wait_for("task 1 to run", scancel_one_running, timeout_s=180)
+    # RUNNING in sacct comes before the program does: a TERM sent to the job's steps before its
+    # step exists reaches nothing, and the program then sleeps its 300 s (the likely cause of
+    # this test's one 300-s timeout, in a slow CI run)
+    started = tmp_path / "runs" / name / "tasks" / "1" / "checkpoint" / "started"
+    wait_for("task 1's program to start", started.exists, timeout_s=120)
     running = latest(name)[1]
     assert status(name).tasks[1].exit_code is None  # RUNNING: no exit code shown
     # what a site's admin or a preemption script does: TERM to the job's steps (not the batch shell)
