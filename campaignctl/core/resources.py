@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -74,6 +75,16 @@ class Resources:
         leaves room, less for a 3-minute limit, none at all under that."""
         delay = min(WARNING_SIGNAL_S, self.time_min * 60 - SLURM_SIGNAL_SLACK_S - STARTUP_GRACE_S)
         return delay if delay >= MIN_WARNING_SIGNAL_S else None
+
+    @property
+    def least_time_for_its_signal_min(self) -> int:
+        """The shortest time limit a job submitted with these resources may be given in place
+        (`scontrol update TimeLimit=`): its `--signal=USR2@N` stays as submitted (scontrol cannot
+        change it), so a shorter limit moves the signal into the task's first minute, where it
+        kills the task with exit 140 before the runner ignores it (seen in CI: a pending element
+        lowered from 10 to 2 minutes got USR2 at its start). 0 when it has no signal."""
+        delay = self.warning_signal_delay_s
+        return 0 if delay is None else math.ceil((delay + SLURM_SIGNAL_SLACK_S + STARTUP_GRACE_S) / 60)
 
 
 WARNING_SIGNAL_S = 90  # submitit's default, ample for a checkpoint

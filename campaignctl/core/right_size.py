@@ -145,6 +145,9 @@ def plan_lowering(views: Sequence[TaskView], samples: Sequence[UsageSample], sec
         if a.state != "PENDING" or a.array_job_id is None or a.token in lowered:
             continue
         sizing = propose(by_group.get(group_of_task.get(view.index, ""), []), lowering, a.resources)
+        if sizing is not None and sizing.time_min < (floor := a.resources.least_time_for_its_signal_min):
+            sizing = replace(sizing, time_min=min(floor, a.resources.time_min),
+                             evidence={**sizing.evidence, "signal_floor_min": floor})
         if sizing is None or (sizing.mem_mb, sizing.time_min) == (a.resources.mem_mb, a.resources.time_min):
             continue
         out.append(_lowering(view.index, a.token, a.job_id, a.array_job_id, a.resources, sizing))

@@ -85,9 +85,25 @@ def test_pending_siblings_that_over_ask_are_lowered_once_each() -> None:
     assert [(d.task_index, d.action, d.rule) for d in decisions] == [(3, "resize_pending", "right_size"),
                                                                       (4, "resize_pending", "right_size")]
     d = decisions[0]
-    assert d.params["changes"] == {"mem_mb": [1024, 256], "time_min": [10, 2]}
-    assert d.params["array_job_id"] == "40" and d.resources == Resources(mem_mb=256, time_min=2)
-    assert "lowered to 256M / 2 min" in d.reason and d.inputs["samples"] == 3
+    # the samples call for 2 minutes, but the job went out with --signal=USR2@90 (10 minutes asked),
+    # which scontrol cannot move: under 4 minutes the signal could come in the task's first minute
+    assert d.params["changes"] == {"mem_mb": [1024, 256], "time_min": [10, 4]}
+    assert d.params["array_job_id"] == "40" and d.resources == Resources(mem_mb=256, time_min=4)
+    assert "lowered to 256M / 4 min" in d.reason and d.inputs["samples"] == 3
+    assert d.inputs["signal_floor_min"] == 4 and d.inputs["proposed"] == {"mem_mb": 256, "time_min": 2}
+
+
+@pytest.mark.parametrize(("asked_min", "lowered_min"), [(10, 4), (4, 4), (3, 3), (2, 2)])
+def test_a_pending_jobs_time_is_never_lowered_past_where_its_warning_signal_would_come_at_its_start(
+        asked_min: int, lowered_min: int) -> None:
+    """3 minutes asked: USR2@60 (3 min is the least that allows it); 2: no signal, free to lower."""
+    [d] = plan_lowering([pending(3, "t.3", Resources(mem_mb=1024, time_min=asked_min))], USED_150, ON,
+                        {3: "rung 0"}, set())
+    assert d.resources is not None and d.resources.time_min == lowered_min
+    assert ("time_min" in d.params["changes"]) == (asked_min != lowered_min)
+    signal = Resources(time_min=asked_min).warning_signal_delay_s
+    if signal is not None:  # the lowered limit still leaves the signal a minute after start, at worst
+        assert lowered_min * 60 - signal - 60 >= 60
 
 
 def test_lowering_never_raises_and_uses_only_the_tasks_own_group() -> None:

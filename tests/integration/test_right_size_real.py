@@ -140,11 +140,11 @@ def test_early_tasks_far_under_their_limit_lower_the_pending_siblings_in_place(
     for line in pending:  # the lowered elements that are still pending hold the new limits
         element, mem, limit = line.split("|")
         if element.split("_")[1] in decided:
-            assert (mem, limit) == (new_mem, "2:00"), line
-    assert any(line.split("|")[1:] == [new_mem, "2:00"] for line in pending), pending
+            assert (mem, limit) == (new_mem, "4:00"), line  # 10 min asked: USR2@90 stays, 4 min is the least
+    assert any(line.split("|")[1:] == [new_mem, "4:00"] for line in pending), pending
     ticking_until_finished(name, timeout_s=300)
-    # (once, in CI with all four suites at once, one attempt ended FAILED: what Slurm and the
-    # program said of it goes into the message, so that a recurrence names its cause)
+    # (twice in CI, lowered to 2 minutes, an attempt ended FAILED 140: the USR2 submitted with the
+    # 10-minute limit came at its start; the message names any non-COMPLETED attempt's evidence)
     assert {row.state for row in history(name)} == {"COMPLETED"}, [
         (r.task_index, r.attempt_number, r.state, r.slurm_state, r.exit_code, r.max_rss, r.elapsed_s,
          r.resources_json, r.cause, r.evidence) for r in history(name) if r.state != "COMPLETED"]
