@@ -4,7 +4,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,7 +13,10 @@ import sqlalchemy as sa
 
 from campaignctl import cli
 from campaignctl.adapters import proc, slurm
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
+from campaignctl.adapters.store import Store
+from campaignctl.core.starts import ACTION as START
 from tests.fakeslurm import FakeSlurm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,6 +203,21 @@ def write_spec(directory: Path, text: str, name: str = "spec.yaml") -> Path:
     path = directory / name
     path.write_text(text)
     return path
+
+
+def logged(name: str, starts: bool = False) -> list[LoggedDecision]:
+    """The decisions the log holds for campaign `name`, oldest first; without `starts`, less the
+    `start` decisions of its first arrays, with which every campaign's log begins."""
+    store = Store.open()
+    record = store.campaign(name)
+    assert record is not None
+    entries = DecisionLog(store.engine).entries(record.id)
+    return entries if starts else without_starts(entries)
+
+
+def without_starts(entries: Iterable[LoggedDecision]) -> list[LoggedDecision]:
+    """`entries` less the `start` decisions of campaigns' first arrays (core/starts.py)."""
+    return [e for e in entries if e.action != START]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from campaignctl.adapters import proc
 from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
+from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.sacct import SACCT_FIELDS, Observed, Reading, observe_jobs
 from campaignctl.core.siblings import NodeShape, parse_node_shapes
 from campaignctl.core.site_limits import may_be_submit_limit, names_submit_limit
@@ -24,7 +25,6 @@ from campaignctl.core.site_limits import submit_limit as read_submit_limit
 from campaignctl.core.slurm_version import SlurmVersion, parse_version
 from campaignctl.core.suspects import EVENT_FIELDS
 
-DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
 _SKIPPED: list[str] = []  # every output line a parser skipped in this process, "command: why: line"
 SHOWN_SKIPS = 5  # skipped lines a tick or status quotes; its count covers them all
 

@@ -222,9 +222,11 @@ class Store:
                 for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
                      res, sub, sub_state, created, params, own, cause, evidence, packed) in rows]
 
-    def tasks_started(self, campaign_id: int, below: int | None = None) -> int:
-        """How many of the campaign's tasks (those with an index under `below`) have at least one attempt."""
+    def tasks_started(self, campaign_id: int, below: int | None = None, abandoned: bool = True) -> int:
+        """How many of the campaign's tasks (those with an index under `below`) have at least one
+        attempt (not counting those whose submission was abandoned before reaching Slurm, unless `abandoned`)."""
         within = [tasks.c.task_index < below] if below is not None else []
+        within += [] if abandoned else [attempts.c.state != "ABANDONED"]
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count(sa.distinct(attempts.c.task_id)))
                                     .join(tasks, tasks.c.id == attempts.c.task_id)

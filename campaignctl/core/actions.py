@@ -21,10 +21,12 @@ from campaignctl.core.decision_params import (
     ResizePending,
     Resubmit,
     Retry,
+    Start,
     Stop,
     Throttle,
     changes_of,
 )
+from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec import Resources
 
@@ -46,8 +48,8 @@ RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_curre
                "size_first", "pack", "tell")
 # carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
 # in the next rung, its first attempt), a search's new trial (its task's first attempt), a
-# person's `campaignctl retry`
-SUBMITTING = ("resubmit", "promote", "ask", "retry")
+# person's `campaignctl retry`, a start (a chunk of tasks' first attempts, core/starts.py)
+SUBMITTING = ("resubmit", "promote", "ask", "retry", "start")
 CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to move it, or to stop it for good
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
@@ -105,12 +107,14 @@ class ActionPlan:
     cancels: tuple[SingleGroup, ...] = ()
 
     def planned(self) -> list[tuple[Decision, str]]:
-        """Every decision with the token of the group that carries it out ('' if recorded only)."""
+        """Every decision with the token of the group that carries it out ('' if recorded only; a
+        start's size_first and pack records: the start's submission, which they describe)."""
         out = [(d, g.token) for g in self.resubmits for d in g.decisions]
         out += [(d, g.token) for g in self.resizes for d in g.decisions]
         out += [(g.decision, g.token) for g in self.throttles]
         out += [(g.decision, g.token) for g in (*self.holds, *self.cancels)]
-        return out + [(d, "") for d in self.recorded]
+        starts = {d.attempt_token: g.token for g in self.resubmits for d in g.decisions if d.action == "start"}
+        return out + [(d, starts.get(d.attempt_token, "")) for d in self.recorded]
 
 
 def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], str | None],
@@ -119,8 +123,12 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     by_resources: dict[tuple[Resources, str], list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
+    resubmits = []
     for d in decisions:  # by what its params say it is (core/decision_params.py)
         match d.typed:
+            case Start(tasks=tasks, throttle=throttle) as p if d.resources is not None and tasks:
+                shape = PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None
+                resubmits.append(ResubmitGroup(new_token(), d.resources, ArrayChunk(tasks, throttle, shape), (d,)))
             case Ask(after=after) if d.resources is not None:
                 by_resources.setdefault((d.resources, after), []).append(d)
             case Resubmit() | Promote() | Retry() if d.resources is not None:
@@ -135,7 +143,6 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                 cancels.append(SingleGroup(new_token(), d))
             case _:
                 recorded.append(d)
-    resubmits = []
     for (resources, after), group in by_resources.items():
         by_task = {d.task_index: d for d in group}
         for chunk in plan_chunks(sorted(by_task), max_array_size, max_parallel):

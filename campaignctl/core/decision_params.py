@@ -172,6 +172,19 @@ class PackTasks:
 
 
 @dataclass(frozen=True, slots=True)
+class Start:
+    """A chunk of first attempts (core/starts.py): one new array of `tasks`, `per_element` of
+    them to an element (packed when above 1), throttled to `throttle`."""
+
+    tasks: tuple[int, ...] = ()
+    throttle: int | None = None
+    group: str = ""
+    per_element: int = 1
+    per_gpu: int = 1
+    cpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class MakeCurrent:
     revision: int = 0
     target_revision: int = 0
@@ -186,7 +199,7 @@ class Unknown:
 
 Params: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
                      | Throttle | Promote | Retire | Ask | Tell | KnownGood | Verdict | Retry | SizeFirst | PackTasks
-                     | MakeCurrent | Unknown)
+                     | MakeCurrent | Start | Unknown)
 
 def resources_of(p: Params) -> Resources | None:
     """The resources a decision gives, where its params name them (a gated decision's always)."""
@@ -208,6 +221,7 @@ RECORDS: dict[str, type[Params]] = {
     "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
     "promote": Promote, "retire": Retire, "ask": Ask, "tell": Tell, "mark_known_good": KnownGood, "approve": Verdict,
     "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "pack": PackTasks, "make_current": MakeCurrent,
+    "start": Start,
 }
 
 # version n → n + 1, applied in turn to a row written at an older version: (action, raw) → raw

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from campaignctl.core.pack_plan import PackShape
 
+DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5): MaxArraySize default
+
 
 @dataclass(frozen=True, slots=True)
 class ArrayChunk:

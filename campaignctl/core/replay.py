@@ -37,11 +37,12 @@ from campaignctl.core.answers import ANSWERS
 from campaignctl.core.by_hand import MANUAL_RULE, RETRY
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Alert, Ask, Promote, ResizePending, Retire, Tell, Throttle
+from campaignctl.core.decision_params import Alert, Ask, Promote, ResizePending, Retire, Start, Tell, Throttle
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
 from campaignctl.core.observe import params_parser, resources_parser, task_views
+from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.policy import Policy
 from campaignctl.core.recorded import (
     CampaignHistory,
@@ -51,14 +52,18 @@ from campaignctl.core.recorded import (
     RecordedTick,
 )
 from campaignctl.core.records import AttemptFacts, HistoryRow
+from campaignctl.core.resources import resources_from
 from campaignctl.core.right_size import ENDED, UsageSample, groups
 from campaignctl.core.sacct_values import rss_mb
 from campaignctl.core.search import Sampler, Trial, trials_of
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.siblings import NodeShape, SiblingFacts, tally_first_ends
 from campaignctl.core.spec import Resources
+from campaignctl.core.starts import ACTION as START
+from campaignctl.core.starts import StartFacts, Unstarted
 from campaignctl.core.telemetry import Summary
-from campaignctl.core.tick import Needs, TickSnapshot, decide_tick, needs, with_facts
+from campaignctl.core.tick import decide_tick, needs
+from campaignctl.core.tick_facts import Needs, TickSnapshot, with_facts
 from campaignctl.core.training_metrics import curves_by_task
 
 
@@ -80,7 +85,8 @@ class Timeline:
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
         self._born = {d.group_token: d.tick_id for d in enforced
-                      if d.action in ("resubmit", "promote", "ask", RETRY) and d.group_token}
+                      if d.action in ("resubmit", "promote", "ask", RETRY, START) and d.group_token}
+        self._starts = [d for d in enforced if d.action == START]
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:
             if d.status == "applied" and isinstance(d.typed, ResizePending) and "resources" in d.params:
@@ -103,9 +109,10 @@ class Timeline:
 
     def exists(self, attempt: RecordedAttempt, tick: RecordedTick) -> bool:
         born = self._born.get(attempt.submission_token)
-        if attempt.submission_kind in ("retry", "promotion", "trial") and born is not None:
+        if attempt.submission_kind in ("retry", "promotion", "trial", "initial") and born is not None:
             return tick.id > born
-        return attempt.created_at <= tick.started_at  # an initial array, or a retry approved later
+        # an initial array of a release before first arrays were start decisions, or a retry approved later
+        return attempt.created_at <= tick.started_at
 
     def observation(self, attempt: RecordedAttempt, tick_id: int) -> RecordedObservation | None:
         return self._last_obs(attempt.id, tick_id)
@@ -160,6 +167,7 @@ class Timeline:
         views = task_views(rows, set(answers))
         facts = self.log_facts(tick.id)
         latest = {r.task_index: r for r in rows}  # rows are ordered by attempt: the last one wins
+        first = settings.first_tasks
         return TickSnapshot(
             campaign_state=state, revision=0, settings=settings, views=tuple(views),
             requests=facts.requests,
@@ -174,7 +182,8 @@ class Timeline:
                        for i, r in latest.items()},
             promoted_rungs=frozenset(promoted),
             forced_rungs=facts.forced_rungs,
-            tasks_started=len(latest), trials=tuple(trials), sampler=sampler)
+            tasks_started=len(latest), trials=tuple(trials), sampler=sampler,
+            unstarted=first - sum(1 for i in latest if i < first))
 
     def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
         """The lazy facts as far as they were recorded: squeue's reasons and sinfo's free GPUs
@@ -192,7 +201,20 @@ class Timeline:
         curves = {m: curves_by_task(seen, m) for m in wanted.metrics}
         samples = self._samples(tick, snapshot) if wanted.right_size else None
         return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
-                          samples, siblings=self._siblings(tick) if wanted.siblings else None)
+                          samples, siblings=self._siblings(tick) if wanted.siblings else None,
+                          starts=self._start_facts(tick, snapshot.settings) if wanted.starts else None)
+
+    def _start_facts(self, tick: RecordedTick, settings: CampaignSettings) -> StartFacts:
+        """The unstarted tasks as the tick's start decisions recorded them (the spec's request, the
+        group, MaxArraySize). The profile's samples are other campaigns' and not in this history:
+        right_size and `pack: auto` replay as if it had none."""
+        recorded = [d for d in self._starts if d.tick_id == tick.id]
+        tasks = [Unstarted(t, resources_from(d.inputs.get("spec_resources")) or Resources(),
+                           str(d.inputs.get("group", ""))) for d in recorded if isinstance(p := d.typed, Start)
+                 for t in p.tasks]
+        arrays = [v for d in recorded if isinstance(v := d.inputs.get("max_array_size"), int)]
+        return StartFacts(tuple(tasks), max(arrays, default=DEFAULT_MAX_ARRAY_SIZE), settings.max_parallel,
+                          settings.pack)
 
     def _siblings(self, tick: RecordedTick) -> SiblingFacts:
         """The nodes a retry of this tick was sized by (its decision recorded them; none: unknown,
@@ -255,7 +277,7 @@ class Timeline:
 
 CAUSE_ACTIONS = (*ANSWERS, "resize_pending")  # what the cause rules (`decide`) make
 TICK_ACTIONS = (*CAUSE_ACTIONS, "resize_next", "cancel", "stop", "promote", "retire", "hold", "alert", "throttle",
-                "ask", "tell")
+                "ask", "tell", START)
 
 
 def replayed_actions(history: CampaignHistory) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from campaignctl.core.objective import ObjectiveSpec, objective_from_settings
+from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.profile import Profile
 from campaignctl.core.resources import Resources, resources_from
 from campaignctl.core.rungs import Rung, rung_from_settings
@@ -28,10 +29,17 @@ class CampaignSettings:
     objective: ObjectiveSpec | None = None  # `objective:`: the metric the campaign optimises
     search: SearchSpec | None = None  # `search:`: its tasks are trials a sampler asks for
     search_resources: Resources | None = None  # what a trial's first attempt asks for (the budget gate)
+    pack: PackSpec | None = None  # `pack:`: how its first attempts share jobs and GPUs
 
     @property
     def progressive(self) -> bool:
         return bool(self.rungs)
+
+    @property
+    def first_tasks(self) -> int:
+        """How many tasks the campaign starts with, indices 0 … n-1: every task, the first rung's
+        configs (the rest are promoted), none of a search's (its ticks ask for trials)."""
+        return 0 if self.search else self.configs if self.rungs else self.tasks
 
 
 def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
@@ -45,7 +53,14 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
         rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")),
         search=search_from_settings(data.get("search")),
         search_resources=resources_from(data["search"].get("resources")) if isinstance(data.get("search"), dict)
-        else None)
+        else None, pack=_pack(data.get("pack")))
+
+
+def _pack(value: Any) -> PackSpec | None:
+    if not isinstance(value, dict):
+        return None
+    ints = {k: v for k in ("per_gpu", "per_job", "cpus") if isinstance(v := value.get(k), int)}
+    return PackSpec(**ints, auto=bool(value.get("auto", False)))
 
 
 def _profile(value: Any) -> Profile | None:

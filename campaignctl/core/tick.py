@@ -24,27 +24,28 @@ Sections, in this order, over the views with their standing requests (resize_nex
 8. expiry: decisions that waited for approval longer than approval.expire_after (those 7 gates
    have waited 0 s);
 9. candidate: a shadow candidate policy runs sections 1-6 over the same views, as proposals;
-10. finished: every task that will ever run has run and settled (or is given up by 1), unless an
-    answered attempt is still unresolved after acting (`finished`).
+10. starts: the tasks the campaign starts with that have no attempt yet (a new campaign's, a
+    revision's added ones, a crashed submit's), one `start` per array (core/starts.py), past
+    governance: the spec asked for them, whatever the policy's mode;
+11. finished: every task that will ever run has run and settled (or is given up by 1), unless an
+    answered attempt is still unresolved after acting (`finished`), and none starts now.
 There is one clock: `now`, the tick's UTC time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from campaignctl.core import fallback
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, BudgetPlan, assess, guard
-from campaignctl.core.cost import UsageGroup, campaign_spend
+from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import decide
 from campaignctl.core.decision import Decision, TaskView
 from campaignctl.core.early_stop import decide_early_stops, stoppable
 from campaignctl.core.governance import (
     Awaiting,
-    ProposalKey,
-    RevisionRun,
     apply_modes,
     as_candidate,
     expired,
@@ -54,7 +55,6 @@ from campaignctl.core.governance import (
 )
 from campaignctl.core.ladder import (
     LadderState,
-    TaskEnd,
     ladder_state,
     promotion_block,
     promotion_cost,
@@ -65,67 +65,20 @@ from campaignctl.core.ladder import (
 from campaignctl.core.observe import is_settled
 from campaignctl.core.packing import own_decisions
 from campaignctl.core.policy import Policy
-from campaignctl.core.requests import Requests, with_requests
-from campaignctl.core.right_size import UsageSample, groups, plan_lowering
-from campaignctl.core.search import Sampler, SearchPlan, Trial, search_decisions, search_metrics
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.siblings import SiblingFacts, trigger_of
-from campaignctl.core.telemetry import Summary
+from campaignctl.core.requests import with_requests
+from campaignctl.core.right_size import groups, plan_lowering
+from campaignctl.core.search import SearchPlan, search_decisions, search_metrics
+from campaignctl.core.siblings import trigger_of
+from campaignctl.core.starts import decide_starts
 from campaignctl.core.throttle import plan_throttles, running_now
-from campaignctl.core.training_metrics import Curve
+from campaignctl.core.tick_facts import Curves, Needs, TickSnapshot
 from campaignctl.core.utilisation import decide_utilisation
 
 KNOWN_GOOD = "mark_known_good"  # the action of a known-good mark (a decision of the revision rule)
-Curves = Mapping[int, Curve]  # task index → the metric's points
 
 
 class MissingFact(ValueError):
     """decide_tick was given a snapshot without a lazy fact `needs` asks for."""
-
-
-@dataclass(frozen=True, slots=True)
-class Needs:
-    """The lazy facts a tick needs, beyond the snapshot's eager ones."""
-
-    queue: bool = False  # squeue's pending reasons and sinfo's free GPUs (GPU-type fallback)
-    metrics: frozenset[str] = frozenset()  # metrics whose curves it ranks or compares
-    right_size: bool = False  # the campaign's own ended samples and the attempts right_size lowered
-    siblings: bool = False  # sinfo's nodes of the partition and the first attempts' failure shares
-
-
-@dataclass(frozen=True, slots=True)
-class TickSnapshot:
-    """Everything one campaign's tick decides from, read once (plain data: a store, a recorded
-    history or a simulated cluster can each build one)."""
-
-    campaign_state: str  # active | paused (a paused campaign retries nothing, promotes nothing)
-    revision: int  # the current revision's number
-    settings: CampaignSettings
-    views: tuple[TaskView, ...]  # core/observe.task_views: the tasks that can still matter
-    requests: Requests = field(default_factory=Requests)  # standing resize_next/cancel/stop requests
-    pending_since: Mapping[str, datetime] = field(default_factory=dict)  # token → submitted (PENDING/SUBMITTING)
-    summaries: Mapping[str, Summary] = field(default_factory=dict)  # token → telemetry read this tick
-    usage: tuple[UsageGroup, ...] = ()  # the spend's GROUP BY (read when the budget has limits)
-    alerted: frozenset[str] = frozenset()  # keys of budget alerts already logged
-    released_limits: tuple[Mapping[str, float], ...] = ()  # limits each logged `release` was over
-    array_throttles: Mapping[str, int | None] = field(default_factory=dict)  # array job id → its %N
-    proposal_keys: frozenset[ProposalKey] = frozenset()  # shadow proposals logged so far
-    awaiting: tuple[Awaiting, ...] = ()  # decisions waiting for approval
-    revision_run: RevisionRun | None = None  # None: the revision is known-good already (or unread)
-    task_ends: Mapping[int, TaskEnd] = field(default_factory=dict)  # progressive or a search: every started task
-    promoted_rungs: frozenset[int] = frozenset()  # rungs whose promotion is logged
-    forced_rungs: frozenset[int] = frozenset()  # rungs `resume --force` let past the budget gate
-    candidate: Policy | None = None  # the revision's shadow candidate policy
-    tasks_started: int = 0  # tasks with at least one attempt
-    trials: tuple[Trial, ...] = ()  # a search's trials, from its logged asks and tells
-    sampler: Sampler | None = None  # a search's sampler (None: no search, or nothing may be asked)
-    # lazy facts, filled in as `needs` asks (None: not read)
-    pending_reasons: Mapping[str, str] | None = None  # squeue: "<array>_<index>" → pending reason
-    free_gpus: Mapping[str, int] | None = None  # sinfo: GPU type → most free on one node
-    curves: Mapping[str, Curves] = field(default_factory=dict)  # metric → task → points
-    samples: tuple[UsageSample, ...] | None = None  # right_size: this campaign's ended attempts
-    lowered: frozenset[str] = frozenset()  # right_size: attempt tokens it already lowered in place
-    siblings: SiblingFacts | None = None  # how far an OOM/TIMEOUT retry's raise reaches (core/siblings.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +120,7 @@ class _Sections:
 def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
     """Which lazy facts decide_tick needs for this snapshot (for the enforced and the candidate policy)."""
     views = with_requests(snapshot.views, snapshot.requests)
-    out = Needs()
+    out = Needs(starts=snapshot.unstarted > 0)
     for p in (policy, snapshot.candidate):
         if p is None:
             continue
@@ -182,7 +135,8 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         metrics |= search_metrics(snapshot.settings, snapshot.trials, snapshot.task_ends, paused)
         raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
                                            if not v.latest.decided) is not None
-        out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises)
+        out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises,
+                    out.starts)
     return out
 
 
@@ -192,7 +146,7 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
     views = with_requests(snapshot.views, snapshot.requests)
     enforced = _sections(snapshot, policy, now, views)
     decisions = gate(apply_modes(own_decisions(enforced.decisions, views), policy, snapshot.proposal_keys), policy)
-    decisions += _known_good(snapshot, policy, now)
+    decisions += _known_good(snapshot, policy, now) + _starts(snapshot, policy)
     proposals: list[Decision] = []
     if snapshot.candidate is not None:  # a candidate proposes over the same views; it never acts
         logged = snapshot.proposal_keys | {proposal_key(policy.digest, d) for d in decisions if d.mode == "shadow"}
@@ -379,9 +333,20 @@ def _known_good(snapshot: TickSnapshot, policy: Policy, now: datetime) -> list[D
                       "known_good_after_s": policy.known_good_after_s}, {"revision": snapshot.revision})]
 
 
+def _starts(snapshot: TickSnapshot, policy: Policy) -> list[Decision]:
+    """Section 0, after governance: a campaign's first attempts are what its spec asks, in any mode."""
+    if not snapshot.unstarted:
+        return []
+    if snapshot.starts is None:
+        raise MissingFact("the start section needs the unstarted tasks and MaxArraySize")
+    return decide_starts(snapshot.starts, policy)
+
+
 def _finishing(snapshot: TickSnapshot, views: Sequence[TaskView], ladder: LadderState | None,
                decisions: Sequence[Decision], search_complete: bool) -> frozenset[str] | None:
     given_up = {d.attempt_token for d in decisions if d.action == "give_up"}
+    if snapshot.unstarted:  # this tick starts them
+        return None
     if snapshot.settings.search is not None:
         complete = search_complete
     else:
@@ -394,16 +359,3 @@ def _finishing(snapshot: TickSnapshot, views: Sequence[TaskView], ladder: Ladder
 def _tighter(*caps: int | None) -> int | None:
     given = [c for c in caps if c]
     return min(given) if given else None
-
-
-def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
-               free_gpus: Mapping[str, int] | None = None,
-               curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
-               lowered: frozenset[str] | None = None, siblings: SiblingFacts | None = None) -> TickSnapshot:
-    """The snapshot with lazy facts filled in (those given)."""
-    return replace(snapshot, siblings=snapshot.siblings if siblings is None else siblings,
-                   samples=snapshot.samples if samples is None else tuple(samples),
-                   lowered=snapshot.lowered if lowered is None else lowered,
-                   pending_reasons=snapshot.pending_reasons if pending_reasons is None else pending_reasons,
-                   free_gpus=snapshot.free_gpus if free_gpus is None else free_gpus,
-                   curves={**snapshot.curves, **(curves or {})})

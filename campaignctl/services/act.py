@@ -34,10 +34,12 @@ from campaignctl.core.decision_params import (
     Release,
     ResizePending,
     Resubmit,
+    Start,
     Stop,
     Throttle,
 )
 from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.site_limits import SubmitRoom
@@ -51,6 +53,7 @@ from campaignctl.services.dispatch import (
     recover,
     refused,
     revision_spec,
+    stray_jobs,
     token_of_job_name,
 )
 
@@ -77,12 +80,13 @@ class Outcomes:
 class Actor:
     def __init__(self, store: Store, log: DecisionLog, record: CampaignRecord, policy: Policy,
                  tick_id: int, queued: Callable[[], list[slurm.QueuedJob]],
-                 still_leased: LeaseCheck | None = None) -> None:
+                 still_leased: LeaseCheck | None = None, spec: Callable[[], CampaignSpec] | None = None) -> None:
         self.store, self.log, self.record, self.policy = store, log, record, policy
         self.tick_id = tick_id
         self.still_leased = still_leased  # the tick's lease on the campaign, asked around each sbatch (dispatch)
         self.queued = queued
         self._spec: CampaignSpec | None = None
+        self._read_spec = spec  # the tick's own reading of the revision's spec, where it read one
         self._room: SubmitRoom | None = None
 
     @property
@@ -90,7 +94,8 @@ class Actor:
         """The current revision's full spec (argv and env of every task): only a resubmission
         needs it, so it is read then, not on every tick."""
         if self._spec is None:
-            self._spec = revision_spec(self.store, self.record.id, self.record.current_revision)
+            self._spec = self._read_spec() if self._read_spec else revision_spec(
+                self.store, self.record.id, self.record.current_revision)
         return self._spec
 
     def act(self, decisions: Sequence[Decision], array_job_of: Mapping[str, str | None],
@@ -100,7 +105,7 @@ class Actor:
         decisions = [replace(d, ref=i) for i, d in enumerate(decisions)]
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
         resubmitting = any(d.action in SUBMITTING for d in acting)
-        max_array = slurm.array_cap() if resubmitting else slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap() if resubmitting else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
@@ -118,7 +123,7 @@ class Actor:
                            array_job_of: Mapping[str, str | None]) -> Outcome:
         """An approved decision, written ticks ago: its submission intent (a resubmit) is written
         now, then it is carried out like any other and its outcome written."""
-        max_array = slurm.array_cap() if decision.action in SUBMITTING else slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap() if decision.action in SUBMITTING else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
@@ -184,7 +189,7 @@ class Actor:
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
         # a promotion starts its config's task in the next rung: attempt 1
-        numbers = [_next_attempt(d) for d in group.decisions]
+        numbers = [n for d in group.decisions for n in [_next_attempt(d)] * len(_tasks_of(d))]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue, group.after)
         try:
@@ -316,11 +321,12 @@ class Actor:
                     f"left alone; it ends on its own, or {owner} runs the same command")
         return NOT_OURS
 
-    def repair(self, open_entries: Sequence[LoggedDecision]) -> int:
+    def repair(self, open_entries: Sequence[LoggedDecision], due_now: bool = False) -> int:
         """Finish a crashed tick: adopt/finish its submissions by token (and retry those Slurm
-        refused, once due), redo its resizes (setting the same values twice is harmless), then
-        write the missing outcomes. A submission still waiting for its next try stays open."""
-        done = {d.token: d for d in recover(self.store, self.record, self.policy, still_leased=self.still_leased)}
+        refused, once due, or now: `due_now`), redo its resizes (setting the same values twice is
+        harmless), then write the missing outcomes. A submission still waiting for its next try stays open."""
+        done = {d.token: d for d in recover(self.store, self.record, self.policy, still_leased=self.still_leased,
+                                            due_now=due_now)}
         me = identity.user_name()  # another member's submissions are its own tick's to finish (recover)
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         open_entries = [e for e in open_entries if states.get(e.group_token) is None
@@ -359,10 +365,28 @@ class Actor:
         return repaired
 
 
+def abandon_unsent(store: Store, record: CampaignRecord) -> list[str]:
+    """`cancel` of a whole campaign: this user's submissions that have not reached Slurm (waiting
+    for room, or for a refused try's backoff) are given up, any held job of theirs cancelled."""
+    me = identity.user_name()
+    unsent = [s for s in store.submissions(record.id, states=("intent",)) if s.submitted_by == me]
+    for sub in unsent:
+        abandon(store, sub.token, job_name(record.name, sub.token))
+    return [s.token for s in unsent]
+
+
+def cancel_strays(store: Store, record: CampaignRecord, queued: Sequence[slurm.QueuedJob]) -> None:
+    """Cancel the queued jobs of ours under the campaign's tokens that are not the job recorded for
+    them (a duplicate whose sbatch reply was lost, a job of an abandoned submission): never released."""
+    for job_id in stray_jobs(store.submissions(record.id), queued, record.name):
+        slurm.cancel(job_id)
+
+
 def _kind(decisions: Sequence[Decision]) -> str:
-    """The submission's kind: a promotion's, a search's new trials', or a retry's."""
+    """The submission's kind: a campaign's first attempts', a promotion's, a search's new trials', or a retry's."""
     actions = {d.action for d in decisions}
-    return "promotion" if actions == {"promote"} else "trial" if actions == {"ask"} else "retry"
+    return {"start": "initial", "promote": "promotion", "ask": "trial"}.get(actions.pop(), "retry") \
+        if len(actions) == 1 else "retry"
 
 
 def _task_params(decisions: Sequence[Decision], own: Callable[[int], Mapping[str, object]]) -> dict[int, str]:
@@ -384,6 +408,11 @@ def _adopts(d: Decision) -> bool:
     return isinstance(p := d.typed, (Ask, Promote)) and bool(p.params)
 
 
+def _tasks_of(d: Decision) -> tuple[int, ...]:
+    """The tasks a decision submits: a start's chunk, or its own task."""
+    return p.tasks if isinstance(p := d.typed, Start) else (d.task_index,)
+
+
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
     p = entries[0].typed
     decisions = tuple(Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs,
@@ -394,7 +423,7 @@ def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
 
 
 def _next_attempt(d: Decision) -> int:
-    """The number of the attempt a resubmit starts (a promotion starts its config's next rung, an
-    ask its trial: 1)."""
+    """The number of the attempt a resubmit starts (a start its task, a promotion its config's
+    next rung, an ask its trial: 1)."""
     attempt = d.inputs.get("attempt")
-    return 1 if d.action in ("promote", "ask") or not isinstance(attempt, int) else attempt + 1
+    return 1 if d.action in ("start", "promote", "ask") or not isinstance(attempt, int) else attempt + 1

@@ -26,9 +26,9 @@ from campaignctl.core.observe import task_views
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.task_selection import select_tasks
 from campaignctl.core.tick import gate_needs
-from campaignctl.services.act import Actor
+from campaignctl.services.act import Actor, abandon_unsent
 from campaignctl.services.campaigns import find_campaign
-from campaignctl.services.dispatch import abandon, job_name, new_token
+from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
 from campaignctl.services.tick_snapshot import fill, gather
@@ -67,7 +67,7 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
         decisions, skipped = cancel_decisions(views, chosen, who, reason, whole=tasks is None)
         # the whole campaign: submissions still waiting to go out go nowhere (their tasks are
         # given up above, by hand, so no tick reads them as refused by Slurm)
-        abandoned = _abandon_unsent(store, record.id, name) if tasks is None else []
+        abandoned = abandon_unsent(store, record) if tasks is None else []
         policy, _ = gather(store, log, record, views, history, {})
         outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased), decisions)
         if tasks is None:
@@ -132,14 +132,6 @@ def _act(actor: Actor, decisions: list[Decision]) -> list[dict[str, object]]:
     return [{"task": d.task_index, "action": d.action, "status": status, "error": errors.get(i or -1, ""),
              "job_id": job or ""}
             for d, i, (status, job) in zip(decisions, acted.ids, acted.in_order(("pending", None)), strict=True)]
-
-
-def _abandon_unsent(store: Store, campaign_id: int, name: str) -> list[str]:
-    me = identity.user_name()
-    unsent = [s for s in store.submissions(campaign_id, states=("intent",)) if s.submitted_by == me]
-    for sub in unsent:
-        abandon(store, sub.token, job_name(name, sub.token))
-    return [s.token for s in unsent]
 
 
 def _skipped(skipped: Sequence[Skipped]) -> list[dict[str, object]]:

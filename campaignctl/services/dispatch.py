@@ -215,13 +215,13 @@ def is_due(sub: SubmissionRecord, now: datetime | None = None) -> bool:
     return sub.next_try_at is None or datetime.fromisoformat(sub.next_try_at) <= (now or datetime.now(timezone.utc))
 
 
-def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
-            now: datetime | None = None, still_leased: LeaseCheck | None = None) -> list[Dispatched]:
+def recover(store: Store, record: CampaignRecord, policy: Policy, now: datetime | None = None,
+            still_leased: LeaseCheck | None = None, due_now: bool = False) -> list[Dispatched]:
     """Finish submissions a crashed or refused run left behind. Each one's token is looked up
     first (squeue, by job name): a job found is adopted and any duplicate cancelled, so sbatch
-    never runs twice for one token. With `policy` (reconcile), a submission Slurm refused waits
-    for its next try and, refused `policy.submit_tries` times, is abandoned (`gave_up`);
-    without (`submit`, run by a person) each is tried now and a refusal raises.
+    never runs twice for one token. A submission Slurm refused waits for its next try (unless
+    `due_now`: a person's `submit` tries each now) and, refused `policy.submit_tries` times, is
+    abandoned (`gave_up`).
 
     Only the caller's own submissions: another member of a shared campaign may be between its
     intent row and its sbatch right now, and its held job is in its `squeue --me`, not ours, so
@@ -232,7 +232,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
     attempts = store.attempts(record.id)
     pending = [rebased(store, sub, record.current_revision, chunk_of(attempts, sub)[0], specs)
                if sub.job_id is None and sub.revision < record.current_revision else sub for sub in pending]
-    if policy is not None:
+    if not due_now:
         pending = [sub for sub in pending if is_due(sub, now)]
     if not pending:
         return []
@@ -253,9 +253,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy | None = None,
         try:
             job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, still_leased)
         except SlurmUnavailableError as exc:
-            tries = refused(store, sub.token, exc.message, policy or spec.policy, now)
-            if policy is None:
-                raise
+            tries = refused(store, sub.token, exc.message, policy, now)
             gave_up = tries >= policy.submit_tries
             if gave_up:
                 abandon(store, sub.token, name)

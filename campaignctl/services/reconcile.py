@@ -55,12 +55,13 @@ from campaignctl.core.pack_steps import packed_observations
 from campaignctl.core.records import CampaignRecord, HistoryRow, SubmissionRecord
 from campaignctl.core.redact import mask_assignments, printable
 from campaignctl.core.sacct import Observed
+from campaignctl.core.spec import CampaignSpec
 from campaignctl.core.telemetry import Summary
 from campaignctl.core.tick import decide_tick, finished, needs
-from campaignctl.services.act import Actor, Outcomes
+from campaignctl.services.act import Actor, Outcomes, cancel_strays
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.campaigns import current_policy, find_campaign
-from campaignctl.services.dispatch import new_token, stray_jobs
+from campaignctl.services.dispatch import new_token, revision_spec
 from campaignctl.services.ingest import ingest
 from campaignctl.services.notify import notify_after_tick
 from campaignctl.services.output import name_outputs
@@ -97,7 +98,13 @@ class _SqueueOnce:
         return self._jobs
 
 
-def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None) -> ReconcileResult:
+def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None,
+              by_hand: bool = False, spec: CampaignSpec | None = None) -> ReconcileResult:
+    """One tick (the module's docstring). `by_hand`: the tick of a person's `submit`, which starts
+    anew the first tasks whose submission was abandoned before reaching Slurm, and tries now the
+    submissions a refusal's backoff holds back (a person fixed the spec, an association, …);
+    `spec`: the spec of campaign `name`'s current revision, as `submit` just recorded it (not
+    read back from the store again)."""
     store = Store.open()
     records = _campaigns(store, name)
     if dry_run:
@@ -120,7 +127,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
                                        "of this tick; nothing done", left_alone=held,
                                        left_out=left_out)
             clock = _tick_clock(now)
-            result = _run_tick(store, leases, records, name, clock)
+            result = _run_tick(store, leases, records, name, clock, by_hand, spec)
             write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
             # after the decisions are written and carried out; under the leases, so two ticks never
             # send one queued event twice
@@ -131,13 +138,13 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
 
 
 def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
-              clock: datetime) -> ReconcileResult:
+              clock: datetime, by_hand: bool = False, spec: CampaignSpec | None = None) -> ReconcileResult:
     log = DecisionLog(store.engine)
     tick_id = log.begin_tick(name or "--all", stamp(clock))
     calls = proc.call_count()
     try:
         with _collector_paused():
-            result = _Tick(store, tick_id, clock, leases).run(records, dry_run=False)
+            result = _Tick(store, tick_id, clock, leases, by_hand, spec).run(records, dry_run=False)
     except SlurmTransientError as exc:
         log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
         raise
@@ -168,8 +175,11 @@ def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
 
 
 class _Tick:
-    def __init__(self, store: Store, tick_id: int | None, now: datetime | None, leases: Leases | None = None) -> None:
+    def __init__(self, store: Store, tick_id: int | None, now: datetime | None, leases: Leases | None = None,
+                 by_hand: bool = False, spec: CampaignSpec | None = None) -> None:
         self.store = store
+        self.by_hand = by_hand
+        self.spec = spec
         self.leases = leases  # None: a dry run, which takes no lease
         self.left_alone: list[LeftAlone] = []
         self.failed: list[CampaignFailure] = []
@@ -200,8 +210,7 @@ class _Tick:
         dropped = {c.name for c in self.left_alone} | {f.name for f in self.failed}
         if not dry_run and (queued := self.squeue.seen()) is not None:
             for record in (r for r in records if r.name not in dropped):
-                for job_id in stray_jobs(self.store.submissions(record.id), queued, record.name):
-                    slurm.cancel(job_id)
+                cancel_strays(self.store, record, queued)
         calls = proc.call_count() - self.calls_at_start
         status = "dry-run" if dry_run else ("ok" if records or self.left_alone else "nothing-to-do")
         skipped = slurm.skipped_since(self.skips_at_start)
@@ -282,8 +291,11 @@ class _Tick:
             if ended and not dry_run:
                 self.store.set_campaign_state(record.id, CANCELLED)
             return CampaignTick(record.name, CANCELLED if ended else CANCELLING, len(rows), changed, [], repaired)
-        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries)
-        snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs)
+        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries, self.by_hand)
+        given = self.spec if self.spec is not None and self.spec.name == record.name else None
+        spec = functools.cache(lambda: given or revision_spec(self.store, record.id, record.current_revision))
+        snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs, spec,
+                        self.by_hand)
         plan = decide_tick(snapshot, policy, self.now)
         decisions = name_outputs(plan.decisions, record.run_dir)
         observed = len(rows)
@@ -294,7 +306,7 @@ class _Tick:
         if decisions:
             assert self.tick_id is not None
             actor = Actor(self.store, self.log, record, policy, self.tick_id, self.squeue.jobs,
-                          self._lease_check(record))
+                          self._lease_check(record), spec)
             outcomes = actor.act(decisions, _array_job_of(views), new_token,
                                  plan.retry_parallel)
         late = list(plan.expired)
@@ -344,7 +356,7 @@ class _Tick:
                 carry_out(actor, e, approvals[e.id])
             else:
                 todo.append(replace(e, group_token=approvals[e.id]))
-        return actor.repair(todo) + actor.settle_abandoned(stranded)
+        return actor.repair(todo, due_now=self.by_hand) + actor.settle_abandoned(stranded)
 
 
 @contextmanager

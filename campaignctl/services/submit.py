@@ -1,14 +1,18 @@
-"""`submit`: spec → campaign, revision, array chunks — exactly once, through the protocol in
-`services/dispatch.py`; a crash anywhere is repaired by the next `submit` of the same spec."""
+"""`submit`: validate a spec, ask Slurm whether it would take its jobs (`--test-only`), record the
+campaign or its new revision, then run the campaign's tick: its start section decides the first
+arrays (core/starts.py) and the Actor submits them exactly once, like every retry; a crash anywhere
+is repaired by the next `submit` of the same spec, or the next tick."""
 
 from __future__ import annotations
 
-import json
 import os
+import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters import faults, identity, paths, slurm
+from campaignctl.adapters import identity, paths, slurm
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import spec_policy
@@ -16,29 +20,25 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
 from campaignctl.core.by_hand import CANCELLED
+from campaignctl.core.decision_params import Start
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
-from campaignctl.core.plan import plan_chunks
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.packing import ACTION as PACK
+from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE, ArrayChunk
 from campaignctl.core.rawdoc import RawDoc
 from campaignctl.core.records import CampaignRecord
-from campaignctl.core.site_limits import SubmitRoom
+from campaignctl.core.right_size import SIZE_FIRST
 from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.starts import ACTION, decide_starts
 from campaignctl.core.status import index_ranges, param_text
 from campaignctl.core.task_set import TaskSetChange, task_set_change
 from campaignctl.services.cron import missing_cron_note
-from campaignctl.services.dispatch import (
-    dispatch_within,
-    new_token,
-    parameters,
-    recover,
-    refused,
-    revision_spec,
-    with_captured_env,
-)
+from campaignctl.services.dispatch import parameters, revision_spec, with_captured_env
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
-from campaignctl.services.packing import pack_groups, record_pack
 from campaignctl.services.reconcile import reconcile
-from campaignctl.services.right_size import first_sizes, record_first_size
+from campaignctl.services.reconcile_result import ReconcileResult
+from campaignctl.services.start_facts import start_facts
 from campaignctl.services.submit_checks import REFUSED_HINT, path_problems, program_note, slurm_refusals
 
 
@@ -157,25 +157,92 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         assert record is not None
         notes.append(f"revision {number} adds task(s) {index_ranges(change.added)}: the first attempts of "
                      "those the campaign starts with are submitted now")
-    recovered = [ChunkResult(r.token, r.chunk.array_spec, r.chunk.size, r.chunk.task_indices[0],
-                             r.chunk.task_indices[-1], r.job_id, "waiting" if r.waiting else "recovered")
-                 for r in recover(store, record)]
-    spec = with_captured_env(spec, store.revision(record.id, record.current_revision))
-    fresh = _submit_unsubmitted(store, record, spec)
-    notes += fresh[2]
-    if fresh[0] and outcome == "unchanged":
-        notes.append(f"{sum(c.size for c in fresh[0])} task(s) whose submission had been given up before "
-                     "reaching Slurm submitted again")
-    if (fresh[0] or change.added) and record.state in ("finished", CANCELLED):
+    me = identity.user_name()  # a crashed or refused submit of this user's is finished by the tick
+    unfinished = {s.token: s.tries for s in store.submissions(record.id, states=("intent", "submitted"))
+                  if s.submitted_by == me}
+    first = len(spec.first_tasks())
+    restarts = first - store.tasks_started(record.id, first, abandoned=False) if outcome == "unchanged" else 0
+    if (restarts or change.added) and record.state in ("finished", CANCELLED):
         store.set_campaign_state(record.id, "active")  # ticks run these again (a paused one stays paused)
-    chunks = recovered + fresh[0]
+    # the revision just recorded is this spec (a `policy set` revision since an unchanged submit's is not)
+    tick = _first_tick(spec.name, with_captured_env(spec, store.revision(record.id, record.current_revision))
+                       if outcome != "unchanged" else None)
+    recovered = _recovered(store, record.id, unfinished)
+    fresh, max_array, said = _started(store, record.id, tick)
+    notes += said
+    if restarts and fresh:
+        notes.append(f"{restarts} task(s) whose submission had been given up before reaching Slurm submitted again")
+    chunks = recovered + fresh
     if spec.search and record.state not in ("finished", CANCELLED):
-        notes += _first_asks(spec.name)
+        notes += _first_asks(tick)
     if waiting := sum(c.size for c in chunks if c.action == "waiting"):
         notes.append(f"{waiting} task(s) wait for room under the site's limit on queued jobs; "
                      "`reconcile` (cron) submits them as your queued jobs end")
-    return SubmitResult(spec.name, record.current_revision, outcome, _task_count(spec),
-                        fresh[1], chunks, notes=notes)
+    return SubmitResult(spec.name, record.current_revision, outcome, _task_count(spec), max_array, chunks, notes=notes)
+
+
+def _first_tick(name: str, spec: CampaignSpec | None) -> ReconcileResult:
+    """The campaign's tick, now: it starts the tasks that have no attempt (core/starts.py) and
+    asks a search's first trials, as cron's ticks would. Another tick holding the lock is waited
+    for a little (a tick takes seconds); past that, the next tick does it."""
+    result = reconcile(name, by_hand=True, spec=spec)
+    for pause in LOCK_WAITS_S:
+        if result.status != "locked":
+            break
+        time.sleep(pause)
+        result = reconcile(name, by_hand=True, spec=spec)
+    return result
+
+
+LOCK_WAITS_S = (0.5, 1, 2, 4, 8)
+
+
+def _recovered(store: Store, campaign_id: int, unfinished: Mapping[str, int]) -> list[ChunkResult]:
+    """What the tick did with this user's submissions a crash or a refusal had left unfinished
+    (`unfinished`: token → refused tries before it): released now, or waiting for room. One that
+    Slurm refused again raises its message, as a person's `submit` always did."""
+    if not unfinished:
+        return []
+    tasks: dict[str, list[int]] = {}
+    for a in store.attempts(campaign_id):
+        tasks.setdefault(a.token.rsplit(".", 1)[0], []).append(a.task_index)
+    out = []
+    for token, tries in unfinished.items():
+        sub = store.submission(token)
+        if sub.job_id is None and sub.tries > tries:
+            raise SlurmUnavailableError(sub.last_error, REFUSED_HINT)
+        if sub.state in ("released", "intent"):
+            indices = sorted(tasks.get(token, [0]))
+            out.append(ChunkResult(token, sub.array_spec, sub.size, indices[0], indices[-1], sub.job_id,
+                                   "recovered" if sub.state == "released" else "waiting"))
+    return out
+
+
+def _started(store: Store, campaign_id: int, tick: ReconcileResult) -> tuple[list[ChunkResult], int, list[str]]:
+    """The arrays the tick started, the MaxArraySize they were cut by, and what right_size and
+    packing chose for them (their decisions' reasons). A start Slurm refused raises its message,
+    as the submission's try recorded it (reconcile tries it again, with the policy's backoff)."""
+    if tick.status != "ok" or tick.tick_id is None:
+        return [], 0, [f"the first tick did not run ({tick.message}); the next `reconcile` submits the tasks"]
+    if not_here := [f.error for f in tick.failed] + [c.why for c in tick.left_alone]:
+        return [], 0, [f"the first tick did nothing on this campaign ({not_here[0]}); the next `reconcile` "
+                       "submits the tasks"]
+    entries = [e for e in DecisionLog(store.engine).entries(campaign_id, actions=(ACTION, SIZE_FIRST, PACK),
+                                                            grouped=True) if e.tick_id == tick.tick_id]
+    out, max_array = [], 0
+    for e in (e for e in entries if e.action == ACTION and isinstance(e.typed, Start)):
+        p = e.typed
+        assert isinstance(p, Start)
+        sub = store.submission(e.group_token)
+        if sub.tries and sub.job_id is None:  # refused (a wait for room under a site limit counts no try)
+            raise SlurmUnavailableError(sub.last_error, REFUSED_HINT)
+        chunk = _chunk(p)
+        job_id = sub.job_id if sub.state == "released" else None
+        out.append(ChunkResult(e.group_token, chunk.array_spec, chunk.size, chunk.task_indices[0],
+                               chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
+        max_array = max(max_array, int(str(e.inputs.get("max_array_size", 0))))
+    said = list(dict.fromkeys(f"{e.rule}: {e.reason}" for e in entries if e.action != ACTION))
+    return out, max_array, said
 
 
 def _task_set_change(store: Store, record: CampaignRecord, spec: CampaignSpec) -> TaskSetChange:
@@ -199,13 +266,12 @@ def _would_ask(spec: CampaignSpec) -> list[str]:
     return [f"the first tick would ask trial {i}: {param_text(values)}" for i, values in enumerate(asked)]
 
 
-def _first_asks(name: str) -> list[str]:
-    """A search's first trials: one reconcile tick of the campaign asks for them and submits them
-    (the same tick cron runs: the same asks, the same exactly-once submission)."""
-    result = reconcile(name)
-    if result.status != "ok":
-        return [f"search: the first trials were not asked ({result.message}); the next `reconcile` asks them"]
-    asks = [d for c in result.campaigns for d in c.decisions if d.action == "ask"]
+def _first_asks(tick: ReconcileResult) -> list[str]:
+    """What a search's first tick asked (the same tick cron runs: the same asks, the same
+    exactly-once submission)."""
+    if tick.status != "ok":
+        return [f"search: the first trials were not asked ({tick.message}); the next `reconcile` asks them"]
+    asks = [d for c in tick.campaigns for d in c.decisions if d.action == "ask"]
     jobs = sorted({d.job_id.split("_")[0] for d in asks if d.job_id})
     return [f"search: asked the first {len(asks)} trial(s)" + (f", submitted as job {', '.join(jobs)}" if jobs else "")
             + "; reconcile (cron) tells finished trials and asks new ones"]
@@ -233,7 +299,7 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     try:
         max_array = slurm.array_cap()
     except SlurmUnavailableError as exc:
-        max_array = slurm.DEFAULT_MAX_ARRAY_SIZE
+        max_array = DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
     notes += path_problems(spec)
     notes += [note] if (note := program_note(spec)) else []
@@ -241,17 +307,15 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         notes += slurm_refusals(spec, None)
     except SlurmUnavailableError as exc:
         notes.append(f"could not ask Slurm whether it would take these jobs ({exc.message})")
-    sizes = first_sizes(None, spec, spec.first_tasks()) if spec.first_tasks() else []
-    notes += [n for size in sizes if (n := size.note())]
-    groups = [(size, group) for size in sizes for group in pack_groups(None, spec, size.tasks, size.resources)]
-    notes += [n for _, group in groups if (n := group.note())]
-    planned = [(size, c) for size, group in groups
-               for c in plan_chunks(group.tasks, max_array, spec.max_parallel, group.shape)]
+    # the start section of the campaign's first tick, over the same facts (core/starts.py)
+    decided = decide_starts(start_facts(None, spec, (), max_array), spec.policy) if spec.first_tasks() else []
+    notes += list(dict.fromkeys(f"{d.rule}: {d.reason}" for d in decided if d.action != ACTION))
+    planned = [(d.resources, _chunk(d.typed)) for d in decided
+               if d.action == ACTION and isinstance(d.typed, Start) and d.resources is not None]
     script = ""
     if planned:
         folder = Path(spec.run_dir) / "slurm"
-        params = parameters(spec.name, planned[0][0].resources, "DRYRUN", planned[0][1], 0,
-                            spec.policy.slurm_requeue)
+        params = parameters(spec.name, planned[0][0], "DRYRUN", planned[0][1], 0, spec.policy.slurm_requeue)
         script = ArraySubmission(folder, "DRYRUN", params).render()
     results = [ChunkResult("", c.array_spec, c.size, c.task_indices[0], c.task_indices[-1], None, "planned")
                for _, c in planned]
@@ -259,38 +323,6 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
                         list(spec.setup), {i: list(spec.tasks[i].argv) for i in spec.first_tasks()})
 
 
-def _submit_unsubmitted(store: Store, record: CampaignRecord,
-                        spec: CampaignSpec) -> tuple[list[ChunkResult], int, list[str]]:
-    """The chunks submitted now, MaxArraySize, and what packing chose for them (said as --dry-run says it)."""
-    submitted = {a.task_index for a in store.attempts(record.id) if a.submission_state != "abandoned"}
-    todo = [i for i in spec.first_tasks() if i not in submitted]
-    if not todo:
-        return [], 0, []
-    max_array = slurm.array_cap()
-    room = SubmitRoom(slurm.submit_limit(), lambda: len(slurm.own_queued_jobs()))
-    results = []
-    planned = [(size, group, chunk)
-               for size in first_sizes(store, spec, todo)  # the spec's resources, or right_size's per group
-               for group in pack_groups(store, spec, size.tasks, size.resources)  # packed, or not
-               for chunk in plan_chunks(group.tasks, max_array, spec.max_parallel, group.shape)]
-    for size, group, chunk in planned:
-        token = new_token()
-        store.record_intent(record.id, record.current_revision, token, chunk,
-                            str(Path(spec.run_dir) / "slurm"), json.dumps(asdict(size.resources)),
-                            requeue=spec.policy.slurm_requeue)
-        record_first_size(store, spec, record.id, record.current_revision, token, chunk.task_indices[0], size)
-        record_pack(store, spec, record.id, record.current_revision, token, chunk.task_indices, group)
-        faults.crash_point("after_intent")
-        params = parameters(spec.name, size.resources, token, chunk, record.current_revision,
-                            spec.policy.slurm_requeue)
-        try:  # a site limit leaves this chunk, and those after it, to reconcile as room frees
-            job_id = dispatch_within(room, store, spec, token, chunk, params, None)
-        except SlurmUnavailableError as exc:  # reconcile tries it again, with the policy's backoff
-            refused(store, token, exc.message, spec.policy)
-            raise
-        results.append(ChunkResult(token, chunk.array_spec, chunk.size, chunk.task_indices[0],
-                                   chunk.task_indices[-1], job_id, "submitted" if job_id else "waiting"))
-    said = list(dict.fromkeys(n for _, group, _ in planned if (n := group.note())))
-    return results, max_array, said
-
-
+def _chunk(p: Start) -> ArrayChunk:
+    """The array a start decision submits."""
+    return ArrayChunk(p.tasks, p.throttle, PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None)

@@ -5,6 +5,7 @@ rungs alike."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -18,9 +19,9 @@ from campaignctl.core.pack_plan import misfit
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.resources import Resources
 from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.starts import StartChunk, plan_starts
 from campaignctl.services.dispatch import parameters
-from campaignctl.services.packing import pack_groups
-from campaignctl.services.right_size import first_sizes
+from campaignctl.services.start_facts import start_facts
 
 REFUSED_HINT = ("nothing was submitted or recorded; give the resources the cluster has "
                 "(sinfo -o '%P %G %m %l' lists partitions, GPUs, memory and time limits; "
@@ -68,21 +69,18 @@ def program_note(spec: CampaignSpec) -> str:
             "load its module or activate its environment before `submit`, or name it by path")
 
 
-def pack_misfits(spec: CampaignSpec, store: Store | None) -> list[str]:
+def first_arrays(spec: CampaignSpec, store: Store | None) -> list[StartChunk]:
+    """The arrays a new campaign's first tick would submit (sized and packed as it would)."""
+    return plan_starts(start_facts(store, spec), spec.policy) if spec.first_tasks() else []
+
+
+def pack_misfits(starts: list[StartChunk]) -> list[str]:
     """A pack whose element no node of the partition could run (`pack: {per_gpu: 4}` asks 4 CPUs
     a job, more than a 2-CPU node has): Slurm's own answer would be "Requested node configuration
     is not available", this says which number and what to change. One sinfo call, only for a pack."""
-    first = spec.first_tasks()
-    if spec.pack is None or not first:
-        return []
-    misfits: dict[str, None] = {}
-    for size in first_sizes(store, spec, first):
-        shapes = [g.shape for g in pack_groups(store, spec, size.tasks, size.resources) if g.shape is not None]
-        if shapes:
-            nodes = slurm.node_shapes(size.resources.partition)
-            misfits.update((f"pack: {why}", None) for shape in shapes
-                           if (why := misfit(size.resources, shape, nodes)) is not None)
-    return list(misfits)
+    nodes = functools.cache(slurm.node_shapes)
+    return list({f"pack: {why}": None for s in starts if (shape := s.pack.shape) is not None
+                 and (why := misfit(s.size.resources, shape, nodes(s.size.resources.partition))) is not None})
 
 
 def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
@@ -93,12 +91,12 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
     partition's is not refused unless the cluster sets EnforcePartLimits: the job would pend."""
     asked: list[tuple[str, Resources, int]] = [(f"rungs[{rung.number}] ({rung.name})", rung.resources,
                                                  rung.number * spec.configs) for rung in spec.rungs[1:]]
-    first = spec.first_tasks()
-    if first:
-        for size in first_sizes(store, spec, first):
-            label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
-            asked.append((f"resources ({label})", size.resources, size.tasks[0]))
-    refusals = pack_misfits(spec, store)
+    starts = first_arrays(spec, store)
+    sizes = {(s.size.resources, s.size.tasks): s.size for s in starts}
+    for size in sizes.values():
+        label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
+        asked.append((f"resources ({label})", size.resources, size.tasks[0]))
+    refusals = pack_misfits(starts)
     with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
         for i, (where, resources, task) in enumerate(asked):
             chunk = ArrayChunk(task_indices=(task,), throttle=None)

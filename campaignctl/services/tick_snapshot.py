@@ -28,16 +28,22 @@ from campaignctl.core.records import CampaignRecord, HistoryRow
 from campaignctl.core.search import Trial, trials_of
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
+from campaignctl.core.spec import CampaignSpec
 from campaignctl.core.telemetry import Summary
-from campaignctl.core.tick import Needs, TickSnapshot, with_facts
+from campaignctl.core.tick_facts import Needs, TickSnapshot, with_facts
 from campaignctl.services.campaigns import promotions
+from campaignctl.services.dispatch import revision_spec
 from campaignctl.services.revisions import known_good_revisions
+from campaignctl.services.start_facts import start_facts
 
 
 def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],
-           rows: Sequence[HistoryRow], summaries: Mapping[str, Summary]) -> tuple[Policy, TickSnapshot]:
+           rows: Sequence[HistoryRow], summaries: Mapping[str, Summary],
+           restart_abandoned: bool = False) -> tuple[Policy, TickSnapshot]:
     """The enforced policy and the snapshot of `record` (its state as the tick began), `views`
-    and `rows` as the tick observed them, `summaries` the telemetry it read."""
+    and `rows` as the tick observed them, `summaries` the telemetry it read. `restart_abandoned`
+    (`submit` of the same spec again): a first task whose submission was abandoned before
+    reaching Slurm counts as unstarted."""
     revision = store.revision(record.id, record.current_revision)
     policy = policy_from_dict(json.loads(revision.policy_json))
     settings = campaign_settings(json.loads(revision.settings_json))
@@ -46,6 +52,10 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
     marked = known_good_revisions(log, record.id)
     # a task `submit --replace-tasks` dropped keeps its history, but no rule acts on it again
     views = [v for v in views if v.index < settings.tasks]
+    started = 0 if settings.progressive else store.tasks_started(record.id, settings.tasks)
+    first = settings.first_tasks
+    first_started = started if first == settings.tasks and not restart_abandoned and not settings.progressive \
+        else store.tasks_started(record.id, first, abandoned=not restart_abandoned) if first else 0
     snapshot = TickSnapshot(
         campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
         requests=facts.requests,
@@ -62,7 +72,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
         forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
-        tasks_started=0 if settings.progressive else store.tasks_started(record.id, settings.tasks),
+        tasks_started=started, unstarted=first - first_started,
         trials=search_trials(log, record.id) if settings.search else (),
         sampler=OptunaSampler() if settings.search else None)
     return policy, snapshot
@@ -75,8 +85,15 @@ def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
 
 
 def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,
-         queued: Callable[[], list[slurm.QueuedJob]]) -> TickSnapshot:
-    """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue."""
+         queued: Callable[[], list[slurm.QueuedJob]], spec: Callable[[], CampaignSpec] | None = None,
+         restart_abandoned: bool = False) -> TickSnapshot:
+    """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue, `spec`
+    the revision's spec, read once for the tick (the Actor renders the new arrays from it too)."""
+    if wanted.starts:  # the spec's tasks: their resources and groups
+        started = {a.task_index for a in store.attempts(record.id)
+                   if not (restart_abandoned and a.state == "ABANDONED")}
+        read = spec() if spec else revision_spec(store, record.id, record.current_revision)
+        snapshot = with_facts(snapshot, starts=start_facts(store, read, started, slurm.array_cap()))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
     metrics = MetricsStore(store.engine)

@@ -25,7 +25,8 @@ CHANGES = ["UPDATE decisions SET reason = 'rewritten' WHERE id = 1", "DELETE FRO
 
 
 def logged_campaign(tmp_path: Path, fake: FakeSlurm) -> None:
-    """A campaign whose task 1 failed with exit 1: one `give_up` decision and its outcome logged."""
+    """A campaign whose task 1 failed with exit 1: its `start` and one `give_up` decision, and their
+    outcomes, logged."""
     submit(write_spec(tmp_path, SPEC))
     fake.set_state(min(fake.jobs, key=int), 1, "FAILED", "1:0", "node1")
     [tick] = reconcile("ao").campaigns
@@ -51,7 +52,7 @@ def refused_as_owner(sql: str, tmp_path: Path, fake: FakeSlurm, monkeypatch: pyt
     assert log_rows(engine) == before
     code, out, err = run_main(monkeypatch, capsys, "log", "verify")
     assert code == 0, err
-    assert "decisions: 1 row(s) intact" in out and "outcomes: 1 row(s) intact" in out
+    assert "decisions: 2 row(s) intact" in out and "outcomes: 2 row(s) intact" in out
 
 
 @pytest.mark.parametrize("sql", CHANGES)

@@ -18,8 +18,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.replay import replay_policy
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
-from tests.adapters.test_governance_fake_slurm import entries
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.fakeslurm import FakeSlurm
 
 
@@ -57,7 +56,7 @@ def test_cancelling_tasks_stops_their_elements_and_nothing_retries_them(
     assert result.state == "active"
     tick = reconcile(name).campaigns[0]
     assert tick.decisions == []  # CANCELLED by our own stop: answered, not retried
-    stops = [e for e in entries(name) if e.action == "stop"]
+    stops = [e for e in logged(name) if e.action == "stop"]
     assert {(e.task_index, e.rule, e.inputs["by"]) for e in stops} == {(0, "manual", stops[0].inputs["by"]),
                                                                          (2, "manual", stops[0].inputs["by"])}
     assert "diverged" in stops[0].reason
@@ -82,7 +81,7 @@ def test_cancelling_the_campaign_ends_it_cancelled_once_its_jobs_have_ended(
     again = cancel(name, [0, 1])
     assert again.decisions == [] and {s["why"] for s in again.skipped} == {"already being stopped (RUNNING)",
                                                                           "already being stopped (PENDING)"}
-    assert sum(e.action == "stop" for e in entries(name)) == 2 and len(scancels(fake_slurm)) == 2
+    assert sum(e.action == "stop" for e in logged(name)) == 2 and len(scancels(fake_slurm)) == 2
     assert reconcile().campaigns[0].state == "cancelled"  # `--all` still ticks a cancelling campaign
     assert reconcile().campaigns == []  # and no more once cancelled
     with pytest.raises(ConflictError, match="cancelled: nothing to cancel"):
@@ -129,7 +128,7 @@ def test_retry_runs_given_up_and_cancelled_tasks_again_under_the_current_revisio
     assert all(d.rule != "manual" for d in actual_decisions(history))
     assert not_replayed(history)["retry"] == 2
     replayed = replay_policy("default", name)  # the policy's own decisions, reproduced around the person's
-    assert replayed.identical and replayed.reproduced == 1, replayed.differences
+    assert replayed.identical and replayed.reproduced == 2, replayed.differences  # and the start
 
 
 def test_a_retry_above_the_approval_limits_waits_for_approve(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
@@ -147,7 +146,7 @@ policy: {use: default, approval: {max_mem: 512M}}
     result = retry("gated", [0])
     assert [(d["action"], d["status"]) for d in result.decisions] == [("retry", "awaiting-approval")]
     assert len(fake_slurm.jobs) == jobs  # nothing submitted before a person approves
-    [waiting] = [e for e in entries("gated") if e.action == "retry"]
+    [waiting] = [e for e in logged("gated") if e.action == "retry"]
     assert "above approval limit" in waiting.gate
     approve(waiting.id, "ok")
     assert len(fake_slurm.jobs) == jobs + 1
@@ -181,7 +180,7 @@ def test_cancelling_the_campaign_drops_a_submission_still_waiting_for_room(
     assert {(d["task"], d["action"]) for d in result.decisions} == {(0, "stop"), (1, "stop"), (2, "give_up"),
                                                                      (3, "give_up")}
     assert len(result.abandoned) == 1 and result.skipped == []
-    gave_up = [e for e in entries(name) if e.action == "give_up"]
+    gave_up = [e for e in logged(name) if e.action == "give_up"]
     assert all(e.rule == "manual" and "had not reached Slurm" in e.reason for e in gave_up)
     assert reconcile(name).campaigns[0].state == "cancelled"
     assert list(fake_slurm.jobs) == [array]  # the waiting array never went out

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.services.approvals import pending_approvals
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import promote, set_policy
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 
@@ -50,13 +49,6 @@ policy:
     return name
 
 
-def entries(name: str = "es") -> list[LoggedDecision]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return DecisionLog(store.engine).entries(record.id)
-
-
 def scancels(fake: FakeSlurm) -> list[tuple[str, ...]]:
     return [argv for argv in fake.argvs if argv[0] == "scancel"]
 
@@ -76,7 +68,7 @@ def test_the_trailing_task_is_stopped_once_and_the_campaign_finishes_without_ret
     assert [(d.task, d.rule, d.action, d.status, d.job_id) for d in tick.decisions] == [
         (TRAILING, "early_stopping", "stop", "applied", f"{array}_{TRAILING}")]
     assert scancels(fake_slurm) == [("scancel", "--state=RUNNING", f"{array}_{TRAILING}")]
-    [stop] = entries()
+    [stop] = logged("es")
     assert stop.reason == ("val_loss 0.9 at step 5 is worse than the median 0.5 of 4 peers at that step "
                            "(lower is better); stopped (median rule).")
     assert (stop.inputs["value"], stop.inputs["median"], stop.inputs["peers"]) == (
@@ -87,7 +79,7 @@ def test_the_trailing_task_is_stopped_once_and_the_campaign_finishes_without_ret
     assert fake_slurm.element(array, TRAILING).state.startswith("CANCELLED")
     finish_the_others(fake_slurm)
     assert reconcile("es").campaigns[0].state == "finished"
-    assert [(e.task_index, e.action) for e in entries()] == [(TRAILING, "stop")]  # no resubmit, no give_up
+    assert [(e.task_index, e.action) for e in logged("es")] == [(TRAILING, "stop")]  # no resubmit, no give_up
     assert len(scancels(fake_slurm)) == 1 and fake_slurm.submitted == 1  # the first array only
     store = Store.open()
     record = store.campaign("es")
@@ -103,20 +95,20 @@ def test_a_crash_between_decision_and_outcome_is_repaired_by_the_next_tick(
     with pytest.raises(Crash):
         reconcile("es")
     assert reconcile("es").campaigns[0].repaired == 1
-    [stop] = entries()
+    [stop] = logged("es")
     assert (stop.action, stop.status) == ("stop", "applied")
     array = min(fake_slurm.jobs, key=int)
     # carried out once, or twice when the crash came after scancel: state-filtered, so harmless
     assert set(scancels(fake_slurm)) == {("scancel", "--state=RUNNING", f"{array}_{TRAILING}")}
     finish_the_others(fake_slurm)
-    assert reconcile("es").campaigns[0].state == "finished" and len(entries()) == 1
+    assert reconcile("es").campaigns[0].state == "finished" and len(logged("es")) == 1
 
 
 def test_in_shadow_it_proposes_once_and_never_cancels(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     campaign(tmp_path, fake_slurm, ", mode: shadow")
     for _ in range(3):
         reconcile("es")
-    [proposal] = entries()
+    [proposal] = logged("es")
     assert (proposal.task_index, proposal.action, proposal.mode, proposal.status) == (
         TRAILING, "stop", "shadow", "proposed")
     assert scancels(fake_slurm) == []
@@ -137,7 +129,7 @@ def test_a_stop_waiting_for_approval_leaves_the_attempt_to_the_other_rules(
     array = min(fake_slurm.jobs, key=int)
     fake_slurm.set_state(array, TRAILING, "FAILED", "1:0", "node1")  # it fails before anyone answers
     reconcile("es")
-    assert [(e.action, e.rule) for e in entries()][-1] == ("give_up", "failed")  # not answered by the waiting stop
+    assert [(e.action, e.rule) for e in logged("es")][-1] == ("give_up", "failed")  # not answered by the waiting stop
 
 
 def test_a_candidate_policy_proposes_the_stop_and_once_promoted_it_acts(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
@@ -147,10 +139,10 @@ def test_a_candidate_policy_proposes_the_stop_and_once_promoted_it_acts(tmp_path
     set_policy("es", candidate, shadow=True)
     reconcile("es")
     reconcile("es")
-    assert [(e.policy, e.action, e.mode, e.task_index) for e in entries()] == [
+    assert [(e.policy, e.action, e.mode, e.task_index) for e in logged("es")] == [
         ("stopper@v1", "stop", "shadow", TRAILING)]
     assert scancels(fake_slurm) == []
     promote("es")
     reconcile("es")  # the proposal answered nothing: the promoted rule acts on the same attempt
-    assert [(e.action, e.mode, e.status) for e in entries()][-1] == ("stop", "enforce", "applied")
+    assert [(e.action, e.mode, e.status) for e in logged("es")][-1] == ("stop", "enforce", "applied")
     assert len(scancels(fake_slurm)) == 1

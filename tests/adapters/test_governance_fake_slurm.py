@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import ConflictError
@@ -19,7 +18,7 @@ from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import list_revisions, promote, set_policy
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.fakeslurm import FakeSlurm
 
 OOM = ("OUT_OF_MEMORY", "0:125", "node1")
@@ -34,13 +33,6 @@ resources: {{mem: 1G, time: "00:10:00"}}
 policy: {policy}
 """, name=f"{name}.yaml"))
     return name
-
-
-def entries(name: str) -> list[LoggedDecision]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return DecisionLog(store.engine).entries(record.id)
 
 
 def mutations(fake: FakeSlurm) -> Counter[str]:
@@ -66,15 +58,15 @@ def test_a_shadow_rule_proposes_with_its_inputs_and_never_touches_slurm(
     for _ in range(3):
         reconcile(name)
     assert mutations(fake_slurm) == Counter()  # no sbatch, no scontrol update, no scancel
-    proposed = [e for e in entries(name) if e.mode == "shadow"]
+    proposed = [e for e in logged(name) if e.mode == "shadow"]
     # once per attempt, not once per tick: the OOM retry and the resize of its pending sibling
     assert sorted((e.task_index, e.action) for e in proposed) == [(0, "resubmit"), (1, "resize_pending")]
     assert {e.status for e in proposed} == {"proposed"}
     retry = next(e for e in proposed if e.action == "resubmit")
     assert retry.inputs["slurm_state"] == "OUT_OF_MEMORY" and retry.params["changes"] == {"mem_mb": [1024, 1536]}
-    assert all(e.mode == "enforce" for e in entries(name) if e not in proposed)
+    assert all(e.mode == "enforce" for e in logged(name) if e not in proposed)
     summary = status(name).campaigns[0].summary  # shown apart from what was done
-    assert "decisions: none; shadow proposals: 1 resize pending, 1 resubmit" in summary
+    assert "decisions: 1 start; shadow proposals: 1 resize pending, 1 resubmit" in summary
 
 
 def test_promoting_the_shadow_rule_lets_its_decision_act(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
@@ -87,7 +79,7 @@ def test_promoting_the_shadow_rule_lets_its_decision_act(tmp_path: Path, fake_sl
     fake_slurm.argvs.clear()
     reconcile(name)
     assert mutations(fake_slurm)["sbatch"] == 1
-    acted = [e for e in entries(name) if e.mode == "enforce" and e.action == "resubmit"]
+    acted = [e for e in logged(name) if e.mode == "enforce" and e.action == "resubmit"]
     assert [(e.task_index, e.status, e.revision) for e in acted] == [(0, "applied", 2)]
     with pytest.raises(ConflictError, match="nothing runs in shadow"):
         promote(name)
@@ -102,7 +94,7 @@ def test_a_whole_policy_in_shadow_proposes_every_rule_and_acts_on_none(
     fake_slurm.argvs.clear()
     reconcile(name)
     assert mutations(fake_slurm) == Counter()
-    assert sorted((e.rule, e.status) for e in entries(name)) == [("out_of_memory", "proposed"),
+    assert sorted((e.rule, e.status) for e in logged(name)) == [("out_of_memory", "proposed"),
                                                                  ("timeout", "proposed")]
 
 
@@ -118,7 +110,7 @@ def test_a_candidate_policy_proposes_next_to_the_enforced_one(tmp_path: Path, fa
     reconcile(name)
     reconcile(name)
     assert mutations(fake_slurm)["sbatch"] == 1  # only the enforced policy's retry
-    log = entries(name)
+    log = logged(name)
     enforced = [(e.policy, e.params.get("changes")) for e in log if e.mode == "enforce" and e.action == "resubmit"]
     shadow = [(e.policy, e.params.get("changes"), e.status) for e in log if e.mode == "shadow"]
     assert enforced == [("default@v1", {"mem_mb": [1024, 1536]})]
@@ -145,7 +137,7 @@ def test_a_decision_above_the_approval_limit_waits_then_acts_when_approved(
     result = approve(waiting[0].id, reason="checked")
     assert result.status == "applied" and result.job_id
     assert mutations(fake_slurm)["sbatch"] == 1
-    log = entries(name)
+    log = logged(name)
     assert next(e for e in log if e.id == waiting[0].id).status == "applied"
     verdict = next(e for e in log if e.action == "approve")
     assert verdict.params["decision_id"] == waiting[0].id and "approved by" in verdict.reason
@@ -178,7 +170,7 @@ def test_a_rejected_decision_is_never_carried_out(tmp_path: Path, fake_slurm: Fa
     assert reject(decision.id, reason="too big").status == "rejected"
     reconcile(name)
     assert mutations(fake_slurm) == Counter()
-    assert next(e for e in entries(name) if e.id == decision.id).status == "rejected"
+    assert next(e for e in logged(name) if e.id == decision.id).status == "rejected"
     store = Store.open()
     record = store.campaign(name)
     assert record is not None and record.state == "finished"  # the task stops there
@@ -188,7 +180,7 @@ def test_a_decision_nobody_answers_expires(tmp_path: Path, fake_slurm: FakeSlurm
     name = campaign(tmp_path, "{use: default, approval: {max_mem: 1200M, expire_after: 0s}}", tasks=1)
     fake_slurm.set_state(min(fake_slurm.jobs, key=int), 0, *OOM)
     reconcile(name)
-    assert [e.status for e in entries(name) if e.action == "resubmit"] == ["expired"]
+    assert [e.status for e in logged(name) if e.action == "resubmit"] == ["expired"]
     assert pending_approvals(name) == []
 
 

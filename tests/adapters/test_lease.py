@@ -24,7 +24,7 @@ from campaignctl.core.decision import Decision
 from campaignctl.core.errors import AnsweredElsewhereError, UsageError, WriteConflictError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import without_starts, write_spec
 from tests.fakeslurm import FakeSlurm
 
 SPEC = "name: {name}\ncommand: [python3, t.py, '{{i}}']\nmatrix: {{i: [0, 1]}}\n"
@@ -197,7 +197,7 @@ def test_what_legitimately_repeats_for_one_attempt_is_accepted(store: Store) -> 
                decision("s.0", "resize_pending"), decision("s.0", "resize_pending"), decision("s.0", "give_up")]
     for planned in repeats:
         log.write_intents(tick, campaign, Policy(), [planned], [], 1)
-    assert len(log.entries()) == len(repeats)
+    assert len(without_starts(log.entries())) == len(repeats)
     with pytest.raises(AnsweredElsewhereError):  # s.1's gated resubmit is its answer, approved or not
         log.write_intents(tick, campaign, Policy(), [decision("s.1", "give_up")], [], 1)
 

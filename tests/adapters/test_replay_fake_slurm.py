@@ -83,12 +83,13 @@ def test_replaying_the_policy_that_ran_reproduces_every_recorded_decision(ran: P
     assert record is not None
     logged = DecisionLog(store.engine).entries(record.id)
     kinds = sorted((e.task_index, e.rule, e.action) for e in logged)
-    assert kinds == [(0, "out_of_memory", "resubmit"), (1, "timeout", "resubmit"), (1, "timeout", "resubmit"),
-                     (2, "failed", "resubmit"), (3, "failed", "give_up"), (4, "preempted", "resubmit"),
-                     (5, "timeout", "resize_pending"), (6, "timeout", "resize_pending")]
-    assert result.ticks == 3 and result.actual_decisions == len(logged) == 8
+    # the first array is the submit tick's start decision: replayed from what that tick saw
+    assert kinds == [(0, "out_of_memory", "resubmit"), (0, "start", "start"), (1, "timeout", "resubmit"),
+                     (1, "timeout", "resubmit"), (2, "failed", "resubmit"), (3, "failed", "give_up"),
+                     (4, "preempted", "resubmit"), (5, "timeout", "resize_pending"), (6, "timeout", "resize_pending")]
+    assert result.ticks == 4 and result.actual_decisions == len(logged) == 9
     assert result.differences == [] and result.identical
-    assert result.reproduced == result.replayed_decisions == 8
+    assert result.reproduced == result.replayed_decisions == 9
     assert result.recorded_policies == [f"default@v1 ({result.policy_digest})"]
     assert result.cost_delta.cpu_hours == 0 and result.actual_cost == result.replay_cost
     # five resubmits, 1 GPU and 1 CPU each, at 10 + 15 + 10 + 10 + 23 minutes
@@ -112,7 +113,7 @@ def test_a_changed_policy_shows_exactly_where_it_differs_and_what_it_would_cost(
     assert resize.actual and resize.replay
     assert resize.actual.changes == {"mem_mb": [1024, 1536], "time_min": [10, 15]}
     assert resize.replay.changes == {"time_min": [10, 30]}
-    assert result.reproduced == 3  # exit 3 given up, preemption and exit 75 resubmitted
+    assert result.reproduced == 4  # the start; exit 3 given up, preemption and exit 75 resubmitted
     # priced with the replayed policy (2.0 per GPU-hour) on both sides: no OOM retry (-10 min) but
     # longer timeout retries (+15, +22 min)
     assert result.actual_cost.gpu_hours == pytest.approx(68 / 60)

@@ -15,10 +15,11 @@ from campaignctl.services import submit as submit_service
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import results
 from campaignctl.services.status import status
-from tests.conftest import run_main, write_spec
+from tests.conftest import logged, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
-CRASH_POINTS = ("after_intent", "after_sbatch", "before_release")
+# the first arrays are the first tick's start decisions: their intent rows are written with the decisions
+CRASH_POINTS = ("after_decisions", "after_sbatch", "before_release", "before_outcome")
 
 
 def grid_spec(tmp_path: Path, tasks: int, name: str = "big") -> Path:
@@ -42,6 +43,13 @@ def test_2500_tasks_submit_in_ceil_n_over_max_array_size_sbatch_calls(
     attempts = Store.open().attempts(Store.open().campaign("big").id)  # type: ignore[union-attr]
     assert sorted(a.task_index for a in attempts) == list(range(2500))
     assert len({a.token for a in attempts}) == 2500
+    # each array is a start decision of the campaign's first tick, with its evidence and its job
+    starts = logged("big", starts=True)
+    assert [(e.rule, e.action, e.status, e.task_index) for e in starts] == [
+        ("start", "start", "applied", 0), ("start", "start", "applied", 1000), ("start", "start", "applied", 2000)]
+    assert [e.detail["job_id"] for e in starts] == [c.job_id for c in result.chunks]
+    assert {e.group_token for e in starts} == {c.token for c in result.chunks}
+    assert starts[0].inputs["max_array_size"] == 1000 and starts[0].inputs["spec_resources"]["gpus"] == 1
 
 
 def test_resubmitting_the_same_spec_submits_nothing(tmp_path: Path, fake_slurm: FakeSlurm) -> None:

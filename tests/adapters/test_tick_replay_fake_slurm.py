@@ -44,8 +44,8 @@ def test_a_budget_hold_and_its_alert_are_reproduced(tmp_path: Path, fake_slurm: 
     reconcile("tight")
     reconcile("tight")  # paused: nothing more, on either side
     comparison, recorded = replayed("tight")
-    assert sorted(recorded) == [("budget", "alert"), ("budget", "hold")]
-    assert comparison.differences == () and comparison.reproduced == 2
+    assert sorted(recorded) == [("budget", "alert"), ("budget", "hold"), ("start", "start")]
+    assert comparison.differences == () and comparison.reproduced == 3
 
 
 def test_an_early_stop_is_reproduced_and_a_policy_without_it_shows_the_stop_as_only_actual(
@@ -55,8 +55,8 @@ def test_an_early_stop_is_reproduced_and_a_policy_without_it_shows_the_stop_as_o
     early.finish_the_others(fake_slurm)
     reconcile("es")
     comparison, recorded = replayed("es")
-    assert recorded == [("early_stopping", "stop")]
-    assert comparison.differences == () and comparison.reproduced == 1
+    assert recorded == [("start", "start"), ("early_stopping", "stop")]
+    assert comparison.differences == () and comparison.reproduced == 2
     store = Store.open()
     record = store.campaign("es")
     assert record is not None
@@ -75,8 +75,8 @@ def test_promotions_out_of_two_rungs_are_reproduced(tmp_path: Path, fake_slurm: 
     ladder.finish_rung(tmp_path, fake_slurm, rung1, {1: 0.1, 3: 0.05, 4: 0.3})
     reconcile("lad")
     comparison, recorded = replayed("lad")
-    assert sorted(recorded) == [("promotion", "promote")] * 4 + [("promotion", "retire")] * 5
-    assert comparison.differences == () and comparison.reproduced == 9
+    assert sorted(recorded) == [("promotion", "promote")] * 4 + [("promotion", "retire")] * 5 + [("start", "start")]
+    assert comparison.differences == () and comparison.reproduced == 10
 
 
 def test_a_promotion_the_budget_gate_held_is_reproduced(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
@@ -85,8 +85,8 @@ def test_a_promotion_the_budget_gate_held_is_reproduced(tmp_path: Path, fake_slu
     reconcile("lad")
     reconcile("lad")
     comparison, recorded = replayed("lad")
-    assert recorded == [("promotion", "hold")]
-    assert comparison.differences == () and comparison.reproduced == 1
+    assert recorded == [("start", "start"), ("promotion", "hold")]
+    assert comparison.differences == () and comparison.reproduced == 2
 
 
 def test_the_report_says_which_decisions_each_side_made_alone(tmp_path: Path, fake_slurm: FakeSlurm) -> None:

@@ -127,20 +127,21 @@ def test_the_head_file_is_written_after_each_tick_and_catches_a_deleted_last_row
     submit(write_spec(tmp_path, "name: rc\ncommand: [python3, x.py]\nmatrix: {i: [0, 1, 2]}\n"
                                 "policy: {use: default, rules: {failed: {backoff: 0}}}\n"))
     first = min(fake_slurm.jobs, key=int)
-    for index in (0, 1):  # two give-ups: decision #n and its outcome #n (PostgreSQL keeps the foreign key)
+    # the start (#1), then two give-ups: decision #n and its outcome #n (PostgreSQL keeps the foreign key)
+    for index in (0, 1):
         fake_slurm.set_state(first, index, "FAILED", "1:0")
     reconcile("rc")
     assert stat.S_IMODE(head.stat().st_mode) == 0o600
     recorded = json.loads(head.read_text())
-    assert recorded["decisions"]["id"] == recorded["outcomes"]["id"] == 2 and recorded["written_at"]
+    assert recorded["decisions"]["id"] == recorded["outcomes"]["id"] == 3 and recorded["written_at"]
     assert run_cli("log", "verify", "--head", str(head), state=state_home).returncode == 0
 
-    tamper(state_home, "DELETE FROM decision_outcomes WHERE id=2; DELETE FROM decisions WHERE id=2;",
+    tamper(state_home, "DELETE FROM decision_outcomes WHERE id=3; DELETE FROM decisions WHERE id=3;",
            "decisions", "decision_outcomes")
     assert run_cli("log", "verify", state=state_home).returncode == 0  # a shorter chain is a valid chain
     done = run_cli("log", "verify", "--head", str(head), state=state_home)
-    assert_user_error(done, 65, "the log ends at decision #1 but the head file recorded #2: 1 row(s) removed "
-                                "from the end", "the log ends at outcome #1")
+    assert_user_error(done, 65, "the log ends at decision #2 but the head file recorded #3: 1 row(s) removed "
+                                "from the end", "the log ends at outcome #2")
 
 
 def test_a_head_file_that_is_not_one_is_refused(state_home: Path, tmp_path: Path) -> None:

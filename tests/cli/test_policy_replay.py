@@ -24,10 +24,11 @@ def test_replay_json_envelope_and_human_report(tmp_path: Path, state_home: Path,
     envelope = json.loads(done.stdout)
     assert envelope["schema"] == "campaignctl/v1" and envelope["command"] == "policy replay"
     data = envelope["data"]
-    assert data["identical"] and data["differences"] == [] and data["reproduced"] == 8
-    assert data["policy"] == "default@v1" and data["ticks"] == 3
+    # the submit tick's start decision is replayed too
+    assert data["identical"] and data["differences"] == [] and data["reproduced"] == 9
+    assert data["policy"] == "default@v1" and data["ticks"] == 4
     same = run_cli("policy", "replay", "rp", str(DEFAULT), state=state_home)
-    assert same.returncode == 0 and "no differences: 8 decision(s) reproduced" in same.stdout
+    assert same.returncode == 0 and "no differences: 9 decision(s) reproduced" in same.stdout
     assert "history after a divergence is what actually happened" in same.stdout
     other = run_cli("policy", "replay", "rp", str(changed_policy(tmp_path)), state=state_home)
     assert other.returncode == 0, other.stderr  # a report, not a failure

@@ -18,7 +18,8 @@ from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import EarlyStopping, Fallback
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.spec import Budget, Resources
-from campaignctl.core.tick import MissingFact, Needs, TickSnapshot, decide_tick, finished, needs, with_facts
+from campaignctl.core.tick import MissingFact, decide_tick, finished, needs
+from campaignctl.core.tick_facts import Needs, TickSnapshot, with_facts
 from tests.core.test_decide import POLICY
 
 PACKAGE = Path(__file__).resolve().parents[2] / "campaignctl"

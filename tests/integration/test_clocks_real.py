@@ -14,12 +14,11 @@ import pytest
 import sqlalchemy as sa
 
 from campaignctl.adapters import proc
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import attempts
 from campaignctl.core.units import parse_duration_seconds
 from campaignctl.services.reconcile import reconcile
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import HERE, history, sacct_field, wait_for
 
@@ -53,10 +52,8 @@ def tick(name: str, env: dict[str, str]) -> dict[str, object]:
 
 
 def decisions(name: str) -> list[tuple[str, str]]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return [(e.rule, e.action) for e in DecisionLog(store.engine).entries(record.id)]
+    """The ticks' decisions after the first arrays' starts."""
+    return [(e.rule, e.action) for e in logged(name)]
 
 
 def test_a_tick_under_tz_utc_plus_14_sees_the_real_end_and_keeps_a_one_hour_backoff(

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.store import Store
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import history, ticking_until_finished
 from tests.lab_nodes import nodes_with
@@ -43,13 +41,6 @@ policy: {policy}
     return name
 
 
-def entries(name: str) -> list:  # type: ignore[type-arg]
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return DecisionLog(store.engine).entries(record.id)
-
-
 def test_a_real_gpu_oom_traceback_is_retried_with_a_smaller_batch_until_it_fits(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     name = campaign(tmp_path, "oomfit", "matrix: {batch: [64], grad_accum: [1], fail: [oom]}",
@@ -69,7 +60,7 @@ def test_a_real_gpu_oom_traceback_is_retried_with_a_smaller_batch_until_it_fits(
     assert [o.split(" node=")[0] for o in outputs] == ["batch=64 grad_accum=1 effective=64",
                                                        "batch=32 grad_accum=2 effective=64",
                                                        "batch=16 grad_accum=4 effective=64"]
-    decided = [(e.rule, e.action) for e in entries(name)]
+    decided = [(e.rule, e.action) for e in logged(name)]
     assert decided == [("gpu_out_of_memory", "resubmit")] * 2
     log = cli("log", name)
     assert log.returncode == 0 and "batch 64 → 32, grad_accum 1 → 2" in log.stdout
@@ -101,13 +92,13 @@ def test_without_params_or_roomier_gpu_a_gpu_oom_is_given_up_and_a_site_cause_ge
     rows = history(name)
     assert [(r.task_index, r.cause) for r in rows] == [(0, "gpu_out_of_memory"), (1, "nccl_timeout"),
                                                         (1, "nccl_timeout")]
-    logged = sorted((e.task_index, e.rule, e.action) for e in entries(name))
-    assert logged == [(0, "gpu_out_of_memory", "give_up"), (1, "nccl_timeout", "give_up"),
+    decided_all = sorted((e.task_index, e.rule, e.action) for e in logged(name))
+    assert decided_all == [(0, "gpu_out_of_memory", "give_up"), (1, "nccl_timeout", "give_up"),
                       (1, "nccl_timeout", "resubmit")]
-    give_up = next(e for e in entries(name) if e.task_index == 0)
+    give_up = next(e for e in logged(name) if e.task_index == 0)
     assert "rules.gpu_out_of_memory.params" in give_up.reason and "prices.gpu_memory" in give_up.reason
     assert "CUDA out of memory" in give_up.reason
-    retry = next(e for e in entries(name) if e.rule == "nccl_timeout" and e.action == "resubmit")
+    retry = next(e for e in logged(name) if e.rule == "nccl_timeout" and e.action == "resubmit")
     assert "Watchdog caught collective operation timeout" in str(retry.inputs["evidence"])
 
 
@@ -124,5 +115,5 @@ def test_a_gpu_oom_without_params_moves_to_a_listed_type_with_more_memory(
     assert [(r.state, r.cause) for r in rows] == [("FAILED", "gpu_out_of_memory"), ("COMPLETED", None)]
     assert rows[0].nodes in nodes_with("v100") and rows[1].nodes in nodes_with("a100")
     assert [json.loads(r.resources_json)["gpu_type"] for r in rows] == ["v100", "a100"]
-    [move] = entries(name)
+    [move] = logged(name)
     assert (move.rule, move.action) == ("gpu_out_of_memory", "resubmit") and "gpu_type v100 → a100" in move.reason

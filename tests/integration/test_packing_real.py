@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc, slurm
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.integration.test_real_cluster import cli
-from tests.integration.test_reconcile_real import history, logged, ticking_until_finished, wait_for
+from tests.integration.test_reconcile_real import history, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent

@@ -67,7 +67,8 @@ def test_demo_campaign_runs_as_one_array_and_reconcile_brings_it_to_completed(
     # the depth-8 tasks ran out of memory at 200M and were resubmitted, once each
     assert {r.index: r.attempts for r in result.tasks} == {i: 1 if i % 2 == 0 else 2 for i in range(8)}
     shown = cli("status", "demo")
-    assert shown.returncode == 0 and "8 tasks (COMPLETED 8); 12 attempts; decisions: 4 resubmit" in shown.stdout
+    assert shown.returncode == 0
+    assert "8 tasks (COMPLETED 8); 12 attempts; decisions: 4 resubmit, 1 start" in shown.stdout
     log = next((tmp_path / "runs" / "demo" / "tasks" / "0").glob("*/output.log")).read_text()
     assert "step 4 loss" in log
 

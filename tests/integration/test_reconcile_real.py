@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
@@ -47,14 +47,6 @@ def history(name: str) -> list[HistoryRow]:
     record = store.campaign(name)
     assert record is not None
     return store.history(record.id)
-
-
-def logged(name: str) -> list[LoggedDecision]:
-    """Every decision the log holds for campaign `name`, oldest first."""
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    return DecisionLog(store.engine).entries(record.id)
 
 
 def latest(name: str) -> dict[int, HistoryRow]:

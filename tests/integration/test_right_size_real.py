@@ -15,9 +15,9 @@ from campaignctl.adapters import proc
 from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.integration.test_real_cluster import cli
-from tests.integration.test_reconcile_real import history, logged, ticking_until_finished, wait_for
+from tests.integration.test_reconcile_real import history, ticking_until_finished, wait_for
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent

@@ -17,10 +17,10 @@ from campaignctl.adapters import proc
 from campaignctl.adapters.store import Store
 from campaignctl.services.replay import replay_policy
 from campaignctl.services.results import results
-from tests.conftest import write_spec
+from tests.conftest import logged, write_spec
 from tests.integration.test_job_env_real import cron_env, reconcile_from_cron
 from tests.integration.test_real_cluster import cli
-from tests.integration.test_reconcile_real import history, logged, wait_for
+from tests.integration.test_reconcile_real import history, wait_for
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent
@@ -201,7 +201,9 @@ def test_a_trial_asked_ahead_starts_the_moment_the_one_it_waits_for_ends_with_no
     (afterany). No tick runs until trial 1 has started: Slurm started it as trial 0 ended. Then
     the ticks finish the search, each trial asked and told once."""
     name = f"search-ahead-{uuid.uuid4().hex[:6]}"
-    assert cli("submit", str(search_spec(tmp_path, name, trials=3, parallel=1, steps=6,
+    # 15 one-second steps: a tick must see trial 0 run (with 6, under CI's load, trial 0 ended before
+    # a tick saw it running, and trial 1 was asked as a plain trial: nothing left to queue behind)
+    assert cli("submit", str(search_spec(tmp_path, name, trials=3, parallel=1, steps=15,
                                          extra="  ahead: 1\n"))).returncode == 0
     env = cron_env(state_home, slurm_conf)
 

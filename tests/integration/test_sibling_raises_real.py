@@ -14,8 +14,8 @@ from campaignctl.adapters import proc
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
-from tests.integration.test_reconcile_real import HERE, latest, logged, wait_for
+from tests.conftest import logged, write_spec
+from tests.integration.test_reconcile_real import HERE, latest, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -19,8 +19,8 @@ from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.site_limits import WAITING
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
-from tests.conftest import write_spec
-from tests.integration.test_reconcile_real import logged, ticking_until_finished
+from tests.conftest import logged, write_spec
+from tests.integration.test_reconcile_real import ticking_until_finished
 
 pytestmark = pytest.mark.slurm
 

@@ -42,7 +42,8 @@ from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.scheduler import Shape
 from campaignctl.core.sim.trials import SimSearch
-from campaignctl.core.tick import TickPlan, TickSnapshot, decide_tick, needs, with_facts
+from campaignctl.core.tick import TickPlan, decide_tick, needs
+from campaignctl.core.tick_facts import TickSnapshot, with_facts
 
 ATTEMPT_SCALED = "attempt-scaled"
 ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`

@@ -1,0 +1,35 @@
+"""What the tick's start section reads (core/starts.py), from a spec: the unstarted tasks with
+their resources and profile groups, MaxArraySize, and the profile's ended attempts — one query,
+only when right_size or `pack: auto` will read them, pooled as the viewer may pool them."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from campaignctl.adapters import identity
+from campaignctl.adapters.profile_store import ProfileStore
+from campaignctl.adapters.store import Store
+from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
+from campaignctl.core.right_size import UsageSample
+from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.starts import StartFacts, Unstarted
+
+
+def start_facts(store: Store | None, spec: CampaignSpec, started: Collection[int] = (),
+                max_array_size: int = DEFAULT_MAX_ARRAY_SIZE) -> StartFacts:
+    """The spec's first tasks not in `started`; `store` None: a new campaign's (a dry run's)."""
+    tasks = tuple(Unstarted(i, spec.resources_of(i), spec.group_of(i)) for i in spec.first_tasks() if i not in started)
+    pooled = spec.profile is not None and bool(tasks) and (
+        spec.policy.right_size.enabled or (spec.pack is not None and spec.pack.auto))
+    return StartFacts(tasks, max_array_size, spec.max_parallel, spec.pack,
+                      _samples(store, spec) if pooled else {}, spec.profile is not None)
+
+
+def _samples(store: Store | None, spec: CampaignSpec) -> dict[str, tuple[UsageSample, ...]]:
+    assert spec.profile is not None
+    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
+                                                                   viewer=identity.current_identity())
+    by_group: dict[str, list[UsageSample]] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    return {group: tuple(members) for group, members in by_group.items()}
