@@ -14,11 +14,10 @@ from campaignctl.adapters.store import insert_submission
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.core import chain
-from campaignctl.core.actions import RECORD_ONLY
 from campaignctl.core.answers import ACTING, ANSWERS
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Cancel, Params, Stop, Verdict, params_of
+from campaignctl.core.decision_params import RECORD, Cancel, Params, Stop, Verdict, effect_of, params_of
 from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.plan import ArrayChunk
@@ -96,7 +95,7 @@ class DecisionLog:
                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
                       revision: int) -> list[int]:
         """In ONE transaction: every decision of the tick, the submission intent rows of the
-        resubmissions, and the outcome of decisions that need no Slurm call (RECORD_ONLY). A crash
+        resubmissions, and the outcome of decisions that need no Slurm call (effect RECORD). A crash
         after this commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
@@ -130,7 +129,7 @@ class DecisionLog:
                                   intent.folder, intent.resources_json, intent.kind, intent.requeue,
                                   intent.task_params, intent.adopted)
             done = [i for i, (d, _) in zip(ids, rows, strict=True)
-                    if d.action in RECORD_ONLY and d.mode == "enforce" and not d.gate]
+                    if effect_of(d.action) == RECORD and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")
             proposed = [i for i, (d, _) in zip(ids, rows, strict=True) if d.mode == "shadow"]
             _insert_outcomes(conn, proposed, "proposed", {}, "")

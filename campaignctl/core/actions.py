@@ -8,7 +8,8 @@ Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decision import Decision
@@ -40,17 +41,6 @@ class ResubmitGroup:
     after: str = ""  # a job element it waits for (a search's trial asked ahead): --dependency=afterany
 
 
-# governance records: a revision marked known-good or made current, a verdict on a gated decision;
-# retire: a config a progressive campaign does not promote
-# size_first: how right_size sized a submission's first attempts (core/right_size.py); pack: how
-# they were packed (core/packing.py); tell: what a search's sampler was told of a settled trial
-RECORD_ONLY = ("give_up", "alert", "resize_next", "mark_known_good", "make_current", "approve", "reject", "retire",
-               "size_first", "pack", "tell")
-# carried out by a new array: a retry (next attempt of the task), a promotion (a config's task
-# in the next rung, its first attempt), a search's new trial (its task's first attempt), a
-# person's `campaignctl retry`, a start (a chunk of tasks' first attempts, core/starts.py)
-SUBMITTING = ("resubmit", "promote", "ask", "retry", "start")
-CANCELS = ("cancel", "stop")  # `scancel --state=<only_if>` of one element: to move it, or to stop it for good
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
@@ -101,7 +91,7 @@ class SingleGroup:
 class ActionPlan:
     resubmits: tuple[ResubmitGroup, ...]
     resizes: tuple[ResizeGroup, ...]
-    recorded: tuple[Decision, ...]  # RECORD_ONLY: no Slurm call
+    recorded: tuple[Decision, ...]  # effect RECORD (core/decision_params.py): no Slurm call
     throttles: tuple[ThrottleGroup, ...] = ()
     holds: tuple[SingleGroup, ...] = ()
     cancels: tuple[SingleGroup, ...] = ()
@@ -151,3 +141,43 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     resizes = tuple(ResizeGroup(new_token(), array, resources, tuple(group))
                     for (array, resources), group in by_array.items())
     return ActionPlan(tuple(resubmits), resizes, tuple(recorded), tuple(throttles), tuple(holds), tuple(cancels))
+
+
+# --- what a submission of decisions carries (services/act.py writes its intent from these) ---
+
+def submission_kind(decisions: Sequence[Decision]) -> str:
+    """The submission's kind: a campaign's first attempts', a promotion's, a search's new trials', or a retry's."""
+    actions = {d.action for d in decisions}
+    return {"start": "initial", "promote": "promotion", "ask": "trial"}.get(actions.pop(), "retry") \
+        if len(actions) == 1 else "retry"
+
+
+def task_params_of(decisions: Sequence[Decision], own: Callable[[int], Mapping[str, object]]) -> dict[int, str]:
+    """Parameters a rule chose for the next attempt (decide's `task_params`, a search's asked
+    values over the fixed ones), by task index: stored on the attempt rows with the intent, so a
+    crash-repaired submission renders the same argv (and every retry keeps them)."""
+    out = {}
+    for d in decisions:
+        p = d.typed
+        if isinstance(p, Resubmit) and p.task_params is not None:
+            out[d.task_index] = json.dumps(p.task_params, sort_keys=True)
+        elif isinstance(p, (Ask, Promote)) and p.params:  # adopts: a search's trial, asked or promoted
+            out[d.task_index] = json.dumps({**own(d.task_index), **p.params}, sort_keys=True)
+    return out
+
+
+def adopts(d: Decision) -> bool:
+    """A search's trial, asked or promoted: its task's params are the sampled ones from now on."""
+    return isinstance(p := d.typed, (Ask, Promote)) and bool(p.params)
+
+
+def tasks_of(d: Decision) -> tuple[int, ...]:
+    """The tasks a decision submits: a start's chunk, or its own task."""
+    return p.tasks if isinstance(p := d.typed, Start) else (d.task_index,)
+
+
+def next_attempt(d: Decision) -> int:
+    """The number of the attempt a resubmit starts (a start its task, a promotion its config's
+    next rung, an ask its trial: 1)."""
+    attempt = d.inputs.get("attempt")
+    return 1 if d.action in ("start", "promote", "ask") or not isinstance(attempt, int) else attempt + 1

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from campaignctl.core.resources import Resources, resources_from
+
+# What carrying a decision out does, by its params record (a record without `effect` does nothing
+# in Slurm: it is only written): a new array, an `scancel --state` of one element, an `scontrol
+# update` of pending elements, of an array's throttle, a hold or release of a campaign's arrays
+RECORD, SUBMITS, CANCELS, RESIZES, THROTTLES, HOLDS = "record", "submits", "cancels", "resizes", "throttles", "holds"
 
 PARAMS_VERSION = 1
 VERSION_KEY = "_v"  # absent: version 1
@@ -26,6 +31,7 @@ Pair: TypeAlias = tuple[object, object]  # (before, after), as `changes` logs ea
 
 @dataclass(frozen=True, slots=True)
 class Resubmit:
+    effect: ClassVar[str] = SUBMITS
     changes: Mapping[str, Pair] = field(default_factory=dict)  # resources changed for the retry
     retry: int = 0  # which retry this is for the rule
     max_retries: int = 0
@@ -42,6 +48,7 @@ class GiveUp:
 
 @dataclass(frozen=True, slots=True)
 class ResizePending:
+    effect: ClassVar[str] = RESIZES
     changes: Mapping[str, Pair] = field(default_factory=dict)
     array_job_id: str = ""
     resources: Resources | None = None  # the element's new resources, where the rule wrote them
@@ -55,6 +62,7 @@ class ResizeNext:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
+    effect: ClassVar[str] = CANCELS
     only_if: str = ""  # cancel only in this state (scancel --state); '' in any
     replacement: Resources | None = None  # resubmitted with these once it ended
     replacement_params: Mapping[str, object] | None = None
@@ -65,18 +73,21 @@ class Cancel:
 
 @dataclass(frozen=True, slots=True)
 class Stop:
+    effect: ClassVar[str] = CANCELS
     only_if: str = ""
     seen: str = ""  # a person's cancel: the state the attempt was in when asked
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
+    effect: ClassVar[str] = HOLDS
     arrays: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # array job id → elements
     level: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Release:
+    effect: ClassVar[str] = HOLDS
     arrays: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     limits: Mapping[str, float] = field(default_factory=dict)  # the budget limits it was over
     target_revision: int | None = None  # a rollback's release
@@ -90,6 +101,7 @@ class Alert:
 
 @dataclass(frozen=True, slots=True)
 class Throttle:
+    effect: ClassVar[str] = THROTTLES
     array_job_id: str = ""
     throttle: int | None = None  # the array's new `%N`; None: unlimited
     changes: Mapping[str, Pair] = field(default_factory=dict)
@@ -99,6 +111,7 @@ class Throttle:
 class Promote:
     """A config kept by its rung: its task in the next rung is submitted."""
 
+    effect: ClassVar[str] = SUBMITS
     config: int = 0
     from_rung: int = 0
     to_rung: int = 0
@@ -117,6 +130,7 @@ class Retire:
 class Ask:
     """A search's new trial (core/search.py): its task's first attempt is submitted with `params`."""
 
+    effect: ClassVar[str] = SUBMITS
     trial: int = 0
     params: Mapping[str, object] = field(default_factory=dict)  # the sampled values
     generation: int | None = None  # CMA-ES: the generation it was asked in (adapters/cmaes_sampler.py)
@@ -148,6 +162,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
+    effect: ClassVar[str] = SUBMITS
     changes: Mapping[str, Pair] = field(default_factory=dict)
     resources: Resources | None = None  # written when the decision waits for approval
 
@@ -176,6 +191,7 @@ class Start:
     """A chunk of first attempts (core/starts.py): one new array of `tasks`, `per_element` of
     them to an element (packed when above 1), throttled to `throttle`."""
 
+    effect: ClassVar[str] = SUBMITS
     tasks: tuple[int, ...] = ()
     throttle: int | None = None
     group: str = ""
@@ -228,6 +244,11 @@ RECORDS: dict[str, type[Params]] = {
 _UPGRADES: dict[int, Callable[[str, Mapping[str, object]], Mapping[str, object]]] = {}
 
 
+def effect_of(action: str) -> str:
+    """What carrying out a decision of `action` does (RECORD for one only written)."""
+    return getattr(RECORDS.get(action), "effect", RECORD)
+
+
 def params_of(action: str, raw: Mapping[str, object]) -> Params:
     """The typed params of a decision of `action`, from its logged JSON object."""
     version = raw.get(VERSION_KEY, 1)
@@ -273,8 +294,6 @@ def _bool(value: object) -> bool | None:
 
 def _mapping(value: object) -> dict[str, object] | None:
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else None
-
-
 
 
 def _arrays(value: object) -> dict[str, tuple[int, ...]] | None:

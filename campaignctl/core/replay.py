@@ -34,10 +34,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from campaignctl.core.answers import ANSWERS
-from campaignctl.core.by_hand import MANUAL_RULE, RETRY
+from campaignctl.core.by_hand import MANUAL_RULE
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Alert, Ask, Promote, ResizePending, Retire, Start, Tell, Throttle
+from campaignctl.core.decision_params import (
+    SUBMITS,
+    Alert,
+    Ask,
+    Promote,
+    ResizePending,
+    Retire,
+    Start,
+    Tell,
+    Throttle,
+    effect_of,
+)
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
@@ -85,7 +96,7 @@ class Timeline:
         enforced = [d for d in history.decisions if d.mode == "enforce"]
         # the resubmit decision whose group token is a retry submission's token created it
         self._born = {d.group_token: d.tick_id for d in enforced
-                      if d.action in ("resubmit", "promote", "ask", RETRY, START) and d.group_token}
+                      if effect_of(d.action) == SUBMITS and d.group_token}
         self._starts = [d for d in enforced if d.action == START]
         self._resizes: dict[str, list[tuple[int, str]]] = {}
         for d in enforced:

@@ -17,26 +17,30 @@ from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
 from campaignctl.adapters.store import Store
 from campaignctl.core.actions import (
-    CANCELS,
-    SUBMITTING,
     ActionPlan,
     ResizeGroup,
     ResubmitGroup,
     ThrottleGroup,
+    adopts,
+    next_attempt,
     plan_actions,
+    submission_kind,
+    task_params_of,
+    tasks_of,
 )
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import (
-    Ask,
+    CANCELS,
+    HOLDS,
+    SUBMITS,
+    THROTTLES,
     Cancel,
     Hold,
-    Promote,
     Release,
     ResizePending,
-    Resubmit,
-    Start,
     Stop,
     Throttle,
+    effect_of,
 )
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
@@ -104,7 +108,7 @@ class Actor:
         those waiting for approval are only written."""
         decisions = [replace(d, ref=i) for i, d in enumerate(decisions)]
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
-        resubmitting = any(d.action in SUBMITTING for d in acting)
+        resubmitting = any(effect_of(d.action) == SUBMITS for d in acting)
         max_array = slurm.array_cap() if resubmitting else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
@@ -123,7 +127,7 @@ class Actor:
                            array_job_of: Mapping[str, str | None]) -> Outcome:
         """An approved decision, written ticks ago: its submission intent (a resubmit) is written
         now, then it is carried out like any other and its outcome written."""
-        max_array = slurm.array_cap() if decision.action in SUBMITTING else DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap() if effect_of(decision.action) == SUBMITS else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
@@ -135,9 +139,9 @@ class Actor:
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
         return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
                                  json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
-                                 _kind(g.decisions),
-                                 _task_params(g.decisions, lambda t: self.spec.tasks[t].params),
-                                 frozenset(d.task_index for d in g.decisions if _adopts(d)))
+                                 submission_kind(g.decisions),
+                                 task_params_of(g.decisions, lambda t: self.spec.tasks[t].params),
+                                 frozenset(d.task_index for d in g.decisions if adopts(d)))
                 for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, row: Callable[[Decision], int]) -> dict[int, Outcome]:
@@ -189,7 +193,7 @@ class Actor:
 
     def _resubmit(self, group: ResubmitGroup, ids: list[int]) -> Outcome:
         # a promotion starts its config's task in the next rung: attempt 1
-        numbers = [n for d in group.decisions for n in [_next_attempt(d)] * len(_tasks_of(d))]
+        numbers = [n for d in group.decisions for n in [next_attempt(d)] * len(tasks_of(d))]
         params = parameters(self.record.name, group.resources, group.token, group.chunk,
                             self.record.current_revision, self.policy.slurm_requeue, group.after)
         try:
@@ -330,9 +334,9 @@ class Actor:
         me = identity.user_name()  # another member's submissions are its own tick's to finish (recover)
         states = {s.token: s for s in self.store.submissions(self.record.id)}
         open_entries = [e for e in open_entries if states.get(e.group_token) is None
-                        or states[e.group_token].submitted_by == me or e.action not in SUBMITTING]
+                        or states[e.group_token].submitted_by == me or effect_of(e.action) != SUBMITS]
         repaired = 0
-        for group_token in {e.group_token for e in open_entries if e.action in SUBMITTING}:
+        for group_token in {e.group_token for e in open_entries if effect_of(e.action) == SUBMITS}:
             ids = [e.id for e in open_entries if e.group_token == group_token]
             sub = states.get(group_token)
             if sub is not None and sub.state == "released":
@@ -352,13 +356,13 @@ class Actor:
             entries = [e for e in open_entries if e.group_token == group_token]
             repaired += len(entries)
             self._resize(_resize_group(entries), [e.id for e in entries])
-        for e in (e for e in open_entries if e.action in ("throttle", *CANCELS, "hold", "release")):
+        for e in (e for e in open_entries if effect_of(e.action) in (THROTTLES, CANCELS, HOLDS)):
             repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
             decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
             if isinstance(p := e.typed, Throttle):
                 if p.throttle is not None:  # always written; a row without it has nothing to carry out
                     self._throttle(ThrottleGroup(e.group_token, p.array_job_id, p.throttle, decision), e.id)
-            elif e.action in CANCELS:
+            elif effect_of(e.action) == CANCELS:
                 self._cancel(decision, e.id)
             else:
                 self._hold_or_release(decision, e.id)
@@ -382,37 +386,6 @@ def cancel_strays(store: Store, record: CampaignRecord, queued: Sequence[slurm.Q
         slurm.cancel(job_id)
 
 
-def _kind(decisions: Sequence[Decision]) -> str:
-    """The submission's kind: a campaign's first attempts', a promotion's, a search's new trials', or a retry's."""
-    actions = {d.action for d in decisions}
-    return {"start": "initial", "promote": "promotion", "ask": "trial"}.get(actions.pop(), "retry") \
-        if len(actions) == 1 else "retry"
-
-
-def _task_params(decisions: Sequence[Decision], own: Callable[[int], Mapping[str, object]]) -> dict[int, str]:
-    """Parameters a rule chose for the next attempt (decide's `task_params`, a search's asked
-    values over the fixed ones), by task index: stored on the attempt rows with the intent, so a
-    crash-repaired submission renders the same argv (and every retry keeps them)."""
-    out = {}
-    for d in decisions:
-        p = d.typed
-        if isinstance(p, Resubmit) and p.task_params is not None:
-            out[d.task_index] = json.dumps(p.task_params, sort_keys=True)
-        elif isinstance(p, (Ask, Promote)) and p.params:  # _adopts: a search's trial, asked or promoted
-            out[d.task_index] = json.dumps({**own(d.task_index), **p.params}, sort_keys=True)
-    return out
-
-
-def _adopts(d: Decision) -> bool:
-    """A search's trial, asked or promoted: its task's params are the sampled ones from now on."""
-    return isinstance(p := d.typed, (Ask, Promote)) and bool(p.params)
-
-
-def _tasks_of(d: Decision) -> tuple[int, ...]:
-    """The tasks a decision submits: a start's chunk, or its own task."""
-    return p.tasks if isinstance(p := d.typed, Start) else (d.task_index,)
-
-
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
     p = entries[0].typed
     decisions = tuple(Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs,
@@ -420,10 +393,3 @@ def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
     if not isinstance(p, ResizePending) or p.resources is None:
         raise ValueError(f"decision #{entries[0].id} resizes without its resources: {entries[0].params}")
     return ResizeGroup(entries[0].group_token, p.array_job_id, p.resources, decisions)
-
-
-def _next_attempt(d: Decision) -> int:
-    """The number of the attempt a resubmit starts (a start its task, a promotion its config's
-    next rung, an ask its trial: 1)."""
-    attempt = d.inputs.get("attempt")
-    return 1 if d.action in ("start", "promote", "ask") or not isinstance(attempt, int) else attempt + 1

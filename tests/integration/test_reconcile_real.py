@@ -17,7 +17,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import REPO, without_starts, write_spec
 from tests.integration.test_real_cluster import cli, own_jobs_named
 
 pytestmark = pytest.mark.slurm
@@ -117,7 +117,7 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    logged = DecisionLog(store.engine).entries(record.id)
+    logged = without_starts(DecisionLog(store.engine).entries(record.id))
     # 7 two-CPU tasks on 4 two-CPU nodes: if a slow task still waits when the OOM is seen, the
     # policy gives it the retry's memory in place (resize_pending) — right, but timing-dependent
     resized = [e for e in logged if e.action == "resize_pending"]
@@ -142,7 +142,8 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     (tmp_path / "same.yaml").write_text(same)
     (tmp_path / "changed.yaml").write_text(same.replace("    mem_factor: 1.5", "    mem_factor: 3"))
     replayed = json.loads(cli("policy", "replay", name, str(tmp_path / "same.yaml"), "--json").stdout)["data"]
-    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 6 + len(resized)
+    # the six answers, the resizes, and the first array's start
+    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 7 + len(resized)
     changed = json.loads(cli("policy", "replay", name, str(tmp_path / "changed.yaml"), "--json").stdout)["data"]
     differences = {(d["task_index"], d["kind"]) for d in changed["differences"]}
     assert differences == {(t, "changed") for t in [OOM, *(e.task_index for e in resized)]}, changed["differences"]
@@ -213,7 +214,7 @@ def test_reconcile_killed_after_sbatch_adopts_the_held_retry_on_the_next_tick(
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    entries = DecisionLog(store.engine).entries(record.id)
+    entries = without_starts(DecisionLog(store.engine).entries(record.id))
     assert [(e.task_index, e.status, e.detail.get("repaired")) for e in entries] == [
         (0, "applied", True), (1, "applied", True)]
 
