@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from campaignctl.core.errors import CampaignctlError
 from campaignctl.core.params import Scalar
@@ -76,8 +76,8 @@ def _derived(search: SearchSpec, dims: Sequence[Dimension], trials: Sequence[Tri
     done: dict[int, list[tuple[Any, float]]] = {}
     for t in trials:
         if (t.state == COMPLETE and t.generation is not None and t.value is not None and math.isfinite(t.value)
-                and all(d.name in t.params for d in dims)):
-            x = np.array([_to_unit(d, float(t.params[d.name])) for d in dims])  # type: ignore[arg-type]
+                and all(isinstance(t.params.get(d.name), (int, float)) for d in dims)):
+            x = np.array([_to_unit(d, float(cast(float, t.params[d.name]))) for d in dims])
             done.setdefault(t.generation, []).append((x, sign * t.value))
     while len(solutions := done.get(optimizer.generation, [])) >= optimizer.population_size:
         optimizer.tell(solutions[:optimizer.population_size])

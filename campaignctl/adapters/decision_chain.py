@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import sqlalchemy as sa
 
@@ -47,12 +49,13 @@ def _lenient_text(conn: sa.Connection) -> Iterator[None]:
     if conn.dialect.name != "sqlite" or raw is None:
         yield
         return
-    saved = raw.text_factory  # type: ignore[attr-defined]
-    raw.text_factory = _decode  # type: ignore[attr-defined]
+    lite = cast(sqlite3.Connection, raw)  # the dialect is sqlite: its DB-API connection is sqlite3's
+    saved = lite.text_factory
+    lite.text_factory = _decode
     try:
         yield
     finally:
-        raw.text_factory = saved  # type: ignore[attr-defined]
+        lite.text_factory = saved
 
 
 def _decode(data: bytes) -> str | UndecodableText:

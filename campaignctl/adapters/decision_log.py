@@ -4,23 +4,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store import insert_submission
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
+from campaignctl.adapters.submission_rows import insert_submission
 from campaignctl.core import chain
+from campaignctl.core.actions import SubmissionIntent
 from campaignctl.core.answers import ACTING, ANSWERS
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import RECORD, Cancel, Params, Stop, Verdict, effect_of, params_of
 from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
-from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.policy import Policy
 
 # core/answers.py: ACTING answer an attempt for good, a stop (early stopping) once carried out or
@@ -29,19 +29,6 @@ from campaignctl.core.policy import Policy
 # outcome: the schema allows one of them per attempt (migration 011's unique index: PostgreSQL
 # names it, SQLite names its column).
 ONE_ANSWER = ("decisions_one_answer", "decisions.attempt_token")
-
-
-@dataclass(frozen=True, slots=True)
-class SubmissionIntent:
-    token: str
-    revision: int
-    chunk: ArrayChunk
-    folder: str
-    resources_json: str
-    requeue: bool
-    kind: str = "retry"  # retry | promotion
-    task_params: Mapping[int, str] = field(default_factory=dict)  # params JSON by task, where a rule changed them
-    adopted: frozenset[int] = frozenset()  # tasks whose params are these from now on: a search's asked trials
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +112,7 @@ class DecisionLog:
                       for i, (d, group) in zip(ids, rows, strict=True)]
             _insert_chained(conn, "decisions", DECISION_FIELDS, head, values)
             for intent in intents:
-                insert_submission(conn, campaign_id, intent.revision, intent.token, intent.chunk,
-                                  intent.folder, intent.resources_json, intent.kind, intent.requeue,
-                                  intent.task_params, intent.adopted)
+                insert_submission(conn, campaign_id, intent)
             done = [i for i, (d, _) in zip(ids, rows, strict=True)
                     if effect_of(d.action) == RECORD and d.mode == "enforce" and not d.gate]
             _insert_outcomes(conn, done, "applied", {}, "")

@@ -92,12 +92,12 @@ class OutputMetrics:
 def metrics_from_output(launch: TaskLaunch, log_path: Path) -> Iterator[None]:
     """Follow what is appended to `log_path` from now (after the setup lines' output) while the
     block runs, when the spec has `metrics.from_output`; a launch pickled before it has none."""
-    patterns = getattr(launch, "output_metrics", ())
+    patterns = launch.output_metrics
     if not patterns:
         yield
         return
     follower = OutputMetrics(log_path, launch.paths.metrics, patterns, log_path.stat().st_size,
-                             last_step=last_step_before(launch) if getattr(launch, "resumed", None) else -1).start()
+                             last_step=last_step_before(launch) if launch.resumed else -1).start()
     try:
         yield
     finally:

@@ -26,9 +26,6 @@ from campaignctl.core.output_causes import EVIDENCE_BYTES, LAUNCH_FAILED
 from campaignctl.core.pack_plan import Pack, step_argv, visible_gpu
 from campaignctl.core.task_launch import TaskLaunch
 
-LAUNCH_FILE = "launch.pickle"  # in the attempt directory: what the task's step runs
-SRUN_ERR = "srun.err"  # in the attempt directory: what the step's srun wrote to stderr
-
 
 def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, str] | None = None) -> int:
     """Start every task's step, wait for all; the number of tasks whose step failed."""
@@ -36,7 +33,7 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
     children: list[tuple[TaskLaunch, subprocess.Popen[bytes]]] = []
     for i, (launch, gpu) in enumerate(zip(launches, pack.gpu_of or (None,) * len(launches), strict=True)):
         launch.paths.folder.mkdir(parents=True, exist_ok=True)
-        payload = launch.paths.folder / LAUNCH_FILE
+        payload = launch.paths.launch
         payload.unlink(missing_ok=True)  # a file left in its place is never written through
         fd = os.open(payload, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as handle:  # private: adapters/pack_step.py runs only such a file
@@ -47,7 +44,7 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
             step_env["CUDA_VISIBLE_DEVICES"] = visible
         argv = [*step_argv(launch.attempt_token, pack.step, []), *faults.step_options(i == 0),
                 sys.executable, "-m", "campaignctl.adapters.pack_step", str(payload)]
-        with open(launch.paths.folder / SRUN_ERR, "wb") as err:
+        with open(launch.paths.srun_err, "wb") as err:
             children.append((launch, subprocess.Popen(argv, env=step_env, stdin=subprocess.DEVNULL, stderr=err)))
     failed = 0
     for launch, child in children:
@@ -63,7 +60,7 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
 
 def _srun_said(launch: TaskLaunch) -> str:
     try:
-        with open(launch.paths.folder / SRUN_ERR, "rb") as err:
+        with open(launch.paths.srun_err, "rb") as err:
             return err.read(EVIDENCE_BYTES).decode(errors="replace")
     except OSError:
         return ""

@@ -24,14 +24,14 @@ def checkpoint_present(path: Path) -> bool:
 
 
 def mark_of(launch: TaskLaunch) -> Path:
-    check = getattr(launch, "resume_check", None)
+    check = launch.resume_check
     return Path(launch.workdir) / check if check else launch.checkpoint
 
 
 def as_started(launch: TaskLaunch) -> TaskLaunch:
     """`launch` with the side of `{resume?…}` that what is there says (`resumed` set). A payload
     pickled before this rule (no `resume_check`) is returned as it is: it resumes by attempt."""
-    if getattr(launch, "resume_check", None) is None:
+    if launch.resume_check is None:
         return launch
     if not checkpoint_present(mark_of(launch)):
         return dataclasses.replace(launch, resumed=False)
@@ -42,11 +42,11 @@ def as_started(launch: TaskLaunch) -> TaskLaunch:
 def resume_note(launch: TaskLaunch) -> str:
     """The line the attempt's output starts with when it matters: a resume, or an attempt that
     was expected to resume (a retry, a promoted rung) and starts over."""
-    resumed = getattr(launch, "resumed", None)
+    resumed = launch.resumed
     if resumed is None:
         return ""
     if resumed:
         return f"campaignctl: resuming: {mark_of(launch)} is there\n"
-    if launch.attempt_number > 1 or getattr(launch, "rung", 0) > 0:
+    if launch.attempt_number > 1 or launch.rung > 0:
         return f"campaignctl: starting over: nothing at {mark_of(launch)} to resume from\n"
     return ""

@@ -34,7 +34,7 @@ from campaignctl.core.rendezvous import Placement, placement, rank_environment, 
 from campaignctl.core.resources import TORCHRUN
 
 # TaskLaunch is imported here too: payloads pickled before it moved to core name it runner.TaskLaunch
-from campaignctl.core.task_launch import DEFAULT_TELEMETRY_S, TaskLaunch
+from campaignctl.core.task_launch import TaskLaunch, current_launch
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 # The program starts with these IGNORED: an ignored disposition survives exec, a handler the
@@ -51,8 +51,7 @@ def task_environment(launch: TaskLaunch) -> dict[str, str]:
 
 
 def _placement(launch: TaskLaunch) -> Placement | None:
-    # a payload pickled by an older campaignctl has no launcher: one process
-    return placement(os.environ) if getattr(launch, "launcher", "") else None
+    return placement(os.environ) if launch.launcher else None
 
 
 def _rank_setup(launch: TaskLaunch, where: Placement, env: dict[str, str], log_path: Path) -> tuple[str, ...] | None:
@@ -89,7 +88,8 @@ def run_task(launch: TaskLaunch) -> None:
         # first thing: from here an early warning signal can neither kill this process nor reach
         # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
         signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
-    if getattr(launch, "shared", False):  # a payload pickled by an older campaignctl has no such field
+    launch = current_launch(launch)  # a payload pickled by an older release lacks later fields
+    if launch.shared:
         os.umask(0o007)  # inherited by the program; directories made inside `tasks/` stay setgid
     where = _placement(launch)
     suffix = where.suffix if where else ""
@@ -98,7 +98,7 @@ def run_task(launch: TaskLaunch) -> None:
     launch = as_started(launch)  # before the checkpoint directory is made: it is the mark without `checkpoint:`
     launch.checkpoint.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    resumed = {"resumed": launch.resumed} if getattr(launch, "resumed", None) is not None else {}
+    resumed = {"resumed": launch.resumed} if launch.resumed is not None else {}
     write_atomic(files.started(suffix), json.dumps({**_context(), "started_at": started, **resumed}))
     log_path = files.output(suffix)
     with open(log_path, "ab") as log:  # made here, so that `output` finds it before the program writes
@@ -107,10 +107,9 @@ def run_task(launch: TaskLaunch) -> None:
     argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
     with metrics_from_output(launch, log_path) if not suffix else contextlib.nullcontext():
         code = prepared.code or (1 if argv is None else _run_program(launch, argv, log_path, prepared.env, where))
-    # a failed setup line is the cause; otherwise the output's own (a payload pickled by an older
-    # campaignctl has no `causes`: built-in signatures only)
+    # a failed setup line is the cause; otherwise the output's own
     cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
-             else output_cause(log_path, code, getattr(launch, "causes", ())))
+             else output_cause(log_path, code, launch.causes))
     write_atomic(files.exit(suffix), json.dumps({
         **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **resumed, **cause}))
     if code != 0:
@@ -143,8 +142,7 @@ def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env:
 
 def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO,
                    where: Placement | None) -> TelemetrySampler | None:
-    # a payload pickled by an older campaignctl has no such field: sample at the default
-    interval = getattr(launch, "telemetry_interval_s", DEFAULT_TELEMETRY_S)
+    interval = launch.telemetry_interval_s
     if interval <= 0:
         return None
     sampler = TelemetrySampler(launch.paths.telemetry(where.node_rank if where else 0), pid, interval,

@@ -18,7 +18,8 @@ from campaignctl.core.clock import to_slurm
 from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
-from campaignctl.core.sacct import SACCT_FIELDS, Observed, Reading, observe_jobs
+from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
+from campaignctl.core.sacct_records import Reading
 from campaignctl.core.siblings import NodeShape, parse_node_shapes
 from campaignctl.core.site_limits import may_be_submit_limit, names_submit_limit
 from campaignctl.core.site_limits import submit_limit as read_submit_limit
@@ -63,14 +64,17 @@ def forget_site() -> None:
     """Forget what this process read of the site (version, limits, resources Slurm would take):
     a test's new Slurm."""
     version.cache_clear()
+    reading.cache_clear()
     submit_limit.cache_clear()
     max_array_size.cache_clear()
     _TAKEN.clear()
 
 
+@functools.cache
 def reading() -> Reading:
-    """How this site's sacct output is read (core/sacct.Reading): by its Slurm's version, and with
-    root, the `slurm` account (SlurmUser by convention) and this user as the jobs' own cancellers."""
+    """How this site's sacct output is read (core/sacct_records.Reading), once per process: by its
+    Slurm's version, and with root, the `slurm` account (SlurmUser by convention) and this user as
+    the jobs' own cancellers."""
     own = {"0", str(os.getuid())}
     with contextlib.suppress(KeyError):
         own.add(str(pwd.getpwnam("slurm").pw_uid))

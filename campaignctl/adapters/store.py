@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters import identity
+from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.history_store import HistoryStore
+from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.notify_store import NotifyStore
+from campaignctl.adapters.profile_store import ProfileStore
+from campaignctl.adapters.revision_rows import (
+    insert_revision,
+    revision_record,
+    spec_revision,
+    sync_tasks,
+    task_row,
+)
 from campaignctl.adapters.store_engine import (
     default_url,
     driver_sql,
@@ -21,12 +33,12 @@ from campaignctl.adapters.store_engine import (
     utc_now,
 )
 from campaignctl.adapters.store_schema import attempts, campaigns, revisions, submissions, tasks
+from campaignctl.adapters.submission_rows import insert_submission
+from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.actions import SubmissionIntent
 from campaignctl.core.cost import UsageGroup, phase_of
 from campaignctl.core.observe import resources_parser
-from campaignctl.core.pack_steps import requested_share
 from campaignctl.core.params import Scalar, TaskSpec
-from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.policy import policy_to_dict
 from campaignctl.core.records import (
     AttemptRecord,
     CampaignRecord,
@@ -37,14 +49,37 @@ from campaignctl.core.records import (
 )
 from campaignctl.core.spec import CampaignSpec
 
-# the key in a revision's settings_json naming the file of the environment captured for it
-# (adapters/env_capture.py): a reference only, never the values
-CAPTURED_ENV = "captured_env"
-
 
 class Store:
+    """Campaigns, revisions, submissions and attempts; the other stores on the same database
+    through their doors (`log`, `metrics`, `telemetry`, `profiles`, `notices`, `histories`)."""
+
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+
+    @cached_property
+    def log(self) -> DecisionLog:
+        return DecisionLog(self.engine)
+
+    @cached_property
+    def metrics(self) -> MetricsStore:
+        return MetricsStore(self.engine)
+
+    @cached_property
+    def telemetry(self) -> TelemetryStore:
+        return TelemetryStore(self.engine)
+
+    @cached_property
+    def profiles(self) -> ProfileStore:
+        return ProfileStore(self.engine)
+
+    @cached_property
+    def notices(self) -> NotifyStore:
+        return NotifyStore(self.engine)
+
+    @cached_property
+    def histories(self) -> HistoryStore:
+        return HistoryStore(self.engine)
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
@@ -73,16 +108,16 @@ class Store:
             campaign_id = inserted_id(conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
                 owner=owner, created_at=now)))
-            _insert_revision(conn, _spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
+            insert_revision(conn, spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
                                                   captured_env), 1)
-            conn.execute(tasks.insert(), [_task_row(campaign_id, t) for t in spec.tasks])
+            conn.execute(tasks.insert(), [task_row(campaign_id, t) for t in spec.tasks])
         return int(campaign_id)
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
                      author: str, reason: str, captured_env: str = "") -> int:
         """A changed spec at submit: a new current revision (a candidate shadow policy stays)."""
         current = self.revision(campaign_id, self.campaign_by_id(campaign_id).current_revision)
-        draft = _spec_revision(campaign_id, spec, spec_text, spec_path, author, reason, captured_env)
+        draft = spec_revision(campaign_id, spec, spec_text, spec_path, author, reason, captured_env)
         return self.insert_revision(replace(draft, shadow_policy_json=current.shadow_policy_json), spec.tasks)
 
     def insert_revision(self, draft: RevisionRecord, task_specs: Sequence[TaskSpec] = ()) -> int:
@@ -92,8 +127,8 @@ class Store:
         with self.engine.begin() as conn:
             number = int(conn.execute(sa.select(sa.func.max(revisions.c.number))
                                       .where(revisions.c.campaign_id == draft.campaign_id)).scalar_one()) + 1
-            _insert_revision(conn, draft, number)
-            _sync_tasks(conn, draft.campaign_id, task_specs)
+            insert_revision(conn, draft, number)
+            sync_tasks(conn, draft.campaign_id, task_specs)
             conn.execute(campaigns.update().where(campaigns.c.id == draft.campaign_id)
                          .values(current_revision=number))
         return number
@@ -102,13 +137,13 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(revisions).where(
                 revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
-        return _revision_record(row)
+        return revision_record(row)
 
     def revisions(self, campaign_id: int) -> list[RevisionRecord]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(revisions).where(revisions.c.campaign_id == campaign_id)
                                 .order_by(revisions.c.number)).all()
-        return [_revision_record(r) for r in rows]
+        return [revision_record(r) for r in rows]
 
     def campaign_by_id(self, campaign_id: int) -> CampaignRecord:
         with self.engine.connect() as conn:
@@ -116,14 +151,11 @@ class Store:
         return CampaignRecord(**row._mapping)
 
     # submissions and attempts
-    def record_intent(self, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str = "initial", requeue: bool = False,
-                      task_params: Mapping[int, str] | None = None, adopted: Collection[int] = ()) -> int:
+    def record_intent(self, campaign_id: int, intent: SubmissionIntent) -> int:
         """Write the submission and one attempt per task before sbatch runs (one per array
         element, or several sharing one where the chunk is packed)."""
         with self.engine.begin() as conn:
-            return insert_submission(conn, campaign_id, revision, token, chunk, folder, resources_json,
-                                     kind, requeue, task_params, adopted)
+            return insert_submission(conn, campaign_id, intent)
 
     def set_submission_state(self, token: str, state: str, job_id: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -317,46 +349,6 @@ class Store:
         return {r.task_index: json.loads(r.params_json) for r in rows}
 
 
-def _task_row(campaign_id: int, task: TaskSpec) -> dict[str, object]:
-    return {"campaign_id": campaign_id, "task_index": task.index, "params_json": json.dumps(dict(task.params)),
-            "argv_json": json.dumps(list(task.argv)), "env_json": json.dumps(dict(task.env))}
-
-
-def _sync_tasks(conn: sa.Connection, campaign_id: int, task_specs: Sequence[TaskSpec]) -> None:
-    known = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
-                              .where(tasks.c.campaign_id == campaign_id)).all())
-    added = [_task_row(campaign_id, t) for t in task_specs if t.index not in known]
-    if added:
-        conn.execute(tasks.insert(), added)
-    for t in task_specs:
-        row = _task_row(campaign_id, t)
-        if t.index in known and known[t.index] != row["params_json"]:
-            conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == t.index)
-                         .values(params_json=row["params_json"], argv_json=row["argv_json"], env_json=row["env_json"]))
-
-
-def _spec_revision(campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
-                   author: str, reason: str, captured_env: str = "") -> RevisionRecord:
-    settings = {**spec.settings(), **({CAPTURED_ENV: captured_env} if captured_env else {})}
-    return RevisionRecord(campaign_id=campaign_id, number=0, spec_text=spec_text, spec_hash=spec.spec_hash,
-                          spec_path=spec_path, created_at="",
-                          policy_json=json.dumps(policy_to_dict(spec.policy), sort_keys=True),
-                          settings_json=json.dumps(settings), author=author, reason=reason, kind="spec")
-
-
-def _insert_revision(conn: sa.Connection, draft: RevisionRecord, number: int) -> None:
-    conn.execute(revisions.insert().values(
-        campaign_id=draft.campaign_id, number=number, spec_text=draft.spec_text, spec_hash=draft.spec_hash,
-        spec_path=draft.spec_path, author=draft.author, reason=draft.reason, created_at=utc_now(),
-        policy_json=draft.policy_json, settings_json=draft.settings_json, kind=draft.kind,
-        shadow_policy_json=draft.shadow_policy_json, source_revision=draft.source_revision))
-
-
-def _revision_record(row: sa.Row[Any]) -> RevisionRecord:
-    m = row._mapping
-    return RevisionRecord(**{f.name: m[f.name] for f in fields(RevisionRecord)})
-
-
 # every attempt of a campaign that reached Slurm, with its submission's resources and its energy
 _USAGE_FROM = """
 FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
@@ -371,46 +363,6 @@ GROUP BY a.state, res, a.alloc_tres"""
 _ATTEMPT_USAGE_SQL = """
 SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s,
        COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)""" + _USAGE_FROM
-
-
-def insert_submission(conn: sa.Connection, campaign_id: int, revision: int, token: str, chunk: ArrayChunk,
-                      folder: str, resources_json: str, kind: str, requeue: bool,
-                      task_params: Mapping[int, str] | None = None, adopted: Collection[int] = ()) -> int:
-    """`task_params`: parameters JSON by task index, for tasks a rule gave other parameters;
-    `adopted`: those of them whose task row takes them (a search's trial is its asked params from
-    now on, whatever else shares its array: a retry's attempt keeps its own on the attempt row)."""
-    now = utc_now()
-    task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
-        tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
-    numbers = dict(conn.execute(
-        sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
-        .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
-    submission_id = inserted_id(conn.execute(submissions.insert().values(
-        campaign_id=campaign_id, revision=revision, token=token, state="intent",
-        array_spec=chunk.array_spec, size=chunk.size, folder=folder, resources_json=resources_json,
-        kind=kind, requeue=int(requeue), created_at=now, updated_at=now,
-        submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "")))
-    shares = _pack_shares(chunk, resources_json)
-    conn.execute(attempts.insert(), [
-        {"task_id": task_ids[t], "submission_id": submission_id,
-         "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": chunk.element_of(i),
-         "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,
-         "params_json": (task_params or {}).get(t), "alloc_tres": shares[chunk.element_of(i)] if shares else ""}
-        for i, t in enumerate(chunk.task_indices)])
-    taken = [{"ti": t, "pj": p} for t, p in (task_params or {}).items() if t in adopted]
-    if taken:  # SQLAlchemy refuses an executemany of no rows
-        conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == sa.bindparam("ti"))
-                     .values(params_json=sa.bindparam("pj")), taken)
-    return int(submission_id)
-
-
-def _pack_shares(chunk: ArrayChunk, resources_json: str) -> list[str]:
-    """By element, a packed task's share of what its element asks for ([] unpacked)."""
-    if chunk.pack is None:
-        return []
-    each = resources_parser()(resources_json)
-    per = chunk.pack.per_element
-    return [requested_share(each, chunk.pack, min(per, chunk.size - e * per)) for e in range(chunk.elements)]
 
 
 _HISTORY_SQL = """

@@ -25,7 +25,7 @@ class PreparedEnv:
 
 def runner_variables(launch: TaskLaunch) -> dict[str, str]:
     """CAMPAIGNCTL_*: what the runner tells the program about this attempt."""
-    rung = getattr(launch, "rung", 0)
+    rung = launch.rung
     env = {
         "CAMPAIGNCTL_CAMPAIGN": launch.campaign,
         "CAMPAIGNCTL_TASK_INDEX": str(launch.task_index),
@@ -36,7 +36,7 @@ def runner_variables(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
         "CAMPAIGNCTL_RUNG": str(rung),
     }
-    resumed = getattr(launch, "resumed", None)  # None: a payload pickled before the runner looked
+    resumed = launch.resumed  # None: a payload pickled before the runner looked
     if resumes(launch.attempt_number, rung) if resumed is None else resumed:
         env["CAMPAIGNCTL_RESUME"] = "1"
     return env
@@ -46,11 +46,11 @@ def base_environment(launch: TaskLaunch, live: Mapping[str, str]) -> dict[str, s
     """Before setup. Raises OSError when the revision's captured environment cannot be read.
     A launch without one (pickled by an older campaignctl, or a revision recorded before
     capture existed) keeps the old behaviour: the job's live environment as the base."""
-    env_file = getattr(launch, "env_file", "")
+    env_file = launch.env_file
     if not env_file:
         return {**PROGRAM_DEFAULTS, **live, **launch.env, **runner_variables(launch)}
     return program_environment(read_captured_env(env_file), live, launch.env, runner_variables(launch),
-                               getattr(launch, "from_node", ()))
+                               launch.from_node)
 
 
 def prepare_environment(launch: TaskLaunch, log_path: Path) -> PreparedEnv:
@@ -61,7 +61,7 @@ def prepare_environment(launch: TaskLaunch, log_path: Path) -> PreparedEnv:
         return PreparedEnv({}, 1, SETUP_FAILED,
                            f"the environment captured at submit ({launch.env_file}) cannot be read on "
                            f"this node: {exc.strerror or exc}")
-    lines = getattr(launch, "setup", ())
+    lines = launch.setup
     if not lines:
         return PreparedEnv(env)
     with open(log_path, "ab", buffering=0) as log:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import (
@@ -28,6 +28,7 @@ from campaignctl.core.decision_params import (
     changes_of,
 )
 from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.pack_steps import requested_share
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec import Resources
 
@@ -144,6 +145,43 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
 
 
 # --- what a submission of decisions carries (services/act.py writes its intent from these) ---
+
+@dataclass(frozen=True, slots=True)
+class SubmissionIntent:
+    """A submission as written before its sbatch runs: the exactly-once protocol's intent row
+    and one attempt row per task."""
+
+    token: str
+    revision: int
+    chunk: ArrayChunk
+    folder: str
+    resources: Resources
+    requeue: bool
+    kind: str = "retry"  # initial | retry | promotion | trial
+    task_params: Mapping[int, str] = field(default_factory=dict)  # params JSON by task, where a rule changed them
+    adopted: frozenset[int] = frozenset()  # tasks whose params are these from now on: a search's asked trials
+
+    @property
+    def resources_json(self) -> str:
+        return json.dumps(asdict(self.resources))
+
+    def shares(self) -> list[str]:
+        """By element, a packed task's share of what its element asks for ([] unpacked)."""
+        chunk = self.chunk
+        if chunk.pack is None:
+            return []
+        per = chunk.pack.per_element
+        return [requested_share(self.resources, chunk.pack, min(per, chunk.size - e * per))
+                for e in range(chunk.elements)]
+
+
+def intent_of(group: ResubmitGroup, revision: int, folder: str, requeue: bool,
+              own: Callable[[int], Mapping[str, object]]) -> SubmissionIntent:
+    """The intent of a group of decisions submitted together (`own`: a task's spec parameters)."""
+    return SubmissionIntent(group.token, revision, group.chunk, folder, group.resources, requeue,
+                            submission_kind(group.decisions), task_params_of(group.decisions, own),
+                            frozenset(d.task_index for d in group.decisions if adopts(d)))
+
 
 def submission_kind(decisions: Sequence[Decision]) -> str:
     """The submission's kind: a campaign's first attempts', a promotion's, a search's new trials', or a retry's."""

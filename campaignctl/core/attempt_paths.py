@@ -8,6 +8,8 @@ names a job's. The job-side runner writes them and the login side reads them:
         telemetry.jsonl   the job-side sampler's lines (`telemetry.node<k>.jsonl` on node k)
         metrics.jsonl     training metrics: the program's own ($CAMPAIGNCTL_METRICS), or its output's
         exit.json         return code, named cause and evidence (`exit.rank<r>.json`)
+        launch.pickle     a packed task's payload, which its own srun step runs (adapters/pack_step.py)
+        srun.err          what that step's srun wrote to stderr (a step srun refused: its words)
 
 Pure: paths are built, never touched. Hot paths (a tick may name 100,000 files) use `file_in`,
 which builds one string."""
@@ -26,6 +28,8 @@ TELEMETRY = "telemetry.jsonl"
 METRICS = "metrics.jsonl"
 EXIT = "exit.json"
 EXITS = "exit*.json"  # every rank's: exit.json and exit.rank<r>.json
+LAUNCH = "launch.pickle"
+SRUN_ERR = "srun.err"
 
 
 def tasks_dir(run_dir: str) -> Path:
@@ -83,3 +87,11 @@ class AttemptPaths:
     @property
     def metrics(self) -> Path:
         return self.folder / METRICS
+
+    @property
+    def launch(self) -> Path:
+        return self.folder / LAUNCH
+
+    @property
+    def srun_err(self) -> Path:
+        return self.folder / SRUN_ERR

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from campaignctl.core.cost import Spend
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import Alert, Hold
 from campaignctl.core.spec import Budget
 
 CAMPAIGN_TASK = -1
@@ -111,7 +112,7 @@ def pending_elements(views: Sequence[TaskView]) -> dict[str, list[int]]:
 def _alert(line: BudgetLine, key: str, warn_at: float) -> Decision:
     reason = f"budget warning: {line.describe()}, past the warning level of {warn_at:.0%}."
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "alert", reason,
-                    _line_inputs(line), {"key": key, "level": "warn"})
+                    _line_inputs(line), Alert(key=key, level="warn"))
 
 
 def _hold(a: Assessment, views: Sequence[TaskView]) -> Decision:
@@ -123,7 +124,7 @@ def _hold(a: Assessment, views: Sequence[TaskView]) -> Decision:
               "(raise the budget, submit the spec again, then `campaignctl resume`).")
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "budget", "hold", reason,
                     {**_line_inputs(binding), "budget": a.to_dict()},
-                    {"arrays": arrays, "level": "limit"})
+                    Hold(arrays={a: tuple(i) for a, i in arrays.items()}, level="limit"))
 
 
 def _line_inputs(line: BudgetLine) -> dict[str, object]:

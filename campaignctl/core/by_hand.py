@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decision import AttemptView, Decision, TaskView
+from campaignctl.core.decision_params import GiveUp, Retry, Stop
 from campaignctl.core.observe import ABANDONED, FINAL, UNKNOWN
 from campaignctl.core.resources import Resources
 
@@ -45,11 +46,11 @@ def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str, 
                 skipped.append(Skipped(t, f"already settled ({a.state})"))
             else:
                 decisions.append(Decision(t, a.token, MANUAL_RULE, "give_up",
-                                          f"{said}; attempt {a.number} had ended {a.state}", inputs))
+                                          f"{said}; attempt {a.number} had ended {a.state}", inputs, GiveUp()))
         elif a.job_id is None and whole:
             decisions.append(Decision(t, a.token, MANUAL_RULE, "give_up",
                                       f"{said}; attempt {a.number} had not reached Slurm (its submission "
-                                      "is dropped)", inputs))
+                                      "is dropped)", inputs, GiveUp()))
         elif a.job_id is None:
             skipped.append(Skipped(t, "its attempt has not reached Slurm yet (cancel the whole campaign "
                                       "to drop submissions still waiting)"))
@@ -59,7 +60,7 @@ def cancel_decisions(views: Sequence[TaskView], tasks: Sequence[int], who: str, 
             # no state filter: a pending element that starts meanwhile is cancelled all the same;
             # `seen` PENDING tells a 24.11 tick why accounting may hold no record of it
             decisions.append(Decision(t, a.token, MANUAL_RULE, "stop", f"{said} ({a.state})", inputs,
-                                      {"only_if": "", "seen": a.state}))
+                                      Stop(seen=a.state)))
     return decisions, sorted(skipped, key=lambda s: s.task_index)
 
 
@@ -82,7 +83,7 @@ def retry_decisions(views: Sequence[TaskView], tasks: Sequence[int], resources: 
                                       f"{said}: attempt {a.number + 1} under the current revision "
                                       f"(attempt {a.number} ended {a.state})",
                                       {"job_id": a.job_id, "state": a.state, "attempt": a.number, "by": who},
-                                      {"changes": {}}, resources[t]))
+                                      Retry(), resources[t]))
     return decisions, sorted(skipped, key=lambda s: s.task_index)
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.clock import read_time, utc
 from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
+from campaignctl.core.decision_params import GiveUp, Pair, ResizePending, Resubmit
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar
@@ -86,7 +87,7 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     if not give_up and cause not in CAUSE_OF_STATE.values():
         give_up, adjust, params = _output_cause_step(cause, rule, policy, latest, gpu_types, adjust)
     if give_up:
-        return Decision(task.index, latest.token, cause, "give_up", give_up, inputs)
+        return Decision(task.index, latest.token, cause, "give_up", give_up, inputs, GiveUp())
     wait = _backoff(rule, counts[cause] or 1)
     if latest.ended_at and read_time(latest.ended_at) + wait > utc(now):
         return None  # backoff not over: decide on a later tick
@@ -169,7 +170,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     failed_nodes = set(suspects) if rule.exclude_failed_node else set()
     exclude = sorted(set(split_nodes(old.exclude or "")) | failed_nodes | excluded)
     new = replace(new, exclude=",".join(exclude) or None)
-    changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
+    changes = _changes(old, new)
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
     if param_changes:
         what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in param_changes.items()) + (
@@ -179,23 +180,27 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
     if cause == "timeout":
         # whether the program resumes is the program's doing: say what campaignctl gives it
         reason += "; the retry resumes if its checkpoint is there (CAMPAIGNCTL_RESUME=1, the same checkpoint directory)"
-    params: dict[str, object] = {"changes": changes, "retry": seen, "max_retries": rule.max_retries}
-    params.update(_task_params(latest, param_changes))
+    params = Resubmit(changes=changes, retry=seen, max_retries=rule.max_retries,
+                      task_params=_task_params(latest, param_changes),
+                      param_changes={k: (a, b) for k, (a, b) in (param_changes or {}).items()})
     return Decision(index, latest.token, cause, "resubmit", reason + ".", inputs, params, new)
 
 
-def _task_params(latest: AttemptView, param_changes: Mapping[str, list[Scalar]] | None) -> dict[str, object]:
+def _changes(old: Resources, new: Resources) -> dict[str, Pair]:
+    return {k: (v, getattr(new, k)) for k, v in asdict(old).items() if getattr(new, k) != v}
+
+
+def _task_params(latest: AttemptView, param_changes: Mapping[str, list[Scalar]] | None) -> dict[str, object] | None:
     """The next attempt's task parameters, when they differ from the spec's: changed now, or
     carried over from an earlier change (a retry for any cause keeps the batch that fit)."""
     if not param_changes and not latest.params_changed:
-        return {}
-    new = {**latest.params, **{k: b for k, (_, b) in (param_changes or {}).items()}}
-    return {"task_params": new, **({"param_changes": dict(param_changes)} if param_changes else {})}
+        return None
+    return {**latest.params, **{k: b for k, (_, b) in (param_changes or {}).items()}}
 
 
 def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decision:
     old, new = latest.resources, replacement.resources
-    changes = {k: [v, getattr(new, k)] for k, v in asdict(old).items() if getattr(new, k) != v}
+    changes = _changes(old, new)
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
     reason = (f"cancelled by campaignctl's {replacement.rule} decision (attempt {latest.number}); "
               f"resubmitted with {what}.")
@@ -203,14 +208,14 @@ def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decis
               "state": latest.state, "nodes": latest.nodes, "elapsed_s": latest.elapsed_s,
               "cancel_reason": replacement.reason}
     params = replacement.task_params
-    param_changes = None if params is None else {
-        k: [latest.params.get(k), v] for k, v in params.items() if latest.params.get(k) != v}
+    param_changes: dict[str, Pair] = {} if params is None else {
+        k: (latest.params.get(k), v) for k, v in params.items() if latest.params.get(k) != v}
     if param_changes:
         reason = reason[:-1] + "; " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in param_changes.items()) + "."
-    carried = _task_params(latest, None) if params is None else {"task_params": dict(params)}
+    carried = _task_params(latest, None) if params is None else dict(params)
     return Decision(index, latest.token, replacement.rule, "resubmit", reason, inputs,
-                    {"changes": changes, "replacement": True, **carried,
-                     **({"param_changes": param_changes} if param_changes else {})}, new)
+                    Resubmit(changes=changes, replacement=True, task_params=carried, param_changes=param_changes),
+                    new)
 
 
 def _grow(value: int, factor: float, cap: int | None) -> int:
@@ -287,19 +292,18 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
         if plan is not None:
             out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason,
                                 {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
-                                {"changes": plan.changes, "array_job_id": latest.array_job_id,
-                                 "resources": plan.fields}, plan.resources))
+                                ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "",
+                                              resources=plan.resources), plan.resources))
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class _SiblingPlan:
     resources: Resources
-    changes: dict[str, list[object]]
+    changes: dict[str, Pair]
     rule: str
     reason: str
     inputs: dict[str, object]
-    fields: dict[str, object]
 
 
 def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
@@ -311,8 +315,8 @@ def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
     new = replace(old, mem_mb=mem, time_min=time, exclude=exclude)
     if new == old:
         return None
-    changes: dict[str, list[object]] = {k: [getattr(old, k), getattr(new, k)] for k in ("mem_mb", "time_min", "exclude")
-                                        if getattr(new, k) != getattr(old, k)}
+    changes: dict[str, Pair] = {k: (getattr(old, k), getattr(new, k)) for k in ("mem_mb", "time_min", "exclude")
+                                if getattr(new, k) != getattr(old, k)}
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
     grew = [(d, r) for d, r in reaching if (r.mem_mb or 0) > old.mem_mb or (r.time_min or 0) > old.time_min]
     if grew:
@@ -321,12 +325,7 @@ def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
                   f"{trigger.rule.replace('_', ' ')}; {what} before it starts: {why.why}.")
         return _SiblingPlan(new, changes, trigger.rule, reason,
                             {"trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
-                             "group": why.group.describe()}, _fields(new))
+                             "group": why.group.describe()})
     reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
               "`campaign_exclude_after` attempts died of a node failure.")
-    return _SiblingPlan(new, changes, "node_fail", reason, {"excluded_nodes": sorted(exclude_nodes)}, _fields(new))
-
-
-def _fields(resources: Resources) -> dict[str, object]:
-    """asdict of a flat record, without asdict's deep copy (a resize decision per pending sibling)."""
-    return {f.name: getattr(resources, f.name) for f in fields(resources)}
+    return _SiblingPlan(new, changes, "node_fail", reason, {"excluded_nodes": sorted(exclude_nodes)})

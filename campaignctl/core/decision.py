@@ -1,13 +1,13 @@
 """What the rules decide from and what they decide: an attempt and a task as a tick sees them, and
-a Decision (rule, action, reason, the inputs it saw, its params as core/decision_params.py types
-them)."""
+a Decision (rule, action, reason, the inputs it saw, and its params: the action's record from
+core/decision_params.py, made a JSON object only where the log writes it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from campaignctl.core.decision_params import Params, params_of
+from campaignctl.core.decision_params import Params, raw_of
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.params import Scalar
 from campaignctl.core.spec import Resources
@@ -74,7 +74,7 @@ class Decision:
     action: str  # resubmit | give_up | resize_pending
     reason: str
     inputs: Mapping[str, object]
-    params: Mapping[str, object] = field(default_factory=dict)
+    typed: Params  # the action's params record
     resources: Resources | None = None  # resubmit: the next attempt's; resize_pending: the new ones
     mode: str = "enforce"  # shadow: logged as proposed, never carried out
     gate: str = ""  # why it waits for `campaignctl approve` ('' when it needs no approval)
@@ -83,5 +83,6 @@ class Decision:
     ref: int = field(default=-1, compare=False)
 
     @property
-    def typed(self) -> Params:
-        return params_of(self.action, self.params)
+    def params(self) -> dict[str, object]:
+        """The params as the log writes them (decision_params.raw_of)."""
+        return raw_of(self.typed)

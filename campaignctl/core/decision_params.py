@@ -14,7 +14,7 @@ hand-edited one) reads as the field's default, never as an exception inside a ti
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeAlias
 
 from campaignctl.core.resources import Resources, resources_from
@@ -52,6 +52,8 @@ class ResizePending:
     changes: Mapping[str, Pair] = field(default_factory=dict)
     array_job_id: str = ""
     resources: Resources | None = None  # the element's new resources, where the rule wrote them
+    # a row for the pending tasks resized alike (core/decision_rows.py): (task, attempt token, job id)
+    members: tuple[tuple[int, str, object], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +224,14 @@ def resources_of(p: Params) -> Resources | None:
     return p.resources if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Retry)) else None
 
 
+def with_resources(p: Params, resources: Resources | None) -> Params:
+    """The record with the decision's resources written in, where its type holds them: a decision
+    waiting for approval is carried out later exactly as decided."""
+    if resources is None or not isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Retry)):
+        return p
+    return replace(p, resources=resources)
+
+
 def changes_of(p: Params) -> Mapping[str, Pair]:
     """field → (before, after) of what a decision changes, where its params say."""
     return p.changes if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Throttle, Retry)) else {}
@@ -264,6 +274,33 @@ def params_of(action: str, raw: Mapping[str, object]) -> Params:
             if value is not None:
                 values[f.name] = value
     return record(**values)
+
+
+def raw_of(p: Params) -> dict[str, object]:
+    """The JSON object a decision's params are logged as: the record's fields that say something
+    (numbers always; None, False, '' and empty collections left out, as a reader takes their
+    default), Resources as their fields, tuples as lists."""
+    if isinstance(p, Unknown):
+        return dict(p.raw)
+    return {f.name: _json(v) for f in fields(p) if _says_something(v := getattr(p, f.name))}
+
+
+def _says_something(value: object) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return bool(value)
+    if isinstance(value, (Mapping, tuple, list)):
+        return len(value) > 0
+    return True
+
+
+def _json(value: object) -> object:
+    if isinstance(value, Resources):
+        return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    return value
 
 
 def _as_is(value: object) -> object:
@@ -309,6 +346,13 @@ def _numbers(value: object) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in value.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def _members(value: object) -> tuple[tuple[int, str, object], ...] | None:
+    if not isinstance(value, (list, tuple)):
+        return None
+    return tuple((m[0], str(m[1]), m[2]) for m in value
+                 if isinstance(m, (list, tuple)) and len(m) == 3 and _int(m[0]) is not None)
+
+
 def _ints(value: object) -> tuple[int, ...] | None:
     return tuple(i for i in value if _int(i) is not None) if isinstance(value, (list, tuple)) else None
 
@@ -321,6 +365,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
     "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
     "value": _float, "generation": _int, "after": _str, "after_trial": _int,
+    "members": _members,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

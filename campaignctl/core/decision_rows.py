@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import ResizePending
 
 GROUPED = ("resize_pending",)
 MEMBERS = "members"  # the params key of a grouped row: [[task index, attempt token, job id], …]
@@ -40,9 +41,11 @@ def collapse(planned: Sequence[tuple[Decision, str]]) -> tuple[list[tuple[Decisi
     for at, group_members in members.items():
         if len(group_members) > 1:
             first, group = rows[at]
-            listed = [[m.task_index, m.attempt_token, m.inputs.get("job_id")] for m in group_members]
+            listed = tuple((m.task_index, m.attempt_token, m.inputs.get("job_id")) for m in group_members)
             inputs = {k: v for k, v in first.inputs.items() if k != "job_id"}
-            rows[at] = (replace(first, inputs=inputs, params={**first.params, MEMBERS: listed}), group)
+            p = first.typed
+            assert isinstance(p, ResizePending)  # the one GROUPED action
+            rows[at] = (replace(first, inputs=inputs, typed=replace(p, members=listed)), group)
     return rows, where
 
 

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import Stop
 from campaignctl.core.policy_sections import EarlyStopping
 from campaignctl.core.training_metrics import Curve, best_until, better, describe, last_step, median
 
@@ -85,4 +86,4 @@ def _stop(view: TaskView, seen: Standing, rung: int, section: EarlyStopping) -> 
               "goal": section.goal, "step": seen.step, "value": seen.value, "median": seen.median,
               "peers": describe(seen.peers), "peer_count": len(seen.peers), "rung": rung,
               "grace_steps": section.grace_steps, "min_peers": section.min_peers}
-    return Decision(view.index, latest.token, RULE, ACTION, reason, inputs, {"only_if": "RUNNING"})
+    return Decision(view.index, latest.token, RULE, ACTION, reason, inputs, Stop(only_if="RUNNING"))

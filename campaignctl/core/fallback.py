@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import Cancel
 from campaignctl.core.policy import Policy
 
 RULE = "gpu_fallback"
@@ -122,6 +123,6 @@ def plan_fallbacks(waiting: Sequence[TaskView], gpu_types: Sequence[str], policy
             view.index, latest.token, RULE, "cancel", reason_text,
             {"job_id": latest.job_id, "attempt": latest.number, "state": latest.state, "pending_reason": reason,
              "free_gpus": seen, "prices": {t: policy.prices.gpu(t) for t in gpu_types}},
-            {"changes": {"gpu_type": [res.gpu_type, target]}, "replacement": asdict(new), "only_if": "PENDING"},
+            Cancel(changes={"gpu_type": (res.gpu_type, target)}, replacement=new, only_if="PENDING"),
             new))
     return out

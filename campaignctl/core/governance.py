@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import with_resources
 from campaignctl.core.policy import Policy
 
 # Decisions that change something in Slurm and can therefore wait for approval. Give-ups, alerts,
@@ -55,10 +56,7 @@ def gate(decisions: Sequence[Decision], policy: Policy) -> list[Decision]:
     for d in decisions:
         why = _why_gated(d, policy, per_rule[(d.rule, d.action)]) if _gateable(d) else ""
         if why:
-            params = dict(d.params)
-            if d.resources is not None:
-                params["resources"] = asdict(d.resources)
-            d = replace(d, gate=why, params=params)
+            d = replace(d, gate=why, typed=with_resources(d.typed, d.resources))
         out.append(d)
     return out
 

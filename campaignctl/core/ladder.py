@@ -15,7 +15,7 @@ from campaignctl.core.answers import SETTLING
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Params, Promote, Retire
+from campaignctl.core.decision_params import Hold, Params, Promote, Retire
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion
@@ -163,12 +163,12 @@ def promotion_decisions(plan: PromotionPlan, settings: CampaignSettings) -> list
         if s.config in survivors:
             out.append(Decision(plan.to_rung * configs + s.config, s.token, RULE, "promote",
                                 f"{standing}; kept by {plan.rule.describe()}: promoted to rung {target.name}.",
-                                inputs, {"config": s.config, "from_rung": plan.from_rung, "to_rung": plan.to_rung},
+                                inputs, Promote(config=s.config, from_rung=plan.from_rung, to_rung=plan.to_rung),
                                 target.resources))
         else:
             out.append(Decision(s.task_index, s.token, RULE, "retire",
                                 f"{standing}; not kept by {plan.rule.describe()}: not promoted.", inputs,
-                                {"config": s.config, "from_rung": plan.from_rung}))
+                                Retire(config=s.config, from_rung=plan.from_rung)))
     return out
 
 
@@ -209,7 +209,7 @@ def promotion_block(plan: PromotionPlan, cost: Amount, assessment: Assessment) -
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
                     {"rung": plan.from_rung, "to_rung": plan.to_rung, "survivors": list(plan.survivors),
                      "cost": {d: round(cost.get(d), 6) for d in DIMENSIONS}, "budget": assessment.to_dict()},
-                    {"arrays": {}})
+                    Hold())
 
 
 # --- progress, for status -------------------------------------------------------------------

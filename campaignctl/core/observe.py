@@ -11,7 +11,7 @@ from campaignctl.core.clock import read_time
 from campaignctl.core.decision import AttemptView, TaskView
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.core.sacct import JobObservation
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.slurm_states import State
 from campaignctl.core.spec import Resources
 

@@ -18,7 +18,8 @@ from campaignctl.core.observe import key_of
 from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.records import HistoryRow
 from campaignctl.core.resources import Resources
-from campaignctl.core.sacct import JobObservation, Observed
+from campaignctl.core.sacct import Observed
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.slurm_states import TERMINAL, State
 from campaignctl.core.units import parse_mem_mb
 

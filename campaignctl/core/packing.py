@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import PackTasks
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.resources import Resources
@@ -135,5 +136,5 @@ def pack_decision(token: str, tasks: Sequence[int], group: str, choice: PackChoi
     """The record of how a submission was packed (or why not), logged before its sbatch."""
     shape = choice.shape or PackShape(1)
     return Decision(tasks[0], f"{token}.0", RULE, ACTION, f"{group or 'all tasks'}: {choice.why}",
-                    dict(choice.evidence), {"tasks": list(tasks), "group": group, "per_gpu": shape.per_gpu,
-                                            "per_element": shape.per_element, "cpus": shape.cpus})
+                    dict(choice.evidence), PackTasks(tasks=tuple(tasks), group=group, per_gpu=shape.per_gpu,
+                                                     per_element=shape.per_element, cpus=shape.cpus))

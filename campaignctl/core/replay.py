@@ -41,6 +41,7 @@ from campaignctl.core.decision_params import (
     SUBMITS,
     Alert,
     Ask,
+    Params,
     Promote,
     ResizePending,
     Retire,
@@ -328,7 +329,7 @@ class _Own:
         self.proposed: set[ProposalKey] = set()
         self.promoted: set[int] = set()
         self.held_at: int | None = None  # the tick of its last hold
-        self.searched: list[tuple[str, int, Mapping[str, object]]] = []  # its asks and tells
+        self.searched: list[tuple[int, Params]] = []  # its asks and tells
 
     def trials(self) -> tuple[Trial, ...]:
         return trials_of(self.searched)
@@ -349,7 +350,7 @@ class _Own:
         elif isinstance(p, (Promote, Retire)):
             self.promoted.add(p.from_rung)
         elif isinstance(p, (Ask, Tell)):
-            self.searched.append((d.action, d.task_index, d.params))
+            self.searched.append((d.task_index, d.typed))
 
 
 def actual_decisions(history: CampaignHistory) -> list[RecordedDecision]:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import ResizePending, SizeFirst
 from campaignctl.core.ladder import rung_of
 from campaignctl.core.profile import group_of
 from campaignctl.core.resources import Resources
@@ -156,7 +157,7 @@ def plan_lowering(views: Sequence[TaskView], samples: Sequence[UsageSample], sec
 
 def _lowering(task: int, token: str, job_id: str | None, array: str, old: Resources, sizing: Sizing) -> Decision:
     new = sizing.apply(old)
-    changes = {k: [getattr(old, k), getattr(new, k)] for k in ("mem_mb", "time_min")
+    changes = {k: (getattr(old, k), getattr(new, k)) for k in ("mem_mb", "time_min")
                if getattr(old, k) != getattr(new, k)}
     ev = sizing.evidence
     reason = (f"pending, asks {old.mem_mb}M / {old.time_min} min; {ev['samples']} ended attempts of its group "
@@ -164,7 +165,7 @@ def _lowering(task: int, token: str, job_id: str | None, array: str, old: Resour
               f"(q{ev['time_quantile']}): lowered to {new.mem_mb}M / {new.time_min} min before it starts."
               + _misses(ev))
     return Decision(task, token, RULE, "resize_pending", reason, {"job_id": job_id, "state": "PENDING", **ev},
-                    {"changes": changes, "array_job_id": array, "resources": asdict(new)}, new)
+                    ResizePending(changes=changes, array_job_id=array, resources=new), new)
 
 
 def size_first(token: str, first_task: int, tasks: Sequence[int], group: str, sizing: Sizing,
@@ -179,7 +180,7 @@ def size_first(token: str, first_task: int, tasks: Sequence[int], group: str, si
               f"(q{ev['time_quantile']} × {ev['time_margin']}): {verb} {sizing.mem_mb}M / {sizing.time_min} min "
               f"instead of {was}." + _misses(ev))
     return Decision(first_task, f"{token}.0", RULE, SIZE_FIRST, reason, dict(ev),
-                    {"tasks": list(tasks), "group": group, "mem_mb": sizing.mem_mb, "time_min": sizing.time_min},
+                    SizeFirst(tasks=tuple(tasks), group=group, mem_mb=sizing.mem_mb, time_min=sizing.time_min),
                     None, mode)
 
 

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from campaignctl.core.decide import decide_task
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import Resubmit
+from campaignctl.core.decision_params import Cancel, Pair, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import with_fields
@@ -123,8 +123,10 @@ def _target_policy_answer(view: TaskView, policy: Policy,
 def _restore(view: TaskView, latest: AttemptView, wanted: Resources, params: Mapping[str, Scalar],
              target: int, undone: list[int]) -> Decision | None:
     current = latest.resources
-    changes = {k: [v, getattr(wanted, k)] for k, v in asdict(current).items() if getattr(wanted, k) != v}
-    param_changes = {k: [latest.params.get(k), v] for k, v in params.items() if latest.params.get(k) != v}
+    changes: dict[str, Pair] = {k: (v, getattr(wanted, k)) for k, v in asdict(current).items()
+                                if getattr(wanted, k) != v}
+    param_changes: dict[str, Pair] = {k: (latest.params.get(k), v) for k, v in params.items()
+                                      if latest.params.get(k) != v}
     if not changes and not param_changes:
         return None
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in (changes | param_changes).items())
@@ -133,14 +135,14 @@ def _restore(view: TaskView, latest: AttemptView, wanted: Resources, params: Map
     if set(changes) <= set(IN_PLACE) and not param_changes:
         return Decision(view.index, latest.token, RULE, "resize_pending",
                         f"rollback to revision {target}: pending {latest.job_id} gets {what} back (scontrol update).",
-                        inputs, {"changes": changes, "array_job_id": latest.array_job_id,
-                                 "resources": asdict(wanted)}, wanted)
+                        inputs, ResizePending(changes=changes, array_job_id=latest.array_job_id or "",
+                                              resources=wanted), wanted)
     return Decision(view.index, latest.token, RULE, "cancel",
                     f"rollback to revision {target}: {what} cannot change on a queued job, so pending "
                     f"{latest.job_id} is cancelled and resubmitted with them.",
-                    inputs, {"only_if": "PENDING", "replacement": asdict(wanted), "changes": changes,
-                             **({"replacement_params": dict(params), "param_changes": param_changes}
-                                if param_changes else {})})
+                    inputs, Cancel(only_if="PENDING", replacement=wanted, changes=changes,
+                                   replacement_params=dict(params) if param_changes else None,
+                                   param_changes=param_changes))
 
 
 def _undo_next_attempt_notes(later: Sequence[LoggedChange], views: Mapping[int, TaskView],
@@ -158,9 +160,9 @@ def _undo_next_attempt_notes(later: Sequence[LoggedChange], views: Mapping[int, 
     for task, fields in sorted(first.items()):
         view = views.get(task)
         token = view.latest.token if view else ""
-        changes = {k: ["as noted", v] for k, v in fields.items()}
+        changes: dict[str, Pair] = {k: ("as noted", v) for k, v in fields.items()}
         out.append(Decision(task, token, RULE, "resize_next",
                             f"rollback to revision {target}: the task's next attempt gets "
                             + ", ".join(f"{k} {v}" for k, v in fields.items()) + " again.",
-                            {"target_revision": target, "undoes": ids[task]}, {"changes": changes}))
+                            {"target_revision": target, "undoes": ids[task]}, ResizeNext(changes=changes)))
     return out

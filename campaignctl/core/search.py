@@ -27,7 +27,7 @@ from campaignctl.core.asha import Promotable, promotable, promoting_metrics
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import hourly
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Ask, Tell, params_of
+from campaignctl.core.decision_params import Ask, Hold, Params, Promote, Tell
 from campaignctl.core.early_stop import ACTION as EARLY_STOP_ACTION
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import SCALAR_TYPES, Scalar
@@ -72,11 +72,10 @@ class SearchPlan:
     complete: bool = False  # every trial asked, nothing pending or running, nothing left to promote
 
 
-def trials_of(logged: Iterable[tuple[str, int, Mapping[str, object]]]) -> tuple[Trial, ...]:
-    """The trials from the log's enforced ask and tell decisions, (action, task, params) oldest first."""
+def trials_of(logged: Iterable[tuple[int, Params]]) -> tuple[Trial, ...]:
+    """The trials from the log's enforced ask and tell decisions, (task, params record) oldest first."""
     trials: dict[int, Trial] = {}
-    for action, task, raw in logged:
-        p = params_of(action, raw)
+    for task, p in logged:
         if isinstance(p, Ask):
             trials[task] = Trial(task, {k: v for k, v in p.params.items() if isinstance(v, SCALAR_TYPES)},
                                  generation=p.generation, after=p.after_trial)
@@ -115,9 +114,9 @@ def search_decisions(search: SearchSpec, trials: Sequence[Trial], ends: Mapping[
     `parallel` less the search's tasks pending or running, at any rung."""
     told_curves = curves.get(search.metric, {})
     tells = [_tell(end, search, told_curves.get(end.task_index)) for end in to_tell(trials, ends, given_up)]
-    told = {d.task_index: d for d in tells}
-    now = [t if t.number not in told else replace(t, state=str(told[t.number].params["state"]),
-                                                   value=_value(told[t.number])) for t in trials]
+    told = {d.task_index: d.typed for d in tells if isinstance(d.typed, Tell)}
+    now = [t if t.number not in told else replace(t, state=told[t.number].state, value=told[t.number].value)
+           for t in trials]
     gone = set(given_up)
     active = sum(1 for e in ends.values() if not e.settled and e.token not in gone)
     at_end = len(now) == search.trials and active == 0
@@ -182,7 +181,7 @@ def _promote(p: Promotable, search: SearchSpec, trials: Mapping[int, Trial], run
     return Decision((p.from_rung + 1) * search.trials + p.trial, p.token, RULE, "promote", reason,
                     {"rung": p.from_rung, "value": p.value, "rank": p.rank, "results": p.results, "keep": p.keep,
                      "metric": rule.metric, "goal": rule.goal, "eta": rule.eta},
-                    {"config": p.trial, "from_rung": p.from_rung, "to_rung": p.from_rung + 1, "params": dict(sampled)},
+                    Promote(config=p.trial, from_rung=p.from_rung, to_rung=p.from_rung + 1, params=dict(sampled)),
                     target.resources)
 
 
@@ -199,12 +198,7 @@ def _tell(end: TaskEnd, search: SearchSpec, curve: Curve | None) -> Decision:
     return Decision(end.task_index, end.token, RULE, "tell", f"trial {end.task_index} {why}.",
                     {"state": end.state, "answer": end.answer, "metric": search.metric,
                      "points": len(curve) if curve else 0},
-                    {"trial": end.task_index, "state": state, "value": value if state == COMPLETE else None})
-
-
-def _value(tell: Decision) -> float | None:
-    value = tell.params.get("value")
-    return float(value) if isinstance(value, (int, float)) else None
+                    Tell(trial=end.task_index, state=state, value=value if state == COMPLETE else None))
 
 
 def _affordable(wanted: Sequence[Resources], prices: Prices, assessment: Assessment | None) -> tuple[int, str]:
@@ -232,7 +226,7 @@ def _hold(asked: int, short: str, assessment: Assessment | None, promoting: bool
     reason = (f"the budget cannot pay for {what}: {short}; the campaign is paused until the budget "
               "is raised and `campaignctl resume` is run.")
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "hold", reason,
-                    {"asked": asked, "budget": assessment.to_dict() if assessment else {}}, {"arrays": {}})
+                    {"asked": asked, "budget": assessment.to_dict() if assessment else {}}, Hold())
 
 
 def _inside(trial: Trial, search: SearchSpec) -> Trial:
@@ -264,9 +258,8 @@ def _ask(number: int, values: Mapping[str, Scalar], search: SearchSpec, seen: Ma
               f"and {len(running) if isinstance(running, list) else 0} running{moved}{budget}{queued}: {shown}.")
     return Decision(number, f"trial.{number}", RULE, "ask", reason,
                     {**seen, "sampler": search.sampler, "seed": search.seed},
-                    {"trial": number, "params": dict(values),
-                     **({} if generation is None else {"generation": generation}),
-                     **({"after": behind.job_id, "after_trial": behind.task_index} if behind else {})}, resources)
+                    Ask(trial=number, params=dict(values), generation=generation, after=behind.job_id if behind else "",
+                        after_trial=behind.task_index if behind else None), resources)
 
 
 def _short(value: Scalar) -> str:

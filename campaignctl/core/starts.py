@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Start
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.packing import PackChoice, choose_shape, pack_decision
@@ -164,9 +165,9 @@ def decide_starts(facts: StartFacts, policy: Policy) -> list[Decision]:
             evidence["right_size"] = {"group": s.size.group, "mode": s.size.mode, **s.size.sizing.evidence}
         if s.pack.choice is not None:
             evidence["pack"] = {"group": s.pack.group, "why": s.pack.choice.why, **s.pack.choice.evidence}
-        params = {"tasks": tasks, "throttle": chunk.throttle, "group": s.size.group or s.pack.group,
-                  "per_element": shape.per_element if shape else 1, "per_gpu": shape.per_gpu if shape else 1,
-                  "cpus": shape.cpus if shape else 0}
+        params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
+                       per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
+                       cpus=shape.cpus if shape else 0)
         out.append(Decision(tasks[0], s.token, RULE, ACTION, _reason(s), evidence, params, s.size.resources))
         if s.size.sizing is not None:
             out.append(replace(size_first("", tasks[0], tasks, s.size.group, s.size.sizing, s.size.mode),

@@ -13,7 +13,8 @@ from campaignctl.core.observe import ABANDONED, FINAL, params_parser
 from campaignctl.core.pack_steps import packed_observation, sharing
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
-from campaignctl.core.sacct import JobObservation, element_key
+from campaignctl.core.sacct import element_key
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.search import NOT_ASKED
 from campaignctl.core.slurm_states import TERMINAL, State
 

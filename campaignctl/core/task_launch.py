@@ -1,18 +1,27 @@
 """What one array element runs: the pickled payload's argument (adapters/submission.py stages
-`run_task(launch)` per element; adapters/runner.py runs it inside the job). Fields added since
-the first release have defaults, and readers tolerate their absence (`getattr`): a payload pickled
-by an older campaignctl still runs after an upgrade. Payloads pickled before this class moved
-here name it `campaignctl.adapters.runner.TaskLaunch`, which runner.py still imports."""
+`run_task(launch)` per element; adapters/runner.py runs it inside the job).
+
+A payload outlives the release that pickled it (a pending job runs it after an upgrade), so it
+is read through `current_launch`, as a decision's params are through their codec: a slotted
+dataclass unpickles only the fields it was pickled with, and reading one it lacks raises
+AttributeError, so every field the payload's release did not have takes its default here, and
+readers read today's fields as they are. Every field so far was added with a default that keeps
+the older behaviour (version 1, written as no `version`); a change that cannot be so raises
+LAUNCH_VERSION and adds the converter from the previous version to `_UPGRADES`. Payloads pickled
+before this class moved here name it `campaignctl.adapters.runner.TaskLaunch`, which runner.py
+still imports."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from campaignctl.core.attempt_paths import CHECKPOINT, AttemptPaths
 
 DEFAULT_TELEMETRY_S = 10.0
+LAUNCH_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,7 @@ class TaskLaunch:
     resume_argv: tuple[str, ...] = ()
     resume_env: Mapping[str, str] | None = None
     resumed: bool | None = None  # set by the runner once it has looked
+    version: int = LAUNCH_VERSION  # of these fields' meaning (`current_launch`); absent: 1
 
     @property
     def attempt_dir(self) -> Path:
@@ -58,5 +68,19 @@ class TaskLaunch:
 
     @property
     def checkpoint(self) -> Path:
-        # a payload pickled by an older campaignctl has neither field
-        return Path(getattr(self, "checkpoint_dir", "") or Path(self.task_dir) / CHECKPOINT)
+        return Path(self.checkpoint_dir or Path(self.task_dir) / CHECKPOINT)
+
+
+# version n → n + 1, applied in turn to the fields of a payload pickled at an older version
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def current_launch(payload: object) -> TaskLaunch:
+    """Today's TaskLaunch from an unpickled payload of any release (module docstring)."""
+    values: dict[str, Any] = {f.name: getattr(payload, f.name) for f in fields(TaskLaunch) if hasattr(payload, f.name)}
+    version = values.get("version", 1)
+    for at in range(version if isinstance(version, int) else 1, LAUNCH_VERSION):
+        values = _UPGRADES[at](values)
+    values["version"] = LAUNCH_VERSION
+    return TaskLaunch(**values)
+

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import Throttle
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,5 +72,5 @@ def plan_throttles(views: Sequence[TaskView], throttles: Mapping[str, int | None
             {"array_job_id": load.array_job_id, "running": load.running, "pending": load.pending,
              "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
              "arrays": {a.array_job_id: [a.running, a.pending] for a in loads}},
-            {"array_job_id": load.array_job_id, "throttle": wanted, "changes": {"throttle": [current, wanted]}}))
+            Throttle(array_job_id=load.array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
     return decisions

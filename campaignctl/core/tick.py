@@ -43,6 +43,7 @@ from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, B
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import decide
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import KnownGood
 from campaignctl.core.early_stop import decide_early_stops, stoppable
 from campaignctl.core.governance import (
     Awaiting,
@@ -330,7 +331,7 @@ def _known_good(snapshot: TickSnapshot, policy: Policy, now: datetime) -> list[D
         return []
     return [Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, verdict,
                      {"attempts_ran": run.attempts_ran, "current_since": run.current_since.isoformat(),
-                      "known_good_after_s": policy.known_good_after_s}, {"revision": snapshot.revision})]
+                      "known_good_after_s": policy.known_good_after_s}, KnownGood(revision=snapshot.revision))]
 
 
 def _starts(snapshot: TickSnapshot, policy: Policy) -> list[Decision]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from campaignctl.core.decision import AttemptView, Decision, TaskView
+from campaignctl.core.decision_params import Cancel, Pair, ResizeNext, ResizePending
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Utilisation
 from campaignctl.core.spec import Resources
@@ -108,10 +109,9 @@ def _more_cpus(view: TaskView, window: Window, policy: Policy, views: Sequence[T
     seen = (f"GPUs at {window.gpu_mean_pct:.0f}% while CPUs ran at {window.cpu_mean_pct:.0f}% of one core "
             f"({old} allocated) over {window.span_s:.0f} s")
     resources = replace(latest.resources, cpus_per_task=new)
-    changes = {"cpus_per_task": [old, new]}
     out = [Decision(view.index, latest.token, DATA_STARVED, "resize_next",
                     f"data-starved: {seen}; the next attempt gets cpus_per_task {old} → {new}.",
-                    inputs, {"changes": changes}, resources)]
+                    inputs, ResizeNext(changes={"cpus_per_task": (old, new)}), resources)]
     if not rule.resize_pending:
         return out
     for sibling in views:
@@ -124,8 +124,8 @@ def _more_cpus(view: TaskView, window: Window, policy: Policy, views: Sequence[T
                 f"cpus_per_task {s.resources.cpus_per_task} → {new} before it starts.",
                 {"job_id": s.job_id, "state": s.state, "trigger_task": view.index, "trigger_attempt": latest.token,
                  "window": inputs["window"]},
-                {"changes": {"cpus_per_task": [s.resources.cpus_per_task, new]}, "array_job_id": s.array_job_id,
-                 "resources": asdict(grown)}, grown))
+                ResizePending(changes={"cpus_per_task": (s.resources.cpus_per_task, new)},
+                              array_job_id=s.array_job_id or "", resources=grown), grown))
     return out
 
 
@@ -138,14 +138,15 @@ def _fewer_gpus(view: TaskView, window: Window, policy: Policy, min_gpus: int) -
     seen = (f"GPUs at {window.gpu_mean_pct:.0f}% and CPUs at {window.cpu_mean_pct:.0f}% of one core "
             f"over {window.span_s:.0f} s")
     resources = replace(latest.resources, gpus=new)
-    params: dict[str, object] = {"changes": {"gpus": [old, new]}}
+    changes: dict[str, Pair] = {"gpus": (old, new)}
     inputs = _evidence(latest, window, policy.utilisation)
     if rule.cancel_running:
         return [Decision(view.index, latest.token, GPU_IDLE, "cancel",
                          f"GPU-idle: {seen}; cancelling it to resubmit with gpus {old} → {new}.",
-                         inputs, {**params, "replacement": asdict(resources), "only_if": "RUNNING"}, resources)]
+                         inputs, Cancel(changes=changes, replacement=resources, only_if="RUNNING"), resources)]
     return [Decision(view.index, latest.token, GPU_IDLE, "resize_next",
-                     f"GPU-idle: {seen}; the next attempt gets gpus {old} → {new}.", inputs, params, resources)]
+                     f"GPU-idle: {seen}; the next attempt gets gpus {old} → {new}.", inputs,
+                     ResizeNext(changes=changes), resources)]
 
 
 # `status` says so when a task has run this long, its CPUs busy, and its output is still empty

@@ -14,18 +14,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, slurm
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision, SubmissionIntent
+from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.actions import (
     ActionPlan,
     ResizeGroup,
     ResubmitGroup,
+    SubmissionIntent,
     ThrottleGroup,
-    adopts,
+    intent_of,
     next_attempt,
     plan_actions,
-    submission_kind,
-    task_params_of,
     tasks_of,
 )
 from campaignctl.core.decision import Decision
@@ -35,6 +34,7 @@ from campaignctl.core.decision_params import (
     SUBMITS,
     THROTTLES,
     Cancel,
+    GiveUp,
     Hold,
     Release,
     ResizePending,
@@ -130,19 +130,13 @@ class Actor:
         max_array = slurm.array_cap() if effect_of(decision.action) == SUBMITS else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
-            self.store.record_intent(self.record.id, intent.revision, intent.token, intent.chunk, intent.folder,
-                                     intent.resources_json, "retry", intent.requeue, intent.task_params,
-                                     intent.adopted)
+            self.store.record_intent(self.record.id, replace(intent, kind="retry"))
         outcomes = self._carry_out(plan, lambda _: decision_id)
         return outcomes.get(decision_id, ("applied", None))
 
     def _intents(self, plan: ActionPlan) -> list[SubmissionIntent]:
-        return [SubmissionIntent(g.token, self.record.current_revision, g.chunk, self._folder,
-                                 json.dumps(asdict(g.resources)), self.policy.slurm_requeue,
-                                 submission_kind(g.decisions),
-                                 task_params_of(g.decisions, lambda t: self.spec.tasks[t].params),
-                                 frozenset(d.task_index for d in g.decisions if adopts(d)))
-                for g in plan.resubmits]
+        return [intent_of(g, self.record.current_revision, self._folder, self.policy.slurm_requeue,
+                          lambda t: self.spec.tasks[t].params) for g in plan.resubmits]
 
     def _carry_out(self, plan: ActionPlan, row: Callable[[Decision], int]) -> dict[int, Outcome]:
         """Carry out the plan's groups; the outcome of each decision by its id in the log (`row`)."""
@@ -234,7 +228,7 @@ class Actor:
                     if a.token.startswith(token + ".") and a.token not in answered]
         give_ups = [(Decision(a.task_index, a.token, SUBMIT_REFUSED, "give_up",
                               f"Slurm refused attempt {a.attempt_number}'s submission {tries} time(s); "
-                              f"given up: {error}", {"token": token, "tries": tries, "error": error}), "")
+                              f"given up: {error}", {"token": token, "tries": tries, "error": error}, GiveUp()), "")
                     for a in attempts]
         if give_ups:
             self.log.write_intents(self.tick_id, self.record.id, self.policy, give_ups, [],
@@ -358,7 +352,7 @@ class Actor:
             self._resize(_resize_group(entries), [e.id for e in entries])
         for e in (e for e in open_entries if effect_of(e.action) in (THROTTLES, CANCELS, HOLDS)):
             repaired += 1  # each is safe to carry out twice: same throttle, a state-filtered cancel, a hold
-            decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.params)
+            decision = Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs, e.typed)
             if isinstance(p := e.typed, Throttle):
                 if p.throttle is not None:  # always written; a row without it has nothing to carry out
                     self._throttle(ThrottleGroup(e.group_token, p.array_job_id, p.throttle, decision), e.id)
@@ -389,7 +383,7 @@ def cancel_strays(store: Store, record: CampaignRecord, queued: Sequence[slurm.Q
 def _resize_group(entries: Sequence[LoggedDecision]) -> ResizeGroup:
     p = entries[0].typed
     decisions = tuple(Decision(e.task_index, e.attempt_token, e.rule, e.action, e.reason, e.inputs,
-                               e.params, None) for e in entries)
+                               e.typed, None) for e in entries)
     if not isinstance(p, ResizePending) or p.resources is None:
         raise ValueError(f"decision #{entries[0].id} resizes without its resources: {entries[0].params}")
     return ResizeGroup(entries[0].group_token, p.array_job_id, p.resources, decisions)

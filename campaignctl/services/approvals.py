@@ -11,7 +11,7 @@ from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import array_of, resources_of
+from campaignctl.core.decision_params import Verdict, array_of, resources_of
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign
@@ -46,12 +46,12 @@ def pending_approvals(campaign: str | None = None) -> list[LoggedDecision]:
     record_id = None
     if campaign is not None:
         record_id = find_campaign(store, campaign).id
-    return DecisionLog(store.engine).awaiting(record_id)
+    return store.log.awaiting(record_id)
 
 
 def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     store = Store.open()
-    log = DecisionLog(store.engine)
+    log = store.log
     entry = log.entry(decision_id)
     if entry is None:
         waiting = ", ".join(f"#{e.id}" for e in log.awaiting(None)) or "none"
@@ -70,7 +70,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
         why = f"decision #{decision_id} ({what}) {verdict}d by {who}" + (f": {reason}" if reason else ".")
         record_decision = Decision(entry.task_index, entry.attempt_token, "approval", verdict, why,
                                    {"by": who, "gate": entry.gate},
-                                   {"decision_id": decision_id, "token": token})
+                                   Verdict(decision_id=decision_id, token=token))
         actor.act([record_decision], {}, new_token, None)
         if verdict == "reject":
             log.write_outcomes([decision_id], "rejected", {"by": who, "reason": reason})
@@ -92,6 +92,6 @@ def carry_out(actor: Actor, entry: LoggedDecision, token: str) -> tuple[str, str
     """Carry out a logged, approved decision as it was decided (resources from its params)."""
     p = entry.typed
     decision = Decision(entry.task_index, entry.attempt_token, entry.rule, entry.action, entry.reason,
-                        entry.inputs, entry.params, resources_of(p))
+                        entry.inputs, p, resources_of(p))
     array = array_of(p) or str(entry.inputs.get("job_id") or "").partition("_")[0]
     return actor.carry_out_approved(decision, entry.id, lambda: token, {entry.attempt_token: array or None})

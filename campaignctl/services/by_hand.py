@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from campaignctl.adapters import identity, slurm
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import assess
 from campaignctl.core.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
@@ -81,7 +80,7 @@ def _unstopped(store: Store, record: CampaignRecord) -> bool:
     attempt nobody answered, or a job of this user's no stop was applied to. A teammate's `cancel`
     leaves the owner's jobs running (Slurm lets only their owner cancel them): the owner's own
     `cancel` then stops them; a job of someone else's, or one already gone, is nothing to do here."""
-    views = task_views(store.history(record.id), DecisionLog(store.engine).decided_tokens(record.id))
+    views = task_views(store.history(record.id), store.log.decided_tokens(record.id))
     decisions, _ = cancel_decisions(views, [v.index for v in views], "", "", whole=True)
     if any(d.action != "stop" for d in decisions):
         return True

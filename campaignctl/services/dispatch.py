@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from campaignctl.adapters import faults, identity, slurm
-from campaignctl.adapters.store import CAPTURED_ENV, Store
+from campaignctl.adapters.revision_rows import CAPTURED_ENV
+from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission, element_calls, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.attempt_paths import checkpoint_dir, task_dir

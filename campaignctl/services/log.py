@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK
 from campaignctl.core.errors import NotFoundError
@@ -20,5 +20,5 @@ def decision_log(name: str, task: int | None = None, limit: int | None = None) -
         if task not in known:
             raise NotFoundError(f"campaign {name!r} has no task {task}", f"its tasks: {index_ranges(known) or 'none'}; "
                                 f"--task {CAMPAIGN_TASK} shows campaign-wide decisions")
-    return DecisionLog(store.engine).entries(record.id, task_index=task, limit=limit, grouped=task is None)
+    return store.log.entries(record.id, task_index=task, limit=limit, grouped=task is None)
 

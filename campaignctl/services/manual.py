@@ -35,7 +35,7 @@ def manual_tick(store: Store, record: CampaignRecord, scope: str) -> Iterator[Ma
         if holder is not None:
             raise SlurmTransientError(f"a reconcile (pid {holder}) is running", "run the command again in a moment")
         with acting_on(store, record) as leases:
-            log = DecisionLog(store.engine)
+            log = store.log
             tick_id = log.begin_tick(scope, stamp(datetime.now(UTC)))
             try:
                 yield ManualTick(log, tick_id, lambda: leases.holds(record.id))

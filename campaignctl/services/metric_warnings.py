@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.output_causes import read_tail
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.yaml_source import parse_yaml
@@ -28,7 +27,7 @@ def unmatched_pattern_warnings(store: Store, record: CampaignRecord) -> list[str
         return []
     latest = {row.task_index: row for row in store.history(record.id)}  # by attempt: the last wins
     completed = [t for t, row in latest.items() if row.state == "COMPLETED"]
-    found = unmatched_patterns(patterns, MetricsStore(store.engine).names_by_task(record.id), completed)
+    found = unmatched_patterns(patterns, store.metrics.names_by_task(record.id), completed)
     warnings = []
     for pattern, tasks in found:
         row = latest[tasks[0]]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.notify import Delivery, deliver
 from campaignctl.adapters.notify_store import NoticeRow, NotifyStore, PendingNotice
@@ -74,7 +74,7 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
     """Queue the new events of `records` (whose leases the tick holds), then send what is queued
     for them (for every campaign with `scope_all`: a campaign that finished last tick is no longer
     reconciled, its queue is, by the tick that takes its lease: two users' ticks never both send it)."""
-    notices = NotifyStore(store.engine)
+    notices = store.notices
     configs: dict[int, Notify] = {}
     queued = 0
     for record in (store.campaign(r.name) or r for r in records):  # the state this tick left (finished?)
@@ -97,7 +97,7 @@ def _queue(store: Store, notices: NotifyStore, record: CampaignRecord, notify: N
            now: datetime) -> int:
     if not notify.enabled:
         return 0
-    log = DecisionLog(store.engine)
+    log = store.log
     entries = {e.id: e for e in [*log.entries(record.id, actions=NOTIFY_ACTIONS), *log.awaiting(record.id)]}
     facts = [_fact(e) for e in sorted(entries.values(), key=lambda e: e.id)]
     events = derive_events(_campaign_facts(store, record, facts, tasks), facts, notify.on,
@@ -166,7 +166,7 @@ def notify_queue(name: str) -> QueueResult:
     store = Store.open()
     record = find_campaign(store, name)
     notify = notify_of(store, record)
-    return QueueResult(record.name, _described(notify), NotifyStore(store.engine).rows(record.id))
+    return QueueResult(record.name, _described(notify), store.notices.rows(record.id))
 
 
 def _described(notify: Notify) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from campaignctl.adapters import identity
-from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.errors import NotFoundError
 from campaignctl.core.profile_stats import CampaignUse, GroupStats, campaign_use, profile_stats
@@ -50,7 +49,7 @@ def vars_of(row: ProfileRow) -> dict[str, object]:
 
 
 def list_profiles() -> ProfileList:
-    profiles = ProfileStore(Store.open().engine)
+    profiles = Store.open().profiles
     named: dict[str, list[str]] = {}
     for pc in profiles.campaigns():
         named.setdefault(pc.profile, []).append(pc.name)
@@ -63,7 +62,7 @@ def list_profiles() -> ProfileList:
 
 
 def show_profile(name: str) -> ProfileShow:
-    profiles = ProfileStore(Store.open().engine)
+    profiles = Store.open().profiles
     known = sorted({pc.profile for pc in profiles.campaigns()})
     if name not in known:
         raise NotFoundError(f"no campaign names profile {name!r}", f"known profiles: {', '.join(known) or 'none yet'}"

@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.budget import assess
 from campaignctl.core.clock import epoch
 from campaignctl.core.cost import campaign_spend
@@ -55,11 +53,11 @@ def snapshot(store: Store, queries: ReportQueries, record: CampaignRecord) -> Ca
     latest = {a.task_index: a.state for a in attempts}  # ordered by task, then attempt
     running = {t for t, state in latest.items() if state == "RUNNING"}
     usage = {t: recent_use(s.window(policy.utilisation.window_s))
-             for t, s in TelemetryStore(store.engine).by_task(record.id).items() if t in running and s.recent}
+             for t, s in store.telemetry.by_task(record.id).items() if t in running and s.recent}
     return CampaignSnapshot(
         record.name, record.state,
         stored_states(store.task_params(record.id), attempts,
-                      unstarted_labels(DecisionLog(store.engine), record.id, settings)), len(attempts),
+                      unstarted_labels(store.log, record.id, settings)), len(attempts),
         {"spent": asdict(spend.spent), "committed": asdict(spend.committed), "projected": asdict(spend.projected)},
         budget.limits(), bool(budget.limits()) and assess(budget, spend).exhausted,
         queries.decision_counts(record.id),

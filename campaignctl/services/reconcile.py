@@ -29,7 +29,6 @@ from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
@@ -139,7 +138,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
 
 def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
               clock: datetime, by_hand: bool = False, spec: CampaignSpec | None = None) -> ReconcileResult:
-    log = DecisionLog(store.engine)
+    log = store.log
     tick_id = log.begin_tick(name or "--all", stamp(clock))
     calls = proc.call_count()
     try:
@@ -183,7 +182,7 @@ class _Tick:
         self.leases = leases  # None: a dry run, which takes no lease
         self.left_alone: list[LeftAlone] = []
         self.failed: list[CampaignFailure] = []
-        self.log = DecisionLog(store.engine)
+        self.log = store.log
         self.tick_id = tick_id
         self.now = _tick_clock(now)
         self.squeue = _SqueueOnce()

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
@@ -73,7 +72,7 @@ def replay_policy(policy_file: str, name: str) -> ReplayResult:
     policy = load_policy(policy_file, str(Path.cwd()))  # a bad file: SpecError naming file, line, key
     store = Store.open()
     record = find_campaign(store, name)
-    history = HistoryStore(store.engine).campaign_history(record)
+    history = store.histories.campaign_history(record)
     current, _ = current_policy(store, record)
     actual = actual_decisions(history)
     sampler = OptunaSampler() if history.settings is not None and history.settings.search else None

@@ -112,7 +112,7 @@ def search_chart(inputs: ReportInputs) -> Chart:
     title = "Search: best so far, and where the trials were"
     search = inputs.settings.search
     assert search is not None
-    series = search_series(search, trials_of((e.action, e.task_index, e.params) for e in inputs.decisions
+    series = search_series(search, trials_of((e.task_index, e.typed) for e in inputs.decisions
                                              if e.mode == "enforce" and e.action in ("ask", "tell")))
     caption = (f"Left: the final {search.metric} of each trial told so far, by the order the {search.sampler} "
                "sampler was asked for it, and the best so far. Right: each trial's parameters on their "

@@ -7,12 +7,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
-from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import node_files, read_tail_lines
-from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.attempt_paths import TELEMETRY, AttemptPaths, file_in, tasks_dir
 from campaignctl.core.clock import epoch
 from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
@@ -71,7 +69,7 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
          if s.started is not None],
         [AttemptSamples(a.task_index, max(1, int(rates[a.id].cpu_hours)), samples[a.id])
          for a in attempts if samples.get(a.id)],
-        sources, MetricsStore(store.engine).rows(record.id), DecisionLog(store.engine).entries(record.id),
+        sources, store.metrics.rows(record.id), store.log.entries(record.id),
         campaign_spend(store.usage_groups(record.id), policy.prices),
         task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
         {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts))
@@ -110,6 +108,6 @@ def _samples(store: Store, run_dir: str, attempts: list[AttemptTimes]
         if os.path.exists(path):
             out[a.id] = samples_of(read_tail_lines(path))
     missing = [a.id for a in attempts if a.id not in out]
-    kept = TelemetryStore(store.engine).load(missing) if missing else {}
+    kept = store.telemetry.load(missing) if missing else {}
     out.update({i: summary.recent for i, (_, summary) in kept.items() if summary.recent})
     return out, {"files": len(attempts) - len(missing), "summaries": sum(1 for i in missing if i in out)}

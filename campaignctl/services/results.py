@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from campaignctl.adapters.decision_log import DecisionLog
-from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.errors import InputError
@@ -55,7 +53,7 @@ def results(name: str, metric: str | None = None, by: str = "last", goal: str | 
     store = Store.open()
     record = find_campaign(store, name)
     policy, settings = current_policy(store, record)
-    reported = MetricsStore(store.engine).rows(record.id)
+    reported = store.metrics.rows(record.id)
     names = metric_names(reported)
     objective = objective_of(settings, policy)
     chosen = choose_metric(metric, objective, names)
@@ -92,7 +90,7 @@ def _task_facts(store: Store, record: CampaignRecord, settings: CampaignSettings
     or NOT_PROMOTED when its rung did not keep its config."""
     uses = by_task(usage)
     latest = {u.times.task_index: u.times for u in usage}  # ordered by attempt: the last wins
-    label = unstarted_labels(DecisionLog(store.engine), record.id, settings)
+    label = unstarted_labels(store.log, record.id, settings)
     counts = sharing((t.job_id, t.packed) for t in latest.values())
     shared = {task: shared_label(t.job_id, counts[t.job_id or ""]) for task, t in latest.items()}
     return {task: TaskFacts(latest[task].state, len(uses[task]), uses[task], shared.get(task, "")) if task in uses

@@ -14,6 +14,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Release
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views
@@ -74,7 +75,8 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                             + (f"; {promotion}." if promotion else "."),
                             {"budget": assessment.to_dict(), "force": force, "revision": record.current_revision,
                              **_gate_inputs(gate)},
-                            {"arrays": arrays, "limits": budget.limits() if assessment.exhausted else {}})
+                            Release(arrays={a: tuple(i) for a, i in arrays.items()},
+                                    limits=budget.limits() if assessment.exhausted else {}))
         actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
         (outcome,) = actor.act([decision], {}, new_token, None).in_order(("pending", None))
         entry = log.entries(record.id, actions=("release",))[-1]

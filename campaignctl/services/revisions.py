@@ -68,7 +68,7 @@ def list_revisions(name: str, diff: int | None = None) -> RevisionsResult:
     record = find_campaign(store, name)
     if diff is not None:
         _revision(store, record, diff)
-    good = known_good_revisions(DecisionLog(store.engine), record.id)
+    good = known_good_revisions(store.log, record.id)
     revs = store.revisions(record.id)
     rows = []
     for before, rev in zip([None, *revs[:-1]], revs, strict=True):
@@ -90,7 +90,7 @@ def mark_good(name: str, number: int, reason: str = "") -> RevisionsResult:
     why = f"marked known-good by {identity.user_name()}" + (f": {reason}" if reason else "")
     _log_campaign_decision(store, record, f"mark-good {name}", Decision(
         CAMPAIGN_TASK, CAMPAIGN_TOKEN, "revision", KNOWN_GOOD, why, {"by": identity.user_name()},
-        {"revision": number}))
+        KnownGood(revision=number)))
     return list_revisions(name)
 
 

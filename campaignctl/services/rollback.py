@@ -13,7 +13,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 from campaignctl.core.clock import UTC
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import ResizeNext, ResizePending, Resubmit
+from campaignctl.core.decision_params import MakeCurrent, Release, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views
@@ -61,7 +61,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
     record = find_campaign(store, name)
     if not dry_run:
         require_may_act(store, record, "roll back", "`rollback --dry-run` shows what it would do")
-    log = DecisionLog(store.engine)
+    log = store.log
     target = _target(store, log, record, to)
     steps, left_alone, withdrawn, views = _plan(store, log, record, target)
     if dry_run:
@@ -78,7 +78,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
                                 f"revision {number} made current with the content of revision {target.number} "
                                 f"(by {identity.user_name()}: {why}); {len(steps)} compensating step(s).",
                                 {"from_revision": record.current_revision, "by": identity.user_name()},
-                                {"revision": number, "target_revision": target.number})
+                                MakeCurrent(revision=number, target_revision=target.number))
         policy = policy_from_dict(json.loads(target.policy_json))
         actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs, leased)
         array_of = {a.token: a.array_job_id for v in views for a in v.attempts}
@@ -156,4 +156,4 @@ def _release_holds(entries: list[LoggedDecision], views: list[TaskView], target:
     count = sum(map(len, arrays.values()))
     return Decision(CAMPAIGN_TASK, CAMPAIGN_TOKEN, RULE, "release",
                     f"rollback to revision {target}: {count} element(s) held after it are released.",
-                    {"target_revision": target}, {"arrays": arrays})
+                    {"target_revision": target}, Release(arrays={a: tuple(i) for a, i in arrays.items()}))

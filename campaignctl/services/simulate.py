@@ -19,7 +19,8 @@ from campaignctl.core.right_size import UsageSample
 from campaignctl.core.settings import campaign_settings
 from campaignctl.core.sim.cluster import default_cluster
 from campaignctl.core.sim.driver import ATTEMPT_SCALED, ATTEMPT_SCALED_RETRIES, attempt_scaled_decider, policy_decider
-from campaignctl.core.sim.engine import Decider, Engine, Setup
+from campaignctl.core.sim.engine import Decider, Engine
+from campaignctl.core.sim.setup import Setup
 from campaignctl.core.sim.tally import Tally
 from campaignctl.core.sim.trials import SimSearch, bowl, outcome
 from campaignctl.core.sim.workload import (

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from campaignctl.adapters import identity
-from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.right_size import UsageSample
@@ -27,7 +26,7 @@ def start_facts(store: Store | None, spec: CampaignSpec, started: Collection[int
 
 def _samples(store: Store | None, spec: CampaignSpec) -> dict[str, tuple[UsageSample, ...]]:
     assert spec.profile is not None
-    samples = ProfileStore((store or Store.open()).engine).samples(spec.profile.name,
+    samples = (store or Store.open()).profiles.samples(spec.profile.name,
                                                                    viewer=identity.current_identity())
     by_group: dict[str, list[UsageSample]] = {}
     for s in samples:

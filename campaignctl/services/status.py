@@ -8,10 +8,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
 from campaignctl.adapters import identity, slurm
-from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.adapters.tick_failures import TickFailures
 from campaignctl.core.attempt_paths import AttemptPaths
 from campaignctl.core.budget import assess
@@ -23,7 +22,8 @@ from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy import Policy
 from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.sacct import JobObservation, Observed, element_key
+from campaignctl.core.sacct import Observed, element_key
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.site_limits import WAITING
 from campaignctl.core.spec import Resources
@@ -205,7 +205,7 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     history = {r.id: store.history(r.id) for r in records}
     # attempts the last tick stored settled are shown as stored; sacct is asked for the rest
     seen = _look(store, [a for group in history.values() for a in live(group)])
-    log = DecisionLog(store.engine)
+    log = store.log
     summaries, detail = [], []
     for record in records:
         entries = log.entries(record.id)
@@ -299,7 +299,7 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
     _, settings = current_policy(store, record)
     if not settings.progressive and not settings.search:
         return rows, []
-    log = DecisionLog(store.engine)
+    log = store.log
     label = unstarted_labels(log, record.id, settings)
     rows = [replace(r, state=label(r.index) or r.state) if r.state == NOT_SUBMITTED else r for r in rows]
     if not settings.progressive:
@@ -337,7 +337,7 @@ def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], polic
                 history: list[HistoryRow]) -> list[TaskRow]:
     """Telemetry of each task's latest sampled attempt: means, a sparkline, and the flag the
     utilisation rules would raise (shown whether or not the policy acts on it)."""
-    usage = TelemetryStore(store.engine).by_task(record.id)
+    usage = store.telemetry.by_task(record.id)
     parse = resources_parser()
     resources = {h.task_index: parse(h.resources_json) for h in history}
     return [_usage_row(r, usage.get(r.index), resources.get(r.index), policy) for r in rows]

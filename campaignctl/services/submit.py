@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from campaignctl.adapters import identity, paths, slurm
-from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.env_capture import write_captured_env
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import spec_policy
@@ -227,7 +226,7 @@ def _started(store: Store, campaign_id: int, tick: ReconcileResult) -> tuple[lis
     if not_here := [f.error for f in tick.failed] + [c.why for c in tick.left_alone]:
         return [], 0, [f"the first tick did nothing on this campaign ({not_here[0]}); the next `reconcile` "
                        "submits the tasks"]
-    entries = [e for e in DecisionLog(store.engine).entries(campaign_id, actions=(ACTION, SIZE_FIRST, PACK),
+    entries = [e for e in store.log.entries(campaign_id, actions=(ACTION, SIZE_FIRST, PACK),
                                                             grouped=True) if e.tick_id == tick.tick_id]
     out, max_array = [], 0
     for e in (e for e in entries if e.action == ACTION and isinstance(e.typed, Start)):

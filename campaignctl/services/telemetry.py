@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
-from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.attempt_paths import TELEMETRY, tasks_dir
 from campaignctl.core.records import HistoryRow, ObservedChange
 from campaignctl.core.telemetry import Summary, fold
@@ -17,7 +16,7 @@ def ingest_telemetry(store: Store, campaign_id: int, run_dir: str, rows: Sequenc
     """Read new lines of every attempt that is RUNNING or changed state this tick; returns the
     summaries of those attempts by token (what utilisation rules read). One stat+read per such
     attempt, nothing for settled ones."""
-    telemetry = TelemetryStore(store.engine)
+    telemetry = store.telemetry
     behind = telemetry.behind(campaign_id)  # ended with more than a tick's read cap unread
     paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes},
                           TELEMETRY, behind)  # no sampler, no file

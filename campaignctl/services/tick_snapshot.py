@@ -12,9 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.governance_facts import revision_run
-from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.optuna_sampler import OptunaSampler
-from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.store import Store
 from campaignctl.core import fallback
 from campaignctl.core.answers import SETTLING
@@ -80,7 +78,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
 
 def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
     """A search's trials, from its enforced asks and tells."""
-    return trials_of((e.action, e.task_index, e.params) for e in log.entries(campaign_id, actions=("ask", "tell"))
+    return trials_of((e.task_index, e.typed) for e in log.entries(campaign_id, actions=("ask", "tell"))
                      if e.mode == "enforce")
 
 
@@ -96,7 +94,7 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
         snapshot = with_facts(snapshot, starts=start_facts(store, read, started, slurm.array_cap()))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
-    metrics = MetricsStore(store.engine)
+    metrics = store.metrics
     curves = {m: metrics.curves(record.id, m) for m in sorted(wanted.metrics)}
     if wanted.siblings:
         open_views = [v for v in snapshot.views if not v.latest.decided]
@@ -108,7 +106,7 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
     profile = snapshot.settings.profile
     if not (wanted.right_size and profile):
         return with_facts(snapshot, reasons, free, curves)
-    profiles = ProfileStore(store.engine)
+    profiles = store.profiles
     return with_facts(snapshot, reasons, free, curves, profiles.samples(profile.name, record.id),
                       frozenset(profiles.lowered(record.id)))
 
@@ -119,6 +117,6 @@ def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, Tas
                if e.mode == "enforce"}
     latest = {a.task_index: a for a in store.attempts(campaign_id)
               if a.submission_state != "abandoned" or a.token in answers}
-    reading = {token for _, token in MetricsStore(store.engine).behind(campaign_id).values()}
+    reading = {token for _, token in store.metrics.behind(campaign_id).values()}
     return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, ""), a.token in reading, a.job_id or "")
             for i, a in latest.items()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
 from campaignctl.core.attempt_paths import METRICS, tasks_dir
@@ -17,7 +16,7 @@ def ingest_metrics(store: Store, campaign_id: int, run_dir: str, rows: Sequence[
     """Read new lines of every attempt that is RUNNING or changed state this tick (the final
     lines of one that just ended too) or that a tick's read cap left behind; returns how many
     points were added."""
-    metrics = MetricsStore(store.engine)
+    metrics = store.metrics
     paths = files_to_read(str(tasks_dir(run_dir)), rows, {c.attempt_id for c in changes}, METRICS,
                           metrics.behind(campaign_id))
     present = list(paths)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
 from campaignctl.core.observe import resources_parser
 from campaignctl.core.policy_sections import Prices
@@ -23,7 +22,7 @@ class AttemptUsage:
 def attempt_usage(store: Store, campaign_id: int) -> list[AttemptUsage]:
     """Every attempt of the campaign, by task then attempt number."""
     attempts = ReportQueries(store.engine).attempts(campaign_id)
-    summaries = TelemetryStore(store.engine).load([a.id for a in attempts])
+    summaries = store.telemetry.load([a.id for a in attempts])
     parse = resources_parser()
     return [AttemptUsage(a, AttemptUse(a.state, a.elapsed_s, parse(a.resources_json), a.alloc_tres, a.max_rss,
                                        summaries[a.id][1] if a.id in summaries else None, a.consumed_energy_j))

@@ -12,6 +12,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import GiveUp, ResizePending
 from campaignctl.core.errors import IntegrityError
 from campaignctl.core.policy import Policy
 
@@ -68,7 +69,8 @@ def test_a_tick_of_10000_decisions_is_chained_in_one_write(state_home: object) -
     store = Store.open()
     seed_unchained(store, decisions=0, outcomes=0)
     planned = [(Decision(i, f"tok.{i}", "failed", "give_up" if i % 2 else "resize_pending", f"reason {i}",
-                         {"exit_code": 1}, mode="shadow" if i % 3 == 0 else "enforce"), "")
+                         {"exit_code": 1}, GiveUp() if i % 2 else ResizePending(),
+                         mode="shadow" if i % 3 == 0 else "enforce"), "")
                for i in range(10_003)]
     log = DecisionLog(store.engine)
     ids = log.write_intents(1, 1, Policy(), planned[:10_000], [], revision=1)

@@ -21,6 +21,7 @@ from campaignctl.adapters.lease import DEFAULT_TTL_S, Leases, ttl_setting
 from campaignctl.adapters.store import Store
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import params_of
 from campaignctl.core.errors import AnsweredElsewhereError, UsageError, WriteConflictError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
@@ -162,7 +163,8 @@ def test_a_ttl_setting_too_short_or_unreadable_is_a_usage_error(value: str, monk
 # --- one answer per attempt (migration 011's unique index) ---
 
 def decision(token: str, action: str, mode: str = "enforce", gate: str = "") -> tuple[Decision, str]:
-    return Decision(0, token, "failed", action, f"{action} {token}", {"exit_code": 75}, mode=mode, gate=gate), ""
+    return Decision(0, token, "failed", action, f"{action} {token}", {"exit_code": 75}, params_of(action, {}),
+                    mode=mode, gate=gate), ""
 
 
 def log_of(store: Store) -> tuple[DecisionLog, int, int]:

@@ -20,6 +20,7 @@ from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import leases, notifications
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import GiveUp
 from campaignctl.core.policy import Policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
@@ -128,7 +129,8 @@ def test_a_tick_that_loses_the_race_for_an_attempt_drops_that_campaigns_decision
             if d.action == "resubmit":
                 other = DecisionLog(log.engine)
                 write(other, other.begin_tick("elsewhere"), campaign, policy,
-                      [(Decision(d.task_index, d.attempt_token, "failed", "give_up", "the other tick", {}), "")], [], 1)
+                      [(Decision(d.task_index, d.attempt_token, "failed", "give_up", "the other tick", {}, GiveUp()),
+                        "")], [], 1)
         return write(log, tick_id, campaign, policy, planned, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(DecisionLog, "write_intents", raced)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import pack_step
-from campaignctl.adapters.pack_runner import LAUNCH_FILE, run_pack
+from campaignctl.adapters.pack_runner import run_pack
 from campaignctl.adapters.pack_step import ForeignPayloadError
 from campaignctl.core.pack_plan import PackShape, plan_packs
 from campaignctl.core.resources import Resources
@@ -68,7 +68,7 @@ def test_a_launch_file_that_is_not_the_user_s_private_one_is_never_run(tmp_path:
     [pack] = plan_packs([0], Resources(gpus=1, mem_mb=300), PackShape(1))
     one = launch(tmp_path, 0, 0)
     one.paths.folder.mkdir(parents=True)
-    planted = one.paths.folder / LAUNCH_FILE
+    planted = one.paths.launch
     planted.write_bytes(b"not a pickle of ours")
     assert run_pack(pack, [one]) == 0  # the runner writes its own file in its place, private
     assert oct(planted.stat().st_mode & 0o777) == "0o600"

@@ -20,6 +20,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, write_lock
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Stop
 from campaignctl.core.errors import DatabaseBusyError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
@@ -51,7 +52,7 @@ while not os.path.exists(go):
     time.sleep(0.001)
 for i in range(writes):
     tick = log.begin_tick(writer)
-    decision = Decision(0, f"{writer}.{i}", "failed", "resubmit", "flaky", {"exit_code": 75})
+    decision = Decision(0, f"{writer}.{i}", "failed", "resubmit", "flaky", {"exit_code": 75}, Resubmit())
     ids = log.write_intents(tick, campaign, Policy(), [(decision, "")], [], 1)
     log.write_outcomes(ids, "applied", {"writer": writer})
     TelemetryStore(store.engine).save([(a, Position(1, i), Summary()) for a in attempts])
@@ -104,8 +105,8 @@ def test_a_writer_stuck_holding_the_chain_lock_makes_the_next_exit_75_not_hang(
         write_lock(stuck, CHAIN_LOCK_KEY)  # a tick hung inside its append
         started = time.monotonic()
         with pytest.raises(DatabaseBusyError) as caught:
-            log.write_intents(tick, campaigns[0], Policy(), [(Decision(0, "n.0", "failed", "stop", "r", {}), "")],
-                              [], 1)
+            stop = Decision(0, "n.0", "failed", "stop", "r", {}, Stop())
+            log.write_intents(tick, campaigns[0], Policy(), [(stop, "")], [], 1)
         assert caught.value.exit_code == 75 and time.monotonic() - started < 10
     finally:
         stuck.close()

@@ -4,6 +4,7 @@ captured file's modes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -16,7 +17,7 @@ import pytest
 from campaignctl.adapters.env_capture import PRIVATE_DIR, read_captured_env, write_captured_env
 from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.task_env import base_environment
-from campaignctl.core.task_launch import TaskLaunch
+from campaignctl.core.task_launch import LAUNCH_VERSION, TaskLaunch, current_launch
 
 PRINT_ENV = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
 # an exported function as Lmod exports `module` (BASH_FUNC_<name>%%)
@@ -115,10 +116,20 @@ def test_an_unreadable_captured_environment_fails_before_the_program(
 def test_a_payload_pickled_before_these_fields_keeps_the_live_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     launch = launch_in(tmp_path)
-    for name in ("env_file", "from_node", "setup", "output_metrics"):
-        object.__delattr__(launch, name)  # as unpickled from an older campaignctl's TaskLaunch
+    # an older campaignctl's TaskLaunch ended before `env_file`: its pickle holds the fields up to
+    # there, which unpickling sets on today's class in order (dataclass __setstate__)
+    names = [f.name for f in dataclasses.fields(TaskLaunch)]
+    older = launch.__getstate__()[:names.index("env_file")]  # type: ignore[attr-defined]
+    unpickled = TaskLaunch.__new__(TaskLaunch)
+    unpickled.__setstate__(older)  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        unpickled.env_file  # noqa: B018  (a slotted dataclass unpickles only the fields it had)
+    current = current_launch(unpickled)
+    assert (current.env_file, current.from_node, current.setup, current.resume_check, current.version) == (
+        "", (), (), None, LAUNCH_VERSION)
+    assert current.argv == launch.argv and current.env == launch.env
     monkeypatch.setenv("LIVE_ONLY", "x")
-    env = base_environment(launch, os.environ)
+    env = base_environment(current, os.environ)
     assert env["LIVE_ONLY"] == "x" and env["FROM_SPEC"] == "1"
 
 

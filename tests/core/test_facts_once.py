@@ -53,3 +53,22 @@ def test_no_module_spells_a_fact_out_again() -> None:
                     and frozenset(w.value for w in words) in others:  # type: ignore[attr-defined]
                 again.append((path, node.lineno))
     assert again == []
+
+
+def test_decisions_are_built_from_their_params_records() -> None:
+    """Typed on write: a Decision's params are its action's record (core/decision_params.py), never
+    a dict, which only the codec (`raw_of`) makes where the log writes it."""
+    untyped = []
+    for path, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Decision":
+                given = [*node.args[6:7], *(k.value for k in node.keywords if k.arg == "typed")]
+                if not given or any(isinstance(g, (ast.Dict, ast.DictComp, ast.Call)) and not _is_record(g)
+                                    for g in given):
+                    untyped.append(f"{path}:{node.lineno}")
+    assert not untyped, untyped
+
+
+def _is_record(node: ast.expr) -> bool:
+    """A call of a record class (capitalised, as every record in core/decision_params.py is)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper()

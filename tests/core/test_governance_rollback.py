@@ -11,6 +11,7 @@ import pytest
 
 from campaignctl.core.decide import decide_task
 from campaignctl.core.decision import AttemptView, Decision, TaskView
+from campaignctl.core.decision_params import params_of
 from campaignctl.core.governance import (
     Awaiting,
     RevisionRun,
@@ -34,7 +35,8 @@ UTC_NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 
 def retry(task: int = 0, mem: int = 1536, rule: str = "out_of_memory", action: str = "resubmit") -> Decision:
-    return Decision(task, f"s.{task}", rule, action, "why", {"attempt": 1}, {"changes": {"mem_mb": [1024, mem]}},
+    return Decision(task, f"s.{task}", rule, action, "why", {"attempt": 1},
+                    params_of(action, {"changes": {"mem_mb": [1024, mem]}}),
                     Resources(mem_mb=mem))
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import Amount, Spend
+from campaignctl.core.decision_params import Hold
 from campaignctl.core.errors import SpecError
 from campaignctl.core.ladder import (
     TaskEnd,
@@ -166,5 +167,5 @@ def test_the_budget_gates_promotion_by_the_next_rungs_projected_cost() -> None:
     spent = Spend(Amount(gpu_hours=1.0), Amount(), Amount(), 0, 0, Amount())
     assert promotion_block(state.plan, cost, assess(Budget(gpu_hours=2.5), spent)) is None
     block = promotion_block(state.plan, cost, assess(Budget(gpu_hours=2.4), spent))
-    assert block is not None and block.action == "hold" and block.params == {"arrays": {}}
+    assert block is not None and block.action == "hold" and block.typed == Hold()  # no element to hold: a pause
     assert "would cost up to 1.5 GPU-h but only 1.4 of 2.4 remains" in block.reason

@@ -14,6 +14,7 @@ import pytest
 
 from campaignctl.core.actions import ActionPlan, ResizeGroup, plan_actions
 from campaignctl.core.decision import AttemptView, Decision, TaskView
+from campaignctl.core.decision_params import Cancel, ResizePending, Stop, params_of
 from campaignctl.core.observe import (
     diff_observations,
     is_settled,
@@ -22,7 +23,7 @@ from campaignctl.core.observe import (
 )
 from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.core.sacct import JobObservation
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.slurm_states import State
 from campaignctl.core.spec import Resources
 
@@ -210,7 +211,7 @@ def decision(task: int, action: str = "resubmit", mem: int | None = 1500, *, arr
     token = f"sub{array}.{task if index is None else index}"
     params = {"changes": {"mem_mb": [1000, mem]}} if action == "resize_pending" else {}
     return Decision(task, token, "out_of_memory", action, f"{action} task {task}", {"job_id": f"{array}_{task}"},
-                    params, resources)
+                    params_of(action, params), resources)
 
 
 def array_of(token: str) -> str | None:
@@ -267,7 +268,7 @@ def test_a_cpu_resize_sets_numcpus_and_cpus_per_task_together() -> None:
     """NumCPUs alone allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1; CPUsPerTask alone still
     allocates 1 (both seen on the lab cluster)."""
     grown = Decision(3, "sub12.3", "data_starved", "resize_pending", "more cpus", {"job_id": "12_3"},
-                     {"changes": {"cpus_per_task": [1, 2]}}, Resources(cpus_per_task=2, mem_mb=1000))
+                     ResizePending(changes={"cpus_per_task": (1, 2)}), Resources(cpus_per_task=2, mem_mb=1000))
     [group] = plan([grown]).resizes
     assert group.scontrol_fields() == ["NumCPUs=2", "CPUsPerTask=2"]
 
@@ -298,8 +299,8 @@ def test_give_ups_are_recorded_only_and_planned_pairs_every_decision_with_its_gr
 
 
 def test_a_stop_is_a_single_state_filtered_cancel_like_a_move() -> None:
-    stop = Decision(3, "sub12.3", "early_stopping", "stop", "trails", {"job_id": "12_3"}, {"only_if": "RUNNING"})
-    move = replace(stop, rule="gpu_fallback", action="cancel", params={"only_if": "PENDING"})
+    stop = Decision(3, "sub12.3", "early_stopping", "stop", "trails", {"job_id": "12_3"}, Stop(only_if="RUNNING"))
+    move = replace(stop, rule="gpu_fallback", action="cancel", typed=Cancel(only_if="PENDING"))
     result = plan([stop, move])
     assert [(g.token, g.decision.action) for g in result.cancels] == [("g1", "stop"), ("g2", "cancel")]
     assert result.recorded == () and result.resubmits == ()

@@ -11,6 +11,7 @@ import pytest
 
 from campaignctl.core.cost import Amount
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import params_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.recorded import (
     CampaignHistory,
@@ -154,7 +155,8 @@ def test_recorded_decisions_of_other_rules_are_counted_not_replayed() -> None:
 
 def replayed(tick_id: int, token: str, rule: str, action: str, resources: Resources | None = None,
              **changes: list[object]) -> ReplayedDecision:
-    return ReplayedDecision(tick_id, Decision(0, token, rule, action, "why", {}, {"changes": changes}, resources))
+    typed = params_of(action, {"changes": changes})
+    return ReplayedDecision(tick_id, Decision(0, token, rule, action, "why", {}, typed, resources))
 
 
 BIGGER = replace(BASE, mem_mb=1500)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, observe_jobs, parse_sacct, parse_sacct_line
+from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs, parse_sacct, parse_sacct_line
+from campaignctl.core.sacct_records import JobObservation
 from campaignctl.core.sacct_values import expand_index_range, runner_exit, shell_exit
 from campaignctl.core.slurm_states import State, classify_state
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, JobObservation, Reading, observe_jobs
+from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
+from campaignctl.core.sacct_records import JobObservation, Reading
 from campaignctl.core.sacct_values import certain_indices, shell_exit
 from campaignctl.core.slurm_states import State, classify_state
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import Amount, Spend
+from campaignctl.core.decision_params import Tell, params_of
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Prices
@@ -77,9 +78,8 @@ def test_given_up_stopped_and_metricless_trials_are_told_failed_or_pruned_never_
     ends = {0: TaskEnd(0, "a.0", "FAILED"), 1: TaskEnd(1, "a.1", "CANCELLED", "stop"),
             2: TaskEnd(2, "a.2", "COMPLETED")}
     out = plan(trials, ends, given_up=["a.0"])
-    told = {d.task_index: d.params for d in out.decisions if d.action == "tell"}
-    assert told == {0: {"trial": 0, "state": FAIL, "value": None}, 1: {"trial": 1, "state": PRUNED, "value": None},
-                    2: {"trial": 2, "state": FAIL, "value": None}}
+    told = {d.task_index: d.typed for d in out.decisions if d.action == "tell"}
+    assert told == {0: Tell(0, FAIL), 1: Tell(1, PRUNED), 2: Tell(2, FAIL)}
 
 
 def test_a_failed_attempt_being_retried_is_not_told() -> None:
@@ -113,7 +113,8 @@ def test_the_budget_gate_asks_only_what_remains_pays_for_and_holds_when_nothing_
 def test_trials_are_rebuilt_from_the_logged_asks_and_tells() -> None:
     logged = [("ask", 0, {"trial": 0, "params": {"lr": 0.5}}), ("ask", 1, {"trial": 1, "params": {"lr": 0.2}}),
               ("tell", 0, {"trial": 0, "state": COMPLETE, "value": 0.9}), ("tell", 7, {"trial": 7, "state": FAIL})]
-    assert trials_of(logged) == (Trial(0, {"lr": 0.5}, COMPLETE, 0.9), Trial(1, {"lr": 0.2}))
+    typed = [(task, params_of(action, raw)) for action, task, raw in logged]
+    assert trials_of(typed) == (Trial(0, {"lr": 0.5}, COMPLETE, 0.9), Trial(1, {"lr": 0.2}))
 
 
 def test_the_report_series_places_each_trial_on_its_ranges_and_keeps_the_best_so_far() -> None:

@@ -17,7 +17,8 @@ from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.sim import driver
 from campaignctl.core.sim.cluster import Cluster, Node, Partition, default_cluster
 from campaignctl.core.sim.driver import attempt_scaled_decider, policy_decider
-from campaignctl.core.sim.engine import Engine, Setup
+from campaignctl.core.sim.engine import Engine
+from campaignctl.core.sim.setup import Setup
 from campaignctl.core.sim.workload import Synthetic, Truth, WorkloadError, draw_truths, flaky_nodes, parse_synthetic
 
 DEFAULT = load_policy("default", ".")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, Reading, observe_jobs
+from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
+from campaignctl.core.sacct_records import Reading
 from campaignctl.core.sacct_values import runner_exit, shell_exit
 from campaignctl.core.slurm_states import State
 from campaignctl.core.slurm_version import SlurmVersion, parse_version

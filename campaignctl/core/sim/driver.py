@@ -31,6 +31,7 @@ from datetime import datetime
 from campaignctl.core.cost import UsageGroup
 from campaignctl.core.decide import campaign_excluded_nodes, sibling_raises
 from campaignctl.core.decision import Decision, TaskView
+from campaignctl.core.decision_params import GiveUp, Resubmit
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
@@ -215,9 +216,9 @@ def _scaled(view: TaskView, base: Resources, retries: int) -> Decision:
     cause = latest.cause or CAUSE_OF_STATE.get(latest.state, "failed")
     if latest.number > retries:
         return Decision(view.index, latest.token, ATTEMPT_SCALED, "give_up",
-                        f"{cause} on attempt {latest.number}: {retries} retries used.", {"cause": cause})
+                        f"{cause} on attempt {latest.number}: {retries} retries used.", {"cause": cause}, GiveUp())
     n = latest.number + 1
     res = replace(latest.resources, mem_mb=base.mem_mb * n, time_min=base.time_min * n)
     return Decision(view.index, latest.token, ATTEMPT_SCALED, "resubmit",
                     f"{cause} on attempt {latest.number}: attempt {n} with memory and time × {n}.",
-                    {"cause": cause}, {"retry": latest.number}, res)
+                    {"cause": cause}, Resubmit(retry=latest.number), res)

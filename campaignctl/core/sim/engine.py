@@ -12,20 +12,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from campaignctl.core.answers import ANSWERS
-from campaignctl.core.clock import stamp
-from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
+from campaignctl.core.decision import Decision, Replacement, TaskView
 from campaignctl.core.decision_params import Ask, Cancel, Resubmit, Throttle
-from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
-from campaignctl.core.search_spec import SearchSpec
-from campaignctl.core.sim.cluster import Cluster
 from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, make_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
+from campaignctl.core.sim.setup import Setup, attempt_view
 from campaignctl.core.sim.tally import Tally
-from campaignctl.core.sim.workload import Hazards, Synthetic, Truth, hazards
+from campaignctl.core.sim.workload import fate, hazards
 from campaignctl.core.tick import TickPlan
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -34,25 +31,6 @@ REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may 
 IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
 SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)
 END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, PASS, TICK = range(7)  # same second: ends first, the tick last
-
-
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """One simulation's inputs, the same for every policy compared."""
-
-    cluster: Cluster
-    resources: Resources  # the spec's resources (attempt 1's, unless a trace row says otherwise)
-    truths: tuple[Truth, ...]
-    workload: Synthetic
-    seed: int
-    max_parallel: int | None = None
-    tick_s: int = 300
-    flaky: frozenset[int] = frozenset()  # indexes of flaky nodes (node_fail strikes only there)
-    requeue: bool = False  # jobs allow Slurm's requeue on preemption (policy slurm_requeue)
-    horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
-    track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
-    pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
-    search: SearchSpec | None = None  # a search: nothing submitted at the start, its ticks ask for trials
 
 
 Decider = Callable[["Engine", datetime], TickPlan]
@@ -223,31 +201,14 @@ class Engine:
             return
         hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
                      node in self.setup.flaky)
-        end, state, exit_code, cause = self._fate(job, hz)
+        end, state, exit_code, cause = fate(self.setup.truths[job.task], job.res, job.attempt, job.params_changed,
+                                            self.jobs[job.task][0].res.gpu_type, hz)
         job.fate, job.exit, job.cause = state, exit_code, cause
         self._push(self.now + end, END, job, job.starts)
         if hz.node_fail_at is not None and int(hz.node_fail_at * end) < end:
             self._push(self.now + int(hz.node_fail_at * end), NODE_DOWN, node)
         if hz.preempt_at is not None and int(hz.preempt_at * end) < end:
             self._push(self.now + int(hz.preempt_at * end), PREEMPTOR, element, element.starts)
-
-    def _fate(self, job: Job, hz: Hazards) -> tuple[int, str, int, str | None]:
-        """(seconds it runs, final state, exit code, cause named by the output) for this start."""
-        truth, r = self.setup.truths[job.task], job.res
-        limit = r.time_min * 60
-        run = min(truth.run_s, limit)
-        if truth.mem_mb > r.mem_mb:
-            return max(1, int(hz.oom_at * run)), "OUT_OF_MEMORY", 0, None
-        if truth.gpu_oom and not job.params_changed and r.gpu_type == self._first_gpu_type(job.task):
-            return max(1, int(hz.fail_at * run)), "FAILED", 1, GPU_OOM
-        if truth.bug or (truth.tempfail and job.attempt == 1):
-            return max(1, int(hz.fail_at * run)), "FAILED", 1 if truth.bug else 75, None
-        if truth.run_s > limit:
-            return limit, "TIMEOUT", 0, None
-        return truth.run_s, "COMPLETED", 0, None
-
-    def _first_gpu_type(self, task: int) -> str | None:
-        return self.jobs[task][0].res.gpu_type
 
     def _stop(self, job: Job, state: str) -> None:
         """The job leaves its node in `state` (the attempt's end as sacct would record it). A
@@ -337,21 +298,10 @@ class Engine:
         """The task as the policy sees it (cached until one of its attempts changes)."""
         cached = self._views.get(task)
         if cached is None:
-            cached = TaskView(task, tuple(self._attempt_view(j) for j in self.jobs[task]))
+            cached = TaskView(task, tuple(attempt_view(j, self.now, self.at, self.queue.names, self.decided)
+                                          for j in self.jobs[task]))
             self._views[task] = cached
         return cached
-
-    def _attempt_view(self, job: Job) -> AttemptView:
-        ended = job.state not in ("PENDING", "RUNNING")
-        end = job.end_at if ended and job.end_at is not None else self.now
-        cause = job.cause if ended else None
-        return AttemptView(
-            job.token, job.attempt, job.state, job.jid, job.res, exit_code=job.exit if ended else None,
-            slurm_state=job.state, nodes=self.queue.names[job.node] if job.node is not None else "",
-            elapsed_s=end - job.start if job.start is not None else None,
-            ended_at=stamp(self.at(end)) if ended else None, decided=job.token in self.decided, cause=cause,
-            evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
-            params=job.params, params_changed=job.params_changed, packed=job.host is not None)
 
     @property
     def arrays_submitted(self) -> int:

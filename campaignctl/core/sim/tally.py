@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from campaignctl.core.decision_params import array_of
 from campaignctl.core.decision_rows import GROUPED
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Tally:
         shared: set[tuple[object, ...]] = set()  # one row per scontrol update, rule and reason
         for d in plan.decisions:
             if d.mode == "enforce" and not d.gate:
-                row = (d.params.get("array_job_id"), d.resources, d.rule, d.reason)
+                row = (array_of(d.typed), d.resources, d.rule, d.reason)
                 self.log_rows += d.action not in GROUPED or row not in shared
                 if d.action in GROUPED:
                     shared.add(row)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from campaignctl.core.answers import SETTLING
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Params
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import Scalar
 from campaignctl.core.search import COMPLETE, Trial, trials_of
@@ -68,13 +69,13 @@ class SimSearch:
     """What the simulated search has asked and told so far (the log's asks and tells)."""
 
     objective: Bowl
-    logged: list[tuple[str, int, Mapping[str, object]]] = field(default_factory=list)
+    logged: list[tuple[int, Params]] = field(default_factory=list)
 
     def trials(self) -> tuple[Trial, ...]:
         return trials_of(self.logged)
 
     def saw(self, decisions: tuple[Decision, ...]) -> None:
-        self.logged += [(d.action, d.task_index, d.params) for d in decisions
+        self.logged += [(d.task_index, d.typed) for d in decisions
                         if d.mode == "enforce" and not d.gate and d.action in ("ask", "tell")]
 
     def ends(self, jobs: list[list[Job]], settled: Mapping[int, str]) -> dict[int, TaskEnd]:

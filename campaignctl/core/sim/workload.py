@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.resources import Resources
 
 # key → (default, what it means); docs/simulate.md lists the same table
@@ -193,3 +194,21 @@ def flaky_nodes(w: Synthetic, nodes: int, seed: int) -> frozenset[int]:
         return frozenset()
     rng = random.Random(f"{seed}:nodes")
     return frozenset(rng.sample(range(nodes), max(1, round(w.bad_nodes * nodes))))
+
+
+def fate(truth: Truth, r: Resources, attempt: int, params_changed: bool, first_gpu_type: str | None,
+         hz: Hazards) -> tuple[int, str, int, str | None]:
+    """(seconds it runs, final state, exit code, cause named by the output) of one start of a
+    task with `truth`, asking `r`: a GPU OOM strikes while the task runs its first attempt's
+    GPU type and parameters (a rule that changed either cured it)."""
+    limit = r.time_min * 60
+    run = min(truth.run_s, limit)
+    if truth.mem_mb > r.mem_mb:
+        return max(1, int(hz.oom_at * run)), "OUT_OF_MEMORY", 0, None
+    if truth.gpu_oom and not params_changed and r.gpu_type == first_gpu_type:
+        return max(1, int(hz.fail_at * run)), "FAILED", 1, GPU_OOM
+    if truth.bug or (truth.tempfail and attempt == 1):
+        return max(1, int(hz.fail_at * run)), "FAILED", 1 if truth.bug else 75, None
+    if truth.run_s > limit:
+        return limit, "TIMEOUT", 0, None
+    return truth.run_s, "COMPLETED", 0, None

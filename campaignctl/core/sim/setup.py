@@ -1,0 +1,50 @@
+"""One simulation's inputs, and what the policy sees of a simulated attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from campaignctl.core.clock import stamp
+from campaignctl.core.decision import AttemptView
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.resources import Resources
+from campaignctl.core.search_spec import SearchSpec
+from campaignctl.core.sim.cluster import Cluster
+from campaignctl.core.sim.scheduler import Job
+from campaignctl.core.sim.workload import Synthetic, Truth
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One simulation's inputs, the same for every policy compared."""
+
+    cluster: Cluster
+    resources: Resources  # the spec's resources (attempt 1's, unless a trace row says otherwise)
+    truths: tuple[Truth, ...]
+    workload: Synthetic
+    seed: int
+    max_parallel: int | None = None
+    tick_s: int = 300
+    flaky: frozenset[int] = frozenset()  # indexes of flaky nodes (node_fail strikes only there)
+    requeue: bool = False  # jobs allow Slurm's requeue on preemption (policy slurm_requeue)
+    horizon_s: int = 365 * 86400  # a run that goes on this long is cut off
+    track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
+    pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
+    search: SearchSpec | None = None  # a search: nothing submitted at the start, its ticks ask for trials
+
+
+def attempt_view(job: Job, now: int, at: Callable[[int], datetime], node_names: Sequence[str],
+                 decided: set[str]) -> AttemptView:
+    """The attempt as a tick reads it from sacct: ended ones with their exit, cause and end."""
+    ended = job.state not in ("PENDING", "RUNNING")
+    end = job.end_at if ended and job.end_at is not None else now
+    cause = job.cause if ended else None
+    return AttemptView(
+        job.token, job.attempt, job.state, job.jid, job.res, exit_code=job.exit if ended else None,
+        slurm_state=job.state, nodes=node_names[job.node] if job.node is not None else "",
+        elapsed_s=end - job.start if job.start is not None else None,
+        ended_at=stamp(at(end)) if ended else None, decided=job.token in decided, cause=cause,
+        evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
+        params=job.params, params_changed=job.params_changed, packed=job.host is not None)
