@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import decision_log, store
+from campaignctl.adapters import decision_log, revision_rows, store, submission_rows
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
@@ -44,8 +44,8 @@ class Clock:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, t0: float) -> None:
         self.t0, self.now = t0, t0
         stamp = lambda: datetime.fromtimestamp(self.now, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
-        monkeypatch.setattr(store, "utc_now", stamp)
-        monkeypatch.setattr(decision_log, "utc_now", stamp)
+        for module in (store, decision_log, submission_rows, revision_rows):
+            monkeypatch.setattr(module, "utc_now", stamp)
 
     def at(self, minutes: float) -> float:
         self.now = self.t0 + minutes * 60

@@ -59,6 +59,16 @@ class TaskEnd:
         return ended and not self.reading
 
 
+def task_ends(latest: Iterable[tuple[int, str, str, str]], answers: Mapping[str, str],
+              reading: Collection[str] = ()) -> dict[int, TaskEnd]:
+    """Every started task's latest attempt, (task, token, state, job id), with the answer that
+    ended it for good (`answers`: attempt token → give_up | stop) and whether its metrics are still
+    being read (`reading`: tokens): what the live tick, `policy replay` and the simulator each
+    know of their attempts, made into TaskEnds in one place."""
+    return {task: TaskEnd(task, token, state, answers.get(token, ""), token in reading, job_id)
+            for task, token, state, job_id in latest}
+
+
 @dataclass(frozen=True, slots=True)
 class Standing:
     """One config at the end of a rung: its final metric, and why it cannot be promoted ('' if it can)."""

@@ -51,7 +51,7 @@ from campaignctl.core.decision_params import (
     effect_of,
 )
 from campaignctl.core.governance import ProposalKey, proposal_key
-from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.ladder import task_ends
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
 from campaignctl.core.observe import params_parser, resources_parser, task_views
 from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
@@ -190,8 +190,7 @@ class Timeline:
             released_limits=facts.released_limits,
             array_throttles=self._throttles(tick.id),
             proposal_keys=frozenset(proposed),
-            task_ends={i: TaskEnd(i, r.token, r.state, answers.get(r.token, ""), job_id=r.job_id or "")
-                       for i, r in latest.items()},
+            task_ends=task_ends(((i, r.token, r.state, r.job_id or "") for i, r in latest.items()), answers),
             promoted_rungs=frozenset(promoted),
             forced_rungs=facts.forced_rungs,
             tasks_started=len(latest), trials=tuple(trials), sampler=sampler,

@@ -19,7 +19,7 @@ from campaignctl.core.answers import SETTLING
 from campaignctl.core.clock import read_time
 from campaignctl.core.decision import TaskView
 from campaignctl.core.governance import Awaiting
-from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.ladder import TaskEnd, task_ends
 from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.policy import Policy, policy_from_dict
 from campaignctl.core.records import CampaignRecord, HistoryRow
@@ -66,7 +66,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         proposal_keys=frozenset(log.proposal_keys(record.id)),
         awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in log.awaiting(record.id)),
         revision_run=None if record.current_revision in marked else revision_run(store.engine, revision),
-        task_ends=task_ends(store, log, record.id) if settings.progressive or settings.search else {},
+        task_ends=read_task_ends(store, log, record.id) if settings.progressive or settings.search else {},
         promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
         forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
@@ -111,12 +111,11 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
                       frozenset(profiles.lowered(record.id)))
 
 
-def task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, TaskEnd]:
+def read_task_ends(store: Store, log: DecisionLog, campaign_id: int) -> dict[int, TaskEnd]:
     """Every started task's latest attempt, and the enforced decision that ended it for good."""
     answers = {e.attempt_token: e.action for e in log.entries(campaign_id, actions=SETTLING)
                if e.mode == "enforce"}
     latest = {a.task_index: a for a in store.attempts(campaign_id)
               if a.submission_state != "abandoned" or a.token in answers}
     reading = {token for _, token in store.metrics.behind(campaign_id).values()}
-    return {i: TaskEnd(i, a.token, a.state, answers.get(a.token, ""), a.token in reading, a.job_id or "")
-            for i, a in latest.items()}
+    return task_ends(((i, a.token, a.state, a.job_id or "") for i, a in latest.items()), answers, reading)

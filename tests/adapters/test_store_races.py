@@ -41,6 +41,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.decision import Decision
+from campaignctl.core.decision_params import Resubmit
 from campaignctl.core.policy import Policy
 from campaignctl.core.telemetry import Summary
 go, campaign, writer, writes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

@@ -72,3 +72,11 @@ def test_decisions_are_built_from_their_params_records() -> None:
 def _is_record(node: ast.expr) -> bool:
     """A call of a record class (capitalised, as every record in core/decision_params.py is)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper()
+
+
+def test_task_ends_are_made_in_one_place() -> None:
+    """The live tick, `policy replay` and the simulator each know their attempts differently, and
+    make them TaskEnds through core/ladder.py:task_ends only."""
+    made = [f"{path}:{node.lineno}" for path, tree in _modules().items() for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "TaskEnd"]
+    assert [m.rsplit(":", 1)[0] for m in made] == ["core/ladder.py"], made

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from campaignctl.core.answers import SETTLING
 from campaignctl.core.decision import Decision
 from campaignctl.core.decision_params import Params
-from campaignctl.core.ladder import TaskEnd
+from campaignctl.core.ladder import TaskEnd, task_ends
 from campaignctl.core.params import Scalar
 from campaignctl.core.search import COMPLETE, Trial, trials_of
 from campaignctl.core.search_spec import Dimension, SearchSpec
@@ -80,8 +80,9 @@ class SimSearch:
 
     def ends(self, jobs: list[list[Job]], settled: Mapping[int, str]) -> dict[int, TaskEnd]:
         """Every started trial's latest attempt, and what settled it."""
-        return {task: TaskEnd(task, attempts[-1].token, attempts[-1].state, SETTLED_BY.get(settled.get(task, ""), ""))
-                for task, attempts in enumerate(jobs) if attempts}
+        latest = [(task, attempts[-1]) for task, attempts in enumerate(jobs) if attempts]
+        answers = {job.token: SETTLED_BY[settled[task]] for task, job in latest if settled.get(task) in SETTLED_BY}
+        return task_ends(((task, job.token, job.state, "") for task, job in latest), answers)
 
     def curves(self, jobs: list[list[Job]]) -> dict[int, tuple[tuple[int, float], ...]]:
         """Each completed trial's metric: its one final point, the objective at its params."""
