@@ -257,7 +257,7 @@ def prepare(root: Path, n: int, seed: int, stores: Any = None) -> Prepared:
                          "resources: {gpus: 1, gpu_type: a100, cpus_per_task: 8, mem: 16G, time: \"04:00:00\"}\n")
     spec, text = load_spec(spec_path)
     store = Store.open()
-    campaign_id = store.create_campaign(spec, text, str(spec_path), identity.user_name())  # its owner may reconcile it
+    campaign_id = store.create_campaign(spec, text, str(spec_path), identity.user_name()).id  # its owner may tick it
     rng = random.Random(seed)
     chunks, job_id = [], FIRST_JOB_ID
     resources_json = json.dumps(asdict(spec.resources))

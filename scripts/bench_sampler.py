@@ -37,7 +37,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from campaignctl.adapters.sampler import GpuProbe, TelemetrySampler
+from campaignctl.adapters.telemetry_sampler import GpuProbe, TelemetrySampler
 
 TREE = """
 import subprocess, sys, time

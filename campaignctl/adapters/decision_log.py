@@ -14,11 +14,11 @@ from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, insert
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.adapters.submission_rows import insert_submission
 from campaignctl.core import chain
+from campaignctl.core.action_records import RECORD, ActionRecord, Cancel, Stop, Verdict, effect_of, record_of
 from campaignctl.core.actions import SubmissionIntent
 from campaignctl.core.answers import ACTING, ANSWERS
 from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import RECORD, Cancel, Params, Stop, Verdict, effect_of, params_of
 from campaignctl.core.decision_rows import GROUPED, collapse, expand
 from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
 from campaignctl.core.policy import Policy
@@ -56,8 +56,8 @@ class LoggedDecision:
     gate: str = ""
 
     @property
-    def typed(self) -> Params:
-        return params_of(self.action, self.params)
+    def typed(self) -> ActionRecord:
+        return record_of(self.action, self.params)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -144,7 +144,7 @@ class DecisionLog:
                  .where(d.campaign_id == campaign_id, d.mode == "enforce", d.action.in_(("cancel", "stop")),
                         o.status == "applied"))
         with self.engine.connect() as conn:
-            rows = [(token, params_of(action, json.loads(params))) for token, action, params in conn.execute(query)]
+            rows = [(token, record_of(action, json.loads(params))) for token, action, params in conn.execute(query)]
         return {token for token, p in rows if isinstance(p, (Cancel, Stop)) and "PENDING" in (p.only_if, _seen(p))}
 
     def unresolved_tokens(self, campaign_id: int) -> set[str]:

@@ -36,14 +36,14 @@ def run_pack(pack: Pack, launches: Sequence[TaskLaunch], environ: Mapping[str, s
         payload = launch.paths.launch
         payload.unlink(missing_ok=True)  # a file left in its place is never written through
         fd = os.open(payload, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as handle:  # private: adapters/pack_step.py runs only such a file
+        with os.fdopen(fd, "wb") as handle:  # private: adapters/packed_task.py runs only such a file
             pickle.dump(launch, handle)
         step_env = dict(env)
         visible = visible_gpu(env.get("CUDA_VISIBLE_DEVICES"), gpu, max(1, pack.step.gpus)) if gpu is not None else None
         if visible is not None:
             step_env["CUDA_VISIBLE_DEVICES"] = visible
         argv = [*step_argv(launch.attempt_token, pack.step, []), *faults.step_options(i == 0),
-                sys.executable, "-m", "campaignctl.adapters.pack_step", str(payload)]
+                sys.executable, "-m", "campaignctl.adapters.packed_task", str(payload)]
         with open(launch.paths.srun_err, "wb") as err:
             children.append((launch, subprocess.Popen(argv, env=step_env, stdin=subprocess.DEVNULL, stderr=err)))
     failed = 0

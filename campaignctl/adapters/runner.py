@@ -3,7 +3,7 @@
 It runs the task's argv without a shell, streams stdout+stderr to the attempt's `output.log`,
 forwards the signals Slurm sends before a kill (SIGTERM at the time limit, SIGUSR2 from
 `--signal=USR2@90`) so the program can checkpoint, samples its process tree and GPUs into
-`telemetry.jsonl` while it runs (adapters/sampler.py), and writes `exit.json` atomically. It
+`telemetry.jsonl` while it runs (adapters/telemetry_sampler.py), and writes `exit.json` atomically. It
 then exits with the program's status, so sacct shows FAILED n:0 for a failing program.
 """
 
@@ -27,8 +27,8 @@ from campaignctl.adapters.output_metrics import metrics_from_output
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.resume_check import as_started, resume_note
-from campaignctl.adapters.sampler import TelemetrySampler
 from campaignctl.adapters.task_env import base_environment, prepare_environment
+from campaignctl.adapters.telemetry_sampler import TelemetrySampler
 from campaignctl.core.errors import CampaignctlError
 from campaignctl.core.rendezvous import Placement, placement, rank_environment, torchrun_argv
 from campaignctl.core.resources import TORCHRUN

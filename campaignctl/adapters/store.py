@@ -32,7 +32,7 @@ from campaignctl.adapters.store_engine import (
     rederivable,
     utc_now,
 )
-from campaignctl.adapters.store_schema import attempts, campaigns, revisions, submissions, tasks
+from campaignctl.adapters.store_schema import attempts, campaigns, decisions, revisions, submissions, tasks
 from campaignctl.adapters.submission_rows import insert_submission
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.actions import SubmissionIntent
@@ -56,6 +56,8 @@ class Store:
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+        # a revision row is written once and never changed: read each at most once per Store
+        self._revisions: dict[tuple[int, int], RevisionRecord] = {}
 
     @cached_property
     def log(self) -> DecisionLog:
@@ -102,16 +104,17 @@ class Store:
         return [CampaignRecord(**r._mapping) for r in rows]
 
     def create_campaign(self, spec: CampaignSpec, spec_text: str, spec_path: str, owner: str,
-                        captured_env: str = "") -> int:
+                        captured_env: str = "") -> CampaignRecord:
+        """The campaign, its first revision and its tasks, in one transaction; the record as written."""
         now = utc_now()
         with self.engine.begin() as conn:
-            campaign_id = inserted_id(conn.execute(campaigns.insert().values(
+            campaign_id = int(inserted_id(conn.execute(campaigns.insert().values(
                 name=spec.name, state="active", current_revision=1, run_dir=spec.run_dir,
-                owner=owner, created_at=now)))
+                owner=owner, created_at=now))))
             insert_revision(conn, spec_revision(campaign_id, spec, spec_text, spec_path, owner, "initial",
                                                   captured_env), 1)
             conn.execute(tasks.insert(), [task_row(campaign_id, t) for t in spec.tasks])
-        return int(campaign_id)
+        return CampaignRecord(campaign_id, spec.name, "active", 1, spec.run_dir, owner, now)
 
     def add_revision(self, campaign_id: int, spec: CampaignSpec, spec_text: str, spec_path: str,
                      author: str, reason: str, captured_env: str = "") -> int:
@@ -134,10 +137,20 @@ class Store:
         return number
 
     def revision(self, campaign_id: int, number: int) -> RevisionRecord:
+        key = (campaign_id, number)
+        if key not in self._revisions:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(revisions).where(
+                    revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
+            self._revisions[key] = revision_record(row)
+        return self._revisions[key]
+
+    def untouched(self, campaign_id: int) -> bool:
+        """Nothing has happened to the campaign yet: no submission and no decision (one read)."""
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(revisions).where(
-                revisions.c.campaign_id == campaign_id, revisions.c.number == number)).one()
-        return revision_record(row)
+            return conn.execute(sa.select(submissions.c.id).where(submissions.c.campaign_id == campaign_id)
+                                .union_all(sa.select(decisions.c.id).where(decisions.c.campaign_id == campaign_id))
+                                .limit(1)).first() is None
 
     def revisions(self, campaign_id: int) -> list[RevisionRecord]:
         with self.engine.connect() as conn:

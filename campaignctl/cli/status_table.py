@@ -16,7 +16,7 @@ from campaignctl.core.clock import brief
 from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
 from campaignctl.core.efficiency import cells
 from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.pack_steps import shared_label
+from campaignctl.core.pack_fates import shared_label
 from campaignctl.core.status import TaskRow, param_text
 
 STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",

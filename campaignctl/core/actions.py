@@ -12,8 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import (
+from campaignctl.core.action_records import (
     Ask,
     Cancel,
     Hold,
@@ -27,8 +26,9 @@ from campaignctl.core.decision_params import (
     Throttle,
     changes_of,
 )
+from campaignctl.core.decision import Decision
+from campaignctl.core.pack_fates import requested_share
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.pack_steps import requested_share
 from campaignctl.core.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec import Resources
 
@@ -92,7 +92,7 @@ class SingleGroup:
 class ActionPlan:
     resubmits: tuple[ResubmitGroup, ...]
     resizes: tuple[ResizeGroup, ...]
-    recorded: tuple[Decision, ...]  # effect RECORD (core/decision_params.py): no Slurm call
+    recorded: tuple[Decision, ...]  # effect RECORD (core/action_records.py): no Slurm call
     throttles: tuple[ThrottleGroup, ...] = ()
     holds: tuple[SingleGroup, ...] = ()
     cancels: tuple[SingleGroup, ...] = ()
@@ -115,7 +115,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
     resubmits = []
-    for d in decisions:  # by what its params say it is (core/decision_params.py)
+    for d in decisions:  # by what its params say it is (core/action_records.py)
         match d.typed:
             case Start(tasks=tasks, throttle=throttle) as p if d.resources is not None and tasks:
                 shape = PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None

@@ -8,7 +8,7 @@ names a job's. The job-side runner writes them and the login side reads them:
         telemetry.jsonl   the job-side sampler's lines (`telemetry.node<k>.jsonl` on node k)
         metrics.jsonl     training metrics: the program's own ($CAMPAIGNCTL_METRICS), or its output's
         exit.json         return code, named cause and evidence (`exit.rank<r>.json`)
-        launch.pickle     a packed task's payload, which its own srun step runs (adapters/pack_step.py)
+        launch.pickle     a packed task's payload, which its own srun step runs (adapters/packed_task.py)
         srun.err          what that step's srun wrote to stderr (a step srun refused: its words)
 
 Pure: paths are built, never touched. Hot paths (a tick may name 100,000 files) use `file_in`,

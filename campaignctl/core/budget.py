@@ -15,9 +15,9 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from campaignctl.core.action_records import Alert, Hold
 from campaignctl.core.cost import Spend
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import Alert, Hold
 from campaignctl.core.spec import Budget
 
 CAMPAIGN_TASK = -1

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from campaignctl.core.action_records import GiveUp, Retry, Stop
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import GiveUp, Retry, Stop
 from campaignctl.core.observe import ABANDONED, FINAL, UNKNOWN
 from campaignctl.core.resources import Resources
 

@@ -72,7 +72,7 @@ class Spend:
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    cpus: float  # a packed task's share of its pack's (core/pack_steps.py) is a fraction
+    cpus: float  # a packed task's share of its pack's (core/pack_fates.py) is a fraction
     gpus: float
     gpu_type: str | None
     mem_mb: int | None = None  # `mem=200M`: for the whole job (all its nodes)
@@ -96,7 +96,7 @@ def parse_alloc_tres(text: str) -> Allocation | None:
 
 
 def _count(text: str) -> float:
-    """`2` from Slurm; `0.25` from a packed task's share (core/pack_steps.py); 0 for anything else."""
+    """`2` from Slurm; `0.25` from a packed task's share (core/pack_fates.py); 0 for anything else."""
     try:
         value = float(text)
     except ValueError:

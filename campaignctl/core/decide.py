@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
+from campaignctl.core.action_records import GiveUp, Pair, ResizePending, Resubmit
 from campaignctl.core.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.clock import read_time, utc
 from campaignctl.core.decision import AttemptView, Decision, Replacement, TaskView
-from campaignctl.core.decision_params import GiveUp, Pair, ResizePending, Resubmit
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.output_causes import GPU_OOM
 from campaignctl.core.params import Scalar

@@ -1,13 +1,13 @@
 """What the rules decide from and what they decide: an attempt and a task as a tick sees them, and
 a Decision (rule, action, reason, the inputs it saw, and its params: the action's record from
-core/decision_params.py, made a JSON object only where the log writes it)."""
+core/action_records.py, made a JSON object only where the log writes it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from campaignctl.core.decision_params import Params, raw_of
+from campaignctl.core.action_records import ActionRecord, raw_of
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.params import Scalar
 from campaignctl.core.spec import Resources
@@ -74,7 +74,7 @@ class Decision:
     action: str  # resubmit | give_up | resize_pending
     reason: str
     inputs: Mapping[str, object]
-    typed: Params  # the action's params record
+    typed: ActionRecord  # the action's params record
     resources: Resources | None = None  # resubmit: the next attempt's; resize_pending: the new ones
     mode: str = "enforce"  # shadow: logged as proposed, never carried out
     gate: str = ""  # why it waits for `campaignctl approve` ('' when it needs no approval)
@@ -84,5 +84,5 @@ class Decision:
 
     @property
     def params(self) -> dict[str, object]:
-        """The params as the log writes them (decision_params.raw_of)."""
+        """The params as the log writes them (action_records.raw_of)."""
         return raw_of(self.typed)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from campaignctl.core.action_records import ResizePending
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import ResizePending
 
 GROUPED = ("resize_pending",)
 MEMBERS = "members"  # the params key of a grouped row: [[task index, attempt token, job id], …]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from campaignctl.core.action_records import Stop
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import Stop
 from campaignctl.core.policy_sections import EarlyStopping
 from campaignctl.core.training_metrics import Curve, best_until, better, describe, last_step, median
 

@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from campaignctl.core.action_records import Cancel
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import Cancel
 from campaignctl.core.policy import Policy
 
 RULE = "gpu_fallback"

@@ -9,8 +9,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from campaignctl.core.action_records import with_resources
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import with_resources
 from campaignctl.core.policy import Policy
 
 # Decisions that change something in Slurm and can therefore wait for approval. Give-ups, alerts,

@@ -11,11 +11,11 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.action_records import ActionRecord, Hold, Promote, Retire
 from campaignctl.core.answers import SETTLING
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import DIMENSIONS, Amount, hourly
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Hold, Params, Promote, Retire
 from campaignctl.core.observe import FINAL, UNKNOWN
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.rungs import Promotion
@@ -263,7 +263,7 @@ def unstarted_label(task_index: int, settings: CampaignSettings, decided_rungs: 
     return NOT_PROMOTED if rung > 0 and rung - 1 in decided_rungs else None
 
 
-def promoted_by_rung(decisions: Iterable[tuple[str, Params]]) -> dict[int, int]:
+def promoted_by_rung(decisions: Iterable[tuple[str, ActionRecord]]) -> dict[int, int]:
     """(mode, typed params) of logged decisions → rung → how many configs it promoted, for every
     rung whose promotion has been decided (enforced `promote`/`retire` decisions)."""
     out: dict[int, int] = {}

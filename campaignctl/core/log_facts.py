@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from campaignctl.core.action_records import Alert, Release, record_of
 from campaignctl.core.clock import read_time
-from campaignctl.core.decision_params import Alert, Release, params_of
 from campaignctl.core.records import HistoryRow
 from campaignctl.core.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 
@@ -59,9 +59,9 @@ def log_facts(entries: Iterable[LogEntry]) -> LogFacts:
                                           e.status))
         elif e.action == "release" and e.mode == "enforce" and e.status == "applied":
             releases.append(e)
-        elif isinstance(p := params_of(e.action, e.params), Alert):
+        elif isinstance(p := record_of(e.action, e.params), Alert):
             alerted.add(p.key)
-    limits = [p.limits for e in releases if isinstance(p := params_of(e.action, e.params), Release)]
+    limits = [p.limits for e in releases if isinstance(p := record_of(e.action, e.params), Release)]
     return LogFacts(standing_requests(requests), tuple(m for m in limits if m),
                     frozenset(rung for e in releases if (rung := _forced_rung(e)) is not None), frozenset(alerted))
 

@@ -52,7 +52,7 @@ def diff_observations(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObse
     an element this campaign cancelled while it was pending (`cancelled_pending`: attempt tokens):
     Slurm 24.11 keeps no record of it at all (`scancel --state=PENDING 30_0`, then 30_1: sacct
     lists only `30_[1]`; 22.05 lists `30_[0-1]` CANCELLED), so its absence is that cancel.
-    `packed`: by attempt token, a packed task's own observation (core/pack_steps.py), read in
+    `packed`: by attempt token, a packed task's own observation (core/pack_fates.py), read in
     place of its element's."""
     changes = []
     for row in rows:

@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from campaignctl.core.action_records import PackTasks
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import PackTasks
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.resources import Resources

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from campaignctl.core.decision_params import Params, params_of
+from campaignctl.core.action_records import ActionRecord, record_of
 from campaignctl.core.records import AttemptFacts
 from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.telemetry import Summary
@@ -68,8 +68,8 @@ class RecordedDecision:
     inputs: Mapping[str, object] = field(default_factory=dict)
 
     @property
-    def typed(self) -> Params:
-        return params_of(self.action, self.params)
+    def typed(self) -> ActionRecord:
+        return record_of(self.action, self.params)
 
 
 @dataclass(frozen=True, slots=True)

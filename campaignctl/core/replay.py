@@ -33,15 +33,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from campaignctl.core.answers import ANSWERS
-from campaignctl.core.by_hand import MANUAL_RULE
-from campaignctl.core.cost import UsageGroup, phase_of
-from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import (
+from campaignctl.core.action_records import (
     SUBMITS,
+    ActionRecord,
     Alert,
     Ask,
-    Params,
     Promote,
     ResizePending,
     Retire,
@@ -50,6 +46,10 @@ from campaignctl.core.decision_params import (
     Throttle,
     effect_of,
 )
+from campaignctl.core.answers import ANSWERS
+from campaignctl.core.by_hand import MANUAL_RULE
+from campaignctl.core.cost import UsageGroup, phase_of
+from campaignctl.core.decision import Decision
 from campaignctl.core.governance import ProposalKey, proposal_key
 from campaignctl.core.ladder import task_ends
 from campaignctl.core.log_facts import FACT_ACTIONS, LogFacts, log_facts, when_pending
@@ -328,7 +328,7 @@ class _Own:
         self.proposed: set[ProposalKey] = set()
         self.promoted: set[int] = set()
         self.held_at: int | None = None  # the tick of its last hold
-        self.searched: list[tuple[int, Params]] = []  # its asks and tells
+        self.searched: list[tuple[int, ActionRecord]] = []  # its asks and tells
 
     def trials(self) -> tuple[Trial, ...]:
         return trials_of(self.searched)

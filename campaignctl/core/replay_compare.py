@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from campaignctl.core.action_records import ActionRecord, Ask, Cancel, Pair, Resubmit, Tell, changes_of
 from campaignctl.core.answers import ANSWERS
 from campaignctl.core.cost import Amount, hourly
-from campaignctl.core.decision_params import Ask, Cancel, Pair, Params, Resubmit, Tell, changes_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.recorded import RecordedDecision
 from campaignctl.core.replay import ReplayedDecision
@@ -138,7 +138,7 @@ def _delay(actual_tick: int, replay_tick: int) -> str:
     return f"replay decides {when}: tick {replay_tick}, not tick {actual_tick}"
 
 
-def _changes(p: Params) -> dict[str, Pair]:
+def _changes(p: ActionRecord) -> dict[str, Pair]:
     """Resource changes and task-parameter changes (a GPU OOM's smaller batch) alike; what a
     search asked (each sampled value) or told (the trial's state and value)."""
     if isinstance(p, Ask):

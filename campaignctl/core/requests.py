@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from campaignctl.core.action_records import Cancel, ResizeNext, record_of
 from campaignctl.core.decision import Replacement, TaskView
-from campaignctl.core.decision_params import Cancel, ResizeNext, params_of
 from campaignctl.core.params import SCALAR_TYPES
 
 STANDING_ACTIONS = ("resize_next", "cancel", "stop")
@@ -49,7 +49,7 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
         if r.action == "stop" and r.status == "proposed":
             continue
         out.fired.add((r.token, r.rule))
-        p = params_of(r.action, r.params)
+        p = record_of(r.action, r.params)
         if isinstance(p, ResizeNext) and r.status == "applied":  # not a shadow proposal, nor one awaiting approval
             out.adjust.setdefault(r.task_index, {}).update(
                 {k: v[1] for k, v in p.changes.items() if k in ("cpus_per_task", "gpus")})

@@ -17,8 +17,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.action_records import ResizePending, SizeFirst
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import ResizePending, SizeFirst
 from campaignctl.core.ladder import rung_of
 from campaignctl.core.profile import group_of
 from campaignctl.core.resources import Resources

@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
+from campaignctl.core.action_records import Cancel, Pair, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.decide import decide_task
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import Cancel, Pair, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import with_fields

@@ -193,7 +193,7 @@ Key = tuple[str, int | None]  # (array job id, array index); index None for a pl
 
 class Observed(dict[Key, JobObservation]):
     """observe_jobs' answer: one observation per element, plus the lines it had to skip, plus
-    the steps of packed tasks by their attempt tokens (core/pack_steps.py)."""
+    the steps of packed tasks by their attempt tokens (core/pack_fates.py)."""
 
     skipped: list[str]
     steps: dict[str, JobObservation]

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from campaignctl.core.action_records import ActionRecord, Ask, Hold, Promote, Tell
 from campaignctl.core.asha import Promotable, promotable, promoting_metrics
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, UNITS, Assessment
 from campaignctl.core.cost import hourly
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Ask, Hold, Params, Promote, Tell
 from campaignctl.core.early_stop import ACTION as EARLY_STOP_ACTION
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import SCALAR_TYPES, Scalar
@@ -72,7 +72,7 @@ class SearchPlan:
     complete: bool = False  # every trial asked, nothing pending or running, nothing left to promote
 
 
-def trials_of(logged: Iterable[tuple[int, Params]]) -> tuple[Trial, ...]:
+def trials_of(logged: Iterable[tuple[int, ActionRecord]]) -> tuple[Trial, ...]:
     """The trials from the log's enforced ask and tell decisions, (task, params record) oldest first."""
     trials: dict[int, Trial] = {}
     for task, p in logged:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from campaignctl.core.action_records import Start
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Start
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.packing import PackChoice, choose_shape, pack_decision

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from campaignctl.core.efficiency import Efficiency
 from campaignctl.core.ladder import NOT_PROMOTED
 from campaignctl.core.observe import ABANDONED, FINAL, params_parser
-from campaignctl.core.pack_steps import packed_observation, sharing
+from campaignctl.core.pack_fates import packed_observation, sharing
 from campaignctl.core.params import Scalar
 from campaignctl.core.records import AttemptRecord, HistoryRow
 from campaignctl.core.sacct import element_key
@@ -77,7 +77,7 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
     shows it now, as the last tick stored it when settled (or `stale`: Slurm did not answer), and
     UNKNOWN, never 'done', for a job id sacct does not (yet) know: sacct lags squeue by a second or
     two, and ids can vanish from it. `unstarted` holds the params of tasks with no attempt. A
-    packed attempt is as its own step shows it (`steps`, by attempt token; core/pack_steps.py)."""
+    packed attempt is as its own step shows it (`steps`, by attempt token; core/pack_fates.py)."""
     latest: dict[int, tuple[HistoryRow, int]] = {}
     for row in history:
         latest[row.task_index] = (row, latest[row.task_index][1] + 1 if row.task_index in latest else 1)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from campaignctl.core.action_records import Throttle
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import Throttle
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from campaignctl.core import fallback
+from campaignctl.core.action_records import KnownGood
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, BudgetPlan, assess, guard
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decide import decide
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import KnownGood
 from campaignctl.core.early_stop import decide_early_stops, stoppable
 from campaignctl.core.governance import (
     Awaiting,

@@ -16,8 +16,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from campaignctl.core.action_records import Cancel, Pair, ResizeNext, ResizePending
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import Cancel, Pair, ResizeNext, ResizePending
 from campaignctl.core.policy import Policy
 from campaignctl.core.policy_sections import Utilisation
 from campaignctl.core.spec import Resources

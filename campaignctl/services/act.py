@@ -16,19 +16,7 @@ from typing import TypeVar
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.actions import (
-    ActionPlan,
-    ResizeGroup,
-    ResubmitGroup,
-    SubmissionIntent,
-    ThrottleGroup,
-    intent_of,
-    next_attempt,
-    plan_actions,
-    tasks_of,
-)
-from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import (
+from campaignctl.core.action_records import (
     CANCELS,
     HOLDS,
     SUBMITS,
@@ -42,6 +30,18 @@ from campaignctl.core.decision_params import (
     Throttle,
     effect_of,
 )
+from campaignctl.core.actions import (
+    ActionPlan,
+    ResizeGroup,
+    ResubmitGroup,
+    SubmissionIntent,
+    ThrottleGroup,
+    intent_of,
+    next_attempt,
+    plan_actions,
+    tasks_of,
+)
+from campaignctl.core.decision import Decision
 from campaignctl.core.errors import SlurmUnavailableError
 from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.policy import Policy

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import Verdict, array_of, resources_of
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Verdict, array_of, resources_of
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign

@@ -85,7 +85,8 @@ def notify_after_tick(store: Store, records: Sequence[CampaignRecord], scope_all
     others = {n.campaign_id for n in pending} - set(configs)
     others -= set(leases.take(others))
     pending = [n for n in pending if n.campaign_id in configs or n.campaign_id in others]
-    configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
+    if others:  # another campaign's queue, whose lease this tick took
+        configs |= {c.id: notify_of(store, c) for c in store.campaigns() if c.id in others}
     return _send(notices, pending, configs, time.monotonic() + NOTIFY_BUDGET_S, queued, now)
 
 

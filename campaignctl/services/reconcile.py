@@ -49,8 +49,8 @@ from campaignctl.core.observe import (
     needs_observing,
     task_views,
 )
+from campaignctl.core.pack_fates import packed_observations
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.pack_steps import packed_observations
 from campaignctl.core.records import CampaignRecord, HistoryRow, SubmissionRecord
 from campaignctl.core.redact import mask_assignments, printable
 from campaignctl.core.sacct import Observed
@@ -98,19 +98,23 @@ class _SqueueOnce:
 
 
 def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None,
-              by_hand: bool = False, spec: CampaignSpec | None = None) -> ReconcileResult:
+              by_hand: bool = False, spec: CampaignSpec | None = None, store: Store | None = None,
+              created: bool = False) -> ReconcileResult:
     """One tick (the module's docstring). `by_hand`: the tick of a person's `submit`, which starts
     anew the first tasks whose submission was abandoned before reaching Slurm, and tries now the
     submissions a refusal's backoff holds back (a person fixed the spec, an association, …);
     `spec`: the spec of campaign `name`'s current revision, as `submit` just recorded it (not
-    read back from the store again)."""
-    store = Store.open()
+    read back from the store again), `store` the one it recorded it in; `created`: `submit` has
+    just created the campaign: once the tick holds its lease, one read tells whether anything has
+    happened to it since (another tick, a crash), and if not, the tick reads none of its history,
+    which is empty."""
+    store = store or Store.open()
     records = _campaigns(store, name)
     if dry_run:
         return _Tick(store, None, now).run(records, dry_run=True)
     if name is not None:
         require_may_act(store, records[0], "reconcile", "`reconcile --dry-run` shows what a tick would decide")
-    mine = [r for r in records if may_act(store, r)]
+    mine = records if name is not None else [r for r in records if may_act(store, r)]
     left_out, records = len(records) - len(mine), mine
     with exclusive("reconcile") as holder:
         if holder is not None:
@@ -126,7 +130,7 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
                                        "of this tick; nothing done", left_alone=held,
                                        left_out=left_out)
             clock = _tick_clock(now)
-            result = _run_tick(store, leases, records, name, clock, by_hand, spec)
+            result = _run_tick(store, leases, records, name, clock, by_hand, spec, created)
             write_head_if_asked(store.engine)  # still under the flock: the head is the tick's last row
             # after the decisions are written and carried out; under the leases, so two ticks never
             # send one queued event twice
@@ -137,13 +141,15 @@ def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | No
 
 
 def _run_tick(store: Store, leases: Leases, records: list[CampaignRecord], name: str | None,
-              clock: datetime, by_hand: bool = False, spec: CampaignSpec | None = None) -> ReconcileResult:
+              clock: datetime, by_hand: bool = False, spec: CampaignSpec | None = None,
+              created: bool = False) -> ReconcileResult:
     log = store.log
     tick_id = log.begin_tick(name or "--all", stamp(clock))
     calls = proc.call_count()
     try:
         with _collector_paused():
-            result = _Tick(store, tick_id, clock, leases, by_hand, spec).run(records, dry_run=False)
+            fresh = frozenset(r.id for r in records if created and store.untouched(r.id))
+            result = _Tick(store, tick_id, clock, leases, by_hand, spec, fresh).run(records, dry_run=False)
     except SlurmTransientError as exc:
         log.finish_tick(tick_id, "observed-nothing", proc.call_count() - calls, 0, exc.message)
         raise
@@ -175,10 +181,11 @@ def _campaigns(store: Store, name: str | None) -> list[CampaignRecord]:
 
 class _Tick:
     def __init__(self, store: Store, tick_id: int | None, now: datetime | None, leases: Leases | None = None,
-                 by_hand: bool = False, spec: CampaignSpec | None = None) -> None:
+                 by_hand: bool = False, spec: CampaignSpec | None = None, fresh: frozenset[int] = frozenset()) -> None:
         self.store = store
         self.by_hand = by_hand
         self.spec = spec
+        self.fresh = fresh  # campaigns nothing has happened to (`created`): no history to read
         self.leases = leases  # None: a dry run, which takes no lease
         self.left_alone: list[LeftAlone] = []
         self.failed: list[CampaignFailure] = []
@@ -193,11 +200,13 @@ class _Tick:
         repaired: dict[int, int] = {}
         if not dry_run:
             for r in records:
-                if (count := self._guarded(r, partial(self._repair, r))) is not None:
+                if r.id in self.fresh:
+                    repaired[r.id] = 0  # no decision, no submission: nothing a crash could have left
+                elif (count := self._guarded(r, partial(self._repair, r))) is not None:
                     repaired[r.id] = count
             records = [r for r in records if r.id in repaired]
-        histories = {r.id: self.store.history(r.id, done_tasks=False) for r in records}
-        decided = {r.id: self.log.decided_tokens(r.id) for r in records}
+        histories = {r.id: [] if r.id in self.fresh else self.store.history(r.id, done_tasks=False) for r in records}
+        decided = {r.id: set() if r.id in self.fresh else self.log.decided_tokens(r.id) for r in records}
         watched = {r.id: [row for row in histories[r.id] if needs_observing(row, decided[r.id])] for r in records}
         observed = self._observe([row for r in records for row in watched[r.id]])
         ticks = []
@@ -250,6 +259,8 @@ class _Tick:
 
     def _campaign_tick(self, record: CampaignRecord, history: list[HistoryRow], rows: list[HistoryRow],
                        decided: set[str], observed: Observed, repaired: int, dry_run: bool) -> CampaignTick:
+        if record.id in self.fresh:
+            return self._decide_and_act(record, [], [], {}, 0, repaired, dry_run)
         subs = self.store.submissions(record.id)
         shapes = {s.token: (shape, s.size) for s in subs if (shape := PackShape.from_json(s.pack))}
         changes = diff_observations(rows, observed, self._queued_arrays(subs, rows), stamp(self.now),
@@ -279,7 +290,7 @@ class _Tick:
             return Observed()
         # an hour of slack covers clock skew between store and controller
         since = min(read_time(t) for t in {r.created_at for r in live}) - timedelta(hours=1)
-        # a packed task's own step is named by its attempt token (core/pack_steps.py)
+        # a packed task's own step is named by its attempt token (core/pack_fates.py)
         return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live if r.packed},
                              owners=identity.uids_of(self.store.submitters({r.submission_token for r in live})))
 
@@ -290,11 +301,12 @@ class _Tick:
             if ended and not dry_run:
                 self.store.set_campaign_state(record.id, CANCELLED)
             return CampaignTick(record.name, CANCELLED if ended else CANCELLING, len(rows), changed, [], repaired)
-        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries, self.by_hand)
+        fresh = record.id in self.fresh
+        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries, self.by_hand, fresh)
         given = self.spec if self.spec is not None and self.spec.name == record.name else None
         spec = functools.cache(lambda: given or revision_spec(self.store, record.id, record.current_revision))
         snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs, spec,
-                        self.by_hand)
+                        self.by_hand, fresh)
         plan = decide_tick(snapshot, policy, self.now)
         decisions = name_outputs(plan.decisions, record.run_dir)
         observed = len(rows)
@@ -321,7 +333,7 @@ class _Tick:
             Actor(self.store, self.log, record, snapshot.candidate, self.tick_id, self.squeue.jobs).act(
                 list(plan.proposals), {}, lambda: "", None)
         state = self.store.campaign_state(record.id)
-        if finished(plan, self._unresolved(record, views)):
+        if finished(plan, set() if fresh else self._unresolved(record, views)):
             state = "finished"
             self.store.set_campaign_state(record.id, state)
         return CampaignTick(record.name, state, observed, changed,

@@ -11,8 +11,8 @@ from pathlib import Path
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import ResizePending, Resubmit
 from campaignctl.core.cost import Amount
-from campaignctl.core.decision_params import ResizePending, Resubmit
 from campaignctl.core.recorded import CampaignHistory, RecordedDecision
 from campaignctl.core.replay import Timeline, actual_decisions, not_replayed, recorded_policies, replay
 from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from campaignctl.adapters.store import Store
 from campaignctl.core.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.errors import InputError
-from campaignctl.core.pack_steps import shared_label, sharing
+from campaignctl.core.pack_fates import shared_label, sharing
 from campaignctl.core.records import CampaignRecord
 from campaignctl.core.report_series import metric_names
 from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row

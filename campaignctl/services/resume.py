@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import Release
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
 from campaignctl.core.cost import campaign_spend
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Release
 from campaignctl.core.errors import ConflictError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views

@@ -11,10 +11,10 @@ from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import KnownGood
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
 from campaignctl.core.cause_rules import unknown_rule_params
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import KnownGood
 from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
 from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
 from campaignctl.core.records import CampaignRecord, RevisionRecord

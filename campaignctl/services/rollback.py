@@ -10,10 +10,10 @@ from datetime import datetime
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import MakeCurrent, Release, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 from campaignctl.core.clock import UTC
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import MakeCurrent, Release, ResizeNext, ResizePending, Resubmit
 from campaignctl.core.errors import ConflictError, NotFoundError
 from campaignctl.core.log_facts import still_held
 from campaignctl.core.observe import task_views

@@ -18,8 +18,8 @@ from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
+from campaignctl.core.action_records import Start
 from campaignctl.core.by_hand import CANCELLED
-from campaignctl.core.decision_params import Start
 from campaignctl.core.errors import SlurmUnavailableError, SpecError
 from campaignctl.core.job_env import capture_environment
 from campaignctl.core.pack_plan import PackShape
@@ -137,9 +137,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         raise SpecError([f"this spec changes which tasks campaign {spec.name!r} has:", *change.lines()],
                         spec_path, RESHAPE_HINT)
     if record is None:
-        store.create_campaign(spec, text, spec_path, identity.user_name(), capture(spec))
-        outcome, record = "created", store.campaign(spec.name)
-        assert record is not None
+        outcome, record = "created", store.create_campaign(spec, text, spec_path, identity.user_name(), capture(spec))
     elif unchanged:
         outcome = "unchanged"
     else:
@@ -157,15 +155,15 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         notes.append(f"revision {number} adds task(s) {index_ranges(change.added)}: the first attempts of "
                      "those the campaign starts with are submitted now")
     me = identity.user_name()  # a crashed or refused submit of this user's is finished by the tick
-    unfinished = {s.token: s.tries for s in store.submissions(record.id, states=("intent", "submitted"))
-                  if s.submitted_by == me}
+    unfinished = {} if outcome == "created" else {
+        s.token: s.tries for s in store.submissions(record.id, states=("intent", "submitted")) if s.submitted_by == me}
     first = len(spec.first_tasks())
     restarts = first - store.tasks_started(record.id, first, abandoned=False) if outcome == "unchanged" else 0
     if (restarts or change.added) and record.state in ("finished", CANCELLED):
         store.set_campaign_state(record.id, "active")  # ticks run these again (a paused one stays paused)
     # the revision just recorded is this spec (a `policy set` revision since an unchanged submit's is not)
-    tick = _first_tick(spec.name, with_captured_env(spec, store.revision(record.id, record.current_revision))
-                       if outcome != "unchanged" else None)
+    tick = _first_tick(store, spec.name, with_captured_env(spec, store.revision(record.id, record.current_revision))
+                       if outcome != "unchanged" else None, outcome == "created")
     recovered = _recovered(store, record.id, unfinished)
     fresh, max_array, said = _started(store, record.id, tick)
     notes += said
@@ -180,16 +178,16 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     return SubmitResult(spec.name, record.current_revision, outcome, _task_count(spec), max_array, chunks, notes=notes)
 
 
-def _first_tick(name: str, spec: CampaignSpec | None) -> ReconcileResult:
+def _first_tick(store: Store, name: str, spec: CampaignSpec | None, created: bool) -> ReconcileResult:
     """The campaign's tick, now: it starts the tasks that have no attempt (core/starts.py) and
     asks a search's first trials, as cron's ticks would. Another tick holding the lock is waited
     for a little (a tick takes seconds); past that, the next tick does it."""
-    result = reconcile(name, by_hand=True, spec=spec)
+    result = reconcile(name, by_hand=True, spec=spec, store=store, created=created)
     for pause in LOCK_WAITS_S:
         if result.status != "locked":
             break
         time.sleep(pause)
-        result = reconcile(name, by_hand=True, spec=spec)
+        result = reconcile(name, by_hand=True, spec=spec, store=store, created=created)
     return result
 
 

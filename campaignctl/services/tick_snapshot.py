@@ -18,7 +18,7 @@ from campaignctl.core import fallback
 from campaignctl.core.answers import SETTLING
 from campaignctl.core.clock import read_time
 from campaignctl.core.decision import TaskView
-from campaignctl.core.governance import Awaiting
+from campaignctl.core.governance import Awaiting, RevisionRun
 from campaignctl.core.ladder import TaskEnd, task_ends
 from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.policy import Policy, policy_from_dict
@@ -37,23 +37,26 @@ from campaignctl.services.start_facts import start_facts
 
 def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],
            rows: Sequence[HistoryRow], summaries: Mapping[str, Summary],
-           restart_abandoned: bool = False) -> tuple[Policy, TickSnapshot]:
+           restart_abandoned: bool = False, fresh: bool = False) -> tuple[Policy, TickSnapshot]:
     """The enforced policy and the snapshot of `record` (its state as the tick began), `views`
     and `rows` as the tick observed them, `summaries` the telemetry it read. `restart_abandoned`
     (`submit` of the same spec again): a first task whose submission was abandoned before
-    reaching Slurm counts as unstarted."""
+    reaching Slurm counts as unstarted. `fresh`: nothing has happened to the campaign (no
+    submission, no decision, so no attempt): its log and history are empty, and not read."""
     revision = store.revision(record.id, record.current_revision)
     policy = policy_from_dict(json.loads(revision.policy_json))
     settings = campaign_settings(json.loads(revision.settings_json))
-    budgeted = bool(settings.budget.limits())
-    facts = log_facts(log.entries(record.id, actions=FACT_ACTIONS))
-    marked = known_good_revisions(log, record.id)
+    read = not fresh
+    budgeted = bool(settings.budget.limits()) and read
+    facts = log_facts(log.entries(record.id, actions=FACT_ACTIONS) if read else ())
+    marked = known_good_revisions(log, record.id) if read else set()
     # a task `submit --replace-tasks` dropped keeps its history, but no rule acts on it again
     views = [v for v in views if v.index < settings.tasks]
-    started = 0 if settings.progressive else store.tasks_started(record.id, settings.tasks)
+    started = 0 if settings.progressive or fresh else store.tasks_started(record.id, settings.tasks)
     first = settings.first_tasks
-    first_started = started if first == settings.tasks and not restart_abandoned and not settings.progressive \
-        else store.tasks_started(record.id, first, abandoned=not restart_abandoned) if first else 0
+    first_started = 0 if fresh or not first else started \
+        if first == settings.tasks and not restart_abandoned and not settings.progressive \
+        else store.tasks_started(record.id, first, abandoned=not restart_abandoned)
     snapshot = TickSnapshot(
         campaign_state=record.state, revision=record.current_revision, settings=settings, views=tuple(views),
         requests=facts.requests,
@@ -62,16 +65,17 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         usage=tuple(store.usage_groups(record.id)) if budgeted else (),
         alerted=facts.alerted,
         released_limits=facts.released_limits,
-        array_throttles=store.array_throttles(record.id) if settings.max_parallel or budgeted else {},
-        proposal_keys=frozenset(log.proposal_keys(record.id)),
-        awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in log.awaiting(record.id)),
-        revision_run=None if record.current_revision in marked else revision_run(store.engine, revision),
-        task_ends=read_task_ends(store, log, record.id) if settings.progressive or settings.search else {},
-        promoted_rungs=frozenset(promotions(log, record.id)) if settings.progressive else frozenset(),
+        array_throttles=store.array_throttles(record.id) if read and (settings.max_parallel or budgeted) else {},
+        proposal_keys=frozenset(log.proposal_keys(record.id) if read else ()),
+        awaiting=tuple(Awaiting(e.id, read_time(e.created_at)) for e in (log.awaiting(record.id) if read else ())),
+        revision_run=None if record.current_revision in marked else revision_run(store.engine, revision) if read
+        else RevisionRun(revision.number, read_time(revision.created_at), 0, ()),  # fresh: nothing ran yet
+        task_ends=read_task_ends(store, log, record.id) if read and (settings.progressive or settings.search) else {},
+        promoted_rungs=frozenset(promotions(log, record.id)) if read and settings.progressive else frozenset(),
         forced_rungs=facts.forced_rungs,
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
         tasks_started=started, unstarted=first - first_started,
-        trials=search_trials(log, record.id) if settings.search else (),
+        trials=search_trials(log, record.id) if read and settings.search else (),
         sampler=OptunaSampler() if settings.search else None)
     return policy, snapshot
 
@@ -84,12 +88,13 @@ def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
 
 def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,
          queued: Callable[[], list[slurm.QueuedJob]], spec: Callable[[], CampaignSpec] | None = None,
-         restart_abandoned: bool = False) -> TickSnapshot:
+         restart_abandoned: bool = False, fresh: bool = False) -> TickSnapshot:
     """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue, `spec`
-    the revision's spec, read once for the tick (the Actor renders the new arrays from it too)."""
+    the revision's spec, read once for the tick (the Actor renders the new arrays from it too);
+    `fresh` as for `gather`."""
     if wanted.starts:  # the spec's tasks: their resources and groups
-        started = {a.task_index for a in store.attempts(record.id)
-                   if not (restart_abandoned and a.state == "ABANDONED")}
+        started = set() if fresh else {a.task_index for a in store.attempts(record.id)
+                                       if not (restart_abandoned and a.state == "ABANDONED")}
         read = spec() if spec else revision_spec(store, record.id, record.current_revision)
         snapshot = with_facts(snapshot, starts=start_facts(store, read, started, slurm.array_cap()))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None

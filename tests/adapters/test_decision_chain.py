@@ -10,9 +10,9 @@ from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import GiveUp, ResizePending
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import GiveUp, ResizePending
 from campaignctl.core.errors import IntegrityError
 from campaignctl.core.policy import Policy
 

@@ -1,4 +1,4 @@
-"""The real sampler thread with the in-process fake NVML (tests/adapters/test_sampler.py): the
+"""The real sampler thread with the in-process fake NVML (tests/adapters/test_telemetry_sampler.py): the
 power it writes, folded, is the GPUs' energy."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from campaignctl.adapters.sampler import TelemetrySampler
+from campaignctl.adapters.telemetry_sampler import TelemetrySampler
 from campaignctl.core.telemetry import Summary, fold
-from tests.adapters.test_sampler import install_nvml, read_telemetry, sleeper  # noqa: F401 (fixtures)
+from tests.adapters.test_telemetry_sampler import install_nvml, read_telemetry, sleeper  # noqa: F401 (fixtures)
 
 
 def test_the_samplers_power_lines_integrate_to_watts_times_seconds(

@@ -19,9 +19,9 @@ from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import DEFAULT_TTL_S, Leases, ttl_setting
 from campaignctl.adapters.store import Store
+from campaignctl.core.action_records import record_of
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import params_of
 from campaignctl.core.errors import AnsweredElsewhereError, UsageError, WriteConflictError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
@@ -163,7 +163,7 @@ def test_a_ttl_setting_too_short_or_unreadable_is_a_usage_error(value: str, monk
 # --- one answer per attempt (migration 011's unique index) ---
 
 def decision(token: str, action: str, mode: str = "enforce", gate: str = "") -> tuple[Decision, str]:
-    return Decision(0, token, "failed", action, f"{action} {token}", {"exit_code": 75}, params_of(action, {}),
+    return Decision(0, token, "failed", action, f"{action} {token}", {"exit_code": 75}, record_of(action, {}),
                     mode=mode, gate=gate), ""
 
 

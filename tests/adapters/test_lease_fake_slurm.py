@@ -19,8 +19,8 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import leases, notifications
+from campaignctl.core.action_records import GiveUp
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import GiveUp
 from campaignctl.core.policy import Policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit

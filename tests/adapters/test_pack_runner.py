@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.adapters import pack_step
+from campaignctl.adapters import packed_task
 from campaignctl.adapters.pack_runner import run_pack
-from campaignctl.adapters.pack_step import ForeignPayloadError
+from campaignctl.adapters.packed_task import ForeignPayloadError
 from campaignctl.core.pack_plan import PackShape, plan_packs
 from campaignctl.core.resources import Resources
 from campaignctl.core.task_launch import TaskLaunch
@@ -74,7 +74,7 @@ def test_a_launch_file_that_is_not_the_user_s_private_one_is_never_run(tmp_path:
     assert oct(planted.stat().st_mode & 0o777) == "0o600"
     planted.chmod(0o620)  # group-writable: a member could have changed it
     with pytest.raises(ForeignPayloadError, match="not this user's private launch file"):
-        pack_step.main(str(planted))
+        packed_task.main(str(planted))
 
 
 REFUSING_SRUN = """#!/bin/sh

@@ -17,7 +17,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.decision_params import RECORDS
+from campaignctl.core.action_records import RECORDS
 from campaignctl.core.replay import actual_decisions, not_replayed, replay
 from campaignctl.core.replay_compare import compare
 from campaignctl.services.campaigns import current_policy

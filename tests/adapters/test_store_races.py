@@ -18,9 +18,9 @@ from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, write_lock
+from campaignctl.core.action_records import Stop
 from campaignctl.core.chain import verify_chain
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Stop
 from campaignctl.core.errors import DatabaseBusyError
 from campaignctl.core.policy import Policy
 from campaignctl.services.submit import submit
@@ -41,7 +41,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Resubmit
+from campaignctl.core.action_records import Resubmit
 from campaignctl.core.policy import Policy
 from campaignctl.core.telemetry import Summary
 go, campaign, writer, writes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

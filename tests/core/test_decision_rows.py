@@ -3,8 +3,8 @@ each task's decision."""
 
 from __future__ import annotations
 
+from campaignctl.core.action_records import ResizePending, Resubmit
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import ResizePending, Resubmit
 from campaignctl.core.decision_rows import collapse, expand, members
 
 

@@ -56,7 +56,7 @@ def test_no_module_spells_a_fact_out_again() -> None:
 
 
 def test_decisions_are_built_from_their_params_records() -> None:
-    """Typed on write: a Decision's params are its action's record (core/decision_params.py), never
+    """Typed on write: a Decision's params are its action's record (core/action_records.py), never
     a dict, which only the codec (`raw_of`) makes where the log writes it."""
     untyped = []
     for path, tree in _modules().items():
@@ -70,7 +70,7 @@ def test_decisions_are_built_from_their_params_records() -> None:
 
 
 def _is_record(node: ast.expr) -> bool:
-    """A call of a record class (capitalised, as every record in core/decision_params.py is)."""
+    """A call of a record class (capitalised, as every record in core/action_records.py is)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper()
 
 

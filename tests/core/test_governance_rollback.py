@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from campaignctl.core.action_records import record_of
 from campaignctl.core.decide import decide_task
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import params_of
 from campaignctl.core.governance import (
     Awaiting,
     RevisionRun,
@@ -36,7 +36,7 @@ UTC_NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 def retry(task: int = 0, mem: int = 1536, rule: str = "out_of_memory", action: str = "resubmit") -> Decision:
     return Decision(task, f"s.{task}", rule, action, "why", {"attempt": 1},
-                    params_of(action, {"changes": {"mem_mb": [1024, mem]}}),
+                    record_of(action, {"changes": {"mem_mb": [1024, mem]}}),
                     Resources(mem_mb=mem))
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from campaignctl.core.action_records import Hold
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import Amount, Spend
-from campaignctl.core.decision_params import Hold
 from campaignctl.core.errors import SpecError
 from campaignctl.core.ladder import (
     TaskEnd,

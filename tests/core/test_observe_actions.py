@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from campaignctl.core.action_records import Cancel, ResizePending, Stop, record_of
 from campaignctl.core.actions import ActionPlan, ResizeGroup, plan_actions
 from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.decision_params import Cancel, ResizePending, Stop, params_of
 from campaignctl.core.observe import (
     diff_observations,
     is_settled,
@@ -211,7 +211,7 @@ def decision(task: int, action: str = "resubmit", mem: int | None = 1500, *, arr
     token = f"sub{array}.{task if index is None else index}"
     params = {"changes": {"mem_mb": [1000, mem]}} if action == "resize_pending" else {}
     return Decision(task, token, "out_of_memory", action, f"{action} task {task}", {"job_id": f"{array}_{task}"},
-                    params_of(action, params), resources)
+                    record_of(action, params), resources)
 
 
 def array_of(token: str) -> str | None:

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from campaignctl.core.action_records import record_of
 from campaignctl.core.cost import Amount
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import params_of
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.recorded import (
     CampaignHistory,
@@ -155,7 +155,7 @@ def test_recorded_decisions_of_other_rules_are_counted_not_replayed() -> None:
 
 def replayed(tick_id: int, token: str, rule: str, action: str, resources: Resources | None = None,
              **changes: list[object]) -> ReplayedDecision:
-    typed = params_of(action, {"changes": changes})
+    typed = record_of(action, {"changes": changes})
     return ReplayedDecision(tick_id, Decision(0, token, rule, action, "why", {}, typed, resources))
 
 

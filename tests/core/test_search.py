@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from campaignctl.core.action_records import Tell, record_of
 from campaignctl.core.budget import assess
 from campaignctl.core.cost import Amount, Spend
-from campaignctl.core.decision_params import Tell, params_of
 from campaignctl.core.ladder import TaskEnd
 from campaignctl.core.params import Scalar
 from campaignctl.core.policy import Prices
@@ -113,7 +113,7 @@ def test_the_budget_gate_asks_only_what_remains_pays_for_and_holds_when_nothing_
 def test_trials_are_rebuilt_from_the_logged_asks_and_tells() -> None:
     logged = [("ask", 0, {"trial": 0, "params": {"lr": 0.5}}), ("ask", 1, {"trial": 1, "params": {"lr": 0.2}}),
               ("tell", 0, {"trial": 0, "state": COMPLETE, "value": 0.9}), ("tell", 7, {"trial": 7, "state": FAIL})]
-    typed = [(task, params_of(action, raw)) for action, task, raw in logged]
+    typed = [(task, record_of(action, raw)) for action, task, raw in logged]
     assert trials_of(typed) == (Trial(0, {"lr": 0.5}, COMPLETE, 0.9), Trial(1, {"lr": 0.2}))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from campaignctl.core.action_records import Start
 from campaignctl.core.actions import plan_actions
-from campaignctl.core.decision_params import Start
 from campaignctl.core.pack_spec import PackSpec
 from campaignctl.core.policy import Policy
 from campaignctl.core.resources import Resources

@@ -28,10 +28,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from campaignctl.core.action_records import GiveUp, Resubmit
 from campaignctl.core.cost import UsageGroup
 from campaignctl.core.decide import campaign_excluded_nodes, sibling_raises
 from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.decision_params import GiveUp, Resubmit
 from campaignctl.core.hostlist import split_nodes
 from campaignctl.core.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
+from campaignctl.core.action_records import Ask, Cancel, Resubmit, Throttle
 from campaignctl.core.answers import ANSWERS
 from campaignctl.core.decision import Decision, Replacement, TaskView
-from campaignctl.core.decision_params import Ask, Cancel, Resubmit, Throttle
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.params import SCALAR_TYPES, Scalar
 from campaignctl.core.requests import Requests

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from campaignctl.core.decision_params import array_of
+from campaignctl.core.action_records import array_of
 from campaignctl.core.decision_rows import GROUPED
 
 if TYPE_CHECKING:

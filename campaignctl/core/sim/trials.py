@@ -14,9 +14,9 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from campaignctl.core.action_records import ActionRecord
 from campaignctl.core.answers import SETTLING
 from campaignctl.core.decision import Decision
-from campaignctl.core.decision_params import Params
 from campaignctl.core.ladder import TaskEnd, task_ends
 from campaignctl.core.params import Scalar
 from campaignctl.core.search import COMPLETE, Trial, trials_of
@@ -69,7 +69,7 @@ class SimSearch:
     """What the simulated search has asked and told so far (the log's asks and tells)."""
 
     objective: Bowl
-    logged: list[tuple[int, Params]] = field(default_factory=list)
+    logged: list[tuple[int, ActionRecord]] = field(default_factory=list)
 
     def trials(self) -> tuple[Trial, ...]:
         return trials_of(self.logged)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from campaignctl.adapters.runner import run_task
-from campaignctl.adapters.sampler import TelemetrySampler, visible_gpu_ids
+from campaignctl.adapters.telemetry_sampler import TelemetrySampler, visible_gpu_ids
 from campaignctl.core.task_launch import TaskLaunch
 from campaignctl.core.telemetry import to_sample
 

@@ -1,15 +1,17 @@
-"""The decision vocabulary, typed: one frozen params record per action, and the one codec that
-reads them from the log's raw JSON (as pipx reads its metadata: the raw shape, its version, and a
-converter per older version).
+"""The decision vocabulary, typed: one frozen record per action (what the decision does: its
+params), what carrying it out does (`effect`), and the one codec between a record and the log's
+raw JSON (as pipx reads its metadata: the raw shape, its version, and a converter per older
+version).
 
-A decision is logged with `params` as a JSON object. Every reader of a decision's params (the
-actor, replay, resume, rollback, approvals, the simulator) takes the record `params_of` decodes
-instead of looking keys up itself. Every row written so far has the shape of version 1 and no
-version key; a release that changes a record's fields raises PARAMS_VERSION, writes it under
-VERSION_KEY, and adds the converter from the previous version to `_UPGRADES`, so rows already in
-users' databases still read (tests/adapters/test_store_from_a_previous_release.py reads a store an
-earlier release wrote). Decoding is lenient: a key missing (an older row) or of the wrong type (a
-hand-edited one) reads as the field's default, never as an exception inside a tick."""
+A Decision is built from its action's record; the log writes it as a JSON object (`raw_of`), and
+every reader of a decision's params (the actor, replay, resume, rollback, approvals, the simulator)
+takes the record `record_of` decodes instead of looking keys up itself. Every row written so far
+has the shape of version 1 and no version key; a release that changes a record's fields raises
+RECORD_VERSION, writes it under VERSION_KEY, and adds the converter from the previous version to
+`_UPGRADES`, so rows already in users' databases still read
+(tests/adapters/test_store_from_a_previous_release.py reads a store an earlier release wrote).
+Decoding is lenient: a key missing (an older row) or of the wrong type (a hand-edited one) reads as
+the field's default, never as an exception inside a tick."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from campaignctl.core.resources import Resources, resources_from
 # update` of pending elements, of an array's throttle, a hold or release of a campaign's arrays
 RECORD, SUBMITS, CANCELS, RESIZES, THROTTLES, HOLDS = "record", "submits", "cancels", "resizes", "throttles", "holds"
 
-PARAMS_VERSION = 1
+RECORD_VERSION = 1
 VERSION_KEY = "_v"  # absent: version 1
 Pair: TypeAlias = tuple[object, object]  # (before, after), as `changes` logs each field
 
@@ -215,16 +217,16 @@ class Unknown:
     raw: Mapping[str, object] = field(default_factory=dict)
 
 
-Params: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
+ActionRecord: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
                      | Throttle | Promote | Retire | Ask | Tell | KnownGood | Verdict | Retry | SizeFirst | PackTasks
                      | MakeCurrent | Start | Unknown)
 
-def resources_of(p: Params) -> Resources | None:
+def resources_of(p: ActionRecord) -> Resources | None:
     """The resources a decision gives, where its params name them (a gated decision's always)."""
     return p.resources if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Retry)) else None
 
 
-def with_resources(p: Params, resources: Resources | None) -> Params:
+def with_resources(p: ActionRecord, resources: Resources | None) -> ActionRecord:
     """The record with the decision's resources written in, where its type holds them: a decision
     waiting for approval is carried out later exactly as decided."""
     if resources is None or not isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Retry)):
@@ -232,17 +234,17 @@ def with_resources(p: Params, resources: Resources | None) -> Params:
     return replace(p, resources=resources)
 
 
-def changes_of(p: Params) -> Mapping[str, Pair]:
+def changes_of(p: ActionRecord) -> Mapping[str, Pair]:
     """field → (before, after) of what a decision changes, where its params say."""
     return p.changes if isinstance(p, (Resubmit, ResizePending, ResizeNext, Cancel, Throttle, Retry)) else {}
 
 
-def array_of(p: Params) -> str:
+def array_of(p: ActionRecord) -> str:
     """The array job id a decision acts on, where its params name it."""
     return p.array_job_id if isinstance(p, (ResizePending, Throttle)) else ""
 
 
-RECORDS: dict[str, type[Params]] = {
+RECORDS: dict[str, type[ActionRecord]] = {
     "resubmit": Resubmit, "give_up": GiveUp, "resize_pending": ResizePending, "resize_next": ResizeNext,
     "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
     "promote": Promote, "retire": Retire, "ask": Ask, "tell": Tell, "mark_known_good": KnownGood, "approve": Verdict,
@@ -259,10 +261,10 @@ def effect_of(action: str) -> str:
     return getattr(RECORDS.get(action), "effect", RECORD)
 
 
-def params_of(action: str, raw: Mapping[str, object]) -> Params:
+def record_of(action: str, raw: Mapping[str, object]) -> ActionRecord:
     """The typed params of a decision of `action`, from its logged JSON object."""
     version = raw.get(VERSION_KEY, 1)
-    for at in range(version if isinstance(version, int) else 1, PARAMS_VERSION):
+    for at in range(version if isinstance(version, int) else 1, RECORD_VERSION):
         raw = _UPGRADES[at](action, raw)
     record = RECORDS.get(action)
     if record is None:
@@ -276,7 +278,7 @@ def params_of(action: str, raw: Mapping[str, object]) -> Params:
     return record(**values)
 
 
-def raw_of(p: Params) -> dict[str, object]:
+def raw_of(p: ActionRecord) -> dict[str, object]:
     """The JSON object a decision's params are logged as: the record's fields that say something
     (numbers always; None, False, '' and empty collections left out, as a reader takes their
     default), Resources as their fields, tuples as lists."""

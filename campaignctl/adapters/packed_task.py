@@ -1,4 +1,4 @@
-"""One packed task's step: `python -m campaignctl.adapters.pack_step <attempt dir>/launch.pickle`,
+"""One packed task's step: `python -m campaignctl.adapters.packed_task <attempt dir>/launch.pickle`,
 started by adapters/pack_runner.py under `srun`; runs the task as any attempt runs
 (adapters/runner.py run_task), and exits as it does.
 

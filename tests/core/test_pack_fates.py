@@ -1,4 +1,4 @@
-"""A packed task's fate from its own step (core/pack_steps.py), read from the lab's real
+"""A packed task's fate from its own step (core/pack_fates.py), read from the lab's real
 recording of a pack (tests/fixtures/sacct/pack_oom_step.txt): one step of four ran out of memory,
 its neighbours and the element completed."""
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from campaignctl.core.cost import UsageGroup, campaign_spend
+from campaignctl.core.pack_fates import packed_observation, packed_observations, requested_share, share_of_tres
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.pack_steps import packed_observation, packed_observations, requested_share, share_of_tres
 from campaignctl.core.policy_sections import Prices
 from campaignctl.core.records import HistoryRow
 from campaignctl.core.resources import Resources
