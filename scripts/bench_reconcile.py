@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from campaignctl.adapters import slurm as slurm_mod
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.adapters.store import Store
+from campaignctl.core.actions import SubmissionIntent
 from campaignctl.core.plan import plan_chunks
 from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
 from campaignctl.services import reconcile as reconcile_mod
@@ -260,11 +261,10 @@ def prepare(root: Path, n: int, seed: int, stores: Any = None) -> Prepared:
     campaign_id = store.create_campaign(spec, text, str(spec_path), identity.user_name()).id  # its owner may tick it
     rng = random.Random(seed)
     chunks, job_id = [], FIRST_JOB_ID
-    resources_json = json.dumps(asdict(spec.resources))
     for plan in plan_chunks([t.index for t in spec.tasks], MAX_ARRAY, spec.max_parallel):
         token = f"{rng.getrandbits(48):012x}"
-        store.record_intent(campaign_id, 1, token, plan, str(Path(spec.run_dir) / "slurm"), resources_json,
-                            requeue=spec.policy.slurm_requeue)
+        store.record_intent(campaign_id, SubmissionIntent(token, 1, plan, str(Path(spec.run_dir) / "slurm"),
+                                                          spec.resources, spec.policy.slurm_requeue, "initial"))
         store.set_submission_state(token, "released", str(job_id))
         chunks.append(Chunk(job_id, token, plan.size))
         job_id += plan.size  # the elements' JobIDRaw take the ids after the array's own
