@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from campaignctl import __version__
-from campaignctl.core.errors import CampaignctlError
+from campaignctl.core.base.errors import CampaignctlError
 
 OUTPUT_LINES = 50  # a task's output tail by default: the traceback that explains a failure
 MAX_OUTPUT_LINES = 2000

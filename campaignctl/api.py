@@ -1,6 +1,6 @@
 """Python API, for notebooks: build a campaign from a dict or keyword arguments, try it, submit
 it, read where it stands and which config won. It calls the same services as the command line
-and raises the same exceptions (`campaignctl.core.errors`, each with `.message`, `.hint` and the
+and raises the same exceptions (`campaignctl.core.base.errors`, each with `.message`, `.hint` and the
 CLI's `.exit_code`).
 
 The spec is rendered to YAML (`yaml.safe_dump`) and goes through the same strict reader and
@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.errors import SpecError
-from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.spec.spec import CampaignSpec
 from campaignctl.services import results as results_service
 from campaignctl.services import status as status_service
 from campaignctl.services.submit import SubmitResult, spec_of, submit_spec

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The default policy of this checkout against an older one (`--old REV`, default the commit
-before the raise rules of core/siblings.py) on the real lab cluster: the same memory-bound
+before the raise rules of core/tick/siblings.py) on the real lab cluster: the same memory-bound
 campaign under each, one after the other, reconciled from a cron-like environment (`env -i` with
 what a crontab line sets) every --tick seconds until it finishes.
 

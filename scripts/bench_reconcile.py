@@ -58,9 +58,9 @@ from campaignctl.adapters import slurm as slurm_mod
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.proc import ProcResult
 from campaignctl.adapters.store import Store
-from campaignctl.core.actions import SubmissionIntent
-from campaignctl.core.plan import plan_chunks
-from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
+from campaignctl.core.decisions.actions import SubmissionIntent
+from campaignctl.core.slurm.plan import plan_chunks
+from campaignctl.core.slurm.sacct import SACCT_FIELDS, observe_jobs
 from campaignctl.services import reconcile as reconcile_mod
 from campaignctl.services.submit import load_spec
 

@@ -66,7 +66,7 @@ policy: {policy}
 def run(directory: Path, name: str, profile: str, tasks: int, hold_s: float, right_size: bool) -> Run:
     from campaignctl.adapters.report_queries import ReportQueries
     from campaignctl.adapters.store import Store
-    from campaignctl.core.sacct import rss_mb
+    from campaignctl.core.slurm.sacct import rss_mb
     from campaignctl.services.reconcile import reconcile
     from campaignctl.services.submit import submit
 

@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from campaignctl.core.search_spec import SearchSpec  # noqa: E402
 from campaignctl.core.sim.trials import OPTIMUM, bowl  # noqa: E402
+from campaignctl.core.spec.search_spec import SearchSpec  # noqa: E402
 from campaignctl.services.simulate import simulate  # noqa: E402
 from campaignctl.services.submit import load_spec  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from campaignctl.adapters.metrics_store import MetricsStore  # noqa: E402
 from campaignctl.adapters.store import Store  # noqa: E402
-from campaignctl.core.training_metrics import final_value  # noqa: E402
+from campaignctl.core.model.training_metrics import final_value  # noqa: E402
 from campaignctl.services.reconcile import reconcile  # noqa: E402
 from campaignctl.services.status import status  # noqa: E402
 from campaignctl.services.submit import submit  # noqa: E402

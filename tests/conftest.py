@@ -16,7 +16,7 @@ from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
 from campaignctl.adapters.store import Store
-from campaignctl.core.starts import ACTION as START
+from campaignctl.core.tick.starts import ACTION as START
 from tests.fakeslurm import FakeSlurm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -216,7 +216,7 @@ def logged(name: str, starts: bool = False) -> list[LoggedDecision]:
 
 
 def without_starts(entries: Iterable[LoggedDecision]) -> list[LoggedDecision]:
-    """`entries` less the `start` decisions of campaigns' first arrays (core/starts.py)."""
+    """`entries` less the `start` decisions of campaigns' first arrays (core/tick/starts.py)."""
     return [e for e in entries if e.action != START]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from campaignctl.adapters.proc import ProcResult, subprocess_executor
-from campaignctl.core.sacct import SACCT_FIELDS
+from campaignctl.core.slurm.sacct import SACCT_FIELDS
 
 
 @dataclass
@@ -66,7 +66,7 @@ class FakeSlurm:
     before_sacct: Callable[[], None] | None = None  # a hook, e.g. to hold a tick inside sacct
     env: Mapping[str, str] = field(default_factory=dict)  # the environment of the latest call
     # `sinfo -N -O NodeList:|,CPUs:|,Memory:|,Gres:|,StateLong:`: nodes roomy enough that a
-    # memory raise of a pending sibling keeps as many tasks per node (core/siblings.py)
+    # memory raise of a pending sibling keeps as many tasks per node (core/tick/siblings.py)
     sinfo_nodes: str = "node1|64|256000|gpu:a100:8(S:0-1)|idle\nnode2|64|256000|gpu:a100:8(S:0-1)|mixed\n"
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:

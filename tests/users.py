@@ -8,7 +8,7 @@ import os
 import pytest
 
 from campaignctl.adapters import identity
-from campaignctl.core.ownership import Identity
+from campaignctl.core.governance.ownership import Identity
 
 # a group that exists here (the test's own primary group), so a shared run dir can really be chgrp'ed
 REAL_GROUP = grp.getgrgid(os.getegid()).gr_name

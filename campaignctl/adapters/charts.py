@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from campaignctl.core.report_series import Point, RungCurves, Utilisation
-from campaignctl.core.search_series import SearchSeries
-from campaignctl.core.timeline import Bar, DecisionPoint, kind_of, lanes
+from campaignctl.core.screens.report_series import Point, RungCurves, Utilisation
+from campaignctl.core.screens.timeline import Bar, DecisionPoint, kind_of, lanes
+from campaignctl.core.tuning.search_series import SearchSeries
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -25,10 +25,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
-from campaignctl.core.errors import CampaignctlError
-from campaignctl.core.params import Scalar
-from campaignctl.core.search import COMPLETE, Trial
-from campaignctl.core.search_spec import Dimension, SearchSpec
+from campaignctl.core.base.errors import CampaignctlError
+from campaignctl.core.model.params import Scalar
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.tuning.search import COMPLETE, Trial
 
 SEED_STRIDE = 1_000_003  # a prime: trial k of seed s samples with seed s × stride + k (every sampler)
 

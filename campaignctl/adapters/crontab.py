@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from campaignctl.adapters import proc
-from campaignctl.core.errors import CampaignctlError
+from campaignctl.core.base.errors import CampaignctlError
 
 # `crontab -l` with nothing installed exits 1 and says so: "no crontab for alice" (cronie,
 # Debian cron), "crontab: no crontab for alice" (FreeBSD).

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from campaignctl.adapters.decision_log import chain_head
 from campaignctl.adapters.paths import write_atomic
 from campaignctl.adapters.store_engine import driver_sql, utc_now
-from campaignctl.core.chain import CHAINS, GENESIS, Head, StoredRow, UndecodableText
-from campaignctl.core.errors import IntegrityError, NotFoundError, StateError
+from campaignctl.core.base.errors import IntegrityError, NotFoundError, StateError
+from campaignctl.core.governance.chain import CHAINS, GENESIS, Head, StoredRow, UndecodableText
 
 HEAD_ENV = "CAMPAIGNCTL_CHAIN_HEAD"
 TABLES = {"decision": "decisions", "outcome": "decision_outcomes"}

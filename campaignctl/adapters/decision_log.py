@@ -13,17 +13,17 @@ import sqlalchemy as sa
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.adapters.submission_rows import insert_submission
-from campaignctl.core import chain
-from campaignctl.core.action_records import RECORD, ActionRecord, Cancel, Stop, Verdict, effect_of, record_of
-from campaignctl.core.actions import SubmissionIntent
-from campaignctl.core.answers import ACTING, ANSWERS
-from campaignctl.core.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
-from campaignctl.core.decision import Decision
-from campaignctl.core.decision_rows import GROUPED, collapse, expand
-from campaignctl.core.errors import AnsweredElsewhereError, WriteConflictError
-from campaignctl.core.policy import Policy
+from campaignctl.core.base.errors import AnsweredElsewhereError, WriteConflictError
+from campaignctl.core.decisions.action_records import RECORD, ActionRecord, Cancel, Stop, Verdict, effect_of, record_of
+from campaignctl.core.decisions.actions import SubmissionIntent
+from campaignctl.core.decisions.answers import ACTING, ANSWERS
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.decisions.decision_rows import GROUPED, collapse, expand
+from campaignctl.core.governance import chain
+from campaignctl.core.governance.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
+from campaignctl.core.policy.policy import Policy
 
-# core/answers.py: ACTING answer an attempt for good, a stop (early stopping) once carried out or
+# core/decisions/answers.py: ACTING answer an attempt for good, a stop (early stopping) once carried out or
 # about to be (no outcome yet, no approval awaited): one that failed, waits for approval, was
 # rejected or expired leaves the attempt to the other rules. ANSWERS answer it whatever their
 # outcome: the schema allows one of them per attempt (migration 011's unique index: PostgreSQL
@@ -102,7 +102,7 @@ class DecisionLog:
     def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,
                        planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
                        revision: int, now: str) -> list[int]:
-        rows, where = collapse(planned)  # pending tasks resized alike share a row (core/decision_rows.py)
+        rows, where = collapse(planned)  # pending tasks resized alike share a row (core/decisions/decision_rows.py)
         with self.engine.begin() as conn:
             write_lock(conn, CHAIN_LOCK_KEY)
             head = chain_head(conn, "decisions")

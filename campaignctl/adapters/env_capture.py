@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from campaignctl.adapters import paths
-from campaignctl.core.errors import StateError
-from campaignctl.core.job_env import decode_environment, encode_environment
+from campaignctl.core.base.errors import StateError
+from campaignctl.core.model.job_env import decode_environment, encode_environment
 
 PRIVATE_DIR = ".campaignctl-private"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaignctl.adapters.job_files import read_head
-from campaignctl.core import bounded_json
-from campaignctl.core.attempt_paths import EXITS, AttemptPaths, rank_of_exit
-from campaignctl.core.redact import mask_assignments, printable
-from campaignctl.core.suspects import RankCause
+from campaignctl.core.base import bounded_json
+from campaignctl.core.base.redact import mask_assignments, printable
+from campaignctl.core.model.attempt_paths import EXITS, AttemptPaths, rank_of_exit
+from campaignctl.core.policy.suspects import RankCause
 
 EVIDENCE_LIMIT = 4096
 EXIT_FILE_LIMIT = 256 * 1024  # the runner writes ~5 KiB at most (evidence is capped at 4 KiB)
@@ -43,7 +43,7 @@ def read_returncode(files: AttemptPaths) -> int | None:
 def read_cause(path: Path) -> tuple[str, str] | None:
     """(cause, evidence) from exit.json, or None: no file (the job died before the runner could
     write it, or the shared filesystem has not shown it yet), unreadable, or no cause named.
-    Secrets are masked and control characters dropped from both (core/redact.py)."""
+    Secrets are masked and control characters dropped from both (core/base/redact.py)."""
     return _cause_of(_read(path))
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from campaignctl.adapters.store_engine import driver_sql
-from campaignctl.core.clock import read_time
-from campaignctl.core.governance import RevisionRun
-from campaignctl.core.records import RevisionRecord
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.governance.governance import RevisionRun
+from campaignctl.core.model.records import RevisionRecord
 
 # Failures a policy's own choice of resources can cause; a node failure or a preemption is not its doing.
 _POLICY_MADE = ("OUT_OF_MEMORY", "TIMEOUT", "FAILED")

@@ -22,9 +22,9 @@ from campaignctl.adapters.store_schema import (
     tick_failures,
     ticks,
 )
-from campaignctl.core.clock import read_time
-from campaignctl.core.decision_rows import expand
-from campaignctl.core.recorded import (
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.decisions.decision_rows import expand
+from campaignctl.core.decisions.recorded import (
     CampaignHistory,
     RecordedAttempt,
     RecordedDecision,
@@ -32,9 +32,9 @@ from campaignctl.core.recorded import (
     RecordedPoint,
     RecordedTick,
 )
-from campaignctl.core.records import AttemptFacts, CampaignRecord
-from campaignctl.core.settings import CampaignSettings, campaign_settings
-from campaignctl.core.telemetry import Summary, summary_from_dict
+from campaignctl.core.model.records import AttemptFacts, CampaignRecord
+from campaignctl.core.spec.settings import CampaignSettings, campaign_settings
+from campaignctl.core.usage.telemetry import Summary, summary_from_dict
 
 # Ticks that decided nothing at all: sacct failed before anything was observed.
 _SILENT = ("observed-nothing",)
@@ -95,7 +95,7 @@ def _decisions(conn: sa.Connection, campaign_id: int) -> list[RecordedDecision]:
     return [RecordedDecision(r.id, r.tick_id, task, token, r.policy, r.policy_digest, r.rule,
                              r.action, params, r.reason, r.mode, r.group_token,
                              r.status or ("awaiting-approval" if r.gate else "pending"), inputs)
-            for r in conn.execute(query)  # a grouped row is the decisions it holds (core/decision_rows.py)
+            for r in conn.execute(query)  # a grouped row is the decisions it holds (core/decisions/decision_rows.py)
             for task, token, params, inputs in expand(r.task_index, r.attempt_token, json.loads(r.params_json),
                                                       json.loads(r.inputs_json or "{}"))]
 
@@ -156,5 +156,5 @@ def _aware(stored: str) -> datetime:
 
 def _clock(clock: str, started_at: str) -> datetime:
     """The UTC time the tick's rules compared against (a naive one, from before times were UTC:
-    local time, core/clock.py); ticks from before it was stored: their start."""
+    local time, core/base/clock.py); ticks from before it was stored: their start."""
     return read_time(clock) if clock else _aware(started_at).replace(microsecond=0)

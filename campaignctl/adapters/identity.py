@@ -8,7 +8,7 @@ import os
 import pwd
 from collections.abc import Iterable
 
-from campaignctl.core.ownership import Identity
+from campaignctl.core.governance.ownership import Identity
 
 
 def current_identity() -> Identity:

@@ -35,9 +35,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from campaignctl.adapters import identity
 from campaignctl.adapters.store_schema import leases
-from campaignctl.core.errors import CampaignctlError, UsageError
-from campaignctl.core.stall import human
-from campaignctl.core.units import parse_interval_seconds
+from campaignctl.core.base.errors import CampaignctlError, UsageError
+from campaignctl.core.base.units import parse_interval_seconds
+from campaignctl.core.screens.stall import human
 
 TTL_SETTING = "CAMPAIGNCTL_LEASE_TTL"
 # A lapsed lease is free to take: this is how long a crashed holder blocks its campaigns. A live

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from campaignctl.adapters.store_engine import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
 from campaignctl.adapters.telemetry_files import Position
-from campaignctl.core.training_metrics import Curve, MetricPoint, curves_by_task
+from campaignctl.core.model.training_metrics import Curve, MetricPoint, curves_by_task
 
 _CHUNK = 900  # SQLite's default limit on bound parameters is 999
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from campaignctl import __version__
 from campaignctl.adapters import proc
-from campaignctl.core.notify import Event, retry_waits
-from campaignctl.core.notify_config import mask_url
-from campaignctl.core.redact import printable
+from campaignctl.core.base.redact import printable
+from campaignctl.core.policy.notify_config import mask_url
+from campaignctl.core.screens.notify import Event, retry_waits
 
 USER_AGENT = f"campaignctl/{__version__} (notify)"
 # The 4xx answers that say "later", not "never" (RFC 9110 408 Request Timeout; RFC 6585 429 Too

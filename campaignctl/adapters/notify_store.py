@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from campaignctl.adapters.store_engine import utc_now
 from campaignctl.adapters.store_schema import notifications
-from campaignctl.core.notify import Event
+from campaignctl.core.screens.notify import Event
 
 CHANNELS = ("webhook", "command")
 

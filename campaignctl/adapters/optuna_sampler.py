@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from campaignctl.adapters.cmaes_sampler import SEED_STRIDE, CmaEs
-from campaignctl.core.errors import CampaignctlError
-from campaignctl.core.params import Scalar
-from campaignctl.core.search import COMPLETE, FAIL, PRUNED, RUNNING, Trial
-from campaignctl.core.search_spec import Dimension, SearchSpec
+from campaignctl.core.base.errors import CampaignctlError
+from campaignctl.core.model.params import Scalar
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.tuning.search import COMPLETE, FAIL, PRUNED, RUNNING, Trial
 
 
 class OptunaSampler:
-    """core/search.Sampler over Optuna."""
+    """core/tuning/search.Sampler over Optuna."""
 
     def ask(self, search: SearchSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Scalar]]:
         if search.sampler == "cmaes":
@@ -96,7 +96,7 @@ def _distribution(optuna: Any, d: Dimension) -> Any:
 def _frozen(optuna: Any, trial: Trial, distributions: dict[str, Any]) -> Any:
     states = optuna.trial.TrialState
     state = {RUNNING: states.RUNNING, COMPLETE: states.COMPLETE, FAIL: states.FAIL, PRUNED: states.PRUNED}[trial.state]
-    params = {k: v for k, v in trial.params.items() if k in distributions}  # core/search: inside today's space
+    params = {k: v for k, v in trial.params.items() if k in distributions}  # core/tuning/search: inside today's space
     return optuna.trial.create_trial(state=state, params=params, distributions={k: distributions[k] for k in params},
                                      value=trial.value if trial.state == COMPLETE else None)
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from campaignctl.core.output_causes import TAIL_BYTES, match_output, site_signatures
+from campaignctl.core.policy.output_causes import TAIL_BYTES, match_output, site_signatures
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from campaignctl.adapters.job_files import regular_file
-from campaignctl.core.output_causes import TAIL_BYTES
-from campaignctl.core.output_metrics import MAX_LINE_CHARS, compile_patterns, record_of_line
+from campaignctl.core.policy.output_causes import TAIL_BYTES
 from campaignctl.core.task_launch import TaskLaunch
+from campaignctl.core.tuning.output_metrics import MAX_LINE_CHARS, compile_patterns, record_of_line
 
 POLL_S = 1.0
 READ_CHUNK = 1 << 20

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 
 from campaignctl.adapters import faults
 from campaignctl.adapters.paths import write_atomic
-from campaignctl.core.output_causes import EVIDENCE_BYTES, LAUNCH_FAILED
 from campaignctl.core.pack_plan import Pack, step_argv, visible_gpu
+from campaignctl.core.policy.output_causes import EVIDENCE_BYTES, LAUNCH_FAILED
 from campaignctl.core.task_launch import TaskLaunch
 
 

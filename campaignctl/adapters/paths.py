@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from campaignctl.core.errors import StateError
+from campaignctl.core.base.errors import StateError
 
 # Network filesystems where SQLite's WAL mode is unsafe (WAL needs shared memory between
 # processes on one host; see sqlite.org/wal.html "WAL does not work over a network filesystem").

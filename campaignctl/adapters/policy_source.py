@@ -7,11 +7,11 @@ from importlib.abc import Traversable
 from pathlib import Path
 
 from campaignctl.adapters.yaml_source import load_yaml, parse_yaml
-from campaignctl.core.errors import NotFoundError, SpecError
-from campaignctl.core.policy import Policy, read_policy
-from campaignctl.core.rawdoc import RawDoc
-from campaignctl.core.reader import Reader
-from campaignctl.core.spec import names_policy_file, policy_reference
+from campaignctl.core.base.errors import NotFoundError, SpecError
+from campaignctl.core.base.rawdoc import RawDoc
+from campaignctl.core.base.reader import Reader
+from campaignctl.core.policy.policy import Policy, read_policy
+from campaignctl.core.spec.spec import names_policy_file, policy_reference
 
 
 def builtin_names() -> list[str]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, TypeVar, cast
 
-from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.base.errors import SlurmTransientError, SlurmUnavailableError
 
 # Messages slurmctld/slurmdbd clients print when the controller is busy, restarting or
 # unreachable; retrying later succeeds. (sbatch: "Socket timed out on send/recv operation",
@@ -55,7 +55,7 @@ SCRUBBED = frozenset({"SLURM_CLUSTERS", "SLURM_EXIT_ERROR"})
 # TZ=UTC: sacct and squeue print times, and read `sacct -S`, in the local zone of the process
 # (localtime(3); the same job's End read `2026-11-24T03:11:54` under TZ=UTC, `12:11:54` under
 # Asia/Tokyo, `2026-11-23T22:11:54` under America/New_York, 22.05). Without a zone in the text, a
-# tick under another TZ than the one before it compared times hours apart (core/clock.py).
+# tick under another TZ than the one before it compared times hours apart (core/base/clock.py).
 # It reaches the batch job only as far as the runner: the program gets the submitter's captured
 # environment (docs/real-sites.md: the environment every attempt runs in).
 FORCED = {"SLURM_TIME_FORMAT": "standard",  # 2026-11-21T12:00:00, what the parsers expect

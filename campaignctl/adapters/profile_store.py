@@ -4,7 +4,7 @@ the sampler's summary. No copy: a profile is a query.
 
 Read for a viewer, a profile pools the viewer's own campaigns, those shared with a group of
 theirs, and other users' that say `profile: {shared: true}`. A peak memory that cannot be a
-measurement (core/right_size.plausible_peak) is left out of its sample."""
+measurement (core/tick/right_size.plausible_peak) is left out of its sample."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from campaignctl.adapters.store_engine import driver_sql
-from campaignctl.core.observe import resources_parser
-from campaignctl.core.ownership import Identity, Ownership, share_of
-from campaignctl.core.profile import group_of
-from campaignctl.core.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
-from campaignctl.core.sacct_values import rss_mb
-from campaignctl.core.telemetry import summary_from_dict
+from campaignctl.core.governance.ownership import Identity, Ownership, share_of
+from campaignctl.core.model.sacct_values import rss_mb
+from campaignctl.core.packing.profile import group_of
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.tick.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
+from campaignctl.core.usage.telemetry import summary_from_dict
 
 # settings_json is written by json.dumps with its default separators (": ")
 _SAMPLES_SQL = """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from campaignctl.adapters import proc
 from campaignctl.adapters.paths import write_atomic
-from campaignctl.core.rendezvous import Placement, candidate_ports
+from campaignctl.core.model.rendezvous import Placement, candidate_ports
 
 WAIT_S = 300.0  # the other ranks may start before rank 0 (srun starts tasks node by node)
 

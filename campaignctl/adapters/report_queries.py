@@ -18,7 +18,7 @@ class AttemptTimes:
     token: str
     state: str
     created_at: str  # UTC with its offset (the store's clock)
-    ended_at: str | None  # sacct End: UTC with its offset (rows from before: naive local, core/clock.py)
+    ended_at: str | None  # sacct End: UTC with its offset (rows from before: naive local, core/base/clock.py)
     elapsed_s: int | None
     resources_json: str  # effective: the attempt's own after an in-place resize, else its submission's
     alloc_tres: str

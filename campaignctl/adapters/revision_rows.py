@@ -11,10 +11,10 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.store_engine import utc_now
 from campaignctl.adapters.store_schema import revisions, tasks
-from campaignctl.core.params import TaskSpec
-from campaignctl.core.policy import policy_to_dict
-from campaignctl.core.records import RevisionRecord
-from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.model.params import TaskSpec
+from campaignctl.core.model.records import RevisionRecord
+from campaignctl.core.policy.policy import policy_to_dict
+from campaignctl.core.spec.spec import CampaignSpec
 
 # the key in a revision's settings_json naming the file of the environment captured for it
 # (adapters/env_capture.py): a reference only, never the values

@@ -29,8 +29,8 @@ from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.resume_check import as_started, resume_note
 from campaignctl.adapters.task_env import base_environment, prepare_environment
 from campaignctl.adapters.telemetry_sampler import TelemetrySampler
-from campaignctl.core.errors import CampaignctlError
-from campaignctl.core.rendezvous import Placement, placement, rank_environment, torchrun_argv
+from campaignctl.core.base.errors import CampaignctlError
+from campaignctl.core.model.rendezvous import Placement, placement, rank_environment, torchrun_argv
 from campaignctl.core.resources import TORCHRUN
 
 # TaskLaunch is imported here too: payloads pickled before it moved to core name it runner.TaskLaunch
@@ -131,7 +131,7 @@ def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env:
 
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, forward)
-        # one sampler per node, in its first process (a node's line: core/telemetry.py)
+        # one sampler per node, in its first process (a node's line: core/usage/telemetry.py)
         sampler = _start_sampler(launch, child.pid, env, log, where) if not where or where.local_rank == 0 else None
         try:
             return child.wait()

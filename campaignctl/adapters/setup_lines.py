@@ -7,7 +7,7 @@ its output follows it there. Then bash hands the resulting environment back as `
 records on a private, unlinked temp file: the program is still started from its argv,
 without a shell, with what the setup exported (exported bash functions such as Lmod's `module`
 included). A failing line fails the attempt with the cause `setup_failed` and, as evidence,
-the line, its exit status and its last output lines, secrets masked (core/redact.py: the evidence
+the line, its exit status and its last output lines, secrets masked (core/base/redact.py: the evidence
 becomes the give-up reason, hence the log, webhooks and reports).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from campaignctl.core.job_env import decode_environment
-from campaignctl.core.redact import mask_secrets
+from campaignctl.core.base.redact import mask_secrets
+from campaignctl.core.model.job_env import decode_environment
 
 SETUP_FAILED = "setup_failed"
 MARKER = "campaignctl setup [{i}/{n}]: "

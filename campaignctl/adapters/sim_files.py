@@ -14,11 +14,11 @@ from typing import Any
 
 from campaignctl.adapters.job_files import NAMED, open_regular
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.errors import SpecError
-from campaignctl.core.hostlist import split_nodes
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.base.units import parse_mem_mb
 from campaignctl.core.sim.cluster import Cluster, Node, Partition
 from campaignctl.core.sim.workload import MAX_TASKS, TRACE_COLUMNS, TRACE_STATES, TraceRow
-from campaignctl.core.units import parse_mem_mb
 
 NODE_KEYS = ("name", "cpus", "mem", "gpus", "gpu_type")
 PARTITION_KEYS = ("name", "nodes", "priority_tier")

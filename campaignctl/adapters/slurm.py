@@ -14,17 +14,17 @@ from datetime import datetime
 from pathlib import Path
 
 from campaignctl.adapters import proc
-from campaignctl.core.clock import to_slurm
-from campaignctl.core.errors import SiteLimitError, SlurmUnavailableError
-from campaignctl.core.fallback import NodeGpus, parse_sinfo_gpus
-from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
-from campaignctl.core.sacct import SACCT_FIELDS, Observed, observe_jobs
-from campaignctl.core.sacct_records import Reading
-from campaignctl.core.siblings import NodeShape, parse_node_shapes
-from campaignctl.core.site_limits import may_be_submit_limit, names_submit_limit
-from campaignctl.core.site_limits import submit_limit as read_submit_limit
-from campaignctl.core.slurm_version import SlurmVersion, parse_version
-from campaignctl.core.suspects import EVENT_FIELDS
+from campaignctl.core.base.clock import to_slurm
+from campaignctl.core.base.errors import SiteLimitError, SlurmUnavailableError
+from campaignctl.core.policy.suspects import EVENT_FIELDS
+from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
+from campaignctl.core.slurm.sacct import SACCT_FIELDS, Observed, observe_jobs
+from campaignctl.core.slurm.sacct_records import Reading
+from campaignctl.core.slurm.site_limits import may_be_submit_limit, names_submit_limit
+from campaignctl.core.slurm.site_limits import submit_limit as read_submit_limit
+from campaignctl.core.slurm.slurm_version import SlurmVersion, parse_version
+from campaignctl.core.tick.fallback import NodeGpus, parse_sinfo_gpus
+from campaignctl.core.tick.siblings import NodeShape, parse_node_shapes
 
 _SKIPPED: list[str] = []  # every output line a parser skipped in this process, "command: why: line"
 SHOWN_SKIPS = 5  # skipped lines a tick or status quotes; its count covers them all
@@ -72,7 +72,7 @@ def forget_site() -> None:
 
 @functools.cache
 def reading() -> Reading:
-    """How this site's sacct output is read (core/sacct_records.Reading), once per process: by its
+    """How this site's sacct output is read (core/slurm/sacct_records.Reading), once per process: by its
     Slurm's version, and with root, the `slurm` account (SlurmUser by convention) and this user as
     the jobs' own cancellers."""
     own = {"0", str(os.getuid())}
@@ -87,7 +87,7 @@ def submit_limit() -> int | None:
     """This user's limit on queued jobs (every array element counts), read once per process from
     the accounting database: the association's MaxSubmit and its QOS's MaxSubmitPU, the smaller.
     None when none is set or the user may not read them (sacctmgr answers with an error or
-    nothing): then the limit is learnt from sbatch's refusal (core/site_limits.SubmitRoom)."""
+    nothing): then the limit is learnt from sbatch's refusal (core/slurm/site_limits.SubmitRoom)."""
     user = pwd.getpwuid(os.getuid()).pw_name
     assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", "format=MaxSubmit,QOS"],
                      timeout=30, attempts=1, check=False)
@@ -350,7 +350,7 @@ def node_shapes(partition: str | None) -> tuple[NodeShape, ...]:
 
 def node_events(nodes: Sequence[str], since: datetime, until: datetime) -> str:
     """The accounting database's state changes of `nodes` between the two times, one per line:
-    `node2|2026-11-24T08:30:19|2026-11-24T08:30:19|DOWN|mnprobe|root(0)` (core/suspects.py)."""
+    `node2|2026-11-24T08:30:19|2026-11-24T08:30:19|DOWN|mnprobe|root(0)` (core/policy/suspects.py)."""
     return proc.run(["sacctmgr", "--noheader", "--parsable2", "show", "event", f"Nodes={','.join(nodes)}",
                      f"Start={to_slurm(since)}", f"End={to_slurm(until)}",
                      f"format={','.join(EVENT_FIELDS)}"], timeout=60).stdout

@@ -35,11 +35,9 @@ from campaignctl.adapters.store_engine import (
 from campaignctl.adapters.store_schema import attempts, campaigns, decisions, revisions, submissions, tasks
 from campaignctl.adapters.submission_rows import insert_submission
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.actions import SubmissionIntent
-from campaignctl.core.cost import UsageGroup, phase_of
-from campaignctl.core.observe import resources_parser
-from campaignctl.core.params import Scalar, TaskSpec
-from campaignctl.core.records import (
+from campaignctl.core.decisions.actions import SubmissionIntent
+from campaignctl.core.model.params import Scalar, TaskSpec
+from campaignctl.core.model.records import (
     AttemptRecord,
     CampaignRecord,
     HistoryRow,
@@ -47,7 +45,9 @@ from campaignctl.core.records import (
     RevisionRecord,
     SubmissionRecord,
 )
-from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.usage.cost import UsageGroup, phase_of
 
 
 class Store:

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from campaignctl.adapters import paths
 from campaignctl.adapters.store_file import prepare_sqlite, translate_errors
 from campaignctl.adapters.store_migrations import MIGRATIONS
-from campaignctl.core.errors import StateError
+from campaignctl.core.base.errors import StateError
 
 
 def utc_now() -> str:

@@ -14,7 +14,13 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from campaignctl.adapters.store_migrations import APPEND_ONLY_MESSAGE, APPEND_ONLY_TABLES
-from campaignctl.core.errors import CampaignctlError, DatabaseBusyError, IntegrityError, StateError, WriteConflictError
+from campaignctl.core.base.errors import (
+    CampaignctlError,
+    DatabaseBusyError,
+    IntegrityError,
+    StateError,
+    WriteConflictError,
+)
 
 # SQLite result codes (sqlite.org/rescode.html) by what they mean for the user. BUSY/LOCKED: another
 # connection holds the lock past busy_timeout. FULL: the disk (or max_page_count) is full.

@@ -22,10 +22,10 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.pack_runner import run_pack
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import run_task
-from campaignctl.core.errors import SlurmUnavailableError
+from campaignctl.core.base.errors import SlurmUnavailableError
 from campaignctl.core.pack_plan import plan_packs
-from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.spec import Resources
+from campaignctl.core.slurm.plan import ArrayChunk
+from campaignctl.core.spec.spec import Resources
 from campaignctl.core.task_launch import TaskLaunch
 
 # signal_delay_s 0 (USR2 at the limit itself, useless next to SIGTERM) stands for "no --signal
@@ -73,7 +73,7 @@ def executor_parameters(resources: Resources, job_name: str, comment: str,
 def _spread(resources: Resources, params: dict[str, Any]) -> list[str]:
     """A multi-node attempt: one array element holding `nodes` nodes, `--gres`, `--mem` and
     `--cpus-per-task` per node (sbatch's meaning), and its srun step starting the runner on
-    every Slurm task (core/rendezvous.py: one per process, or one per node for torchrun)."""
+    every Slurm task (core/model/rendezvous.py: one per process, or one per node for torchrun)."""
     per_node = resources.slurm_tasks_per_node
     params.update(nodes=resources.nodes, ntasks_per_node=per_node, cpus_per_task=resources.slurm_cpus_per_task)
     return [f"--ntasks={resources.nodes * per_node}", f"--ntasks-per-node={per_node}"]

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from campaignctl.adapters import identity
 from campaignctl.adapters.store_engine import inserted_id, utc_now
 from campaignctl.adapters.store_schema import attempts, submissions, tasks
-from campaignctl.core.actions import SubmissionIntent
+from campaignctl.core.decisions.actions import SubmissionIntent
 
 
 def insert_submission(conn: sa.Connection, campaign_id: int, intent: SubmissionIntent) -> int:

@@ -1,4 +1,4 @@
-"""Job side: the environment a task's program starts with (the rule in core/job_env.py), and the
+"""Job side: the environment a task's program starts with (the rule in core/model/job_env.py), and the
 setup lines run on it. The runner calls `prepare_environment` once per attempt."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from campaignctl.adapters.env_capture import read_captured_env
 from campaignctl.adapters.setup_lines import SETUP_FAILED, run_setup
-from campaignctl.core.job_env import PROGRAM_DEFAULTS, program_environment
-from campaignctl.core.params import resumes
+from campaignctl.core.model.job_env import PROGRAM_DEFAULTS, program_environment
+from campaignctl.core.model.params import resumes
 from campaignctl.core.task_launch import TaskLaunch
 
 

@@ -7,8 +7,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters.job_files import open_regular, regular_file
-from campaignctl.core.attempt_paths import file_in
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.model.attempt_paths import file_in
+from campaignctl.core.model.records import HistoryRow
 
 MAX_READ = 4 * 2**20  # per file per tick; a backlog is read over the next ticks
 

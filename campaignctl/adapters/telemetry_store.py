@@ -11,7 +11,7 @@ from campaignctl.adapters.metrics_store import reads_behind
 from campaignctl.adapters.store_engine import upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
-from campaignctl.core.telemetry import Summary, summary_from_dict, summary_to_dict
+from campaignctl.core.usage.telemetry import Summary, summary_from_dict, summary_to_dict
 
 _CHUNK = 900  # SQLite's default limit on bound parameters is 999
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from campaignctl.adapters.job_files import NAMED, open_regular
-from campaignctl.core.errors import SpecError
-from campaignctl.core.rawdoc import KeyPath, RawDoc, format_path
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.rawdoc import KeyPath, RawDoc, format_path
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _INT_TAG = "tag:yaml.org,2002:int"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from campaignctl.core.errors import ExtraMissingError
+from campaignctl.core.base.errors import ExtraMissingError
 
 
 def mcp() -> None:

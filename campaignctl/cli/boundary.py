@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from campaignctl.cli.common import JSON_SCHEMA, err_console, error_body, styled
-from campaignctl.core.errors import CampaignctlError, InternalError, UsageError
+from campaignctl.core.base.errors import CampaignctlError, InternalError, UsageError
 
 if TYPE_CHECKING:  # recent typer vendors click as typer._click; only the annotation needs it
     from typer._click import Context

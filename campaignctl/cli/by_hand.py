@@ -29,7 +29,7 @@ def cancel(
 
     Example: campaignctl cancel lr-sweep --task 3,5-7 --reason "diverged"
     """
-    from campaignctl.core.task_selection import parse_task_list
+    from campaignctl.core.spec.task_selection import parse_task_list
     from campaignctl.services.by_hand import cancel as cancel_service
 
     result = cancel_service(campaign, parse_task_list(task) if task is not None else None, reason)
@@ -52,8 +52,8 @@ def retry(
 
     Example: campaignctl retry lr-sweep --state FAILED --reason "fixed the data path"
     """
-    from campaignctl.core.errors import UsageError
-    from campaignctl.core.task_selection import parse_state_list, parse_task_list
+    from campaignctl.core.base.errors import UsageError
+    from campaignctl.core.spec.task_selection import parse_state_list, parse_task_list
     from campaignctl.services.by_hand import retry as retry_service
 
     if task is None and state is None:

@@ -14,8 +14,8 @@ from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
-from campaignctl.core.clock import read_time
-from campaignctl.core.errors import CampaignctlError
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.base.errors import CampaignctlError
 
 JSON_SCHEMA = "campaignctl/v1"
 

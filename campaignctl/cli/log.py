@@ -34,8 +34,8 @@ def show(
 
     Example: campaignctl log show lr-sweep --task 3 --inputs
     """
-    from campaignctl.core.decision_rows import members
-    from campaignctl.core.status import index_ranges
+    from campaignctl.core.decisions.decision_rows import members
+    from campaignctl.core.screens.status import index_ranges
     from campaignctl.services.log import decision_log
 
     entries = decision_log(campaign, task, last)

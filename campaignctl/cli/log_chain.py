@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from campaignctl.cli.common import JsonOption, console, print_json
-from campaignctl.core.errors import IntegrityError
+from campaignctl.core.base.errors import IntegrityError
 
 if TYPE_CHECKING:
     from campaignctl.services.chain import VerifyResult

@@ -92,7 +92,7 @@ def _campaign_first(first: str, second: str) -> tuple[str, str]:
     and `x.yaml` is no name anyone gives) and the second cannot be a policy file."""
     from pathlib import Path
 
-    from campaignctl.core.spec import names_policy_file
+    from campaignctl.core.spec.spec import names_policy_file
 
     if names_policy_file(first) and Path(first).is_file() and not names_policy_file(second):
         err_console.print(f"note: `policy replay FILE NAME` is deprecated; the campaign comes first: "

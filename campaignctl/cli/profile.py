@@ -8,7 +8,7 @@ from rich.table import Table
 from campaignctl.cli.common import JsonOption, console, plain_table, print_json
 
 if TYPE_CHECKING:
-    from campaignctl.core.profile_stats import Spread
+    from campaignctl.core.packing.profile_stats import Spread
     from campaignctl.services.profiles import ProfileShow
 
 profile_app = typer.Typer(

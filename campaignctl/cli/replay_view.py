@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 
 from campaignctl.cli.common import console, styled
-from campaignctl.core.cost import Amount
-from campaignctl.core.replay_compare import Side
+from campaignctl.core.governance.replay_compare import Side
+from campaignctl.core.usage.cost import Amount
 from campaignctl.services.replay import ReplayResult
 
 KIND_LABEL = {"changed": "changed", "only_actual": "only actual", "only_replay": "only replay",

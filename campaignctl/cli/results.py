@@ -10,9 +10,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from campaignctl.cli.common import JsonOption, console, plain_table, print_json, styled, whole_rows
-from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
-from campaignctl.core.results import ConfigResult, param_column
-from campaignctl.core.status import param_digits, param_text, shown_value
+from campaignctl.core.screens.results import ConfigResult, param_column
+from campaignctl.core.screens.status import param_digits, param_text, shown_value
+from campaignctl.core.usage.efficiency import COLUMNS, cells, efficiency_text
 
 if TYPE_CHECKING:
     from campaignctl.services.results import ResultsResult

@@ -10,9 +10,16 @@ from rich.text import Text
 
 from campaignctl.cli.common import JsonOption, console, local_time, plain_table, print_json, styled, whole_rows
 from campaignctl.cli.status_table import STATE_STYLE, Shown, columns_for, task_table
-from campaignctl.core.clock import brief
-from campaignctl.core.stall import NO_CRON, loop_warnings
-from campaignctl.core.status import TASK_STATES, collapse, index_ranges, param_digits, unknown_states, varying_keys
+from campaignctl.core.base.clock import brief
+from campaignctl.core.screens.stall import NO_CRON, loop_warnings
+from campaignctl.core.screens.status import (
+    TASK_STATES,
+    collapse,
+    index_ranges,
+    param_digits,
+    unknown_states,
+    varying_keys,
+)
 
 if TYPE_CHECKING:
     from campaignctl.services.status import SpendView, StatusResult

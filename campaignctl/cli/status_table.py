@@ -12,12 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from campaignctl.cli.common import plain_table
-from campaignctl.core.clock import brief
-from campaignctl.core.efficiency import COLUMNS as EFFICIENCY
-from campaignctl.core.efficiency import cells
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.pack_fates import shared_label
-from campaignctl.core.status import TaskRow, param_text
+from campaignctl.core.base.clock import brief
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.packing.pack_fates import shared_label
+from campaignctl.core.screens.status import TaskRow, param_text
+from campaignctl.core.usage.efficiency import COLUMNS as EFFICIENCY
+from campaignctl.core.usage.efficiency import cells
 
 STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "FAILED": "red",
                "TIMEOUT": "red", "OUT_OF_MEMORY": "red", "NODE_FAIL": "red", "UNKNOWN": "magenta"}
@@ -29,7 +29,7 @@ class Shown:
     """What cells need beyond their row."""
 
     param_keys: Sequence[str] | None = None  # the parameters to show; None: all
-    param_digits: Mapping[str, int] = field(default_factory=dict)  # core/status.param_digits of the table
+    param_digits: Mapping[str, int] = field(default_factory=dict)  # core/screens/status.param_digits of the table
 
 
 @dataclass(frozen=True, slots=True)

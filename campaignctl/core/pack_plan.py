@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from campaignctl.core.resources import Resources
-from campaignctl.core.siblings import NodeShape
+from campaignctl.core.tick.siblings import NodeShape
 
 
 @dataclass(frozen=True, slots=True)

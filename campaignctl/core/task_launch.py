@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from campaignctl.core.attempt_paths import CHECKPOINT, AttemptPaths
+from campaignctl.core.model.attempt_paths import CHECKPOINT, AttemptPaths
 
 DEFAULT_TELEMETRY_S = 10.0
 LAUNCH_VERSION = 1
@@ -46,7 +46,7 @@ class TaskLaunch:
     # a campaign shared with a Unix group: other members' attempts resume this task's checkpoint
     # and their ticks read this attempt's files, so the job runs under umask 007 (group rw)
     shared: bool = False
-    # a multi-node attempt (resources.nodes …): srun | torchrun, '' for one process (core/rendezvous.py)
+    # a multi-node attempt (resources.nodes …): srun | torchrun, '' for one process (core/model/rendezvous.py)
     launcher: str = ""
     procs_per_node: int = 1
     # `{resume?…}` decided when the attempt starts, by what is there (adapters/resume_check.py):

@@ -16,7 +16,8 @@ from typing import TypeVar
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import (
+from campaignctl.core.base.errors import SlurmUnavailableError
+from campaignctl.core.decisions.action_records import (
     CANCELS,
     HOLDS,
     SUBMITS,
@@ -30,7 +31,7 @@ from campaignctl.core.action_records import (
     Throttle,
     effect_of,
 )
-from campaignctl.core.actions import (
+from campaignctl.core.decisions.actions import (
     ActionPlan,
     ResizeGroup,
     ResubmitGroup,
@@ -41,13 +42,12 @@ from campaignctl.core.actions import (
     plan_actions,
     tasks_of,
 )
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import SlurmUnavailableError
-from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
-from campaignctl.core.policy import Policy
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.site_limits import SubmitRoom
-from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
+from campaignctl.core.slurm.site_limits import SubmitRoom
+from campaignctl.core.spec.spec import CampaignSpec
 from campaignctl.services.dispatch import (
     LeaseCheck,
     abandon,

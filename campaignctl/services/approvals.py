@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import Verdict, array_of, resources_of
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import ConflictError, NotFoundError
+from campaignctl.core.base.errors import ConflictError, NotFoundError
+from campaignctl.core.decisions.action_records import Verdict, array_of, resources_of
+from campaignctl.core.decisions.decision import Decision
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign
 from campaignctl.services.dispatch import new_token

@@ -1,5 +1,5 @@
 """`cancel` and `retry`: a person stops a campaign or some of its tasks, or runs again tasks
-that were given up or cancelled, as logged decisions carried out like a tick's (core/by_hand.py
+that were given up or cancelled, as logged decisions carried out like a tick's (core/decisions/by_hand.py
 says which tasks qualify). Only the caller's campaigns, or those shared with them; every scancel
 goes through the Actor, which touches only jobs of this campaign's own submissions.
 
@@ -15,16 +15,16 @@ from dataclasses import asdict, dataclass, field
 
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.store import Store
-from campaignctl.core.budget import assess
-from campaignctl.core.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
-from campaignctl.core.cost import campaign_spend
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import ConflictError
-from campaignctl.core.governance import gate
-from campaignctl.core.observe import task_views
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.task_selection import select_tasks
-from campaignctl.core.tick import gate_needs
+from campaignctl.core.base.errors import ConflictError
+from campaignctl.core.decisions.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.governance.governance import gate
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.slurm.observe import task_views
+from campaignctl.core.spec.task_selection import select_tasks
+from campaignctl.core.tick.budget import assess
+from campaignctl.core.tick.tick import gate_needs
+from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.act import Actor, abandon_unsent
 from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.dispatch import new_token

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import NotFoundError
-from campaignctl.core.ladder import NOT_PROMOTED, promoted_by_rung, unstarted_label
-from campaignctl.core.policy import Policy, policy_from_dict
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.search import NOT_ASKED
-from campaignctl.core.settings import CampaignSettings, campaign_settings
+from campaignctl.core.base.errors import NotFoundError
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.policy.policy import Policy, policy_from_dict
+from campaignctl.core.spec.settings import CampaignSettings, campaign_settings
+from campaignctl.core.tuning.ladder import NOT_PROMOTED, promoted_by_rung, unstarted_label
+from campaignctl.core.tuning.search import NOT_ASKED
 
 
 def find_campaign(store: Store, name: str) -> CampaignRecord:

@@ -10,12 +10,12 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.exit_status import read_rank_causes, read_returncode
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import task_dirs
-from campaignctl.core.attempt_paths import AttemptPaths, tasks_dir
-from campaignctl.core.clock import read_time
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.core.sacct_values import MAX_SIGNAL, runner_exit
-from campaignctl.core.suspects import (
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.model.attempt_paths import AttemptPaths, tasks_dir
+from campaignctl.core.model.records import AttemptFacts, HistoryRow, ObservedChange
+from campaignctl.core.model.sacct_values import MAX_SIGNAL, runner_exit
+from campaignctl.core.policy.suspects import (
     NODE_EVENTS,
     attempt_cause,
     failed_node_events,
@@ -32,7 +32,7 @@ def settle_exit_codes(run_dir: str, rows: Sequence[HistoryRow],
                       changes: Sequence[ObservedChange]) -> list[ObservedChange]:
     """`changes` with the exit code of an attempt that turned FAILED this tick with a signal-sized
     code (1-64, which Slurm 22.05 also prints for 128+N) taken from the runner's exit.json when it
-    says 128+N (core/sacct.runner_exit); one small read each, nothing for any other."""
+    says 128+N (core/slurm/sacct.runner_exit); one small read each, nothing for any other."""
     by_id = {r.id: r for r in rows}
     out = []
     for change in changes:
@@ -78,7 +78,7 @@ def ingest_causes(store: Store | None, run_dir: str, rows: Sequence[HistoryRow],
 
 def failed_nodes_of(facts: AttemptFacts) -> tuple[str, str] | None:
     """(NODE_EVENTS, sacctmgr's lines) for the nodes of a multi-node NODE_FAIL that went down
-    during its run (core/suspects.py); None when the accounting database has none yet."""
+    during its run (core/policy/suspects.py); None when the accounting database has none yet."""
     if not facts.ended_at:
         return None
     ended = read_time(facts.ended_at)

@@ -11,8 +11,8 @@ from typing import TextIO
 from campaignctl.adapters import decision_chain
 from campaignctl.adapters.paths import open_atomic
 from campaignctl.adapters.store import Store
-from campaignctl.core.chain import ChainReport, verify_chain
-from campaignctl.core.errors import IntegrityError, StateError
+from campaignctl.core.base.errors import IntegrityError, StateError
+from campaignctl.core.governance.chain import ChainReport, verify_chain
 from campaignctl.services.campaigns import find_campaign
 
 EXPORT_FORMATS = ("jsonl",)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from campaignctl.adapters import crontab, paths
 from campaignctl.adapters.crontab import CrontabUnavailableError
-from campaignctl.core.crontab import (
+from campaignctl.core.base.crontab import (
     CronJob,
     cron_environment,
     find_entry,

@@ -23,15 +23,15 @@ from campaignctl.adapters.revision_rows import CAPTURED_ENV
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission, element_calls, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.attempt_paths import checkpoint_dir, task_dir
-from campaignctl.core.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
+from campaignctl.core.base.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
+from campaignctl.core.model.attempt_paths import checkpoint_dir, task_dir
+from campaignctl.core.model.params import Scalar, checkpoint_marker, render
+from campaignctl.core.model.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
 from campaignctl.core.pack_plan import PackShape, allocation
-from campaignctl.core.params import Scalar, checkpoint_marker, render
-from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.policy import Policy, policy_from_dict
-from campaignctl.core.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
-from campaignctl.core.site_limits import WAITING, SubmitRoom
-from campaignctl.core.spec import CampaignSpec, Resources, validate_spec
+from campaignctl.core.policy.policy import Policy, policy_from_dict
+from campaignctl.core.slurm.plan import ArrayChunk
+from campaignctl.core.slurm.site_limits import WAITING, SubmitRoom
+from campaignctl.core.spec.spec import CampaignSpec, Resources, validate_spec
 from campaignctl.core.task_launch import TaskLaunch
 
 

@@ -1,5 +1,5 @@
 """What a tick reads beside sacct, in one step: the files each changed or running attempt's job
-wrote (exit.json, telemetry.jsonl, metrics.jsonl; core/attempt_paths.py) and the observations
+wrote (exit.json, telemetry.jsonl, metrics.jsonl; core/model/attempt_paths.py) and the observations
 recorded. The tick shell calls it once per campaign."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters.store import Store
-from campaignctl.core.records import HistoryRow, ObservedChange
-from campaignctl.core.telemetry import Summary
+from campaignctl.core.model.records import HistoryRow, ObservedChange
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.causes import ingest_causes, settle_exit_codes
 from campaignctl.services.telemetry import ingest_telemetry
 from campaignctl.services.training_metrics import ingest_metrics

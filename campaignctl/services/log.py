@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.budget import CAMPAIGN_TASK
-from campaignctl.core.errors import NotFoundError
-from campaignctl.core.status import index_ranges
+from campaignctl.core.base.errors import NotFoundError
+from campaignctl.core.screens.status import index_ranges
+from campaignctl.core.tick.budget import CAMPAIGN_TASK
 from campaignctl.services.campaigns import find_campaign
 
 

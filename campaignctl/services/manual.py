@@ -14,9 +14,9 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
-from campaignctl.core.clock import UTC, stamp
-from campaignctl.core.errors import LeaseHeldError, SlurmTransientError
-from campaignctl.core.records import CampaignRecord
+from campaignctl.core.base.clock import UTC, stamp
+from campaignctl.core.base.errors import LeaseHeldError, SlurmTransientError
+from campaignctl.core.model.records import CampaignRecord
 from campaignctl.services.dispatch import LeaseCheck
 
 

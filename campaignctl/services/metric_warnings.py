@@ -9,12 +9,12 @@ from pathlib import Path
 from campaignctl.adapters.output_causes import read_tail
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.attempt_paths import AttemptPaths
-from campaignctl.core.errors import SpecError
-from campaignctl.core.output_metrics import pattern_problem, unmatched_patterns
-from campaignctl.core.records import CampaignRecord, RevisionRecord
-from campaignctl.core.redact import mask_secrets, printable
-from campaignctl.core.status import index_ranges
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.redact import mask_secrets, printable
+from campaignctl.core.model.attempt_paths import AttemptPaths
+from campaignctl.core.model.records import CampaignRecord, RevisionRecord
+from campaignctl.core.screens.status import index_ranges
+from campaignctl.core.tuning.output_metrics import pattern_problem, unmatched_patterns
 
 LAST_LINE_CHARS = 200
 

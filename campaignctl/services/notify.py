@@ -1,8 +1,8 @@
 """Telling people: after a tick's decisions are written and carried out, derive the events its
-campaigns' `notify:` asks for from the decision log (core/notify.py), queue each once per channel
+campaigns' `notify:` asks for from the decision log (core/screens/notify.py), queue each once per channel
 in the store, and send what is queued within a few seconds. What is not sent stays queued for the
 next tick: a slow or dead endpoint costs a tick at most NOTIFY_BUDGET_S and loses nothing. Each
-notice is tried once per tick; one that failed waits for its next try (core/notify.next_try_in_s:
+notice is tried once per tick; one that failed waits for its next try (core/screens/notify.next_try_in_s:
 5 min, 10, 20 … across ticks) until its `retries` are spent.
 """
 
@@ -18,9 +18,11 @@ from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.notify import Delivery, deliver
 from campaignctl.adapters.notify_store import NoticeRow, NotifyStore, PendingNotice
 from campaignctl.adapters.store import Store
-from campaignctl.core.clock import UTC
-from campaignctl.core.errors import NotFoundError, NotifyError
-from campaignctl.core.notify import (
+from campaignctl.core.base.clock import UTC
+from campaignctl.core.base.errors import NotFoundError, NotifyError
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.policy.notify_config import Notify
+from campaignctl.core.screens.notify import (
     NOTIFY_ACTIONS,
     CampaignFacts,
     LoggedFact,
@@ -29,8 +31,6 @@ from campaignctl.core.notify import (
     next_try_in_s,
     sample_event,
 )
-from campaignctl.core.notify_config import Notify
-from campaignctl.core.records import CampaignRecord
 from campaignctl.services.campaigns import current_policy, find_campaign
 
 NOTIFY_BUDGET_S = 10.0  # what one tick may spend sending, all campaigns together

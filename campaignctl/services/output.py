@@ -16,10 +16,8 @@ from pathlib import Path
 
 from campaignctl.adapters import job_files, output_log, slurm
 from campaignctl.adapters.store import Store
-from campaignctl.core.attempt_paths import AttemptPaths
-from campaignctl.core.clock import read_time
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import (
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.base.errors import (
     InputError,
     NotFoundError,
     NotStartedError,
@@ -27,10 +25,12 @@ from campaignctl.core.errors import (
     SlurmTransientError,
     SlurmUnavailableError,
 )
-from campaignctl.core.records import AttemptRecord
-from campaignctl.core.redact import mask_assignments
-from campaignctl.core.slurm_states import TERMINAL
-from campaignctl.core.status import index_ranges
+from campaignctl.core.base.redact import mask_assignments
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.model.attempt_paths import AttemptPaths
+from campaignctl.core.model.records import AttemptRecord
+from campaignctl.core.model.slurm_states import TERMINAL
+from campaignctl.core.screens.status import index_ranges
 from campaignctl.services.campaigns import find_campaign
 
 POLL_S = 1.0  # how often a followed file is read again
@@ -160,7 +160,7 @@ def read_text(target: OutputTarget, offset: int) -> Iterator[str]:
 
 
 def masked(chunks: Iterable[str]) -> Iterator[str]:
-    """`chunks` with the secrets a program printed masked (core/redact.py: `DB_PASS=…`,
+    """`chunks` with the secrets a program printed masked (core/base/redact.py: `DB_PASS=…`,
     `--password …`, `Bearer …`), a line at a time: a secret cut between two reads is masked whole.
     A line still being written (a progress bar redrawn with \r counts as ended) waits for its end."""
     pending = ""

@@ -1,4 +1,4 @@
-"""The one place services ask whether the caller may change a campaign (core/ownership.py):
+"""The one place services ask whether the caller may change a campaign (core/governance/ownership.py):
 every changing command calls `require_may_act` before it touches anything."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 from campaignctl.adapters import identity
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import PermissionDeniedError
-from campaignctl.core.ownership import Ownership, share_of
-from campaignctl.core.records import CampaignRecord
+from campaignctl.core.base.errors import PermissionDeniedError
+from campaignctl.core.governance.ownership import Ownership, share_of
+from campaignctl.core.model.records import CampaignRecord
 
 
 def ownership(store: Store, record: CampaignRecord) -> Ownership:

@@ -1,5 +1,5 @@
 """`campaignctl profile list|show`: the profiles the store's campaigns name and, per profile,
-the distribution of what their ended attempts used (core/profile_stats.py)."""
+the distribution of what their ended attempts used (core/packing/profile_stats.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 
 from campaignctl.adapters import identity
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import NotFoundError
-from campaignctl.core.profile_stats import CampaignUse, GroupStats, campaign_use, profile_stats
-from campaignctl.core.right_size_section import RightSize
+from campaignctl.core.base.errors import NotFoundError
+from campaignctl.core.packing.profile_stats import CampaignUse, GroupStats, campaign_use, profile_stats
+from campaignctl.core.policy.right_size_section import RightSize
 
 
 @dataclass(frozen=True, slots=True)

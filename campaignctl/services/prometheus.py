@@ -9,13 +9,13 @@ from pathlib import Path
 from campaignctl.adapters.paths import write_public
 from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.core.budget import assess
-from campaignctl.core.clock import epoch
-from campaignctl.core.cost import campaign_spend
-from campaignctl.core.errors import OutputError
-from campaignctl.core.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.status import stored_states
+from campaignctl.core.base.clock import epoch
+from campaignctl.core.base.errors import OutputError
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.screens.prometheus import CampaignSnapshot, campaign_families, exposition, recent_use
+from campaignctl.core.screens.status import stored_states
+from campaignctl.core.tick.budget import assess
+from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.campaigns import current_policy, find_campaigns, unstarted_labels
 from campaignctl.services.ticks import tick_health
 

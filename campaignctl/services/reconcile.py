@@ -4,7 +4,7 @@ lock (this user's flock, then each campaign's lease in the database: a campaign 
 of any user on any host, holds is left alone this tick) → finish what a crashed tick left open →
 ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
 or must be adopted) → pure diff → per campaign, one snapshot of what the tick decides from
-(services/tick_snapshot.py) and one pure decide_tick (core/tick.py: every section in a fixed
+(services/tick_snapshot.py) and one pure decide_tick (core/tick/tick.py: every section in a fixed
 order) → decisions and submission intents in one transaction
 → act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
 (services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
@@ -33,30 +33,30 @@ from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.tick_failures import TickFailures
-from campaignctl.core.by_hand import CANCELLED, CANCELLING, ENDED
-from campaignctl.core.clock import UTC, read_time, stamp, utc
-from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.errors import (
+from campaignctl.core.base.clock import UTC, read_time, stamp, utc
+from campaignctl.core.base.errors import (
     AnsweredElsewhereError,
     CampaignctlError,
     DatabaseBusyError,
     LeaseLostError,
     SlurmTransientError,
 )
-from campaignctl.core.observe import (
+from campaignctl.core.base.redact import mask_assignments, printable
+from campaignctl.core.decisions.by_hand import CANCELLED, CANCELLING, ENDED
+from campaignctl.core.decisions.decision import Decision, TaskView
+from campaignctl.core.model.records import CampaignRecord, HistoryRow, SubmissionRecord
+from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.packing.pack_fates import packed_observations
+from campaignctl.core.slurm.observe import (
     diff_observations,
     key_of,
     needs_observing,
     task_views,
 )
-from campaignctl.core.pack_fates import packed_observations
-from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.records import CampaignRecord, HistoryRow, SubmissionRecord
-from campaignctl.core.redact import mask_assignments, printable
-from campaignctl.core.sacct import Observed
-from campaignctl.core.spec import CampaignSpec
-from campaignctl.core.telemetry import Summary
-from campaignctl.core.tick import decide_tick, finished, needs
+from campaignctl.core.slurm.sacct import Observed
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.tick.tick import decide_tick, finished, needs
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.act import Actor, Outcomes, cancel_strays
 from campaignctl.services.approvals import carry_out
 from campaignctl.services.campaigns import current_policy, find_campaign
@@ -290,7 +290,7 @@ class _Tick:
             return Observed()
         # an hour of slack covers clock skew between store and controller
         since = min(read_time(t) for t in {r.created_at for r in live}) - timedelta(hours=1)
-        # a packed task's own step is named by its attempt token (core/pack_fates.py)
+        # a packed task's own step is named by its attempt token (core/packing/pack_fates.py)
         return slurm.observe(job_ids, since, wanted=wanted, step_tokens={r.token for r in live if r.packed},
                              owners=identity.uids_of(self.store.submitters({r.submission_token for r in live})))
 

@@ -55,7 +55,7 @@ class ReconcileResult:
     message: str = ""
     skipped_lines: int = 0  # lines of sacct/squeue output this tick could not read and skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "command: why: line"
-    stall: str = ""  # locked: the holder has run longer than a stall (core/stall.py), said on stderr
+    stall: str = ""  # locked: the holder has run longer than a stall (core/screens/stall.py), said on stderr
     notify: NotifyResult | None = None  # what the tick told the campaigns' notify channels
     left_alone: list[LeftAlone] = field(default_factory=list)
     left_out: int = 0  # --all: active campaigns of others, not shared with the caller, left alone

@@ -11,18 +11,18 @@ from pathlib import Path
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import ResizePending, Resubmit
-from campaignctl.core.cost import Amount
-from campaignctl.core.recorded import CampaignHistory, RecordedDecision
-from campaignctl.core.replay import Timeline, actual_decisions, not_replayed, recorded_policies, replay
-from campaignctl.core.replay_compare import Comparison, Difference, compare, resubmitted_resources
-from campaignctl.core.spec import Resources
+from campaignctl.core.decisions.action_records import ResizePending, Resubmit
+from campaignctl.core.decisions.recorded import CampaignHistory, RecordedDecision
+from campaignctl.core.governance.replay import Timeline, actual_decisions, not_replayed, recorded_policies, replay
+from campaignctl.core.governance.replay_compare import Comparison, Difference, compare, resubmitted_resources
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.cost import Amount
 from campaignctl.services.campaigns import current_policy, find_campaign
 
 CAVEATS = (
     "history after a divergence is what actually happened: the replayed policy would have caused "
     "other attempts, which no replay can observe; later decisions are over the recorded attempts",
-    "replayed: every section of the tick (core/tick.py) — retries, give-ups and resizes, budget alerts, "
+    "replayed: every section of the tick (core/tick/tick.py) — retries, give-ups and resizes, budget alerts, "
     "holds and admission throttles, utilisation, GPU-type fallback, early stopping, promotion, max_parallel — "
     "with the current revision's settings; not replayed: known-good marks, approvals and their expiry "
     "(a decision the gate holds counts as made), and a person's `resume` (its release is history for both sides)",

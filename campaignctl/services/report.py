@@ -11,17 +11,17 @@ from pathlib import Path
 
 from campaignctl.adapters.paths import public_dir, write_public
 from campaignctl.adapters.store import Store
-from campaignctl.core.budget import UNITS
-from campaignctl.core.clock import epoch
-from campaignctl.core.cost import DIMENSIONS
-from campaignctl.core.efficiency import COLUMNS, cells, efficiency_text
-from campaignctl.core.errors import InputError, OutputError
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
-from campaignctl.core.node_telemetry import NODE_HEADERS, node_cells
-from campaignctl.core.report_page import Chart, Page, Table, render_page
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.status import NOT_SUBMITTED, varying_keys_of
+from campaignctl.core.base.clock import epoch
+from campaignctl.core.base.errors import InputError, OutputError
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.screens.report_page import Chart, Page, Table, render_page
+from campaignctl.core.screens.status import NOT_SUBMITTED, varying_keys_of
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.tick.budget import UNITS
+from campaignctl.core.tuning.ladder import promoted_by_rung, rung_names, rung_of, unstarted_label
+from campaignctl.core.usage.cost import DIMENSIONS
+from campaignctl.core.usage.efficiency import COLUMNS, cells, efficiency_text
+from campaignctl.core.usage.node_telemetry import NODE_HEADERS, node_cells
 from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.report_charts import build_charts
 from campaignctl.services.report_inputs import ReportInputs, gather

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from campaignctl.adapters import charts
-from campaignctl.core.budget import UNITS
-from campaignctl.core.params import Scalar
-from campaignctl.core.report_page import Chart
-from campaignctl.core.report_series import (
+from campaignctl.core.model.params import Scalar
+from campaignctl.core.screens.report_page import Chart
+from campaignctl.core.screens.report_series import (
     curves_by_rung,
     default_metric,
     metric_names,
@@ -17,10 +16,11 @@ from campaignctl.core.report_series import (
     spend_dimensions,
     utilisation,
 )
-from campaignctl.core.search import trials_of
-from campaignctl.core.search_series import search_series
-from campaignctl.core.status import param_digits, param_text, varying_keys_of
-from campaignctl.core.timeline import gantt_bars, time_window
+from campaignctl.core.screens.status import param_digits, param_text, varying_keys_of
+from campaignctl.core.screens.timeline import gantt_bars, time_window
+from campaignctl.core.tick.budget import UNITS
+from campaignctl.core.tuning.search import trials_of
+from campaignctl.core.tuning.search_series import search_series
 from campaignctl.services.report_inputs import ReportInputs
 
 GANTT_ROWS = 300  # tasks drawn; beyond that a Gantt chart is a texture, not a picture

@@ -11,20 +11,20 @@ from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import node_files, read_tail_lines
-from campaignctl.core.attempt_paths import TELEMETRY, AttemptPaths, file_in, tasks_dir
-from campaignctl.core.clock import epoch
-from campaignctl.core.cost import Amount, Spend, campaign_spend, hourly
-from campaignctl.core.efficiency import Efficiency, campaign_efficiency
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.node_telemetry import NodeLine, node_line
-from campaignctl.core.observe import resources_parser
-from campaignctl.core.params import Scalar
-from campaignctl.core.policy import Policy
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.report_series import AttemptSamples, MetricRow, RunCost
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.telemetry import Sample, samples_of
-from campaignctl.core.timeline import DecisionPoint, Span, TimelineFacts, span_of
+from campaignctl.core.base.clock import epoch
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.model.attempt_paths import TELEMETRY, AttemptPaths, file_in, tasks_dir
+from campaignctl.core.model.params import Scalar
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.screens.report_series import AttemptSamples, MetricRow, RunCost
+from campaignctl.core.screens.timeline import DecisionPoint, Span, TimelineFacts, span_of
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.usage.cost import Amount, Spend, campaign_spend, hourly
+from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
+from campaignctl.core.usage.node_telemetry import NodeLine, node_line
+from campaignctl.core.usage.telemetry import Sample, samples_of
 from campaignctl.services.campaigns import current_policy
 from campaignctl.services.usage import attempt_usage, task_efficiencies
 

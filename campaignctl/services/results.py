@@ -7,15 +7,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from campaignctl.adapters.store import Store
-from campaignctl.core.efficiency import Efficiency, campaign_efficiency
-from campaignctl.core.errors import InputError
-from campaignctl.core.pack_fates import shared_label, sharing
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.report_series import metric_names
-from campaignctl.core.results import BY, ConfigResult, Objective, TaskFacts, config_results, objective_of, plain_row
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.status import NOT_SUBMITTED
-from campaignctl.core.training_metrics import MODES, curves_by_task
+from campaignctl.core.base.errors import InputError
+from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.model.training_metrics import MODES, curves_by_task
+from campaignctl.core.packing.pack_fates import shared_label, sharing
+from campaignctl.core.screens.report_series import metric_names
+from campaignctl.core.screens.results import (
+    BY,
+    ConfigResult,
+    Objective,
+    TaskFacts,
+    config_results,
+    objective_of,
+    plain_row,
+)
+from campaignctl.core.screens.status import NOT_SUBMITTED
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
 from campaignctl.services.campaigns import current_policy, find_campaign, unstarted_labels
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task

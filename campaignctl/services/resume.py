@@ -11,14 +11,14 @@ from dataclasses import asdict, dataclass
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import Release
-from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
-from campaignctl.core.cost import campaign_spend
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import ConflictError
-from campaignctl.core.log_facts import still_held
-from campaignctl.core.observe import task_views
-from campaignctl.core.tick import Gate, gate_needs, promotion_gate
+from campaignctl.core.base.errors import ConflictError
+from campaignctl.core.decisions.action_records import Release
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.decisions.log_facts import still_held
+from campaignctl.core.slurm.observe import task_views
+from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessment, assess, pending_elements
+from campaignctl.core.tick.tick import Gate, gate_needs, promotion_gate
+from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.dispatch import new_token

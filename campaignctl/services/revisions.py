@@ -11,15 +11,15 @@ from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import KnownGood
-from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
-from campaignctl.core.cause_rules import unknown_rule_params
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import ConflictError, NotFoundError, SpecError
-from campaignctl.core.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
-from campaignctl.core.records import CampaignRecord, RevisionRecord
-from campaignctl.core.revisions import change_summary, content_hash, revision_diff
-from campaignctl.core.tick import KNOWN_GOOD
+from campaignctl.core.base.errors import ConflictError, NotFoundError, SpecError
+from campaignctl.core.decisions.action_records import KnownGood
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.governance.revisions import change_summary, content_hash, revision_diff
+from campaignctl.core.model.records import CampaignRecord, RevisionRecord
+from campaignctl.core.policy.cause_rules import unknown_rule_params
+from campaignctl.core.policy.policy import CAUSES, Policy, policy_from_dict, policy_to_dict
+from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
+from campaignctl.core.tick.tick import KNOWN_GOOD
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import current_policy, find_campaign
 from campaignctl.services.dispatch import new_token
@@ -43,7 +43,7 @@ class RevisionRow:
     current: bool
     source_revision: int | None
     diff: str  # against the revision before it
-    summary: list[str]  # what the diff changed, in a few lines (core/revisions.change_summary)
+    summary: list[str]  # what the diff changed, in a few lines (core/governance/revisions.change_summary)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,18 +10,18 @@ from datetime import datetime
 from campaignctl.adapters import identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import MakeCurrent, Release, ResizeNext, ResizePending, Resubmit
-from campaignctl.core.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
-from campaignctl.core.clock import UTC
-from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.errors import ConflictError, NotFoundError
-from campaignctl.core.log_facts import still_held
-from campaignctl.core.observe import task_views
-from campaignctl.core.ownership import share_of
-from campaignctl.core.policy import policy_from_dict
-from campaignctl.core.records import CampaignRecord, HistoryRow, RevisionRecord
-from campaignctl.core.revisions import content_hash
-from campaignctl.core.rollback import RULE, LoggedChange, plan_rollback
+from campaignctl.core.base.clock import UTC
+from campaignctl.core.base.errors import ConflictError, NotFoundError
+from campaignctl.core.decisions.action_records import MakeCurrent, Release, ResizeNext, ResizePending, Resubmit
+from campaignctl.core.decisions.decision import Decision, TaskView
+from campaignctl.core.decisions.log_facts import still_held
+from campaignctl.core.governance.ownership import share_of
+from campaignctl.core.governance.revisions import content_hash
+from campaignctl.core.governance.rollback import RULE, LoggedChange, plan_rollback
+from campaignctl.core.model.records import CampaignRecord, HistoryRow, RevisionRecord
+from campaignctl.core.policy.policy import policy_from_dict
+from campaignctl.core.slurm.observe import task_views
+from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 from campaignctl.services.act import Actor
 from campaignctl.services.campaigns import find_campaign
 from campaignctl.services.dispatch import new_token

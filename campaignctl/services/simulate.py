@@ -11,12 +11,10 @@ from pathlib import Path
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.sim_files import read_cluster, read_trace
-from campaignctl.core.errors import InputError
+from campaignctl.core.base.errors import InputError
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.packing import MIN_SAMPLES, choose_shape
-from campaignctl.core.policy import Policy
-from campaignctl.core.right_size import UsageSample
-from campaignctl.core.settings import campaign_settings
+from campaignctl.core.packing.packing import MIN_SAMPLES, choose_shape
+from campaignctl.core.policy.policy import Policy
 from campaignctl.core.sim.cluster import default_cluster
 from campaignctl.core.sim.driver import ATTEMPT_SCALED, ATTEMPT_SCALED_RETRIES, attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Decider, Engine
@@ -32,7 +30,9 @@ from campaignctl.core.sim.workload import (
     parse_synthetic,
     truths_of_trace,
 )
-from campaignctl.core.spec import CampaignSpec
+from campaignctl.core.spec.settings import campaign_settings
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.tick.right_size import UsageSample
 from campaignctl.services.submit import load_spec
 
 CAMPAIGN = "campaign"  # --policy campaign: the spec's own policy (the default, with the baseline)

@@ -1,4 +1,4 @@
-"""What the tick's start section reads (core/starts.py), from a spec: the unstarted tasks with
+"""What the tick's start section reads (core/tick/starts.py), from a spec: the unstarted tasks with
 their resources and profile groups, MaxArraySize, and the profile's ended attempts — one query,
 only when right_size or `pack: auto` will read them, pooled as the viewer may pool them."""
 
@@ -8,10 +8,10 @@ from collections.abc import Collection
 
 from campaignctl.adapters import identity
 from campaignctl.adapters.store import Store
-from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE
-from campaignctl.core.right_size import UsageSample
-from campaignctl.core.spec import CampaignSpec
-from campaignctl.core.starts import StartFacts, Unstarted
+from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.tick.right_size import UsageSample
+from campaignctl.core.tick.starts import StartFacts, Unstarted
 
 
 def start_facts(store: Store | None, spec: CampaignSpec, started: Collection[int] = (),

@@ -12,23 +12,13 @@ from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.tick_failures import TickFailures
-from campaignctl.core.attempt_paths import AttemptPaths
-from campaignctl.core.budget import assess
-from campaignctl.core.clock import read_time
-from campaignctl.core.cost import UsageGroup, campaign_spend, phase_of
-from campaignctl.core.efficiency import Efficiency, campaign_efficiency, memo, task_efficiency
-from campaignctl.core.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
-from campaignctl.core.ladder import NOT_PROMOTED, RungProgress, ladder_progress
-from campaignctl.core.observe import resources_parser
-from campaignctl.core.policy import Policy
-from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.sacct import Observed, element_key
-from campaignctl.core.sacct_records import JobObservation
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.site_limits import WAITING
-from campaignctl.core.spec import Resources
-from campaignctl.core.stall import TickHealth
-from campaignctl.core.status import (
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.base.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.model.attempt_paths import AttemptPaths
+from campaignctl.core.model.records import CampaignRecord, HistoryRow
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.screens.stall import TickHealth
+from campaignctl.core.screens.status import (
     NOT_SUBMITTED,
     TaskRow,
     count_states,
@@ -38,8 +28,18 @@ from campaignctl.core.status import (
     sparkline,
     task_rows,
 )
-from campaignctl.core.telemetry import Summary
-from campaignctl.core.utilisation import classify, silent_while_working, window_of
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.slurm.sacct import Observed, element_key
+from campaignctl.core.slurm.sacct_records import JobObservation
+from campaignctl.core.slurm.site_limits import WAITING
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.budget import assess
+from campaignctl.core.tick.utilisation import classify, silent_while_working, window_of
+from campaignctl.core.tuning.ladder import NOT_PROMOTED, RungProgress, ladder_progress
+from campaignctl.core.usage.cost import UsageGroup, campaign_spend, phase_of
+from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency, memo, task_efficiency
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.campaigns import current_policy, find_campaigns, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
@@ -95,7 +95,7 @@ class StatusResult:
     spend: SpendView | None = None
     skipped_lines: int = 0  # lines of sacct output that could not be read and were skipped
     skipped: list[str] = field(default_factory=list)  # the first few, "sacct: why: line"
-    ticks: TickHealth | None = None  # is reconcile running as cron expects (core/stall.py)
+    ticks: TickHealth | None = None  # is reconcile running as cron expects (core/screens/stall.py)
     stale: str = ""  # Slurm did not answer (its error): the rows are the store's, as the last tick left them
     cron: CronEntry | None = None  # is a crontab line running `campaignctl reconcile`
     silent: list[str] = field(default_factory=list)  # running tasks busy with nothing in their output

@@ -1,6 +1,6 @@
 """`submit`: validate a spec, ask Slurm whether it would take its jobs (`--test-only`), record the
 campaign or its new revision, then run the campaign's tick: its start section decides the first
-arrays (core/starts.py) and the Actor submits them exactly once, like every retry; a crash anywhere
+arrays (core/tick/starts.py) and the Actor submits them exactly once, like every retry; a crash anywhere
 is repaired by the next `submit` of the same spec, or the next tick."""
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ from campaignctl.adapters.policy_source import spec_policy
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.action_records import Start
-from campaignctl.core.by_hand import CANCELLED
-from campaignctl.core.errors import SlurmUnavailableError, SpecError
-from campaignctl.core.job_env import capture_environment
+from campaignctl.core.base.errors import SlurmUnavailableError, SpecError
+from campaignctl.core.base.rawdoc import RawDoc
+from campaignctl.core.decisions.action_records import Start
+from campaignctl.core.decisions.by_hand import CANCELLED
+from campaignctl.core.model.job_env import capture_environment
+from campaignctl.core.model.records import CampaignRecord
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.packing import ACTION as PACK
-from campaignctl.core.plan import DEFAULT_MAX_ARRAY_SIZE, ArrayChunk
-from campaignctl.core.rawdoc import RawDoc
-from campaignctl.core.records import CampaignRecord
-from campaignctl.core.right_size import SIZE_FIRST
-from campaignctl.core.spec import CampaignSpec, validate_spec
-from campaignctl.core.starts import ACTION, decide_starts
-from campaignctl.core.status import index_ranges, param_text
-from campaignctl.core.task_set import TaskSetChange, task_set_change
+from campaignctl.core.packing.packing import ACTION as PACK
+from campaignctl.core.screens.status import index_ranges, param_text
+from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE, ArrayChunk
+from campaignctl.core.spec.spec import CampaignSpec, validate_spec
+from campaignctl.core.spec.task_set import TaskSetChange, task_set_change
+from campaignctl.core.tick.right_size import SIZE_FIRST
+from campaignctl.core.tick.starts import ACTION, decide_starts
 from campaignctl.services.cron import missing_cron_note
 from campaignctl.services.dispatch import parameters, revision_spec, with_captured_env
 from campaignctl.services.ownership import ownership, require_may_act, require_owner_for_share_change
@@ -114,7 +114,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
     """Submit a validated spec; `text` is stored as the revision (what rollback and replay
     re-read), `spec_path` names it (its directory is where the spec's relative paths start).
     A revision that adds tasks after the last submits them; one that would give a task's index
-    other parameters, or drop tasks, is refused unless `replace_tasks` (core/task_set.py)."""
+    other parameters, or drop tasks, is refused unless `replace_tasks` (core/spec/task_set.py)."""
     if dry_run:
         return _dry_run(spec)
     notes = _rung_notes(spec) + missing_cron_note()
@@ -179,7 +179,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
 
 
 def _first_tick(store: Store, name: str, spec: CampaignSpec | None, created: bool) -> ReconcileResult:
-    """The campaign's tick, now: it starts the tasks that have no attempt (core/starts.py) and
+    """The campaign's tick, now: it starts the tasks that have no attempt (core/tick/starts.py) and
     asks a search's first trials, as cron's ticks would. Another tick holding the lock is waited
     for a little (a tick takes seconds); past that, the next tick does it."""
     result = reconcile(name, by_hand=True, spec=spec, store=store, created=created)
@@ -276,7 +276,7 @@ def _first_asks(tick: ReconcileResult) -> list[str]:
 
 def capture(spec: CampaignSpec) -> str:
     """Store this shell's environment (narrowed by `env_capture`) for the new revision; every
-    attempt of it runs on it, whoever submits it (core/job_env.py)."""
+    attempt of it runs on it, whoever submits it (core/model/job_env.py)."""
     return write_captured_env(spec.run_dir, spec.name, capture_environment(os.environ, spec.env_capture),
                               spec.share_group)
 
@@ -304,7 +304,7 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         notes += slurm_refusals(spec, None)
     except SlurmUnavailableError as exc:
         notes.append(f"could not ask Slurm whether it would take these jobs ({exc.message})")
-    # the start section of the campaign's first tick, over the same facts (core/starts.py)
+    # the start section of the campaign's first tick, over the same facts (core/tick/starts.py)
     decided = decide_starts(start_facts(None, spec, (), max_array), spec.policy) if spec.first_tasks() else []
     notes += list(dict.fromkeys(f"{d.rule}: {d.reason}" for d in decided if d.action != ACTION))
     planned = [(d.resources, _chunk(d.typed)) for d in decided

@@ -14,12 +14,12 @@ from pathlib import Path
 from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
-from campaignctl.core.errors import SiteLimitError
+from campaignctl.core.base.errors import SiteLimitError
 from campaignctl.core.pack_plan import misfit
-from campaignctl.core.plan import ArrayChunk
 from campaignctl.core.resources import Resources
-from campaignctl.core.spec import CampaignSpec
-from campaignctl.core.starts import StartChunk, plan_starts
+from campaignctl.core.slurm.plan import ArrayChunk
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.tick.starts import StartChunk, plan_starts
 from campaignctl.services.dispatch import parameters
 from campaignctl.services.start_facts import start_facts
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
-from campaignctl.core.attempt_paths import TELEMETRY, tasks_dir
-from campaignctl.core.records import HistoryRow, ObservedChange
-from campaignctl.core.telemetry import Summary, fold
+from campaignctl.core.model.attempt_paths import TELEMETRY, tasks_dir
+from campaignctl.core.model.records import HistoryRow, ObservedChange
+from campaignctl.core.usage.telemetry import Summary, fold
 
 
 def ingest_telemetry(store: Store, campaign_id: int, run_dir: str, rows: Sequence[HistoryRow],

@@ -1,4 +1,4 @@
-"""What one campaign's tick decides from, read once: the TickSnapshot of core/tick.py, and the
+"""What one campaign's tick decides from, read once: the TickSnapshot of core/tick/tick.py, and the
 lazy facts it asks for — one squeue and one sinfo only when a task waited long enough for a
 GPU-type fallback (the tick's squeue, shared with the diff), a metric's curves only when a rung is
 due or a task early stopping could stop runs, the campaign's ended attempts (one query) only when
@@ -14,21 +14,21 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.optuna_sampler import OptunaSampler
 from campaignctl.adapters.store import Store
-from campaignctl.core import fallback
-from campaignctl.core.answers import SETTLING
-from campaignctl.core.clock import read_time
-from campaignctl.core.decision import TaskView
-from campaignctl.core.governance import Awaiting, RevisionRun
-from campaignctl.core.ladder import TaskEnd, task_ends
-from campaignctl.core.log_facts import FACT_ACTIONS, log_facts, when_pending
-from campaignctl.core.policy import Policy, policy_from_dict
-from campaignctl.core.records import CampaignRecord, HistoryRow
-from campaignctl.core.search import Trial, trials_of
-from campaignctl.core.settings import campaign_settings
-from campaignctl.core.siblings import SiblingFacts, tally_first_ends, trigger_of
-from campaignctl.core.spec import CampaignSpec
-from campaignctl.core.telemetry import Summary
-from campaignctl.core.tick_facts import Needs, TickSnapshot, with_facts
+from campaignctl.core.base.clock import read_time
+from campaignctl.core.decisions.answers import SETTLING
+from campaignctl.core.decisions.decision import TaskView
+from campaignctl.core.decisions.log_facts import FACT_ACTIONS, log_facts, when_pending
+from campaignctl.core.governance.governance import Awaiting, RevisionRun
+from campaignctl.core.model.records import CampaignRecord, HistoryRow
+from campaignctl.core.policy.policy import Policy, policy_from_dict
+from campaignctl.core.spec.settings import campaign_settings
+from campaignctl.core.spec.spec import CampaignSpec
+from campaignctl.core.tick import fallback
+from campaignctl.core.tick.siblings import SiblingFacts, tally_first_ends, trigger_of
+from campaignctl.core.tick.tick_facts import Needs, TickSnapshot, with_facts
+from campaignctl.core.tuning.ladder import TaskEnd, task_ends
+from campaignctl.core.tuning.search import Trial, trials_of
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.campaigns import promotions
 from campaignctl.services.dispatch import revision_spec
 from campaignctl.services.revisions import known_good_revisions

@@ -12,9 +12,9 @@ from pathlib import Path
 from campaignctl.adapters import lock, paths
 from campaignctl.adapters.report_queries import ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import UsageError
-from campaignctl.core.stall import TickHealth, assess_ticks
-from campaignctl.core.units import parse_interval_seconds
+from campaignctl.core.base.errors import UsageError
+from campaignctl.core.base.units import parse_interval_seconds
+from campaignctl.core.screens.stall import TickHealth, assess_ticks
 
 STALL_SETTING = "CAMPAIGNCTL_STALL_AFTER"  # e.g. 20m: overrides 3 × the cron interval
 INTERVAL_FILE = "cron-interval"  # seconds between cron ticks, written by `campaignctl cron install`

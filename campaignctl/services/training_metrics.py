@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position, files_to_read, read_new_lines
-from campaignctl.core.attempt_paths import METRICS, tasks_dir
-from campaignctl.core.records import HistoryRow, ObservedChange
-from campaignctl.core.training_metrics import parse_metric_lines
+from campaignctl.core.model.attempt_paths import METRICS, tasks_dir
+from campaignctl.core.model.records import HistoryRow, ObservedChange
+from campaignctl.core.model.training_metrics import parse_metric_lines
 
 
 def ingest_metrics(store: Store, campaign_id: int, run_dir: str, rows: Sequence[HistoryRow],

@@ -1,5 +1,5 @@
 """What each attempt of a campaign used, as the store has it (the last tick's sacct facts and
-telemetry summaries; no Slurm call): the input of every efficiency figure (core/efficiency.py)."""
+telemetry summaries; no Slurm call): the input of every efficiency figure (core/usage/efficiency.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
-from campaignctl.core.efficiency import AttemptUse, Efficiency, task_efficiency
-from campaignctl.core.observe import resources_parser
-from campaignctl.core.policy_sections import Prices
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.usage.efficiency import AttemptUse, Efficiency, task_efficiency
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import yaml
 
 from campaignctl import api
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import InputError, NotFoundError, SpecError
+from campaignctl.core.base.errors import InputError, NotFoundError, SpecError
 from campaignctl.services.dispatch import revision_spec
 from campaignctl.services.rollback import rollback
 from tests.conftest import run_main

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_file import app_grants
 from campaignctl.adapters.store_migrations import APPEND_ONLY_TABLES
-from campaignctl.core.errors import CampaignctlError, StateError
+from campaignctl.core.base.errors import CampaignctlError, StateError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import run_main, write_spec

@@ -9,7 +9,7 @@ import pytest
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import ConflictError
+from campaignctl.core.base.errors import ConflictError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
 from campaignctl.services.submit import submit

@@ -10,8 +10,8 @@ import pytest
 
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import ConflictError, NotFoundError
-from campaignctl.core.replay import actual_decisions, not_replayed
+from campaignctl.core.base.errors import ConflictError, NotFoundError
+from campaignctl.core.governance.replay import actual_decisions, not_replayed
 from campaignctl.services.approvals import approve
 from campaignctl.services.by_hand import cancel, retry
 from campaignctl.services.reconcile import reconcile

@@ -5,7 +5,7 @@ Such points are left out of the chart and counted in its panel title; results ke
 from __future__ import annotations
 
 from campaignctl.adapters.charts import metrics_png
-from campaignctl.core.report_series import RungCurves
+from campaignctl.core.screens.report_series import RungCurves
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

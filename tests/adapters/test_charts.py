@@ -9,7 +9,7 @@ def test_decision_labels_stay_inside_the_figure_at_either_end_of_the_window() ->
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from campaignctl.adapters.charts import decisions_figure
-    from campaignctl.core.timeline import DecisionPoint
+    from campaignctl.core.screens.timeline import DecisionPoint
 
     window = (1_700_000_000.0, 1_700_003_600.0)
     points = [DecisionPoint(window[0], 0, "oom", "resubmit", "applied"),

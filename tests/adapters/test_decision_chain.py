@@ -10,11 +10,11 @@ from campaignctl.adapters import store_engine as store_module
 from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import GiveUp, ResizePending
-from campaignctl.core.chain import verify_chain
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import IntegrityError
-from campaignctl.core.policy import Policy
+from campaignctl.core.base.errors import IntegrityError
+from campaignctl.core.decisions.action_records import GiveUp, ResizePending
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.governance.chain import verify_chain
+from campaignctl.core.policy.policy import Policy
 
 BEFORE_CHAIN = [name for name, _ in store_module.MIGRATIONS].index("006_decision_chain")
 

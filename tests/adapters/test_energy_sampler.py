@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from campaignctl.adapters.telemetry_sampler import TelemetrySampler
-from campaignctl.core.telemetry import Summary, fold
+from campaignctl.core.usage.telemetry import Summary, fold
 from tests.adapters.test_telemetry_sampler import install_nvml, read_telemetry, sleeper  # noqa: F401 (fixtures)
 
 

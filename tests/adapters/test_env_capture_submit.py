@@ -12,7 +12,7 @@ import pytest
 from campaignctl.adapters.env_capture import read_captured_env
 from campaignctl.adapters.revision_rows import CAPTURED_ENV
 from campaignctl.adapters.store import Store
-from campaignctl.core.plan import ArrayChunk
+from campaignctl.core.slurm.plan import ArrayChunk
 from campaignctl.services import submit as submit_service
 from campaignctl.services.dispatch import launches, revision_spec
 from campaignctl.services.rollback import rollback

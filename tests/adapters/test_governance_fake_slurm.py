@@ -11,8 +11,8 @@ import pytest
 
 from campaignctl.adapters.governance_facts import revision_run
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import ConflictError
-from campaignctl.core.governance import known_good_verdict
+from campaignctl.core.base.errors import ConflictError
+from campaignctl.core.governance.governance import known_good_verdict
 from campaignctl.services.approvals import approve, pending_approvals, reject
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.revisions import list_revisions, promote, set_policy

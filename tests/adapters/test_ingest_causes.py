@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from campaignctl.adapters.exit_status import read_cause
-from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
+from campaignctl.core.model.records import AttemptFacts, HistoryRow, ObservedChange
 from campaignctl.services.causes import ingest_causes
 
 

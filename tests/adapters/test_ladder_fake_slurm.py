@@ -14,7 +14,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.runner import task_environment
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import SlurmUnavailableError, SpecError
+from campaignctl.core.base.errors import SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.resume import resume
 from campaignctl.services.status import status

@@ -19,11 +19,11 @@ from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import DEFAULT_TTL_S, Leases, ttl_setting
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import record_of
-from campaignctl.core.chain import verify_chain
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import AnsweredElsewhereError, UsageError, WriteConflictError
-from campaignctl.core.policy import Policy
+from campaignctl.core.base.errors import AnsweredElsewhereError, UsageError, WriteConflictError
+from campaignctl.core.decisions.action_records import record_of
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.governance.chain import verify_chain
+from campaignctl.core.policy.policy import Policy
 from campaignctl.services.submit import submit
 from tests.conftest import without_starts, write_spec
 from tests.fakeslurm import FakeSlurm

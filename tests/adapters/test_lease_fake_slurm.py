@@ -19,9 +19,9 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import leases, notifications
-from campaignctl.core.action_records import GiveUp
-from campaignctl.core.decision import Decision
-from campaignctl.core.policy import Policy
+from campaignctl.core.decisions.action_records import GiveUp
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.policy.policy import Policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.adapters.test_reconcile_fake_slurm import campaign, provoke

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from campaignctl.adapters.store import Store
-from campaignctl.core.output_metrics import compile_patterns, record_of_line
+from campaignctl.core.tuning.output_metrics import compile_patterns, record_of_line
 from campaignctl.services import submit as submit_service
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import results

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters.notify import USER_AGENT, deliver
-from campaignctl.core.notify import Event
+from campaignctl.core.screens.notify import Event
 from tests.webhook_server import GARBAGE, HANG, webhook
 
 EVENT = Event("7/give_up/tick9", "lr-sweep", "give_up", 3, (3,), "exit code 1 is not in retry_exit_codes: a bug",

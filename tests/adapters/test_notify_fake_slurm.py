@@ -78,7 +78,7 @@ def test_a_hanging_endpoint_never_holds_back_the_ticks_decisions_and_is_tried_ag
         assert "did not answer within 2.0 s" in out and "s3cr3t" not in out and "tok3n" not in out
         ((_, status, tries, _),) = rows()
         assert (status, tries) == ("pending", 1)
-        # its next try waits 5 minutes (core/notify.next_try_in_s): the next tick sends nothing
+        # its next try waits 5 minutes (core/screens/notify.next_try_in_s): the next tick sends nothing
         code, out, _ = run_main(monkeypatch, capsys, "reconcile", "--all")
         assert code == 0 and "notify:" not in out and hook.answered == 1
         _five_minutes_pass()

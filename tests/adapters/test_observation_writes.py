@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import CampaignctlError
-from campaignctl.core.records import AttemptFacts, ObservedChange
+from campaignctl.core.base.errors import CampaignctlError
+from campaignctl.core.model.records import AttemptFacts, ObservedChange
 from campaignctl.services.reconcile import reconcile
 from tests.adapters.test_reconcile_fake_slurm import FAILURES, RETRIED, campaign, provoke
 from tests.conftest import without_starts

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from campaignctl.adapters.optuna_sampler import OptunaSampler
-from campaignctl.core.search import COMPLETE, FAIL, Trial
-from campaignctl.core.search_spec import Dimension, SearchSpec
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.tuning.search import COMPLETE, FAIL, Trial
 
 SPACE = (Dimension("lr", "loguniform", 1e-5, 1e-1, log=True), Dimension("width", "int", 16, 256),
          Dimension("opt", "categorical", choices=("adam", "sgd")))

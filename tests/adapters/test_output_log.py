@@ -8,7 +8,7 @@ import pytest
 
 from campaignctl.adapters import output_log
 from campaignctl.adapters.output_log import program_printed
-from campaignctl.core.utilisation import silent_while_working
+from campaignctl.core.tick.utilisation import silent_while_working
 
 LONG = b"x" * (output_log.BLOCK + 10)  # a line longer than a block: the newline before it is a block back
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters.policy_source import load_policy
-from campaignctl.core.errors import SpecError
+from campaignctl.core.base.errors import SpecError
 
 
 def policy_file(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:

@@ -18,7 +18,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import ticks
-from campaignctl.core.errors import SlurmTransientError
+from campaignctl.core.base.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, without_starts, write_spec

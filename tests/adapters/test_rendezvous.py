@@ -9,7 +9,7 @@ import pytest
 
 from campaignctl.adapters import rendezvous
 from campaignctl.adapters.proc import ProcResult
-from campaignctl.core.rendezvous import PORT_BASE, PORT_SPAN, Placement, placement
+from campaignctl.core.model.rendezvous import PORT_BASE, PORT_SPAN, Placement, placement
 
 # `scontrol show node --oneliner node1` on the lab cluster (abridged): no DNS name, NodeAddr 127.0.0.1
 SCONTROL_NODE = "NodeName=node1 Arch=x86_64 CoresPerSocket=2 CPUAlloc=0 CPUTot=2 NodeAddr=127.0.0.1 " \

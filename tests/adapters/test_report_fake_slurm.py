@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.errors import NotFoundError, OutputError
+from campaignctl.core.base.errors import NotFoundError, OutputError
 from campaignctl.services.report import report
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec

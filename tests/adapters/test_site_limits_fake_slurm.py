@@ -10,8 +10,8 @@ import pytest
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import SlurmUnavailableError
-from campaignctl.core.site_limits import WAITING
+from campaignctl.core.base.errors import SlurmUnavailableError
+from campaignctl.core.slurm.site_limits import WAITING
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit

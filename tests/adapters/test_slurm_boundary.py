@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from campaignctl.adapters import proc, slurm
 from campaignctl.cli import app
-from campaignctl.core.errors import SlurmTransientError
+from campaignctl.core.base.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import StateError, WriteConflictError
+from campaignctl.core.base.errors import StateError, WriteConflictError
 
 CAMPAIGN = ("INSERT INTO campaigns (name, state, current_revision, run_dir, owner, created_at) "
             "VALUES ('twice', 'active', 1, '/r', 'me', 'now')")

@@ -2,9 +2,11 @@
 migrations: the decision log's rows (their params as that release wrote them) decode, every
 recorded decision the tick makes is reproduced by `policy replay`, and both hash chains verify.
 
-The store is tests/fixtures/stores/v2026-11-27.sql, recorded by tests/fixtures/stores/record_store.py
-at the commit it names (four campaigns run against the fake Slurm: cause rules with grouped
-sibling resizes, a budget hold and a forced release, an early stop, rung promotions)."""
+The stores are tests/fixtures/stores/v2026-11-27.sql and v2026-11-29.sql, recorded by
+tests/fixtures/stores/record_store.py at the commits it names (four campaigns run against the fake
+Slurm: cause rules with grouped sibling resizes, a budget hold and a forced release, an early stop,
+rung promotions): the release before the typed decision vocabulary, and the one before decisions
+were typed on write, whose logs begin with each campaign's `start`."""
 
 from __future__ import annotations
 
@@ -17,13 +19,13 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.action_records import RECORDS
-from campaignctl.core.replay import actual_decisions, not_replayed, replay
-from campaignctl.core.replay_compare import compare
+from campaignctl.core.decisions.action_records import RECORDS
+from campaignctl.core.governance.replay import actual_decisions, not_replayed, replay
+from campaignctl.core.governance.replay_compare import compare
 from campaignctl.services.campaigns import current_policy
 from campaignctl.services.chain import verify_log
 
-RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "stores" / "v2026-11-27.sql"
+STORES = Path(__file__).resolve().parent.parent / "fixtures" / "stores"
 # campaign → the (rule, action) of its enforced decisions, as that release logged them
 LOGGED = {
     "rp": [("out_of_memory", "resubmit"), ("timeout", "resubmit"), ("preempted", "resubmit"),
@@ -36,19 +38,30 @@ LOGGED = {
 }
 
 
+# the release of 2026-11-29 started each campaign's first array by a decision of its tick
+STARTED = {name: [("start", "start"), *logged] for name, logged in LOGGED.items()}
+RELEASES = {"v2026-11-27": LOGGED, "v2026-11-29": STARTED}
+
+
+@pytest.fixture(params=sorted(RELEASES))
+def release(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def old_store(state_home: Path) -> Store:
+def old_store(state_home: Path, release: str) -> Store:
     db = state_home / "campaignctl" / "campaignctl.db"
     db.parent.mkdir(parents=True, mode=0o700)
     with sqlite3.connect(db) as conn:
-        conn.executescript(RECORDED.read_text())
+        conn.executescript((STORES / f"{release}.sql").read_text())
     return Store.open()  # this release's migrations run here
 
 
 @pytest.mark.sqlite_only(reason="the recorded store is a SQLite database, as that release wrote it")
-def test_the_previous_release_s_log_reads_replays_and_verifies(old_store: Store) -> None:
+def test_the_previous_release_s_log_reads_replays_and_verifies(old_store: Store, release: str) -> None:
     log, histories = DecisionLog(old_store.engine), HistoryStore(old_store.engine)
-    for name, logged in LOGGED.items():
+    expected = RELEASES[release]
+    for name, logged in expected.items():
         record = old_store.campaign(name)
         assert record is not None
         entries = [e for e in log.entries(record.id) if e.mode == "enforce"]
@@ -66,4 +79,4 @@ def test_the_previous_release_s_log_reads_replays_and_verifies(old_store: Store)
         assert set(not_replayed(history)) <= {"release"}  # a person's resume: not a tick's
     verified = verify_log()
     assert verified.ok, verified.problems
-    assert verified.decisions.rows == sum(map(len, LOGGED.values())) - 1  # rp: 5 and 6 resized in one row
+    assert verified.decisions.rows == sum(map(len, expected.values())) - 1  # rp: 5 and 6 resized in one row

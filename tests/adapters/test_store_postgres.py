@@ -20,8 +20,8 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_migrations import MIGRATIONS
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.telemetry import Summary
-from campaignctl.core.training_metrics import MetricPoint
+from campaignctl.core.model.training_metrics import MetricPoint
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.submit import submit
 from tests.conftest import pg_admin_engine, run_main, write_spec
 from tests.fakeslurm import FakeSlurm

@@ -18,11 +18,11 @@ from campaignctl.adapters.decision_chain import stored_rows
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, write_lock
-from campaignctl.core.action_records import Stop
-from campaignctl.core.chain import verify_chain
-from campaignctl.core.decision import Decision
-from campaignctl.core.errors import DatabaseBusyError
-from campaignctl.core.policy import Policy
+from campaignctl.core.base.errors import DatabaseBusyError
+from campaignctl.core.decisions.action_records import Stop
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.governance.chain import verify_chain
+from campaignctl.core.policy.policy import Policy
 from campaignctl.services.submit import submit
 from tests.conftest import without_starts, write_spec
 from tests.fakeslurm import FakeSlurm
@@ -40,10 +40,10 @@ from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.adapters.telemetry_store import TelemetryStore
-from campaignctl.core.decision import Decision
-from campaignctl.core.action_records import Resubmit
-from campaignctl.core.policy import Policy
-from campaignctl.core.telemetry import Summary
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.decisions.action_records import Resubmit
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.usage.telemetry import Summary
 go, campaign, writer, writes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 store = Store.open()
 log = DecisionLog(store.engine)

@@ -14,7 +14,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import submissions
-from campaignctl.core.errors import SlurmTransientError, SlurmUnavailableError, SpecError
+from campaignctl.core.base.errors import SlurmTransientError, SlurmUnavailableError, SpecError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from campaignctl.adapters.submission import ArraySubmission, executor_parameters
-from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.spec import Resources
+from campaignctl.core.slurm.plan import ArrayChunk
+from campaignctl.core.spec.spec import Resources
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "array.sbatch"
 

@@ -10,7 +10,7 @@ import pytest
 
 from campaignctl.adapters import faults
 from campaignctl.adapters.store import Store
-from campaignctl.core.errors import SlurmTransientError, SpecError
+from campaignctl.core.base.errors import SlurmTransientError, SpecError
 from campaignctl.services import submit as submit_service
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import results

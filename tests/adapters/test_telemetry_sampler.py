@@ -23,7 +23,7 @@ import pytest
 from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.telemetry_sampler import TelemetrySampler, visible_gpu_ids
 from campaignctl.core.task_launch import TaskLaunch
-from campaignctl.core.telemetry import to_sample
+from campaignctl.core.usage.telemetry import to_sample
 
 GIB = 2**30
 

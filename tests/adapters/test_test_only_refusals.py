@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.errors import SpecError
+from campaignctl.core.base.errors import SpecError
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm

@@ -1,6 +1,6 @@
 """Replay of every tick section against the fake Slurm: campaigns whose reconcile ticks held work
 for the budget, stopped a trailing task, or promoted a rung are replayed with the policy that ran
-(core/replay.py over the stored history, through core/tick.py's decide_tick) and reproduce every
+(core/governance/replay.py over the stored history, through core/tick/tick.py's decide_tick) and reproduce every
 recorded enforced decision; a policy without the section shows the decisions only one side made."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.policy import Policy
-from campaignctl.core.policy_sections import EarlyStopping
-from campaignctl.core.replay import actual_decisions, not_replayed, replay
-from campaignctl.core.replay_compare import Comparison, compare
+from campaignctl.core.governance.replay import actual_decisions, not_replayed, replay
+from campaignctl.core.governance.replay_compare import Comparison, compare
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.policy_sections import EarlyStopping
 from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.replay import replay_policy

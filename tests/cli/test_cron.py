@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.crontab import MARKER, CronJob, render_job_line
+from campaignctl.core.base.crontab import MARKER, CronJob, render_job_line
 from tests.cli.test_cli import assert_user_error
 from tests.conftest import REPO
 from tests.core.test_crontab import cron_rewrite

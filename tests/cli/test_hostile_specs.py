@@ -9,7 +9,7 @@ import pytest
 
 from campaignctl.adapters import yaml_source
 from campaignctl.adapters.policy_source import load_policy
-from campaignctl.core.errors import SpecError
+from campaignctl.core.base.errors import SpecError
 from campaignctl.services.submit import load_spec
 from tests.cli.test_cli import assert_user_error, run_cli
 from tests.conftest import write_spec

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.chain import DECISION_FIELDS, OUTCOME_FIELDS, row_hash
+from campaignctl.core.governance.chain import DECISION_FIELDS, OUTCOME_FIELDS, row_hash
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import assert_user_error, run_cli

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.cli import app
-from campaignctl.core.cost import campaign_spend
+from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit

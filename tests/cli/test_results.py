@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.errors import InputError
-from campaignctl.core.results import Objective
+from campaignctl.core.base.errors import InputError
+from campaignctl.core.screens.results import Objective
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import choose_metric
 from campaignctl.services.submit import submit

@@ -1,4 +1,4 @@
-"""The typed decision vocabulary (core/action_records.py): each action's params decode to its
+"""The typed decision vocabulary (core/decisions/action_records.py): each action's params decode to its
 record; a missing or mistyped key reads as the field's default, never as an exception; an action
 this release does not know stays raw; an older version is converted before it is read."""
 
@@ -8,8 +8,8 @@ from dataclasses import fields
 
 import pytest
 
-from campaignctl.core import action_records
-from campaignctl.core.action_records import (
+from campaignctl.core.decisions import action_records
+from campaignctl.core.decisions.action_records import (
     RECORDS,
     Cancel,
     GiveUp,

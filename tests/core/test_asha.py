@@ -3,13 +3,13 @@ the top ⌊n/η⌋ of its rung's results so far, higher rungs and promotions fir
 
 from __future__ import annotations
 
-from campaignctl.core.asha import promotable
-from campaignctl.core.ladder import TaskEnd
-from campaignctl.core.policy import Prices
+from campaignctl.core.policy.policy import Prices
 from campaignctl.core.resources import Resources
-from campaignctl.core.rungs import Promotion, Rung
-from campaignctl.core.search import COMPLETE, RUNNING, Trial, search_decisions
-from campaignctl.core.search_spec import Dimension, SearchSpec
+from campaignctl.core.spec.rungs import Promotion, Rung
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.tuning.asha import promotable
+from campaignctl.core.tuning.ladder import TaskEnd
+from campaignctl.core.tuning.search import COMPLETE, RUNNING, Trial, search_decisions
 from tests.core.test_search import Counting
 
 TRIALS = 6

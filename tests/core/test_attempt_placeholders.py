@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.params import render
+from campaignctl.core.model.params import render
 from tests.core.test_spec import problems_of, spec_of
 
 NANOGPT = """\
@@ -92,7 +92,7 @@ def test_then_and_else_may_hold_placeholders_so_a_resume_path_is_written_directl
 
 
 def test_each_launch_carries_both_sides_and_the_filled_checkpoint_mark() -> None:
-    from campaignctl.core.plan import ArrayChunk
+    from campaignctl.core.slurm.plan import ArrayChunk
     from campaignctl.services.dispatch import launches
     spec = spec_of(TIMM)
     [launch] = launches(spec, "tok", ArrayChunk((1,), None), [2])

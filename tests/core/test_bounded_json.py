@@ -1,13 +1,13 @@
-"""core/bounded_json: what a job could write to stop a reader is a bad line (ValueError) or a
+"""core/base/bounded_json: what a job could write to stop a reader is a bad line (ValueError) or a
 dropped value, never another exception (the probe's repros of issue 26)."""
 
 from __future__ import annotations
 
 import pytest
 
-from campaignctl.core import bounded_json
-from campaignctl.core.telemetry import Summary, fold
-from campaignctl.core.training_metrics import parse_metric_lines
+from campaignctl.core.base import bounded_json
+from campaignctl.core.model.training_metrics import parse_metric_lines
+from campaignctl.core.usage.telemetry import Summary, fold
 
 
 @pytest.mark.parametrize("text", [

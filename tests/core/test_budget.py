@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from campaignctl.core.budget import assess, guard, pending_elements
-from campaignctl.core.cost import UsageGroup, campaign_spend, parse_alloc_tres
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.spec import Budget, Resources
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.spec.spec import Budget, Resources
+from campaignctl.core.tick.budget import assess, guard, pending_elements
+from campaignctl.core.usage.cost import UsageGroup, campaign_spend, parse_alloc_tres
 
 PRICES = Prices(gpu_hour={"a100": 3.0, "v100": 1.0, "default": 2.0}, cpu_hour=0.1)
 ONE_GPU_HOUR = Resources(gpus=1, gpu_type="a100", cpus_per_task=2, time_min=60)

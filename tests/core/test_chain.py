@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from campaignctl.core.chain import (
+from campaignctl.core.governance.chain import (
     DECISION_FIELDS,
     GENESIS,
     OUTCOME_FIELDS,

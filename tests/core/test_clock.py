@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.clock import from_slurm, read_time, restamp, stamp, to_slurm, utc
-from campaignctl.core.decide import decide_task
-from campaignctl.core.decision import TaskView
-from campaignctl.core.sacct import observe_jobs
+from campaignctl.core.base.clock import from_slurm, read_time, restamp, stamp, to_slurm, utc
+from campaignctl.core.decisions.decision import TaskView
+from campaignctl.core.slurm.sacct import observe_jobs
+from campaignctl.core.tick.decide import decide_task
 from tests.core.test_decide import attempt, with_rule
 from tests.zones import zone
 

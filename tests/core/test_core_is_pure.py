@@ -21,11 +21,11 @@ def imported_roots(path: Path) -> set[str]:
 
 def test_core_imports_nothing_outside_core_and_stdlib() -> None:
     offenders = []
-    for path in sorted(CORE.glob("*.py")):
+    for path in sorted(CORE.rglob("*.py")):  # its folders (docs/design.md#the-layout-of-campaignctlcore) too
         for module in imported_roots(path):
             top = module.split(".")[0]
             allowed = module.startswith("campaignctl.core") or top in sys.stdlib_module_names or top == "__future__"
             if not allowed:
-                offenders.append(f"{path.name}: {module}")
+                offenders.append(f"{path.relative_to(CORE)}: {module}")
     assert not offenders, offenders
-    assert len(list(CORE.glob("*.py"))) > 5  # the walk really saw the core
+    assert len(list(CORE.rglob("*.py"))) > 90  # the walk really saw the core

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from campaignctl.core.crontab import (
+from campaignctl.core.base.crontab import (
     MARKER,
     MAX_COMMAND_BYTES,
     CronError,

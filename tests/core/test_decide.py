@@ -8,11 +8,17 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from campaignctl.core.decide import campaign_excluded_nodes, decide, decide_task, resize_pending_siblings, split_nodes
-from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.policy import Policy, Rule
-from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts, parse_node_shapes, tally_first_ends
-from campaignctl.core.spec import Resources
+from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
+from campaignctl.core.policy.policy import Policy, Rule
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.decide import (
+    campaign_excluded_nodes,
+    decide,
+    decide_task,
+    resize_pending_siblings,
+    split_nodes,
+)
+from campaignctl.core.tick.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts, parse_node_shapes, tally_first_ends
 
 NOW = datetime(2026, 11, 21, 12, 0)
 
@@ -456,7 +462,7 @@ def test_a_multi_node_tasks_slots_count_every_process_it_runs_on_a_node() -> Non
     """Left from issue 28: a 2-node task of 4 processes × 2 CPUs asks 8 CPUs of each 16-CPU node,
     so two fit, whatever its memory up to 64G; it was counted as one process's 2 CPUs (eight
     fit), so a raise 32G → 64G looked like it cost slots and was not carried to pending tasks."""
-    from campaignctl.core.siblings import costs_slots, per_node
+    from campaignctl.core.tick.siblings import costs_slots, per_node
 
     task = Resources(nodes=2, tasks_per_node=4, cpus_per_task=2, mem_mb=32000)
     node = NodeShape(cpus=16, mem_mb=128000)

@@ -3,9 +3,9 @@ each task's decision."""
 
 from __future__ import annotations
 
-from campaignctl.core.action_records import ResizePending, Resubmit
-from campaignctl.core.decision import Decision
-from campaignctl.core.decision_rows import collapse, expand, members
+from campaignctl.core.decisions.action_records import ResizePending, Resubmit
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.decisions.decision_rows import collapse, expand, members
 
 
 def resize(task: int, reason: str = "pending, in the group of task 0 …") -> Decision:

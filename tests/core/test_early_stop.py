@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.early_stop import decide_early_stops, standing
-from campaignctl.core.governance import apply_modes, gate
-from campaignctl.core.policy import Policy
-from campaignctl.core.policy_sections import Approval, EarlyStopping
-from campaignctl.core.requests import LoggedRequest, standing_requests
-from campaignctl.core.spec import Resources
-from campaignctl.core.training_metrics import Curve
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.decisions.requests import LoggedRequest, standing_requests
+from campaignctl.core.governance.governance import apply_modes, gate
+from campaignctl.core.model.training_metrics import Curve
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.policy_sections import Approval, EarlyStopping
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.early_stop import decide_early_stops, standing
 
 LOSS = EarlyStopping(metric="val_loss", goal="min", grace_steps=3, min_peers=3)
 

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.cost import parse_alloc_tres
-from campaignctl.core.efficiency import (
+from campaignctl.core.model.sacct_values import rss_mb
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.slurm.sacct import observe_jobs
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.cost import parse_alloc_tres
+from campaignctl.core.usage.efficiency import (
     AttemptUse,
     Efficiency,
     attempt_efficiency,
@@ -19,11 +23,7 @@ from campaignctl.core.efficiency import (
     efficiency_text,
     task_efficiency,
 )
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.sacct import observe_jobs
-from campaignctl.core.sacct_values import rss_mb
-from campaignctl.core.spec import Resources
-from campaignctl.core.telemetry import Summary, fold
+from campaignctl.core.usage.telemetry import Summary, fold
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
 PRICES = Prices(gpu_hour={"a100": 3.0}, cpu_hour=0.5)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.energy import attempt_energy, consumed_energy_j, kwh
-from campaignctl.core.sacct import observe_jobs
-from campaignctl.core.telemetry import Summary, fold, summary_from_dict, summary_to_dict
+from campaignctl.core.slurm.sacct import observe_jobs
+from campaignctl.core.usage.energy import attempt_energy, consumed_energy_j, kwh
+from campaignctl.core.usage.telemetry import Summary, fold, summary_from_dict, summary_to_dict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sacct_energy"
 

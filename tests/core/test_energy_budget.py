@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.budget import assess, guard
-from campaignctl.core.cost import UsageGroup, campaign_spend
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.errors import SpecError
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.spec import Budget, Resources, validate_spec
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.spec.spec import Budget, Resources, validate_spec
+from campaignctl.core.tick.budget import assess, guard
+from campaignctl.core.usage.cost import UsageGroup, campaign_spend
 
 PRICES = Prices(gpu_hour={"default": 2.0}, cpu_hour=0.1)
 TWO_GPUS_2H = Resources(gpus=2, cpus_per_task=2, time_min=120)

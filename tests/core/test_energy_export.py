@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.efficiency import AttemptUse, campaign_efficiency, cells, efficiency_text, task_efficiency
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.prometheus import campaign_families, exposition
-from campaignctl.core.spec import Resources
-from campaignctl.core.telemetry import Summary
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.screens.prometheus import campaign_families, exposition
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.efficiency import AttemptUse, campaign_efficiency, cells, efficiency_text, task_efficiency
+from campaignctl.core.usage.telemetry import Summary
 from tests.core.test_prometheus import parse_exposition, snapshot
 
 PRICES = Prices(gpu_hour={"default": 2.0}, cpu_hour=0.1)

@@ -1,20 +1,21 @@
 """Each fact of the decision vocabulary is written once (issue 41): what answers an attempt, what
-ends a task, what acts on one (core/answers.py) and which rule answers which end
-(core/policy.py), walked over the package's source as tests/test_import_cycles.py walks imports."""
+ends a task, what acts on one (core/decisions/answers.py) and which rule answers which end
+(core/policy/policy.py), walked over the package's source as tests/test_import_cycles.py walks imports."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from campaignctl.core.answers import ACTING, ANSWERS, SETTLING
-from campaignctl.core.policy import CAUSE_OF_STATE, CAUSES
+from campaignctl.core.decisions.answers import ACTING, ANSWERS, SETTLING
+from campaignctl.core.policy.policy import CAUSE_OF_STATE, CAUSES
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "campaignctl"
-HOMES = {"ANSWERS": "core/answers.py", "SETTLING": "core/answers.py", "ACTING": "core/answers.py",
-         "CAUSES": "core/policy.py", "CAUSE_OF_STATE": "core/policy.py"}
-FACTS = {"core/answers.py": [frozenset(ANSWERS), frozenset(SETTLING), frozenset(ACTING)],
-         "core/policy.py": [frozenset(CAUSES), frozenset(CAUSE_OF_STATE)]}
+HOMES = {"ANSWERS": "core/decisions/answers.py", "SETTLING": "core/decisions/answers.py",
+         "ACTING": "core/decisions/answers.py", "CAUSES": "core/policy/policy.py",
+         "CAUSE_OF_STATE": "core/policy/policy.py"}
+FACTS = {"core/decisions/answers.py": [frozenset(ANSWERS), frozenset(SETTLING), frozenset(ACTING)],
+         "core/policy/policy.py": [frozenset(CAUSES), frozenset(CAUSE_OF_STATE)]}
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -56,7 +57,7 @@ def test_no_module_spells_a_fact_out_again() -> None:
 
 
 def test_decisions_are_built_from_their_params_records() -> None:
-    """Typed on write: a Decision's params are its action's record (core/action_records.py), never
+    """Typed on write: a Decision's params are its action's record (core/decisions/action_records.py), never
     a dict, which only the codec (`raw_of`) makes where the log writes it."""
     untyped = []
     for path, tree in _modules().items():
@@ -70,13 +71,13 @@ def test_decisions_are_built_from_their_params_records() -> None:
 
 
 def _is_record(node: ast.expr) -> bool:
-    """A call of a record class (capitalised, as every record in core/action_records.py is)."""
+    """A call of a record class (capitalised, as every record in core/decisions/action_records.py is)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper()
 
 
 def test_task_ends_are_made_in_one_place() -> None:
     """The live tick, `policy replay` and the simulator each know their attempts differently, and
-    make them TaskEnds through core/ladder.py:task_ends only."""
+    make them TaskEnds through core/tuning/ladder.py:task_ends only."""
     made = [f"{path}:{node.lineno}" for path, tree in _modules().items() for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "TaskEnd"]
-    assert [m.rsplit(":", 1)[0] for m in made] == ["core/ladder.py"], made
+    assert [m.rsplit(":", 1)[0] for m in made] == ["core/tuning/ladder.py"], made

@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from campaignctl.core.decide import decide
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.fallback import candidates, free_gpus_by_type, parse_sinfo_gpus, plan_fallbacks
-from campaignctl.core.policy import Policy, Rule
-from campaignctl.core.policy_sections import Fallback, Prices
-from campaignctl.core.requests import LoggedRequest, standing_requests, with_requests
-from campaignctl.core.spec import Resources
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.decisions.requests import LoggedRequest, standing_requests, with_requests
+from campaignctl.core.policy.policy import Policy, Rule
+from campaignctl.core.policy.policy_sections import Fallback, Prices
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.decide import decide
+from campaignctl.core.tick.fallback import candidates, free_gpus_by_type, parse_sinfo_gpus, plan_fallbacks
 
 NOW = datetime(2026, 11, 23, 12, 0)
 TYPES = ["a100", "v100", "t4"]

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from campaignctl.core.action_records import record_of
-from campaignctl.core.decide import decide_task
-from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.governance import (
+from campaignctl.core.decisions.action_records import record_of
+from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
+from campaignctl.core.decisions.requests import LoggedRequest, standing_requests, with_requests
+from campaignctl.core.governance.governance import (
     Awaiting,
     RevisionRun,
     apply_modes,
@@ -21,13 +21,13 @@ from campaignctl.core.governance import (
     known_good_verdict,
     proposal_key,
 )
-from campaignctl.core.policy import ParamStep, Policy, Rule, policy_to_dict
-from campaignctl.core.policy_sections import Approval
-from campaignctl.core.records import RevisionRecord
-from campaignctl.core.requests import LoggedRequest, standing_requests, with_requests
-from campaignctl.core.revisions import content_hash, revision_diff
-from campaignctl.core.rollback import LoggedChange, plan_rollback
-from campaignctl.core.spec import Resources
+from campaignctl.core.governance.revisions import content_hash, revision_diff
+from campaignctl.core.governance.rollback import LoggedChange, plan_rollback
+from campaignctl.core.model.records import RevisionRecord
+from campaignctl.core.policy.policy import ParamStep, Policy, Rule, policy_to_dict
+from campaignctl.core.policy.policy_sections import Approval
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.decide import decide_task
 from tests.core.test_decide import POLICY
 
 FAR = datetime(9999, 1, 1)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.errors import SpecError
-from campaignctl.core.job_env import (
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.rawdoc import RawDoc
+from campaignctl.core.model.job_env import (
     EnvCapture,
     capture_environment,
     decode_environment,
@@ -15,9 +16,8 @@ from campaignctl.core.job_env import (
     is_node_variable,
     program_environment,
 )
-from campaignctl.core.output_metrics import compile_patterns, pattern_problem, record_of_line
-from campaignctl.core.rawdoc import RawDoc
-from campaignctl.core.spec import validate_spec
+from campaignctl.core.spec.spec import validate_spec
+from campaignctl.core.tuning.output_metrics import compile_patterns, pattern_problem, record_of_line
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # what the probe's submitting shell exported (tests/fixtures/slurm_env/README.md)

@@ -6,11 +6,14 @@ from typing import Any
 
 import pytest
 
-from campaignctl.core.action_records import Hold
-from campaignctl.core.budget import assess
-from campaignctl.core.cost import Amount, Spend
-from campaignctl.core.errors import SpecError
-from campaignctl.core.ladder import (
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.rawdoc import RawDoc
+from campaignctl.core.decisions.action_records import Hold
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.spec.settings import CampaignSettings, campaign_settings
+from campaignctl.core.spec.spec import Budget, CampaignSpec, validate_spec
+from campaignctl.core.tick.budget import assess
+from campaignctl.core.tuning.ladder import (
     TaskEnd,
     ladder_state,
     promotion_block,
@@ -18,10 +21,7 @@ from campaignctl.core.ladder import (
     promotion_decisions,
     rung_of,
 )
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.rawdoc import RawDoc
-from campaignctl.core.settings import CampaignSettings, campaign_settings
-from campaignctl.core.spec import Budget, CampaignSpec, validate_spec
+from campaignctl.core.usage.cost import Amount, Spend
 
 SPEC = {
     "name": "sh", "command": ["python", "train.py", "--lr", "{lr}", "--steps", "{steps}", "--frac", "{frac}"],

@@ -1,4 +1,4 @@
-"""The log-derived part of a tick's snapshot (core/log_facts.py): what each kind of entry means,
+"""The log-derived part of a tick's snapshot (core/decisions/log_facts.py): what each kind of entry means,
 and that the live tick and replay both take it from there, never derive it themselves."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from campaignctl.core.log_facts import log_facts, still_held, when_pending
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.decisions.log_facts import log_facts, still_held, when_pending
+from campaignctl.core.model.records import HistoryRow
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "campaignctl"
 
@@ -64,7 +64,7 @@ def test_the_live_tick_and_replay_take_the_log_s_facts_from_log_facts_alone() ->
     """No log-derived fact is computed in two places: every TickSnapshot built from a decision log
     gets its requests, released limits and forced rungs from a LogFacts, its pending clocks from
     when_pending; standing requests are read nowhere else."""
-    built = {"services/tick_snapshot.py": 0, "core/replay.py": 0}
+    built = {"services/tick_snapshot.py": 0, "core/governance/replay.py": 0}
     for path in PACKAGE.rglob("*.py"):
         module = str(path.relative_to(PACKAGE))
         for node in ast.walk(ast.parse(path.read_text())):
@@ -72,10 +72,10 @@ def test_the_live_tick_and_replay_take_the_log_s_facts_from_log_facts_alone() ->
                 continue
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
             if name == "standing_requests":
-                assert module == "core/log_facts.py", module
+                assert module == "core/decisions/log_facts.py", module
             # what holds still hold is read from outcomes' `held` in one place (resume and rollback)
             if name == "get" and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "held":
-                assert module == "core/log_facts.py", module
+                assert module == "core/decisions/log_facts.py", module
             if name != "TickSnapshot" or module not in built:
                 continue
             built[module] += 1
@@ -85,7 +85,7 @@ def test_the_live_tick_and_replay_take_the_log_s_facts_from_log_facts_alone() ->
                 assert isinstance(value, ast.Attribute) and value.attr == fact, (module, fact)
             pending = given["pending_since"]
             assert isinstance(pending, ast.Call) and getattr(pending.func, "id", "") == "when_pending", module
-    assert built == {"services/tick_snapshot.py": 1, "core/replay.py": 1}
+    assert built == {"services/tick_snapshot.py": 1, "core/governance/replay.py": 1}
 
 
 @dataclass(frozen=True)

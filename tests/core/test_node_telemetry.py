@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from campaignctl.core.node_telemetry import node_cells, node_line
+from campaignctl.core.usage.node_telemetry import node_cells, node_line
 
 
 def sampler_file(node: str, cpus: list[float], gpu: float | None = None) -> list[str]:

@@ -8,15 +8,15 @@ from datetime import datetime
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.clock import UTC
-from campaignctl.core.errors import SpecError
-from campaignctl.core.notify import CampaignFacts, LoggedFact, derive_events, event_from_dict
-from campaignctl.core.notify_config import EVENTS, Notify, mask_url, mask_urls
-from campaignctl.core.policy import Policy, policy_from_dict, policy_to_dict, read_policy
-from campaignctl.core.reader import Reader
-from campaignctl.core.records import RevisionRecord
-from campaignctl.core.revisions import revision_diff
-from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.base.clock import UTC
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.base.reader import Reader
+from campaignctl.core.governance.revisions import revision_diff
+from campaignctl.core.model.records import RevisionRecord
+from campaignctl.core.policy.notify_config import EVENTS, Notify, mask_url, mask_urls
+from campaignctl.core.policy.policy import Policy, policy_from_dict, policy_to_dict, read_policy
+from campaignctl.core.screens.notify import CampaignFacts, LoggedFact, derive_events, event_from_dict
+from campaignctl.core.spec.spec import CampaignSpec, validate_spec
 
 SPEC = 'name: n\ncommand: [python3, t.py]\n'
 HOOK = "https://hooks.example.org/services/T0/B0/s3cr3t"

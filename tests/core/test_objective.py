@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.report_series import default_metric
-from campaignctl.core.results import objective_of
-from campaignctl.core.settings import campaign_settings
+from campaignctl.core.screens.report_series import default_metric
+from campaignctl.core.screens.results import objective_of
+from campaignctl.core.spec.settings import campaign_settings
 from tests.core.test_spec import problems_of, spec_of
 
 PLAIN = "name: t\ncommand: [x, '{lr}']\nmatrix: {lr: [1, 2]}\n"

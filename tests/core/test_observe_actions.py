@@ -12,20 +12,20 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from campaignctl.core.action_records import Cancel, ResizePending, Stop, record_of
-from campaignctl.core.actions import ActionPlan, ResizeGroup, plan_actions
-from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.observe import (
+from campaignctl.core.decisions.action_records import Cancel, ResizePending, Stop, record_of
+from campaignctl.core.decisions.actions import ActionPlan, ResizeGroup, plan_actions
+from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
+from campaignctl.core.model.records import AttemptFacts, HistoryRow, ObservedChange
+from campaignctl.core.model.slurm_states import State
+from campaignctl.core.slurm.observe import (
     diff_observations,
     is_settled,
     needs_observing,
     task_views,
 )
-from campaignctl.core.plan import ArrayChunk
-from campaignctl.core.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.core.sacct_records import JobObservation
-from campaignctl.core.slurm_states import State
-from campaignctl.core.spec import Resources
+from campaignctl.core.slurm.plan import ArrayChunk
+from campaignctl.core.slurm.sacct_records import JobObservation
+from campaignctl.core.spec.spec import Resources
 
 NOW = datetime(2026, 11, 21, 12, 0)
 

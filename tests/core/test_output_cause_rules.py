@@ -8,13 +8,13 @@ from dataclasses import replace
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.cause_rules import roomier_gpu_type, step_params
-from campaignctl.core.decide import decide
-from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.errors import SpecError
-from campaignctl.core.policy import ParamStep, Policy, Rule, policy_from_dict, policy_to_dict
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.spec import Resources, validate_spec
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
+from campaignctl.core.policy.cause_rules import roomier_gpu_type, step_params
+from campaignctl.core.policy.policy import ParamStep, Policy, Rule, policy_from_dict, policy_to_dict
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.spec.spec import Resources, validate_spec
+from campaignctl.core.tick.decide import decide
 from tests.core.test_decide import NOW, POLICY, at
 from tests.core.test_policy import policy_file, spec_problems, spec_with
 

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM, check_pattern, match_output, site_signatures
+from campaignctl.core.policy.output_causes import (
+    COLLECTIVE_TIMEOUT,
+    GPU_OOM,
+    check_pattern,
+    match_output,
+    site_signatures,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "output"
 NCCL = site_signatures([("nccl_timeout", "Watchdog caught collective operation timeout")])

@@ -1,10 +1,10 @@
-"""Who may act on a campaign (core/ownership.py), and the spec's `share:` key."""
+"""Who may act on a campaign (core/governance/ownership.py), and the spec's `share:` key."""
 
 from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.ownership import Identity, Ownership, share_of
+from campaignctl.core.governance.ownership import Identity, Ownership, share_of
 from tests.core.test_spec import problems_of, spec_of, with_line
 
 ALICE = Identity("alice", frozenset({"alice", "mlteam"}))

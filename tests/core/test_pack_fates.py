@@ -1,4 +1,4 @@
-"""A packed task's fate from its own step (core/pack_fates.py), read from the lab's real
+"""A packed task's fate from its own step (core/packing/pack_fates.py), read from the lab's real
 recording of a pack (tests/fixtures/sacct/pack_oom_step.txt): one step of four ran out of memory,
 its neighbours and the element completed."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from campaignctl.core.cost import UsageGroup, campaign_spend
-from campaignctl.core.pack_fates import packed_observation, packed_observations, requested_share, share_of_tres
+from campaignctl.core.model.records import HistoryRow
+from campaignctl.core.model.slurm_states import State
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.packing.pack_fates import packed_observation, packed_observations, requested_share, share_of_tres
+from campaignctl.core.policy.policy_sections import Prices
 from campaignctl.core.resources import Resources
-from campaignctl.core.sacct import observe_jobs
-from campaignctl.core.slurm_states import State
+from campaignctl.core.slurm.sacct import observe_jobs
+from campaignctl.core.usage.cost import UsageGroup, campaign_spend
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "sacct" / "pack_oom_step.txt"
 TOKENS = [f"7fb17c3a6939.{i}" for i in range(5)]

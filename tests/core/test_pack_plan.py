@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from campaignctl.core.pack_plan import PackShape, misfit, plan_packs, step_argv, visible_gpu
 from campaignctl.core.resources import Resources
-from campaignctl.core.siblings import NodeShape
+from campaignctl.core.tick.siblings import NodeShape
 
 EACH = Resources(gpus=1, cpus_per_task=2, mem_mb=4000, time_min=30)
 

@@ -1,14 +1,14 @@
-"""The spec's `pack:` key (core/pack_spec.py): the forms it takes and what it refuses, with the
+"""The spec's `pack:` key (core/spec/pack_spec.py): the forms it takes and what it refuses, with the
 key and what is allowed."""
 
 from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.pack_spec import AUTO_DEFAULT_MAX, PackSpec, read_pack
-from campaignctl.core.rawdoc import RawDoc
-from campaignctl.core.reader import Reader
+from campaignctl.core.base.rawdoc import RawDoc
+from campaignctl.core.base.reader import Reader
 from campaignctl.core.resources import Resources
+from campaignctl.core.spec.pack_spec import AUTO_DEFAULT_MAX, PackSpec, read_pack
 
 ONE_GPU = Resources(gpus=1)
 

@@ -1,12 +1,19 @@
-"""`pack: auto` (core/packing.py): tasks per GPU from measured use, bound by GPU memory, GPU
+"""`pack: auto` (core/packing/packing.py): tasks per GPU from measured use, bound by GPU memory, GPU
 compute or the spec, and no packing on too little evidence."""
 
 from __future__ import annotations
 
-from campaignctl.core.pack_spec import PackSpec
-from campaignctl.core.packing import MIN_SAMPLES, Measured, choose_per_gpu, choose_shape, measured, pack_decision
+from campaignctl.core.packing.packing import (
+    MIN_SAMPLES,
+    Measured,
+    choose_per_gpu,
+    choose_shape,
+    measured,
+    pack_decision,
+)
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size import UsageSample
+from campaignctl.core.spec.pack_spec import PackSpec
+from campaignctl.core.tick.right_size import UsageSample
 
 
 def sample(gpu_mem_mb: float | None, state: str = "COMPLETED", util: float = 15, cpu: float = 30) -> UsageSample:

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from campaignctl.core.plan import plan_chunks
-from campaignctl.core.units import parse_duration_seconds, parse_mem_mb, parse_time_minutes
+from campaignctl.core.base.units import parse_duration_seconds, parse_mem_mb, parse_time_minutes
+from campaignctl.core.slurm.plan import plan_chunks
 
 
 @pytest.mark.parametrize(("tasks", "max_array", "max_parallel"), [

@@ -14,9 +14,10 @@ import pytest
 
 from campaignctl.adapters.policy_source import builtin_names, load_policy
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.errors import NotFoundError, SpecError
-from campaignctl.core.output_causes import BUILTIN_CAUSES
-from campaignctl.core.policy import (
+from campaignctl.core.base.errors import NotFoundError, SpecError
+from campaignctl.core.base.reader import Reader
+from campaignctl.core.policy.output_causes import BUILTIN_CAUSES
+from campaignctl.core.policy.policy import (
     CAUSES,
     Policy,
     Rule,
@@ -24,9 +25,8 @@ from campaignctl.core.policy import (
     policy_to_dict,
     read_policy,
 )
-from campaignctl.core.policy_sections import EarlyStopping
-from campaignctl.core.reader import Reader
-from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.policy.policy_sections import EarlyStopping
+from campaignctl.core.spec.spec import CampaignSpec, validate_spec
 
 DEFAULT = load_policy("default", "/nowhere")
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from campaignctl.core.prometheus import (
+from campaignctl.core.screens.prometheus import (
     CampaignSnapshot,
     Family,
     campaign_families,
@@ -18,7 +18,7 @@ from campaignctl.core.prometheus import (
     format_value,
     recent_use,
 )
-from campaignctl.core.telemetry import Sample
+from campaignctl.core.usage.telemetry import Sample
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")

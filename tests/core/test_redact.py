@@ -1,11 +1,11 @@
-"""core/redact: secrets a user wrote, masked where text reaches a reason, webhook, report or diff;
+"""core/base/redact: secrets a user wrote, masked where text reaches a reason, webhook, report or diff;
 control characters from text nobody here wrote, dropped before a terminal."""
 
 from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.redact import mask_assignments, mask_secrets, printable
+from campaignctl.core.base.redact import mask_assignments, mask_secrets, printable
 
 
 @pytest.mark.parametrize("text, shown", [

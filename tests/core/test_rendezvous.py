@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.rendezvous import (
+from campaignctl.core.model.rendezvous import (
     PORT_BASE,
     PORT_SPAN,
     candidate_ports,

@@ -9,21 +9,21 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from campaignctl.core.action_records import record_of
-from campaignctl.core.cost import Amount
-from campaignctl.core.decision import Decision
-from campaignctl.core.policy_sections import Prices
-from campaignctl.core.recorded import (
+from campaignctl.core.decisions.action_records import record_of
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.decisions.recorded import (
     CampaignHistory,
     RecordedAttempt,
     RecordedDecision,
     RecordedObservation,
     RecordedTick,
 )
-from campaignctl.core.records import AttemptFacts
-from campaignctl.core.replay import ReplayedDecision, Timeline, actual_decisions, not_replayed, replay
-from campaignctl.core.replay_compare import compare, worst_case
-from campaignctl.core.spec import Resources
+from campaignctl.core.governance.replay import ReplayedDecision, Timeline, actual_decisions, not_replayed, replay
+from campaignctl.core.governance.replay_compare import compare, worst_case
+from campaignctl.core.model.records import AttemptFacts
+from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.cost import Amount
 from tests.core.test_decide import POLICY, with_rule
 
 NOW = datetime(2026, 11, 21, 12, 0)

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import re
 
-from campaignctl.core.report_page import SCRIPT, STYLE, Chart, Page, Table, content_policy, render_page
+from campaignctl.core.screens.report_page import SCRIPT, STYLE, Chart, Page, Table, content_policy, render_page
 
 PNG = b"\x89PNG\r\n\x1a\n fake"
 HOSTILE = '<script>alert("x")</script> & \'q\''

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.cost import Amount
-from campaignctl.core.report_series import (
+from campaignctl.core.screens.report_series import (
     AttemptSamples,
     RunCost,
     curves_by_rung,
@@ -15,8 +14,9 @@ from campaignctl.core.report_series import (
     spend_dimensions,
     utilisation,
 )
-from campaignctl.core.settings import CampaignSettings, campaign_settings
-from campaignctl.core.telemetry import Sample, samples_of
+from campaignctl.core.spec.settings import CampaignSettings, campaign_settings
+from campaignctl.core.usage.cost import Amount
+from campaignctl.core.usage.telemetry import Sample, samples_of
 
 
 def sample(t: float, cpu: float, gpu: float | None = None) -> Sample:

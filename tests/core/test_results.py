@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.efficiency import AttemptUse
-from campaignctl.core.policy import Policy
-from campaignctl.core.policy_sections import EarlyStopping, Prices
-from campaignctl.core.results import Objective, TaskFacts, config_results, objective_of, plain_row
-from campaignctl.core.settings import CampaignSettings, campaign_settings
-from campaignctl.core.spec import Resources
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.policy_sections import EarlyStopping, Prices
+from campaignctl.core.screens.results import Objective, TaskFacts, config_results, objective_of, plain_row
+from campaignctl.core.spec.settings import CampaignSettings, campaign_settings
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.efficiency import AttemptUse
 
-# 3 configs × 2 rungs: tasks 0-2 screen, 3-5 full (core/ladder.py numbering)
+# 3 configs × 2 rungs: tasks 0-2 screen, 3-5 full (core/tuning/ladder.py numbering)
 SETTINGS = campaign_settings({"configs": 3, "rungs": [
     {"name": "screen", "params": {"steps": 2}, "resources": {}, "promote": {"metric": "loss", "goal": "min", "eta": 2}},
     {"name": "full", "params": {"steps": 4}, "resources": {}, "promote": None}]})

@@ -1,4 +1,4 @@
-"""right_size: the figures a profile's samples give (core/right_size.py), the in-place lowering of
+"""right_size: the figures a profile's samples give (core/tick/right_size.py), the in-place lowering of
 pending siblings, the policy section's reader and the spec's `profile:` key."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.errors import SpecError
-from campaignctl.core.policy import Policy, policy_from_dict, policy_to_dict
-from campaignctl.core.profile_stats import campaign_use, profile_stats
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.packing.profile_stats import campaign_use, profile_stats
+from campaignctl.core.policy.policy import Policy, policy_from_dict, policy_to_dict
+from campaignctl.core.policy.right_size_section import Margin, RightSize
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size import UsageSample, plan_lowering, propose, quantile, size_first
-from campaignctl.core.right_size_section import Margin, RightSize
-from campaignctl.core.spec import validate_spec
+from campaignctl.core.spec.spec import validate_spec
+from campaignctl.core.tick.right_size import UsageSample, plan_lowering, propose, quantile, size_first
 from tests.core.test_policy import spec_problems, spec_with
 
 ASKED = Resources(mem_mb=1024, time_min=10)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs, parse_sacct, parse_sacct_line
-from campaignctl.core.sacct_records import JobObservation
-from campaignctl.core.sacct_values import expand_index_range, runner_exit, shell_exit
-from campaignctl.core.slurm_states import State, classify_state
+from campaignctl.core.model.sacct_values import expand_index_range, runner_exit, shell_exit
+from campaignctl.core.model.slurm_states import State, classify_state
+from campaignctl.core.slurm.sacct import SACCT_FIELDS, observe_jobs, parse_sacct, parse_sacct_line
+from campaignctl.core.slurm.sacct_records import JobObservation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.txt"))
@@ -51,7 +51,7 @@ CASES = [
     ("oom_one_rank_two_nodes.txt", ("4712", None), State.OUT_OF_MEMORY, "FAILED", None, (1, 0), 5, "node[1-2]",
      ("batch:FAILED", "0:OUT_OF_MEMORY")),
     # the same layout, node2 set DOWN 5 s in: NODE_FAIL on the whole allocation, no word of which
-    # node failed (core/suspects.py asks the accounting database's node events)
+    # node failed (core/policy/suspects.py asks the accounting database's node events)
     ("node_fail_two_nodes.txt", ("4692", None), State.NODE_FAIL, "NODE_FAIL", None, (0, 0), 5, "node[1-2]",
      ("batch:CANCELLED", "0:CANCELLED")),
     # --no-requeue job on node3, then scontrol update NodeName=node3 State=DOWN; .batch has no ExitCode

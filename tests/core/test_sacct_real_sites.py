@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
-from campaignctl.core.sacct_records import JobObservation, Reading
-from campaignctl.core.sacct_values import certain_indices, shell_exit
-from campaignctl.core.slurm_states import State, classify_state
+from campaignctl.core.model.sacct_values import certain_indices, shell_exit
+from campaignctl.core.model.slurm_states import State, classify_state
+from campaignctl.core.slurm.sacct import SACCT_FIELDS, observe_jobs
+from campaignctl.core.slurm.sacct_records import JobObservation, Reading
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 Key = tuple[str, int | None]

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from campaignctl.core.action_records import Tell, record_of
-from campaignctl.core.budget import assess
-from campaignctl.core.cost import Amount, Spend
-from campaignctl.core.ladder import TaskEnd
-from campaignctl.core.params import Scalar
-from campaignctl.core.policy import Prices
+from campaignctl.core.decisions.action_records import Tell, record_of
+from campaignctl.core.model.params import Scalar
+from campaignctl.core.policy.policy import Prices
 from campaignctl.core.resources import Resources
-from campaignctl.core.search import COMPLETE, FAIL, PRUNED, RUNNING, Trial, search_decisions, trials_of
-from campaignctl.core.search_spec import Dimension, SearchSpec
-from campaignctl.core.spec import Budget
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.spec.spec import Budget
+from campaignctl.core.tick.budget import assess
+from campaignctl.core.tuning.ladder import TaskEnd
+from campaignctl.core.tuning.search import COMPLETE, FAIL, PRUNED, RUNNING, Trial, search_decisions, trials_of
+from campaignctl.core.usage.cost import Amount, Spend
 
 SEARCH = SearchSpec((Dimension("lr", "uniform", 0.0, 1.0),), {"epochs": 3}, "tpe", "val_loss", "min",
                     trials=5, parallel=2, seed=1)
@@ -118,7 +118,7 @@ def test_trials_are_rebuilt_from_the_logged_asks_and_tells() -> None:
 
 
 def test_the_report_series_places_each_trial_on_its_ranges_and_keeps_the_best_so_far() -> None:
-    from campaignctl.core.search_series import search_series
+    from campaignctl.core.tuning.search_series import search_series
 
     space = SearchSpec((Dimension("lr", "loguniform", 1e-4, 1e-2, log=True), Dimension("opt", "categorical",
                                                                                      choices=("a", "b", "c"))),

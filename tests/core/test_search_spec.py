@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.search_spec import Dimension, search_from_settings
-from campaignctl.core.settings import campaign_settings
+from campaignctl.core.spec.search_spec import Dimension, search_from_settings
+from campaignctl.core.spec.settings import campaign_settings
 from tests.core.test_spec import problems_of, spec_of
 
 SEARCH = """\

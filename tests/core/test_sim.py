@@ -10,16 +10,16 @@ import pytest
 
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.profile import Profile
+from campaignctl.core.packing.profile import Profile
+from campaignctl.core.policy.right_size_section import RightSize
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size_section import RightSize
-from campaignctl.core.settings import CampaignSettings
 from campaignctl.core.sim import driver
 from campaignctl.core.sim.cluster import Cluster, Node, Partition, default_cluster
 from campaignctl.core.sim.driver import attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Engine
 from campaignctl.core.sim.setup import Setup
 from campaignctl.core.sim.workload import Synthetic, Truth, WorkloadError, draw_truths, flaky_nodes, parse_synthetic
+from campaignctl.core.spec.settings import CampaignSettings
 
 DEFAULT = load_policy("default", ".")
 CALM = Synthetic(oom=0, timeout=0, node_fail=0, preempt=0, exit=0, tempfail=0)  # nothing goes wrong by chance

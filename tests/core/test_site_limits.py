@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.site_limits import SubmitRoom, may_be_submit_limit, names_submit_limit, submit_limit
+from campaignctl.core.slurm.site_limits import SubmitRoom, may_be_submit_limit, names_submit_limit, submit_limit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_limits"
 

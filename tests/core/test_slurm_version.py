@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.sacct import SACCT_FIELDS, observe_jobs
-from campaignctl.core.sacct_records import Reading
-from campaignctl.core.sacct_values import runner_exit, shell_exit
-from campaignctl.core.slurm_states import State
-from campaignctl.core.slurm_version import SlurmVersion, parse_version
+from campaignctl.core.model.sacct_values import runner_exit, shell_exit
+from campaignctl.core.model.slurm_states import State
+from campaignctl.core.slurm.sacct import SACCT_FIELDS, observe_jobs
+from campaignctl.core.slurm.sacct_records import Reading
+from campaignctl.core.slurm.slurm_version import SlurmVersion, parse_version
 
 SITES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct_sites"
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
-from campaignctl.core.errors import SpecError
-from campaignctl.core.params import MAX_TASKS
-from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.base.errors import SpecError
+from campaignctl.core.model.params import MAX_TASKS
+from campaignctl.core.spec.spec import CampaignSpec, validate_spec
 
 GOOD = """\
 name: lr-sweep

@@ -1,4 +1,4 @@
-"""When the control loop counts as stalled (core/stall.py), as a table."""
+"""When the control loop counts as stalled (core/screens/stall.py), as a table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from campaignctl.core.stall import assess_ticks, human, stall_threshold_s
+from campaignctl.core.screens.stall import assess_ticks, human, stall_threshold_s
 
 NOW = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 

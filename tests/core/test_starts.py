@@ -1,17 +1,17 @@
-"""The tick's start section (core/starts.py): a campaign's first attempts sized, packed and cut
+"""The tick's start section (core/tick/starts.py): a campaign's first attempts sized, packed and cut
 into arrays, one `start` decision each with its evidence, carried out like any resubmit."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from campaignctl.core.action_records import Start
-from campaignctl.core.actions import plan_actions
-from campaignctl.core.pack_spec import PackSpec
-from campaignctl.core.policy import Policy
+from campaignctl.core.decisions.action_records import Start
+from campaignctl.core.decisions.actions import plan_actions
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.right_size_section import RightSize
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size_section import RightSize
-from campaignctl.core.starts import StartFacts, Unstarted, decide_starts
+from campaignctl.core.spec.pack_spec import PackSpec
+from campaignctl.core.tick.starts import StartFacts, Unstarted, decide_starts
 from tests.core.test_right_size import USED_150, sample
 
 ASKED = Resources(mem_mb=1024, time_min=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.status import shown_exit
+from campaignctl.core.screens.status import shown_exit
 
 
 @pytest.mark.parametrize(("state", "code", "shown"), [

@@ -1,4 +1,5 @@
-"""What `status` shows per task (core/status.py, core/clock.brief, core/stall.loop_warnings), as tables."""
+"""What `status` shows per task (core/screens/status.py, core/base/clock.brief,
+core/screens/stall.loop_warnings), as tables."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.clock import brief
-from campaignctl.core.records import HistoryRow
-from campaignctl.core.sacct import observe_jobs
-from campaignctl.core.stall import assess_ticks, loop_warnings
-from campaignctl.core.status import (
+from campaignctl.core.base.clock import brief
+from campaignctl.core.model.records import HistoryRow
+from campaignctl.core.screens.stall import assess_ticks, loop_warnings
+from campaignctl.core.screens.status import (
     TaskRow,
     collapse,
     index_ranges,
@@ -22,6 +22,7 @@ from campaignctl.core.status import (
     task_rows,
     varying_keys,
 )
+from campaignctl.core.slurm.sacct import observe_jobs
 
 NOW = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 

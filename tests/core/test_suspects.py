@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.decide import decide_task
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM
-from campaignctl.core.policy import Policy, Rule
-from campaignctl.core.spec import Resources
-from campaignctl.core.suspects import (
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.policy.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM
+from campaignctl.core.policy.policy import Policy, Rule
+from campaignctl.core.policy.suspects import (
     NODE_EVENTS,
     RankCause,
     attempt_cause,
@@ -21,6 +19,8 @@ from campaignctl.core.suspects import (
     parse_node_events,
     suspect_nodes,
 )
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.decide import decide_task
 from tests.core.test_decide import NOW
 
 EVENTS = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm_events" / "node_down_two_node_job.txt").read_text()

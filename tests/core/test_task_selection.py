@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.errors import NotFoundError, UsageError
-from campaignctl.core.task_selection import parse_task_list, select_tasks
+from campaignctl.core.base.errors import NotFoundError, UsageError
+from campaignctl.core.spec.task_selection import parse_task_list, select_tasks
 
 
 def test_indices_and_ranges() -> None:

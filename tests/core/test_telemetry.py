@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from campaignctl.core.telemetry import WINDOW_KEEP, Summary, fold, summary_from_dict, summary_to_dict
+from campaignctl.core.usage.telemetry import WINDOW_KEEP, Summary, fold, summary_from_dict, summary_to_dict
 
 START = json.dumps({"event": "start", "t": 0.0, "interval_s": 10, "nvml": "ok", "gpus": [0, 1]})
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.spec import Resources
-from campaignctl.core.throttle import plan_throttles
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.throttle import plan_throttles
 
 
 def views(*arrays: tuple[str, str]) -> list[TaskView]:

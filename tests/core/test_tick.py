@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decision import AttemptView, Decision, TaskView
-from campaignctl.core.governance import Awaiting, RevisionRun
-from campaignctl.core.policy import Policy
-from campaignctl.core.policy_sections import EarlyStopping, Fallback
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.spec import Budget, Resources
-from campaignctl.core.tick import MissingFact, decide_tick, finished, needs
-from campaignctl.core.tick_facts import Needs, TickSnapshot, with_facts
+from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
+from campaignctl.core.governance.governance import Awaiting, RevisionRun
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.policy_sections import EarlyStopping, Fallback
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.spec.spec import Budget, Resources
+from campaignctl.core.tick.tick import MissingFact, decide_tick, finished, needs
+from campaignctl.core.tick.tick_facts import Needs, TickSnapshot, with_facts
+from campaignctl.core.usage.cost import UsageGroup
 from tests.core.test_decide import POLICY
 
 PACKAGE = Path(__file__).resolve().parents[2] / "campaignctl"
@@ -63,18 +63,18 @@ def calls() -> dict[str, set[str]]:
 
 def test_reconcile_replay_and_the_simulator_each_call_decide_tick_once_and_only_the_tick_composes_the_rules() -> None:
     callers = calls()
-    assert callers["decide_tick"] == {"services/reconcile.py", "core/replay.py", "core/sim/driver.py"}
-    for tree in (PACKAGE / "services" / "reconcile.py", PACKAGE / "core" / "replay.py",
+    assert callers["decide_tick"] == {"services/reconcile.py", "core/governance/replay.py", "core/sim/driver.py"}
+    for tree in (PACKAGE / "services" / "reconcile.py", PACKAGE / "core" / "governance" / "replay.py",
                  PACKAGE / "core" / "sim" / "driver.py"):
         found = [n for n in ast.walk(ast.parse(tree.read_text()))
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "decide_tick"]
         assert len(found) == 1, tree
-    # every rule of the tick, the per-cause `decide` among them, is composed in core/tick.py alone
+    # every rule of the tick, the per-cause `decide` among them, is composed in core/tick/tick.py alone
     # (a candidate's proposals too: as_candidate)
     for rule in ("decide", "guard", "decide_utilisation", "plan_fallbacks", "decide_early_stops",
                  "promotion_decisions", "promotion_block", "plan_throttles", "apply_modes", "as_candidate",
                  "known_good_verdict", "expired"):
-        assert callers[rule] == {"core/tick.py"}, rule
+        assert callers[rule] == {"core/tick/tick.py"}, rule
 
 
 # --- candidate and enforce ----------------------------------------------------------------------

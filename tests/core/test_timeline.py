@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaignctl.core.timeline import (
+from campaignctl.core.screens.timeline import (
     DecisionPoint,
     Span,
     TimelineFacts,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaignctl.adapters.yaml_source import load_yaml
-from campaignctl.core.output_metrics import compile_patterns, record_of_line
-from campaignctl.core.params import render
-from campaignctl.core.spec import CampaignSpec, validate_spec
+from campaignctl.core.model.params import render
+from campaignctl.core.spec.spec import CampaignSpec, validate_spec
+from campaignctl.core.tuning.output_metrics import compile_patterns, record_of_line
 from tests.conftest import REPO
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "trainers"

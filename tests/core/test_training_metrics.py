@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import campaignctl
-from campaignctl.core.training_metrics import (
+from campaignctl.core.model.training_metrics import (
     best_until,
     curves_by_task,
     final_value,

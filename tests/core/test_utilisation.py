@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from campaignctl.core.decision import AttemptView, TaskView
-from campaignctl.core.policy import Policy
-from campaignctl.core.policy_sections import DataStarved, GpuIdle, Utilisation
-from campaignctl.core.spec import Resources
-from campaignctl.core.telemetry import Summary, fold
-from campaignctl.core.utilisation import classify, decide_utilisation, window_of
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.policy.policy import Policy
+from campaignctl.core.policy.policy_sections import DataStarved, GpuIdle, Utilisation
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.utilisation import classify, decide_utilisation, window_of
+from campaignctl.core.usage.telemetry import Summary, fold
 
 WINDOW = 60
 ON = Utilisation(window_s=WINDOW, gpu_low_pct=20, cpu_busy_pct=80, cpu_idle_pct=30,

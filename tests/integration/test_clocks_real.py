@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from campaignctl.adapters import proc
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_schema import attempts
-from campaignctl.core.units import parse_duration_seconds
+from campaignctl.core.base.units import parse_duration_seconds
 from campaignctl.services.reconcile import reconcile
 from tests.conftest import logged, write_spec
 from tests.integration.test_real_cluster import cli

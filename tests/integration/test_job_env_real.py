@@ -20,7 +20,7 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.metrics_store import MetricsStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.crontab import ENV_NAMES
+from campaignctl.core.base.crontab import ENV_NAMES
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.report import report
 from campaignctl.services.submit import submit
@@ -54,7 +54,7 @@ FAKE_MODULE = ("() {  if [ \"$1 $2\" = \"load cuda/12.4\" ]; then export CUDA_HO
 
 def cron_env(state_home: Path, slurm_conf: str) -> dict[str, str]:
     """What a crontab line gives `reconcile`: cron's own HOME, LOGNAME, PATH=/usr/bin:/bin and
-    SHELL=/bin/sh, plus the variables `campaignctl cron install` puts on its line (core/crontab.py)."""
+    SHELL=/bin/sh, plus the variables `campaignctl cron install` puts on its line (core/base/crontab.py)."""
     env = {"HOME": os.environ.get("HOME", "/root"), "LOGNAME": os.environ.get("LOGNAME", "root"),
            "PATH": CRON_PATH, "SHELL": "/bin/sh"}
     on_line = {"SLURM_CONF": slurm_conf, "XDG_STATE_HOME": str(state_home)}

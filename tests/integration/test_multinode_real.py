@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.core.attempt_paths import task_dir
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.model.attempt_paths import task_dir
+from campaignctl.core.model.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec

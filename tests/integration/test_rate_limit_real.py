@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc, slurm
-from campaignctl.core.slurm_version import SlurmVersion
+from campaignctl.core.slurm.slurm_version import SlurmVersion
 from tests.cron_path import CRON_PATH
 from tests.integration.test_multiuser_real import ALICE, ROOT, _as, unix_users, user_python  # noqa: F401
 from tests.integration.test_reconcile_real import wait_for

@@ -14,7 +14,7 @@ import pytest
 from campaignctl.adapters import proc
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
-from campaignctl.core.records import HistoryRow
+from campaignctl.core.model.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, without_starts, write_spec

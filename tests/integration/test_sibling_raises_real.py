@@ -1,4 +1,4 @@
-"""How far a failure's evidence reaches pending work on the real cluster (core/siblings.py): a
+"""How far a failure's evidence reaches pending work on the real cluster (core/tick/siblings.py): a
 memory raise that would fit fewer tasks per node is not made, and a node the campaign excludes
 joins every pending task's ExcNodeList. The nodes are read from the real sinfo: the lab's hold
 2 CPUs, 4000 MB and 2 GPUs each (scripts/slurmlab)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.core.hostlist import split_nodes
+from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.conftest import logged, write_spec

@@ -16,7 +16,7 @@ import pytest
 from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.site_limits import WAITING
+from campaignctl.core.slurm.site_limits import WAITING
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import logged, write_spec

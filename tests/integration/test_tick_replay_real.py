@@ -1,6 +1,6 @@
 """Replay of every tick section on the real cluster: a campaign whose budget runs out while its
 first elements run (reconcile alerts, holds the pending ones, pauses it) is replayed from its
-stored history with the policy that ran, through core/tick.py's decide_tick, and reproduces
+stored history with the policy that ran, through core/tick/tick.py's decide_tick, and reproduces
 every recorded decision."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from campaignctl.adapters import proc
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.replay import actual_decisions, not_replayed, replay
-from campaignctl.core.replay_compare import Comparison, compare
+from campaignctl.core.governance.replay import actual_decisions, not_replayed, replay
+from campaignctl.core.governance.replay_compare import Comparison, compare
 from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit

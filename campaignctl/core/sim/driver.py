@@ -1,7 +1,7 @@
 """The policy's tick on the simulated cluster: the one place the simulator calls `decide_tick`,
 and the built-in attempt-scaled baseline next to it. Pure.
 
-Which tasks a tick sees. Reconcile builds views only for attempts that still matter (core/observe:
+Which tasks a tick sees. Reconcile builds views only for attempts that still matter (core/slurm/observe:
 a task whose only attempt COMPLETED has none) and decides over what changed; at 100,000 tasks a
 view of every task at every 5-minute tick would cost more than the rest of the simulation. So a
 tick is given:
@@ -9,7 +9,7 @@ tick is given:
   backoff stays in until answered);
 - on a tick that decides, the tasks with a node failure behind them (what the campaign-wide node
   exclusion counts);
-- the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/siblings.py),
+- the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/tick/siblings.py),
   only those still asking for less or lacking an excluded node (a second `decide_tick` over the
   same snapshot plus them); the raise is sized by the partition's nodes and the first attempts'
   ends, the one group being the campaign (a simulated task has no parameters of its own);
@@ -28,23 +28,23 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from campaignctl.core.action_records import GiveUp, Resubmit
-from campaignctl.core.cost import UsageGroup
-from campaignctl.core.decide import campaign_excluded_nodes, sibling_raises
-from campaignctl.core.decision import Decision, TaskView
-from campaignctl.core.hostlist import split_nodes
-from campaignctl.core.policy import CAUSE_OF_STATE, Policy
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.decisions.action_records import GiveUp, Resubmit
+from campaignctl.core.decisions.decision import Decision, TaskView
+from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
-from campaignctl.core.right_size import ENDED, UsageSample, groups
-from campaignctl.core.right_size import RULE as RIGHT_SIZE
-from campaignctl.core.search import Sampler
-from campaignctl.core.settings import CampaignSettings
-from campaignctl.core.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.scheduler import Shape
 from campaignctl.core.sim.trials import SimSearch
-from campaignctl.core.tick import TickPlan, decide_tick, needs
-from campaignctl.core.tick_facts import TickSnapshot, with_facts
+from campaignctl.core.spec.settings import CampaignSettings
+from campaignctl.core.tick.decide import campaign_excluded_nodes, sibling_raises
+from campaignctl.core.tick.right_size import ENDED, UsageSample, groups
+from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
+from campaignctl.core.tick.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
+from campaignctl.core.tick.tick import TickPlan, decide_tick, needs
+from campaignctl.core.tick.tick_facts import TickSnapshot, with_facts
+from campaignctl.core.tuning.search import Sampler
+from campaignctl.core.usage.cost import UsageGroup
 
 ATTEMPT_SCALED = "attempt-scaled"
 ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`
@@ -140,7 +140,7 @@ def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
 def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy,
               pushed: dict[str, object]) -> list[TaskView]:
     """Pending tasks this plan's raises or the campaign's excluded nodes reach: still asking for
-    less than a raise that is made (core/siblings.py), or lacking an excluded node."""
+    less than a raise that is made (core/tick/siblings.py), or lacking an excluded node."""
     triggers = [d for d in plan.decisions if d.action == "resubmit" and d.rule in ("out_of_memory", "timeout")]
     facts = _sibling_facts(engine) if triggers else None
     raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []

@@ -11,22 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-from campaignctl.core.action_records import Ask, Cancel, Resubmit, Throttle
-from campaignctl.core.answers import ANSWERS
-from campaignctl.core.decision import Decision, Replacement, TaskView
+from campaignctl.core.decisions.action_records import Ask, Cancel, Resubmit, Throttle
+from campaignctl.core.decisions.answers import ANSWERS
+from campaignctl.core.decisions.decision import Decision, Replacement, TaskView
+from campaignctl.core.decisions.requests import Requests
+from campaignctl.core.model.params import SCALAR_TYPES, Scalar
 from campaignctl.core.pack_plan import PackShape
-from campaignctl.core.params import SCALAR_TYPES, Scalar
-from campaignctl.core.requests import Requests
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, make_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.setup import Setup, attempt_view
 from campaignctl.core.sim.tally import Tally
 from campaignctl.core.sim.workload import fate, hazards
-from campaignctl.core.tick import TickPlan
+from campaignctl.core.tick.tick import TickPlan
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
-MAX_ARRAY = 1000  # MaxArraySize 1001 caps the index: arrays of at most 1000 elements (core/plan.py)
+MAX_ARRAY = 1000  # MaxArraySize 1001 caps the index: arrays of at most 1000 elements (core/slurm/plan.py)
 REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may start (lab NOTES, pitfall 4)
 IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
 SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)

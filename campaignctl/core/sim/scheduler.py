@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from campaignctl.core.decide import split_nodes
-from campaignctl.core.params import Scalar
+from campaignctl.core.model.params import Scalar
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
+from campaignctl.core.tick.decide import split_nodes
 
 BF_MAX_JOB_TEST = 500  # slurm.conf SchedulerParameters bf_max_job_test default
 

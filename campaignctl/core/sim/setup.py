@@ -6,14 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from campaignctl.core.clock import stamp
-from campaignctl.core.decision import AttemptView
+from campaignctl.core.base.clock import stamp
+from campaignctl.core.decisions.decision import AttemptView
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.resources import Resources
-from campaignctl.core.search_spec import SearchSpec
 from campaignctl.core.sim.cluster import Cluster
 from campaignctl.core.sim.scheduler import Job
 from campaignctl.core.sim.workload import Synthetic, Truth
+from campaignctl.core.spec.search_spec import SearchSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from campaignctl.core.action_records import array_of
-from campaignctl.core.decision_rows import GROUPED
+from campaignctl.core.decisions.action_records import array_of
+from campaignctl.core.decisions.decision_rows import GROUPED
 
 if TYPE_CHECKING:
     from campaignctl.core.sim.scheduler import Job
-    from campaignctl.core.tick import TickPlan
+    from campaignctl.core.tick.tick import TickPlan
 
 
 @dataclass(slots=True)
@@ -27,7 +27,7 @@ class Tally:
     attempts: int = 0  # campaign jobs started (a requeued job counts once per start)
     ends: Counter[str] = field(default_factory=Counter)  # final Slurm state of each run
     decisions: Counter[str] = field(default_factory=Counter)  # "rule → action" carried out
-    log_rows: int = 0  # rows the decision log would hold for them (core/decision_rows.py)
+    log_rows: int = 0  # rows the decision log would hold for them (core/decisions/decision_rows.py)
     proposals: Counter[str] = field(default_factory=Counter)  # shadow, or waiting for approval
     ticks: int = 0
     running: int = 0

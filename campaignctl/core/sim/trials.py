@@ -14,18 +14,18 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from campaignctl.core.action_records import ActionRecord
-from campaignctl.core.answers import SETTLING
-from campaignctl.core.decision import Decision
-from campaignctl.core.ladder import TaskEnd, task_ends
-from campaignctl.core.params import Scalar
-from campaignctl.core.search import COMPLETE, Trial, trials_of
-from campaignctl.core.search_spec import Dimension, SearchSpec
+from campaignctl.core.decisions.action_records import ActionRecord
+from campaignctl.core.decisions.answers import SETTLING
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.model.params import Scalar
 from campaignctl.core.sim.scheduler import Job
+from campaignctl.core.spec.search_spec import Dimension, SearchSpec
+from campaignctl.core.tuning.ladder import TaskEnd, task_ends
+from campaignctl.core.tuning.search import COMPLETE, Trial, trials_of
 
 OPTIMUM = 1.0
 WRONG_CHOICE = 0.25
-# the engine's word for a settled task → the decision that settled it (core/answers.py: SETTLING)
+# the engine's word for a settled task → the decision that settled it (core/decisions/answers.py: SETTLING)
 SETTLED_BY = dict(zip(("given_up", "stopped"), SETTLING, strict=True))
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from campaignctl.core.output_causes import GPU_OOM
+from campaignctl.core.policy.output_causes import GPU_OOM
 from campaignctl.core.resources import Resources
 
 # key → (default, what it means); docs/simulate.md lists the same table
