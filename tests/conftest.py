@@ -16,6 +16,7 @@ from campaignctl.adapters import proc, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.runner import FORWARDED_SIGNALS, IGNORED_UNLESS_HANDLED
 from campaignctl.adapters.store import Store
+from campaignctl.core.nodes.evidence import CLEAR, SUSPECT
 from campaignctl.core.tick.starts import ACTION as START
 from tests.fakeslurm import FakeSlurm
 
@@ -212,12 +213,13 @@ def logged(name: str, starts: bool = False) -> list[LoggedDecision]:
     record = store.campaign(name)
     assert record is not None
     entries = DecisionLog(store.engine).entries(record.id)
-    return entries if starts else without_starts(entries)
+    return entries if starts else policy_decisions(entries)
 
 
-def without_starts(entries: Iterable[LoggedDecision]) -> list[LoggedDecision]:
-    """`entries` less the `start` decisions of campaigns' first arrays (core/tick/starts.py)."""
-    return [e for e in entries if e.action != START]
+def policy_decisions(entries: Iterable[LoggedDecision]) -> list[LoggedDecision]:
+    """`entries` less the `start` decisions of campaigns' first arrays (core/tick/starts.py) and
+    the node ledger's evidence (core/nodes/evidence.py): what the policy's rules answered and did."""
+    return [e for e in entries if e.action not in (START, SUSPECT, CLEAR)]
 
 
 @pytest.fixture

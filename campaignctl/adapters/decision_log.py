@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from campaignctl.adapters.node_marks import insert_marks
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.adapters.submission_rows import insert_submission
@@ -80,14 +81,15 @@ class DecisionLog:
 
     def write_intents(self, tick_id: int, campaign_id: int, policy: Policy,
                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
-                      revision: int) -> list[int]:
+                      revision: int, marks: tuple[str, str] | None = None) -> list[int]:
         """In ONE transaction: every decision of the tick, the submission intent rows of the
-        resubmissions, and the outcome of decisions that need no Slurm call (effect RECORD). A crash
-        after this commit is finished by the next tick; before it, nothing happened at all."""
+        resubmissions, the outcome of decisions that need no Slurm call (effect RECORD) and, given
+        `marks` (cluster, user), the node ledger's rows of its node evidence. A crash after this
+        commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
         try:
-            return self._write_intents(tick_id, campaign_id, label, digest, planned, intents, revision, now)
+            return self._write_intents(tick_id, campaign_id, label, digest, planned, intents, revision, now, marks)
         except WriteConflictError as exc:
             if exc.constraint not in ONE_ANSWER:
                 raise
@@ -101,7 +103,7 @@ class DecisionLog:
 
     def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,
                        planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
-                       revision: int, now: str) -> list[int]:
+                       revision: int, now: str, marks: tuple[str, str] | None = None) -> list[int]:
         rows, where = collapse(planned)  # pending tasks resized alike share a row (core/decisions/decision_rows.py)
         with self.engine.begin() as conn:
             write_lock(conn, CHAIN_LOCK_KEY)
@@ -118,6 +120,9 @@ class DecisionLog:
             _insert_outcomes(conn, done, "applied", {}, "")
             proposed = [i for i, (d, _) in zip(ids, rows, strict=True) if d.mode == "shadow"]
             _insert_outcomes(conn, proposed, "proposed", {}, "")
+            if marks is not None:
+                insert_marks(conn, *marks, campaign_id=campaign_id, at=now, decided=[
+                    (i, d) for i, (d, _) in zip(ids, rows, strict=True) if d.mode == "enforce" and not d.gate])
         return [ids[at] for at in where]
 
     def write_outcomes(self, decision_ids: Sequence[int], status: str,

@@ -22,7 +22,7 @@ from campaignctl.core.slurm.sacct import SACCT_FIELDS, Observed, observe_jobs
 from campaignctl.core.slurm.sacct_records import Reading
 from campaignctl.core.slurm.site_limits import may_be_submit_limit, names_submit_limit
 from campaignctl.core.slurm.site_limits import submit_limit as read_submit_limit
-from campaignctl.core.slurm.slurm_version import SlurmVersion, parse_version
+from campaignctl.core.slurm.slurm_version import SlurmVersion, parse_cluster_name, parse_version
 from campaignctl.core.tick.fallback import NodeGpus, parse_sinfo_gpus
 from campaignctl.core.tick.siblings import NodeShape, parse_node_shapes
 
@@ -60,10 +60,29 @@ def version() -> SlurmVersion | None:
     return parse_version(result.stdout) if result.returncode == 0 else None
 
 
+@functools.cache
+def cluster_name() -> str:
+    """slurm.conf's ClusterName (what `sacctmgr show clusters` lists: the node ledger's key), from
+    `scontrol show config` once per process; the environment's CAMPAIGNCTL_CLUSTER wins, and
+    'default' stands in when neither says."""
+    given = os.environ.get("CAMPAIGNCTL_CLUSTER", "").strip()
+    if given:
+        return given
+    result = proc.run(["scontrol", "show", "config"], timeout=30, attempts=1, check=False)
+    return parse_cluster_name(result.stdout) if result.returncode == 0 else "default"
+
+
+def partition_nodes(partition: str | None) -> tuple[str, ...]:
+    """The nodes of the partition (the default partition's without one): sinfo, one line each."""
+    out = proc.run(["sinfo", "-h", "-N", "-o", "%N", *(["-p", partition] if partition else [])], timeout=60).stdout
+    return tuple(sorted({line.strip() for line in out.splitlines() if line.strip()}))
+
+
 def forget_site() -> None:
     """Forget what this process read of the site (version, limits, resources Slurm would take):
     a test's new Slurm."""
     version.cache_clear()
+    cluster_name.cache_clear()
     reading.cache_clear()
     submit_limit.cache_clear()
     max_array_size.cache_clear()

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.metrics_store import MetricsStore
+from campaignctl.adapters.node_marks import NodeMarks
 from campaignctl.adapters.notify_store import NotifyStore
 from campaignctl.adapters.profile_store import ProfileStore
 from campaignctl.adapters.revision_rows import (
@@ -52,7 +53,7 @@ from campaignctl.core.usage.cost import UsageGroup, phase_of
 
 class Store:
     """Campaigns, revisions, submissions and attempts; the other stores on the same database
-    through their doors (`log`, `metrics`, `telemetry`, `profiles`, `notices`, `histories`)."""
+    through their doors (`log`, `metrics`, `telemetry`, `profiles`, `notices`, `histories`, `nodes`)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -82,6 +83,10 @@ class Store:
     @cached_property
     def histories(self) -> HistoryStore:
         return HistoryStore(self.engine)
+
+    @cached_property
+    def nodes(self) -> NodeMarks:
+        return NodeMarks(self.engine)
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:

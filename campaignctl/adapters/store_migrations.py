@@ -342,6 +342,17 @@ ALTER TABLE telemetry ADD COLUMN behind INTEGER NOT NULL DEFAULT 0
 """
 
 
+# The node ledger (core/nodes/ledger.py): evidence against a cluster's nodes, shared by every
+# campaign and user of the store; a clean slate is a row too (nothing is updated or deleted).
+_019_NODE_MARKS = """
+CREATE TABLE node_marks (
+  id {pk}, cluster TEXT NOT NULL, node TEXT NOT NULL, at TEXT NOT NULL, kind TEXT NOT NULL,
+  weight DOUBLE PRECISION NOT NULL, campaign_id BIGINT REFERENCES campaigns(id), decision_id BIGINT,
+  user_name TEXT NOT NULL, reason TEXT NOT NULL);
+CREATE INDEX node_marks_cluster_at ON node_marks (cluster, at)
+"""
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
@@ -360,3 +371,4 @@ MIGRATIONS.append(("015_energy", _ddl(_015_ENERGY)))
 MIGRATIONS.append(("016_hardening", _ddl(_016_HARDENING)))
 MIGRATIONS.append(("017_packs", _ddl(_017_PACKS)))
 MIGRATIONS.append(("018_backlog", _ddl(_018_BACKLOG)))
+MIGRATIONS.append(("019_node_marks", _ddl(_019_NODE_MARKS)))

@@ -90,6 +90,12 @@ metrics = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("attempt_id", sa.Integer),
     sa.Column("step", sa.BigInteger), sa.Column("name", sa.Text), sa.Column("value", sa.Double),
     sa.Column("t", sa.Double))
+node_marks = sa.Table(
+    "node_marks", metadata,
+    sa.Column("id", sa.Integer, primary_key=True), sa.Column("cluster", sa.Text), sa.Column("node", sa.Text),
+    sa.Column("at", sa.Text), sa.Column("kind", sa.Text), sa.Column("weight", sa.Double),
+    sa.Column("campaign_id", sa.BigInteger), sa.Column("decision_id", sa.BigInteger),
+    sa.Column("user_name", sa.Text), sa.Column("reason", sa.Text))
 notifications = sa.Table(
     "notifications", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("campaign_id", sa.BigInteger),

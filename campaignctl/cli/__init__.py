@@ -18,6 +18,7 @@ from campaignctl.cli import by_hand as by_hand_cmd
 from campaignctl.cli import cron as cron_cmd
 from campaignctl.cli import governance as governance_cmd
 from campaignctl.cli import log as log_cmd
+from campaignctl.cli import nodes as nodes_cmd
 from campaignctl.cli import notify as notify_cmd
 from campaignctl.cli import output as output_cmd
 from campaignctl.cli import policy as policy_cmd
@@ -80,6 +81,7 @@ app.command("reject", short_help="Reject a decision that waits for approval.")(g
 app.add_typer(cron_cmd.cron_app, name="cron", short_help="Run reconcile from your crontab.")
 app.add_typer(policy_cmd.policy_app, name="policy", short_help="Change, shadow, promote or replay a policy.")
 app.add_typer(profile_cmd.profile_app, name="profile", short_help="What a kind of work used: right_size's history.")
+app.add_typer(nodes_cmd.nodes_app, name="nodes", short_help="Bad and slow nodes remembered; forgive one.")
 app.command("report", short_help="Write an HTML report with charts.")(report_cmd.report)
 app.command("metrics", short_help="Campaign metrics for Prometheus.")(prometheus_cmd.metrics)
 app.command("simulate", short_help="Try policies on a simulated Slurm cluster.")(simulate_cmd.simulate)

@@ -23,8 +23,10 @@ from campaignctl.core.decisions.action_records import (
     SUBMITS,
     THROTTLES,
     Cancel,
+    ClearNode,
     GiveUp,
     Hold,
+    NodeSuspect,
     Release,
     ResizePending,
     Stop,
@@ -112,8 +114,10 @@ class Actor:
         max_array = slurm.array_cap() if resubmitting else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
+        marking = any(isinstance(d.typed, (NodeSuspect, ClearNode)) for d in acting)
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
-                                     self._intents(plan), self.record.current_revision)
+                                     self._intents(plan), self.record.current_revision,
+                                     (slurm.cluster_name(), identity.user_name()) if marking else None)
         faults.crash_point("after_decisions")
         # where each decision (by its ref) meets the log row written for it
         row = {d.ref: i for (d, _), i in zip(planned, ids, strict=True)}

@@ -5,10 +5,9 @@ of any user on any host, holds is left alone this tick) → finish what a crashe
 ONE sacct for every live attempt (+ at most one squeue, only when something is missing from sacct
 or must be adopted) → pure diff → per campaign, one snapshot of what the tick decides from
 (services/tick_snapshot.py) and one pure decide_tick (core/tick/tick.py: every section in a fixed
-order) → decisions and submission intents in one transaction
-→ act per group → outcomes → tell the campaigns' `notify:` channels what the log now says
-(services/notify.py: queued in the store, sent within a few seconds, the rest by the next tick)
-→ leases released.
+order) → decisions and submission intents in one transaction → act per group → outcomes → tell the
+campaigns' `notify:` channels what the log now says (services/notify.py: queued in the store, sent
+within a few seconds, the rest by the next tick) → leases released.
 
 Each campaign is its own error boundary: what one campaign's part of the tick raises (a bug, a
 file its job wrote that nothing should have to read) is recorded for it (adapters/tick_failures.py,
@@ -269,7 +268,8 @@ class _Tick:
         read = ingest(None if dry_run else self.store, self.tick_id, record.id, record.run_dir, rows, changes)
         faults.crash_point("before_deciding")  # what it saw is written; nothing decided yet
         views = task_views(history, decided, read.changes, read.causes)
-        return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run)
+        return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run,
+                                    sum(c.facts.state == "COMPLETED" for c in read.changes))
 
     def _queued_arrays(self, subs: list[SubmissionRecord], rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. A job another user submitted
@@ -295,23 +295,23 @@ class _Tick:
                              owners=identity.uids_of(self.store.submitters({r.submission_token for r in live})))
 
     def _decide_and_act(self, record: CampaignRecord, views: list[TaskView], rows: list[HistoryRow],
-                        summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool) -> CampaignTick:
+                        summaries: dict[str, Summary], changed: int, repaired: int, dry_run: bool,
+                        completed: int = 0) -> CampaignTick:
         if record.state == CANCELLING:  # `cancel`: watch its stopped attempts end, decide nothing
             ended = all(v.latest.state in ENDED for v in views)
             if ended and not dry_run:
                 self.store.set_campaign_state(record.id, CANCELLED)
             return CampaignTick(record.name, CANCELLED if ended else CANCELLING, len(rows), changed, [], repaired)
         fresh = record.id in self.fresh
-        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries, self.by_hand, fresh)
+        policy, snapshot = gather(self.store, self.log, record, views, rows, summaries, self.by_hand, fresh, completed)
         given = self.spec if self.spec is not None and self.spec.name == record.name else None
         spec = functools.cache(lambda: given or revision_spec(self.store, record.id, record.current_revision))
         snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs, spec,
-                        self.by_hand, fresh)
+                        self.by_hand, fresh, policy.nodes, self.now)
         plan = decide_tick(snapshot, policy, self.now)
         decisions = name_outputs(plan.decisions, record.run_dir)
-        observed = len(rows)
         if dry_run:
-            return CampaignTick(record.name, record.state, observed, changed,
+            return CampaignTick(record.name, record.state, len(rows), changed,
                                 [_summary(d, "proposed") for d in decisions], repaired)
         outcomes = Outcomes((), {})
         if decisions:
@@ -336,7 +336,7 @@ class _Tick:
         if finished(plan, set() if fresh else self._unresolved(record, views)):
             state = "finished"
             self.store.set_campaign_state(record.id, state)
-        return CampaignTick(record.name, state, observed, changed,
+        return CampaignTick(record.name, state, len(rows), changed,
                             [_summary(d, *o) for d, o in zip(decisions, outcomes.in_order(("pending", None)),
                                                              strict=True)],
                             repaired)

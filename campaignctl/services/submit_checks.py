@@ -97,19 +97,25 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
         label = f"tasks {size.tasks[0]}-{size.tasks[-1]}" if len(size.tasks) > 1 else f"task {size.tasks[0]}"
         asked.append((f"resources ({label})", size.resources, size.tasks[0]))
     refusals = pack_misfits(starts)
-    with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
-        for i, (where, resources, task) in enumerate(asked):
-            chunk = ArrayChunk(task_indices=(task,), throttle=None)
-            params = parameters(spec.name, resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
-            script = Path(tmp) / f"request{i}.sbatch"
-            script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
-            try:
-                refused = slurm.refusal(str(script))
-            except SiteLimitError:  # the user's queue is full now: says nothing of these resources
-                continue
-            if refused:
-                refusals.append(f"{where}: Slurm would refuse its tasks: {refused}{_unknown_gpu_type(resources)}")
+    for where, resources, task in asked:
+        refused = refusal_of(spec, resources, task)
+        if refused:
+            refusals.append(f"{where}: Slurm would refuse its tasks: {refused}{_unknown_gpu_type(resources)}")
     return refusals
+
+
+def refusal_of(spec: CampaignSpec, resources: Resources, task: int = 0) -> str | None:
+    """`sbatch --test-only` of one element of task `task` asking `resources`: Slurm's refusal, or
+    None when it would queue it (or the user's queue is full now, which says nothing of them)."""
+    chunk = ArrayChunk(task_indices=(task,), throttle=None)
+    params = parameters(spec.name, resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
+    with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
+        script = Path(tmp) / "request.sbatch"
+        script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
+        try:
+            return slurm.refusal(str(script))
+        except SiteLimitError:
+            return None
 
 
 def _unknown_gpu_type(resources: Resources) -> str:

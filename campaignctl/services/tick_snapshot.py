@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
@@ -20,29 +21,34 @@ from campaignctl.core.decisions.decision import TaskView
 from campaignctl.core.decisions.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.governance.governance import Awaiting, RevisionRun
 from campaignctl.core.model.records import CampaignRecord, HistoryRow
+from campaignctl.core.nodes.evidence import Completion
+from campaignctl.core.nodes.node_rules import NodeRules
+from campaignctl.core.packing.profile import group_of
 from campaignctl.core.policy.policy import Policy, policy_from_dict
 from campaignctl.core.spec.settings import campaign_settings
 from campaignctl.core.spec.spec import CampaignSpec
 from campaignctl.core.tick import fallback
 from campaignctl.core.tick.siblings import SiblingFacts, tally_first_ends, trigger_of
 from campaignctl.core.tick.tick_facts import Needs, TickSnapshot, with_facts
-from campaignctl.core.tuning.ladder import TaskEnd, task_ends
+from campaignctl.core.tuning.ladder import TaskEnd, rung_of, task_ends
 from campaignctl.core.tuning.search import Trial, trials_of
 from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.campaigns import promotions
 from campaignctl.services.dispatch import revision_spec
+from campaignctl.services.node_facts import ledger_exclusion
 from campaignctl.services.revisions import known_good_revisions
 from campaignctl.services.start_facts import start_facts
 
 
 def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequence[TaskView],
            rows: Sequence[HistoryRow], summaries: Mapping[str, Summary],
-           restart_abandoned: bool = False, fresh: bool = False) -> tuple[Policy, TickSnapshot]:
+           restart_abandoned: bool = False, fresh: bool = False, completed: int = 0) -> tuple[Policy, TickSnapshot]:
     """The enforced policy and the snapshot of `record` (its state as the tick began), `views`
     and `rows` as the tick observed them, `summaries` the telemetry it read. `restart_abandoned`
     (`submit` of the same spec again): a first task whose submission was abandoned before
     reaching Slurm counts as unstarted. `fresh`: nothing has happened to the campaign (no
-    submission, no decision, so no attempt): its log and history are empty, and not read."""
+    submission, no decision, so no attempt): its log and history are empty, and not read.
+    `completed`: how many attempts this tick saw complete."""
     revision = store.revision(record.id, record.current_revision)
     policy = policy_from_dict(json.loads(revision.policy_json))
     settings = campaign_settings(json.loads(revision.settings_json))
@@ -76,7 +82,8 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         candidate=policy_from_dict(json.loads(revision.shadow_policy_json)) if revision.shadow_policy_json else None,
         tasks_started=started, unstarted=first - first_started,
         trials=search_trials(log, record.id) if read and settings.search else (),
-        sampler=OptunaSampler() if settings.search else None)
+        sampler=OptunaSampler() if settings.search else None,
+        completed=completed, suspected=facts.suspected, crash_looped=facts.crash_looped)
     return policy, snapshot
 
 
@@ -88,15 +95,24 @@ def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
 
 def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,
          queued: Callable[[], list[slurm.QueuedJob]], spec: Callable[[], CampaignSpec] | None = None,
-         restart_abandoned: bool = False, fresh: bool = False) -> TickSnapshot:
+         restart_abandoned: bool = False, fresh: bool = False, nodes: NodeRules | None = None,
+         now: datetime | None = None) -> TickSnapshot:
     """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue, `spec`
     the revision's spec, read once for the tick (the Actor renders the new arrays from it too);
-    `fresh` as for `gather`."""
+    `fresh` as for `gather`; `nodes` the policy's node ledger rules, `now` the tick's clock."""
+    read_spec = spec or (lambda: revision_spec(store, record.id, record.current_revision))
+    if wanted.nodes and nodes is not None and now is not None:
+        snapshot = with_facts(snapshot, exclusion=ledger_exclusion(store, nodes, read_spec, now))
+    if wanted.completions:
+        by = snapshot.settings.profile.by if snapshot.settings.profile else ()
+        snapshot = with_facts(snapshot, completions=[
+            Completion(task, token, nodes_, ended, elapsed, step,
+                       group_of(rung_of(task, snapshot.settings), json.loads(params), by))
+            for task, token, nodes_, ended, elapsed, params, step in store.metrics.completions(record.id)])
     if wanted.starts:  # the spec's tasks: their resources and groups
         started = set() if fresh else {a.task_index for a in store.attempts(record.id)
                                        if not (restart_abandoned and a.state == "ABANDONED")}
-        read = spec() if spec else revision_spec(store, record.id, record.current_revision)
-        snapshot = with_facts(snapshot, starts=start_facts(store, read, started, slurm.array_cap()))
+        snapshot = with_facts(snapshot, starts=start_facts(store, read_spec(), started, slurm.array_cap()))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
     metrics = store.metrics

@@ -25,7 +25,7 @@ from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.governance.chain import verify_chain
 from campaignctl.core.policy.policy import Policy
 from campaignctl.services.submit import submit
-from tests.conftest import without_starts, write_spec
+from tests.conftest import policy_decisions, write_spec
 from tests.fakeslurm import FakeSlurm
 
 SPEC = "name: {name}\ncommand: [python3, t.py, '{{i}}']\nmatrix: {{i: [0, 1]}}\n"
@@ -199,7 +199,7 @@ def test_what_legitimately_repeats_for_one_attempt_is_accepted(store: Store) -> 
                decision("s.0", "resize_pending"), decision("s.0", "resize_pending"), decision("s.0", "give_up")]
     for planned in repeats:
         log.write_intents(tick, campaign, Policy(), [planned], [], 1)
-    assert len(without_starts(log.entries())) == len(repeats)
+    assert len(policy_decisions(log.entries())) == len(repeats)
     with pytest.raises(AnsweredElsewhereError):  # s.1's gated resubmit is its answer, approved or not
         log.write_intents(tick, campaign, Policy(), [decision("s.1", "give_up")], [], 1)
 

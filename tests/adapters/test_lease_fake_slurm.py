@@ -25,7 +25,7 @@ from campaignctl.core.policy.policy import Policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.adapters.test_reconcile_fake_slurm import campaign, provoke
-from tests.conftest import run_main, without_starts, write_spec
+from tests.conftest import policy_decisions, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 HOLDER = "alice@login1 pid 4242 since "
@@ -108,10 +108,10 @@ def test_a_manual_action_on_a_campaign_another_holds_exits_75_naming_the_holder(
     assert code == 75
     assert f"error: campaign 'la' is being acted on by {HOLDER}" in err
     assert "hint: run the command again once it is done (its lease lapses in" in err
-    assert without_starts(DecisionLog(store.engine).entries()) == []
+    assert policy_decisions(DecisionLog(store.engine).entries()) == []
     other.release()
     assert run_main(monkeypatch, capsys, "revisions", "la", "--mark-good", "1")[0] == 0
-    assert [e.action for e in without_starts(DecisionLog(store.engine).entries())] == ["mark_known_good"]
+    assert [e.action for e in policy_decisions(DecisionLog(store.engine).entries())] == ["mark_known_good"]
     assert no_lease_left(store)
 
 
@@ -142,7 +142,7 @@ def test_a_tick_that_loses_the_race_for_an_attempt_drops_that_campaigns_decision
     assert left["name"] == "la" and left["holder"] is None
     assert "another tick answered attempt(s)" in left["why"] and "none of them carried out" in left["why"]
     assert "sbatch" not in fake_slurm.calls  # nothing of la's was carried out
-    decided = without_starts(DecisionLog(store.engine).entries())
+    decided = policy_decisions(DecisionLog(store.engine).entries())
     assert [(e.action, e.reason) for e in decided] == [("give_up", "the other tick")]
     assert run_main(monkeypatch, capsys, "log", "verify")[0] == 0
 

@@ -17,7 +17,7 @@ from campaignctl.core.base.errors import CampaignctlError
 from campaignctl.core.model.records import AttemptFacts, ObservedChange
 from campaignctl.services.reconcile import reconcile
 from tests.adapters.test_reconcile_fake_slurm import FAILURES, RETRIED, campaign, provoke
-from tests.conftest import without_starts
+from tests.conftest import policy_decisions
 from tests.crash import Crash
 from tests.fakeslurm import FakeSlurm
 
@@ -109,13 +109,13 @@ def test_a_tick_killed_after_writing_observations_repairs_on_the_next(
     store = Store.open()
     record = store.campaign("rc")
     assert record is not None
-    assert without_starts(DecisionLog(store.engine).entries(record.id)) == []
+    assert policy_decisions(DecisionLog(store.engine).entries(record.id)) == []
     reconcile("rc")
     reconcile("rc")  # converges: nothing new
     attempts = store.attempts(record.id)
     per_task = Counter(a.task_index for a in attempts)
     assert {t for t, n in per_task.items() if n == 2} == RETRIED
     assert all(n <= 2 for n in per_task.values())
-    entries = without_starts(DecisionLog(store.engine).entries(record.id))
+    entries = policy_decisions(DecisionLog(store.engine).entries(record.id))
     assert sorted(e.task_index for e in entries) == sorted(FAILURES)
     assert all(e.status == "applied" for e in entries)

@@ -21,7 +21,7 @@ from campaignctl.adapters.store_schema import ticks
 from campaignctl.core.base.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, without_starts, write_spec
+from tests.conftest import REPO, policy_decisions, write_spec
 from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 
@@ -81,7 +81,7 @@ def test_one_decision_per_failure_with_the_resources_the_policy_chose(
     store = Store.open()
     record = store.campaign("rc")
     assert record is not None
-    entries = without_starts(DecisionLog(store.engine).entries(record.id))
+    entries = policy_decisions(DecisionLog(store.engine).entries(record.id))
     by_task = {e.task_index: e for e in entries}
     assert sorted(by_task) == sorted(FAILURES) and len(entries) == len(FAILURES)
     assert by_task[0].params["changes"] == {"mem_mb": [1024, 1536]}
@@ -119,7 +119,7 @@ def test_killed_at_any_step_of_the_act_protocol_then_rerun_no_duplicate_no_lost_
     assert all(not fake_slurm.jobs[j].held for j in retry_jobs)  # every retry released
     submitted = [j for j in fake_slurm.jobs.values() if j.job_id != min(fake_slurm.jobs, key=int)]
     assert len(submitted) == len(retry_jobs) == 4  # one job per group, none duplicated
-    entries = without_starts(DecisionLog(store.engine).entries(record.id))
+    entries = policy_decisions(DecisionLog(store.engine).entries(record.id))
     assert sorted(e.task_index for e in entries) == sorted(FAILURES)
     assert all(e.status == "applied" for e in entries)
 
@@ -162,7 +162,7 @@ def test_slurm_unreachable_the_tick_observes_nothing_decides_nothing_and_exits_7
     store = Store.open()
     with store.engine.connect() as conn:
         assert conn.execute(sa.select(ticks.c.status)).scalars().all()[1:] == ["observed-nothing"]  # after submit's
-    assert without_starts(DecisionLog(store.engine).entries()) == []
+    assert policy_decisions(DecisionLog(store.engine).entries()) == []
 
 
 def test_a_job_missing_from_sacct_and_squeue_is_unknown_until_the_grace_period_ends(
@@ -220,7 +220,7 @@ def test_dry_run_decides_but_writes_and_mutates_nothing(tmp_path: Path, fake_slu
     assert {d.status for d in result.campaigns[0].decisions} == {"proposed"}
     assert slurm_mutations(fake_slurm) == Counter()
     store = Store.open()
-    assert without_starts(DecisionLog(store.engine).entries()) == []
+    assert policy_decisions(DecisionLog(store.engine).entries()) == []
     assert reconcile("rc").campaigns[0].decisions  # the real tick still decides
 
 

@@ -24,7 +24,7 @@ from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.governance.chain import verify_chain
 from campaignctl.core.policy.policy import Policy
 from campaignctl.services.submit import submit
-from tests.conftest import without_starts, write_spec
+from tests.conftest import policy_decisions, write_spec
 from tests.fakeslurm import FakeSlurm
 
 SPEC = "name: {name}\ncommand: [python3, t.py, '{{i}}']\nmatrix: {{i: [0, 1]}}\n"
@@ -85,7 +85,7 @@ def test_writers_on_different_campaigns_at_once_neither_fail_nor_fork_the_chains
     failed = [(code, err[-2000:]) for code, _, err in results if code != 0]
     assert not failed, failed
     store = Store.open()
-    entries = without_starts(DecisionLog(store.engine).entries())
+    entries = policy_decisions(DecisionLog(store.engine).entries())
     assert len(entries) == WRITERS * WRITES and all(e.status == "applied" for e in entries)
     for chain in ("decision", "outcome"):
         with stored_rows(store.engine, chain) as rows:
@@ -111,4 +111,4 @@ def test_a_writer_stuck_holding_the_chain_lock_makes_the_next_exit_75_not_hang(
         assert caught.value.exit_code == 75 and time.monotonic() - started < 10
     finally:
         stuck.close()
-    assert without_starts(DecisionLog(store.engine).entries()) == []
+    assert policy_decisions(DecisionLog(store.engine).entries()) == []

@@ -18,7 +18,7 @@ from campaignctl.core.base.errors import SlurmTransientError, SlurmUnavailableEr
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.status import status
 from campaignctl.services.submit import submit
-from tests.conftest import without_starts, write_spec
+from tests.conftest import policy_decisions, write_spec
 from tests.fakeslurm import FakeJob, FakeSlurm
 
 TIMED_OUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
@@ -58,7 +58,8 @@ def entries(name: str = "st") -> list[tuple[str, str, str, str]]:
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    return [(e.rule, e.action, e.status, e.error) for e in without_starts(DecisionLog(store.engine).entries(record.id))]
+    entries = policy_decisions(DecisionLog(store.engine).entries(record.id))
+    return [(e.rule, e.action, e.status, e.error) for e in entries]
 
 
 def test_submit_adopts_the_job_an_sbatch_created_before_reporting_a_timeout(
@@ -147,7 +148,7 @@ def test_a_refused_retry_is_retried_with_backoff_then_given_up_with_slurms_messa
     log = entries()
     assert log[0][:3] == ("out_of_memory", "resubmit", "failed") and REFUSED in log[0][3]
     assert [e[:3] for e in log[1:]] == [("submit_refused", "give_up", "applied")]
-    reason = without_starts(DecisionLog(store.engine).entries(store.campaign("st").id))[1].reason  # type: ignore[union-attr]
+    reason = policy_decisions(DecisionLog(store.engine).entries(store.campaign("st").id))[1].reason  # type: ignore[union-attr]
     assert "3 time(s)" in reason and REFUSED in reason
     assert fake_slurm.submitted == 1  # only the first submit ever reached sbatch --hold
     assert fake_slurm.calls["sbatch"] == 1 + 1 + 3  # first submit (test-only + hold), 3 refused tries
@@ -248,7 +249,7 @@ def test_a_retry_an_older_version_abandoned_unanswered_is_given_up_by_the_next_t
     record = store.campaign("st")
     assert record is not None
     log = DecisionLog(store.engine)
-    [resubmit] = without_starts(log.entries(record.id))
+    [resubmit] = policy_decisions(log.entries(record.id))
     # what the older version left: the submission abandoned, the decision failed, no give-up
     store.set_submission_state(retry_token(), "abandoned")
     log.write_outcomes([resubmit.id], "failed", {}, f"Slurm refuses the job: {REFUSED}")

@@ -8,6 +8,7 @@ import pytest
 
 from campaignctl.core.policy.output_causes import (
     COLLECTIVE_TIMEOUT,
+    GPU_HARDWARE,
     GPU_OOM,
     check_pattern,
     match_output,
@@ -33,6 +34,9 @@ CASES = [
     ("nccl_watchdog_timeout.txt", "nccl_timeout", "WorkNCCL(SeqNum=808, OpType=ALLREDUCE"),
     ("rank_oom_then_nccl_watchdog.txt", GPU_OOM, "Tried to allocate 22.00 MiB"),
     ("gloo_collective_timeout.txt", COLLECTIVE_TIMEOUT, "Timed out waiting 5000ms for recv operation to complete"),
+    ("torch_uncorrectable_ecc.txt", GPU_HARDWARE, "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
+    ("tf_ecc_uncorrectable.txt", GPU_HARDWARE, "CUDA_ERROR_ECC_UNCORRECTABLE"),
+    ("xid_fallen_off_bus.txt", GPU_HARDWARE, "NVRM: Xid (PCI:0000:3b:00): 79"),
     ("negative_training_log.txt", None, ""),
     ("negative_python_bug.txt", None, ""),
 ]

@@ -13,6 +13,7 @@ import pytest
 
 from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
 from campaignctl.core.governance.governance import Awaiting, RevisionRun
+from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.policy.policy_sections import EarlyStopping, Fallback
 from campaignctl.core.spec.settings import CampaignSettings
@@ -152,17 +153,21 @@ def test_a_plain_campaign_finishes_once_every_task_settled_unless_one_is_unresol
 
 def test_lazy_facts_are_asked_for_only_when_a_section_would_read_them() -> None:
     waiting = view(0, "PENDING")
+    # the node ledger is read whenever something may be submitted or a pending element resized
+    assert needs(snapshot(waiting), POLICY, NOW) == Needs(nodes=True)
+    assert needs(snapshot(view(0, "RUNNING")), POLICY, NOW) == Needs()
+    no_ledger = replace(POLICY, nodes=NodeRules(enabled=False))
     typed = CampaignSettings(tasks=1, gpu_types=("a100", "v100"))
     since = {"t12.0": NOW - timedelta(minutes=20)}
-    moving = replace(POLICY, fallback=Fallback(after_s=600))
-    assert needs(snapshot(waiting, settings=typed, pending_since=since), POLICY, NOW) == Needs()
+    moving = replace(no_ledger, fallback=Fallback(after_s=600))
+    assert needs(snapshot(waiting, settings=typed, pending_since=since), no_ledger, NOW) == Needs()
     assert needs(snapshot(waiting, settings=typed, pending_since=since), moving, NOW) == Needs(queue=True)
     fresh = {"t12.0": NOW - timedelta(minutes=5)}
     assert needs(snapshot(waiting, settings=typed, pending_since=fresh), moving, NOW) == Needs()
     paused = replace(snapshot(waiting, settings=typed, pending_since=since), campaign_state="paused")
     assert needs(paused, moving, NOW) == Needs()  # a paused campaign moves nothing
     assert needs(snapshot(view(0, "RUNNING")), STOPPING, NOW) == Needs(metrics=frozenset({"loss"}))
-    assert needs(snapshot(view(0, "PENDING")), STOPPING, NOW) == Needs()
+    assert needs(snapshot(view(0, "PENDING")), replace(STOPPING, nodes=no_ledger.nodes), NOW) == Needs()
     with pytest.raises(MissingFact):
         decide_tick(snapshot(view(0, "RUNNING")), STOPPING, NOW)
     with pytest.raises(MissingFact):

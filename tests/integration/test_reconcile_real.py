@@ -17,7 +17,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.model.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, without_starts, write_spec
+from tests.conftest import REPO, policy_decisions, write_spec
 from tests.integration.test_real_cluster import cli, own_jobs_named
 
 pytestmark = pytest.mark.slurm
@@ -117,7 +117,7 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    logged = without_starts(DecisionLog(store.engine).entries(record.id))
+    logged = policy_decisions(DecisionLog(store.engine).entries(record.id))
     # 7 two-CPU tasks on 4 two-CPU nodes: if a slow task still waits when the OOM is seen, the
     # policy gives it the retry's memory in place (resize_pending) — right, but timing-dependent
     resized = [e for e in logged if e.action == "resize_pending"]
@@ -214,7 +214,7 @@ def test_reconcile_killed_after_sbatch_adopts_the_held_retry_on_the_next_tick(
     store = Store.open()
     record = store.campaign(name)
     assert record is not None
-    entries = without_starts(DecisionLog(store.engine).entries(record.id))
+    entries = policy_decisions(DecisionLog(store.engine).entries(record.id))
     assert [(e.task_index, e.status, e.detail.get("repaired")) for e in entries] == [
         (0, "applied", True), (1, "applied", True)]
 

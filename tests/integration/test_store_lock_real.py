@@ -12,7 +12,7 @@ from campaignctl.adapters import proc
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from tests.adapters.test_store_faults import database, write_locked
-from tests.conftest import without_starts
+from tests.conftest import policy_decisions
 from tests.integration.test_real_cluster import cli, own_jobs_named
 from tests.integration.test_reconcile_real import chaos_campaign, latest, wait_for
 
@@ -40,12 +40,12 @@ def test_a_tick_under_a_write_lock_exits_75_changes_nothing_and_the_next_tick_co
     assert done.returncode == 75, done.stderr
     assert "locked" in done.stderr and "hint: " in done.stderr and "changed nothing" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
-    assert without_starts(DecisionLog(Store.open().engine).entries()) == []
+    assert policy_decisions(DecisionLog(Store.open().engine).entries()) == []
     assert own_jobs_named(name) == jobs_before  # no retry went to Slurm
 
     done = cli("reconcile", name)
     assert done.returncode == 0, done.stderr
-    decisions = without_starts(DecisionLog(Store.open().engine).entries())
+    decisions = policy_decisions(DecisionLog(Store.open().engine).entries())
     assert [(d.task_index, d.rule, d.action, d.status) for d in decisions] == [
         (0, "out_of_memory", "resubmit", "applied")]
     assert len([r for r in Store.open().history(Store.open().campaign(name).id)  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import without_starts, write_spec
+from tests.conftest import policy_decisions, write_spec
 from tests.integration.test_reconcile_real import HERE, history, ticking_until_finished
 
 pytestmark = pytest.mark.slurm
@@ -66,7 +66,7 @@ def test_a_retry_asking_more_memory_than_any_node_has_is_retried_then_given_up_a
     record = store.campaign(name)
     assert record is not None
     log = [(e.rule, e.action, e.status, e.error, e.reason)
-           for e in without_starts(DecisionLog(store.engine).entries(record.id))]
+           for e in policy_decisions(DecisionLog(store.engine).entries(record.id))]
     assert [e[:3] for e in log] == [("out_of_memory", "resubmit", "failed"),
                                     ("submit_refused", "give_up", "applied")]
     assert "Requested node configuration is not available" in log[0][3]

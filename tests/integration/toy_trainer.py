@@ -3,10 +3,12 @@
 val_loss that is a known function of its config for STEPS steps of a second each, and ends.
 
     toy_trainer.py LR WIDTH [--gpu-mb MB] [--host-mb MB] [--steps N] [--dropout D]
+                   [--slow-on NODE --slow-factor F]
 
 val_loss at the last step is (log10(LR) + 3)² + (WIDTH - 64)² / 4096 + 1 / step: the best config
 is LR 1e-3, WIDTH 64. --host-mb touches that much host memory first (a task that outgrows its
-memory limit).
+memory limit). --slow-on makes each step F times as long on that node (SLURMD_NODENAME): the lab's
+slow-but-alive node, for the node ledger's slow-node rule.
 
 With --dropout (the search tests), val_loss at the last step is 1 plus each parameter's squared
 distance from the optimum as a fraction of its search range (LR log-uniform 1e-5..1e-1, WIDTH
@@ -27,7 +29,10 @@ parser.add_argument("--gpu-mb", type=float, default=8192)
 parser.add_argument("--host-mb", type=int, default=0)
 parser.add_argument("--steps", type=int, default=15)
 parser.add_argument("--dropout", type=float, default=None)
+parser.add_argument("--slow-on", default="")
+parser.add_argument("--slow-factor", type=float, default=3.0)
 args = parser.parse_args()
+step_s = args.slow_factor if args.slow_on and os.environ.get("SLURMD_NODENAME") == args.slow_on else 1.0
 
 held = None
 gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0]
@@ -41,7 +46,7 @@ for i in range(0, len(block), 4096):
     block[i] = 1
 try:
     for step in range(1, args.steps + 1):
-        time.sleep(1)
+        time.sleep(step_s)
         if args.dropout is None:
             loss = (math.log10(args.lr) + 3) ** 2 + (args.width - 64) ** 2 / 4096 + 1 / step
         else:

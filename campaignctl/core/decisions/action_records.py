@@ -87,6 +87,8 @@ class Hold:
     effect: ClassVar[str] = HOLDS
     arrays: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # array job id → elements
     level: str = ""
+    signature: str = ""  # a crash loop's: the failure signature it stopped (core/nodes/crash_loop.py)
+    attempts: tuple[str, ...] = ()  # … and the attempts that showed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +207,22 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSuspect:
+    """Evidence against a node (core/nodes/evidence.py): the tick writes it to the cluster's ledger."""
+
+    node: str = ""
+    kind: str = ""
+    weight: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClearNode:
+    """A clean run on a node on probation: the tick wipes its slate in the ledger."""
+
+    node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class MakeCurrent:
     revision: int = 0
     target_revision: int = 0
@@ -219,7 +237,7 @@ class Unknown:
 
 ActionRecord: TypeAlias = (Resubmit | GiveUp | ResizePending | ResizeNext | Cancel | Stop | Hold | Release | Alert
                      | Throttle | Promote | Retire | Ask | Tell | KnownGood | Verdict | Retry | SizeFirst | PackTasks
-                     | MakeCurrent | Start | Unknown)
+                     | MakeCurrent | Start | NodeSuspect | ClearNode | Unknown)
 
 def resources_of(p: ActionRecord) -> Resources | None:
     """The resources a decision gives, where its params name them (a gated decision's always)."""
@@ -249,7 +267,7 @@ RECORDS: dict[str, type[ActionRecord]] = {
     "cancel": Cancel, "stop": Stop, "hold": Hold, "release": Release, "alert": Alert, "throttle": Throttle,
     "promote": Promote, "retire": Retire, "ask": Ask, "tell": Tell, "mark_known_good": KnownGood, "approve": Verdict,
     "reject": Verdict, "retry": Retry, "size_first": SizeFirst, "pack": PackTasks, "make_current": MakeCurrent,
-    "start": Start,
+    "start": Start, "suspect_node": NodeSuspect, "clear_node": ClearNode,
 }
 
 # version n → n + 1, applied in turn to a row written at an older version: (action, raw) → raw
@@ -359,6 +377,10 @@ def _ints(value: object) -> tuple[int, ...] | None:
     return tuple(i for i in value if _int(i) is not None) if isinstance(value, (list, tuple)) else None
 
 
+def _strs(value: object) -> tuple[str, ...] | None:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, (list, tuple)) else None
+
+
 _READERS: dict[str, Callable[[object], object]] = {
     "changes": _pairs, "param_changes": _pairs, "retry": _int, "max_retries": _int, "task_params": _mapping,
     "replacement_params": _mapping, "resources": resources_from, "array_job_id": _str, "only_if": _str,
@@ -367,7 +389,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
     "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
     "value": _float, "generation": _int, "after": _str, "after_trial": _int,
-    "members": _members,
+    "members": _members, "node": _str, "kind": _str, "weight": _float, "signature": _str, "attempts": _strs,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

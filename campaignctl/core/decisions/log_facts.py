@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Protocol
 
 from campaignctl.core.base.clock import read_time
-from campaignctl.core.decisions.action_records import Alert, Release, record_of
+from campaignctl.core.decisions.action_records import Alert, Hold, NodeSuspect, Release, record_of
 from campaignctl.core.decisions.requests import STANDING_ACTIONS, LoggedRequest, Requests, standing_requests
 from campaignctl.core.model.records import HistoryRow
 
-FACT_ACTIONS = (*STANDING_ACTIONS, "alert", "release")  # the actions whose entries `log_facts` reads
+FACT_ACTIONS = (*STANDING_ACTIONS, "alert", "release", "hold", "suspect_node")  # the actions `log_facts` reads
 
 
 class LogEntry(Protocol):
@@ -48,11 +48,15 @@ class LogFacts:
     released_limits: tuple[Mapping[str, float], ...]  # the limits each applied `release` was over
     forced_rungs: frozenset[int]  # rungs a `resume --force` let past the budget gate
     alerted: frozenset[str]  # keys of the budget alerts already sent
+    suspected: frozenset[tuple[str, str]] = frozenset()  # (attempt token, node) of node evidence logged
+    crash_looped: frozenset[str] = frozenset()  # attempts a crash-loop hold counted
 
 
 def log_facts(entries: Iterable[LogEntry]) -> LogFacts:
     """The facts of `entries`, oldest first (entries of other actions are passed over)."""
     requests, releases, alerted = [], [], set()
+    suspected: set[tuple[str, str]] = set()
+    looped: set[str] = set()
     for e in entries:
         if e.action in STANDING_ACTIONS:
             requests.append(LoggedRequest(e.task_index, e.attempt_token, e.rule, e.action, e.params, e.reason,
@@ -61,9 +65,14 @@ def log_facts(entries: Iterable[LogEntry]) -> LogFacts:
             releases.append(e)
         elif isinstance(p := record_of(e.action, e.params), Alert):
             alerted.add(p.key)
+        elif isinstance(p, NodeSuspect) and e.mode == "enforce":
+            suspected.add((e.attempt_token, p.node))
+        elif isinstance(p, Hold) and p.signature and e.mode == "enforce":
+            looped.update(p.attempts)
     limits = [p.limits for e in releases if isinstance(p := record_of(e.action, e.params), Release)]
     return LogFacts(standing_requests(requests), tuple(m for m in limits if m),
-                    frozenset(rung for e in releases if (rung := _forced_rung(e)) is not None), frozenset(alerted))
+                    frozenset(rung for e in releases if (rung := _forced_rung(e)) is not None), frozenset(alerted),
+                    frozenset(suspected), frozenset(looped))
 
 
 def _forced_rung(release: LogEntry) -> int | None:

@@ -61,6 +61,9 @@ from campaignctl.core.governance.governance import ProposalKey, proposal_key
 from campaignctl.core.model.records import AttemptFacts, HistoryRow
 from campaignctl.core.model.sacct_values import rss_mb
 from campaignctl.core.model.training_metrics import curves_by_task
+from campaignctl.core.nodes.evidence import CLEAR, SUSPECT, Completion
+from campaignctl.core.nodes.ledger import recorded_exclusion
+from campaignctl.core.packing.profile import group_of
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.resources import resources_from
 from campaignctl.core.slurm.observe import params_parser, resources_parser, task_views
@@ -73,7 +76,7 @@ from campaignctl.core.tick.starts import ACTION as START
 from campaignctl.core.tick.starts import StartFacts, Unstarted
 from campaignctl.core.tick.tick import decide_tick, needs
 from campaignctl.core.tick.tick_facts import Needs, TickSnapshot, with_facts
-from campaignctl.core.tuning.ladder import task_ends
+from campaignctl.core.tuning.ladder import rung_of, task_ends
 from campaignctl.core.tuning.search import Sampler, Trial, trials_of
 from campaignctl.core.usage.cost import UsageGroup, phase_of
 from campaignctl.core.usage.telemetry import Summary
@@ -112,6 +115,10 @@ class Timeline:
         self._releases = [(d.tick_id, d) for d in enforced if d.action == "release" and d.status == "applied"]
         self._fallbacks = [d for d in enforced if d.rule == "gpu_fallback" and d.action == "cancel"]
         self._shapes = {d.tick_id: d.inputs["node_shapes"] for d in enforced if "node_shapes" in d.inputs}
+        self._ledgers: dict[int, list[Mapping[str, object]]] = {}  # tick → inputs that recorded the node ledger
+        for d in enforced:
+            if "node_ledger" in d.inputs:
+                self._ledgers.setdefault(d.tick_id, []).append(d.inputs)
         self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
         for d in enforced:
             if d.status == "applied" and isinstance(p := d.typed, Throttle):
@@ -194,7 +201,10 @@ class Timeline:
             promoted_rungs=frozenset(promoted),
             forced_rungs=facts.forced_rungs,
             tasks_started=len(latest), trials=tuple(trials), sampler=sampler,
-            unstarted=first - sum(1 for i in latest if i < first))
+            unstarted=first - sum(1 for i in latest if i < first),
+            completed=sum(1 for a in self.history.attempts if (o := self._last_obs(a.id, tick.id)) is not None
+                          and o.tick_id == tick.id and o.facts.state == "COMPLETED"),
+            suspected=facts.suspected, crash_looped=facts.crash_looped)
 
     def lazy(self, tick: RecordedTick, snapshot: TickSnapshot, wanted: Needs) -> TickSnapshot:
         """The lazy facts as far as they were recorded: squeue's reasons and sinfo's free GPUs
@@ -213,7 +223,23 @@ class Timeline:
         samples = self._samples(tick, snapshot) if wanted.right_size else None
         return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
                           samples, siblings=self._siblings(tick) if wanted.siblings else None,
-                          starts=self._start_facts(tick, snapshot.settings) if wanted.starts else None)
+                          starts=self._start_facts(tick, snapshot.settings) if wanted.starts else None,
+                          exclusion=recorded_exclusion(self._ledgers.get(tick.id, ())) if wanted.nodes else None,
+                          completions=self._completions(tick, snapshot.settings) if wanted.completions else None)
+
+    def _completions(self, tick: RecordedTick, settings: CampaignSettings) -> list[Completion]:
+        """The attempts completed by the tick, with the last step each reported."""
+        done = [r for r in self.rows(tick) if r.state == "COMPLETED"]
+        ids = {r.id for r in done}
+        last: dict[int, int] = {}
+        for p in self.history.points:
+            if p.attempt_id in ids:
+                last[p.attempt_id] = max(last.get(p.attempt_id, 0), p.step)
+        by = settings.profile.by if settings.profile else ()
+        parse = params_parser()
+        return [Completion(r.task_index, r.token, r.nodes or "", r.ended_at or "", r.elapsed_s or 0,
+                           last.get(r.id, 0), group_of(rung_of(r.task_index, settings), parse(r.params_json), by))
+                for r in done]
 
     def _start_facts(self, tick: RecordedTick, settings: CampaignSettings) -> StartFacts:
         """The unstarted tasks as the tick's start decisions recorded them (the spec's request, the
@@ -288,7 +314,7 @@ class Timeline:
 
 CAUSE_ACTIONS = (*ANSWERS, "resize_pending")  # what the cause rules (`decide`) make
 TICK_ACTIONS = (*CAUSE_ACTIONS, "resize_next", "cancel", "stop", "promote", "retire", "hold", "alert", "throttle",
-                "ask", "tell", START)
+                "ask", "tell", START, SUSPECT, CLEAR)
 
 
 def replayed_actions(history: CampaignHistory) -> tuple[str, ...]:

@@ -24,7 +24,8 @@ GPU_OOM = "gpu_out_of_memory"
 COLLECTIVE_TIMEOUT = "collective_timeout"  # a rank waited too long for its peers (core/policy/suspects.py)
 SETUP_FAILED = "setup_failed"  # written by the runner when a `setup:` line fails (not matched here)
 LAUNCH_FAILED = "launch_failed"  # written by a pack's runner when a task's srun step never started
-BUILTIN_CAUSES = (GPU_OOM, COLLECTIVE_TIMEOUT, SETUP_FAILED, LAUNCH_FAILED)
+GPU_HARDWARE = "gpu_hardware"  # the GPU itself failed (uncorrectable ECC, an Xid, off the bus): the node's doing
+BUILTIN_CAUSES = (GPU_OOM, COLLECTIVE_TIMEOUT, SETUP_FAILED, LAUNCH_FAILED, GPU_HARDWARE)
 TAIL_BYTES = 64 * 1024
 EVIDENCE_BYTES = 4096
 
@@ -60,6 +61,13 @@ BUILTIN_SIGNATURES = (
     # [.../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 5000ms for recv operation to complete`
     _sig("Gloo timeout", r"gloo/transport/\S+\] Timed out waiting \d+ms for (?:recv|send) operation",
          COLLECTIVE_TIMEOUT),
+    # cudaErrorECCUncorrectable (214) as PyTorch raises it (`RuntimeError: CUDA error: uncorrectable
+    # ECC error encountered`), TensorFlow's driver-API name, and PyTorch 1.x's THC wording
+    _sig("uncorrectable ECC error", r"(?:CUDA error|CUDA_ERROR_ECC_UNCORRECTABLE|cuda runtime error \(\d+\))"
+         r": uncorrectable ECC error encountered", GPU_HARDWARE),
+    # the kernel driver's Xid report (`NVRM: Xid (PCI:0000:3b:00): 79, pid=…, GPU has fallen off the
+    # bus.`), where a site's prolog/epilog or the program copies the kernel log into the output
+    _sig("NVIDIA Xid", r"NVRM: Xid \(PCI:[0-9A-Fa-f:.]+\): \d+", GPU_HARDWARE),
 )
 
 

@@ -12,10 +12,12 @@ from campaignctl.core.base.rawdoc import KeyPath
 from campaignctl.core.base.reader import Reader
 from campaignctl.core.base.safety import IDENTIFIER, SLURM_WORD
 from campaignctl.core.decisions.answers import ANSWERS
+from campaignctl.core.nodes.node_rules import NodeRules, node_rules_from_dict, node_rules_to_dict, read_node_rules
 from campaignctl.core.policy.notify_config import Notify, notify_from_dict, read_notify
 from campaignctl.core.policy.output_causes import (
     BUILTIN_CAUSES,
     COLLECTIVE_TIMEOUT,
+    GPU_HARDWARE,
     GPU_OOM,
     LAUNCH_FAILED,
     SETUP_FAILED,
@@ -54,7 +56,7 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
                "mode", "known_good_after", "approval", "early_stopping", "causes", "submit_tries",
-               "submit_backoff", "notify", "right_size")
+               "submit_backoff", "notify", "right_size", "nodes")
 PARAM_STEP_KEYS = ("factor", "min", "max")
 CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
@@ -99,7 +101,8 @@ class Rule:
 OUTPUT_CAUSE_DEFAULTS = {GPU_OOM: Rule(action="resubmit", max_retries=6),
                          COLLECTIVE_TIMEOUT: Rule(action="resubmit", max_retries=2, exclude_failed_node=True),
                          SETUP_FAILED: Rule(action="give_up"),
-                         LAUNCH_FAILED: Rule(action="resubmit", max_retries=2)}
+                         LAUNCH_FAILED: Rule(action="resubmit", max_retries=2),
+                         GPU_HARDWARE: Rule(action="resubmit", max_retries=3, exclude_failed_node=True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,7 @@ class Policy:
     submit_backoff_s: int = 120
     notify: Notify = field(default_factory=Notify)  # who is told of alerts, holds, give-ups, …
     right_size: RightSize = field(default_factory=RightSize)  # memory and time from the profile's history
+    nodes: NodeRules = field(default_factory=NodeRules)  # the node ledger and the crash-loop breaker
     base: str = ""  # a policy file's `use:`: the policy it extends ('' for a built-in, complete in itself)
 
     def submit_retry_in_s(self, tries: int) -> int:
@@ -179,8 +183,11 @@ class Policy:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    """Without `notify` or `right_size` when unset: a policy's digest is what it was before they existed."""
+    """Without `notify`, `right_size` or `nodes` when unset: a policy's digest is what it was before they existed."""
     data = asdict(policy)
+    data["nodes"] = node_rules_to_dict(policy.nodes)
+    if policy.nodes == NodeRules():
+        del data["nodes"]
     if policy.notify == Notify():
         del data["notify"]
     if policy.right_size == RightSize():
@@ -197,7 +204,8 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
              for k, v in data["rules"].items()}
     return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data),
                      "notify": notify_from_dict(data.get("notify")),
-                     "right_size": right_size_from_dict(data.get("right_size"))})
+                     "right_size": right_size_from_dict(data.get("right_size")),
+                     "nodes": node_rules_from_dict(data.get("nodes"))})
 
 
 def read_policy(r: Reader, path: KeyPath = (), base: Policy | None = None) -> Policy:
@@ -250,6 +258,7 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         utilisation=read_utilisation(r, (*path, "utilisation"), base.utilisation),
         early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping),
         right_size=read_right_size(r, (*path, "right_size"), base.right_size),
+        nodes=read_node_rules(r, (*path, "nodes"), base.nodes),
         submit_tries=_int(r, (*path, "submit_tries"), 1, 100, base.submit_tries),
         submit_backoff_s=r.duration((*path, "submit_backoff"), base.submit_backoff_s))
 

@@ -39,3 +39,13 @@ def parse_version(text: str) -> SlurmVersion | None:
     if not match:
         return None
     return SlurmVersion(int(match[1]), int(match[2]), int(match[3] or 0))
+
+
+def parse_cluster_name(config: str) -> str:
+    """`ClusterName             = lab` of `scontrol show config` (both Slurms pad the key alike);
+    'default' when it is missing."""
+    for line in config.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "ClusterName" and value.strip():
+            return value.strip()
+    return "default"

@@ -14,6 +14,7 @@ from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.core.decisions.action_records import GiveUp, Pair, ResizePending, Resubmit
 from campaignctl.core.decisions.decision import AttemptView, Decision, Replacement, TaskView
 from campaignctl.core.model.params import Scalar
+from campaignctl.core.nodes.ledger import NO_EXCLUSION, Exclusion, with_ledger
 from campaignctl.core.policy.cause_rules import roomier_gpu_type, step_params
 from campaignctl.core.policy.output_causes import GPU_OOM
 from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy, Rule
@@ -27,17 +28,19 @@ LOST = "LOST"  # not in sacct nor squeue for longer than the policy's grace peri
 
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
-           gpu_types: Sequence[str] = (), siblings: SiblingFacts | None = None) -> list[Decision]:
+           gpu_types: Sequence[str] = (), siblings: SiblingFacts | None = None,
+           ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
     """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
     plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
-    spec's acceptable GPU types, where a GPU OOM may move."""
+    spec's acceptable GPU types, where a GPU OOM may move; `ledger`: the nodes the node ledger
+    keeps new work from (a retry is one task: a node on probation may take it)."""
     excluded = campaign_excluded_nodes(tasks, policy)
     decisions = []
     for task in tasks:
-        decision = decide_task(task, policy, now, excluded, gpu_types)
+        decision = decide_task(task, policy, now, excluded | set(ledger.nodes), gpu_types)
         if decision is not None:
-            decisions.append(decision)
-    resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded)
+            decisions.append(with_ledger(decision, ledger))
+    resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded, ledger)
     if siblings is not None and any(d.rule in ("out_of_memory", "timeout") for d in decisions):
         latest = {t.latest.token: t.latest for t in tasks}
         decisions = [_with_reach(d, latest[d.attempt_token], policy, siblings) for d in decisions]
@@ -267,13 +270,14 @@ def sibling_raises(tasks: Sequence[TaskView], decisions: Sequence[Decision], pol
 
 def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
                             facts: SiblingFacts | None = None,
-                            excluded: frozenset[str] = frozenset()) -> list[Decision]:
+                            excluded: frozenset[str] = frozenset(), ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
     """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
     tasks, before they start and waste an attempt (core/tick/siblings.py: which raises reach which
     tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
     raises (time) reach the trigger's own array."""
     raises = sibling_raises(tasks, decisions, policy, facts)
     exclude_nodes = excluded if policy.rule("node_fail").exclude_failed_node else frozenset()
+    exclude_nodes |= set(ledger.nodes)
     if not exclude_nodes and not any(r.mem_mb or r.time_min for _, r, _ in raises):
         return []
     out = []
@@ -290,10 +294,11 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
             plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], exclude_nodes)
         plan = plans[key]
         if plan is not None:
-            out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason,
-                                {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
-                                ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "",
-                                              resources=plan.resources), plan.resources))
+            out.append(with_ledger(Decision(
+                task.index, latest.token, plan.rule, "resize_pending", plan.reason,
+                {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
+                ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "",
+                              resources=plan.resources), plan.resources), ledger))
     return out
 
 
@@ -327,5 +332,5 @@ def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
                             {"trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
                              "group": why.group.describe()})
     reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
-              "`campaign_exclude_after` attempts died of a node failure.")
+              "`campaign_exclude_after` attempts died of a node failure, and the node ledger its excluded nodes.")
     return _SiblingPlan(new, changes, "node_fail", reason, {"excluded_nodes": sorted(exclude_nodes)})

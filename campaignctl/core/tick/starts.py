@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from campaignctl.core.decisions.action_records import Start
 from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.nodes.ledger import NO_EXCLUSION, Exclusion, leaving_out, with_ledger
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.packing import PackChoice, choose_shape, pack_decision
 from campaignctl.core.policy.policy import Policy
@@ -149,9 +150,11 @@ def _by_group(tasks: Sequence[Unstarted]) -> dict[str, list[int]]:
     return out
 
 
-def decide_starts(facts: StartFacts, policy: Policy) -> list[Decision]:
+def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
     """One `start` per chunk (enforced whatever the policy's mode: a campaign's first attempts are
-    what its spec asks, not a rule's proposal), each followed by its `size_first` and `pack` records."""
+    what its spec asks, not a rule's proposal), each followed by its `size_first` and `pack` records.
+    Each chunk leaves out the nodes the node ledger excludes, and those on probation unless the
+    array has one element."""
     out = []
     for s in plan_starts(facts, policy):
         chunk, shape = s.chunk, s.chunk.pack
@@ -168,7 +171,9 @@ def decide_starts(facts: StartFacts, policy: Policy) -> list[Decision]:
         params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
                        per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
                        cpus=shape.cpus if shape else 0)
-        out.append(Decision(tasks[0], s.token, RULE, ACTION, _reason(s), evidence, params, s.size.resources))
+        start = Decision(tasks[0], s.token, RULE, ACTION, _reason(s), evidence, params,
+                         leaving_out(s.size.resources, ledger.for_array(chunk.elements)))
+        out.append(with_ledger(start, replace(ledger, nodes=ledger.for_array(chunk.elements))))
         if s.size.sizing is not None:
             out.append(replace(size_first("", tasks[0], tasks, s.size.group, s.size.sizing, s.size.mode),
                                attempt_token=s.token))

@@ -6,9 +6,12 @@ carries out the plan and records it. Reconcile, a candidate (shadow) policy and 
 all decide through `decide_tick`; the simulator does too.
 
 Sections, in this order, over the views with their standing requests (resize_next, cancel, stop):
-1. causes: per-cause retries, give-ups and pending resizes (`decide`);
+1. causes: per-cause retries, give-ups and pending resizes (`decide`), leaving out the nodes the
+   node ledger excludes (core/nodes/ledger.py: read only when something may be submitted or
+   resized; unread, it excludes nothing);
 2. budget: the spend assessed ONCE: alerts, an admission cap, or a hold that pauses the campaign;
-   a paused campaign (already, or by this hold) keeps only the give-ups of 1;
+   else the crash-loop breaker's hold (core/nodes/crash_loop.py); a paused campaign (already, or
+   by either hold) keeps only the give-ups of 1;
 3. utilisation, GPU-type fallback and right_size's in-place lowering (not while paused; fallback
    reads squeue's pending reasons and sinfo's free GPUs, only when a task has waited
    `fallback.after`; right_size reads the campaign's ended attempts only when a task is pending);
@@ -18,7 +21,8 @@ Sections, in this order, over the views with their standing requests (resize_nex
    paused; reads the rung's metric only when a promotion is due);
    search: tells the trials that settled (paused too), asks for new ones behind the same budget
    gate (not while paused; reads the metric only when a trial is to be told; core/tuning/search.py);
-6. throttles: max_parallel, tightened by the budget's cap (not while paused);
+6. throttles: max_parallel, tightened by the budget's cap (not while paused); then the node
+   evidence and clean slates of this tick (core/nodes/evidence.py; paused too);
 7. governance: shadow rules' decisions become proposals (once per attempt), the rest pass the
    approval gate; then the current revision's known-good mark;
 8. expiry: decisions that waited for approval longer than approval.expire_after (those 7 gates
@@ -50,6 +54,9 @@ from campaignctl.core.governance.governance import (
     known_good_verdict,
     proposal_key,
 )
+from campaignctl.core.nodes.crash_loop import crash_loop
+from campaignctl.core.nodes.evidence import node_decisions
+from campaignctl.core.nodes.ledger import NO_EXCLUSION
 from campaignctl.core.packing.packing import own_decisions
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.slurm.observe import is_settled
@@ -136,8 +143,10 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
         metrics |= search_metrics(snapshot.settings, snapshot.trials, snapshot.task_ends, paused)
         raises = not paused and trigger_of((v.latest.number, v.latest.state) for v in views
                                            if not v.latest.decided) is not None
+        ledger = p.nodes.enabled and (snapshot.unstarted > 0 or snapshot.completed > 0 or any(
+            not v.latest.decided and v.latest.state not in ("RUNNING", "COMPLETED") for v in views))
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises,
-                    out.starts)
+                    out.starts, out.nodes or ledger, out.completions or (p.nodes.enabled and snapshot.completed > 0))
     return out
 
 
@@ -196,10 +205,13 @@ def assess_nothing() -> Assessment:
 def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequence[TaskView]) -> _Sections:
     settings = snapshot.settings
     fired = snapshot.requests.fired
-    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings)
+    ledger = snapshot.exclusion or NO_EXCLUSION  # unread: nothing excluded (the ledger fails open)
+    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings, ledger)
     assessment = _assessment(snapshot, policy)
     budget = _budget(snapshot, views, assessment)
     paused = snapshot.campaign_state == "paused" or budget.pause
+    loop = None if paused else crash_loop(views, policy.nodes.crash_loop_after, snapshot.crash_looped)
+    paused = paused or loop is not None
     if paused:  # retries, moves and throttles would spend what the budget no longer has
         decisions = [d for d in decisions if d.action == "give_up"]
     else:
@@ -219,7 +231,10 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     if not paused:
         why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
         decisions += plan_throttles(views, snapshot.array_throttles, max_parallel, why)
-    return _Sections(decisions + budget.decisions, budget, assessment, paused, ladder, max_parallel, search.complete)
+    decisions += node_decisions(views, snapshot.completions or (), ledger, snapshot.suspected, policy.nodes, now)
+    held = [loop] if loop is not None else []
+    return _Sections(decisions + budget.decisions + held, budget, assessment, paused, ladder, max_parallel,
+                     search.complete)
 
 
 def _assessment(snapshot: TickSnapshot, policy: Policy) -> Assessment | None:
@@ -340,7 +355,7 @@ def _starts(snapshot: TickSnapshot, policy: Policy) -> list[Decision]:
         return []
     if snapshot.starts is None:
         raise MissingFact("the start section needs the unstarted tasks and MaxArraySize")
-    return decide_starts(snapshot.starts, policy)
+    return decide_starts(snapshot.starts, policy, snapshot.exclusion or NO_EXCLUSION)
 
 
 def _finishing(snapshot: TickSnapshot, views: Sequence[TaskView], ladder: LadderState | None,

@@ -12,6 +12,8 @@ from campaignctl.core.decisions.decision import TaskView
 from campaignctl.core.decisions.requests import Requests
 from campaignctl.core.governance.governance import Awaiting, ProposalKey, RevisionRun
 from campaignctl.core.model.training_metrics import Curve
+from campaignctl.core.nodes.evidence import Completion
+from campaignctl.core.nodes.ledger import Exclusion
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.tick.right_size import UsageSample
@@ -34,6 +36,8 @@ class Needs:
     right_size: bool = False  # the campaign's own ended samples and the attempts right_size lowered
     siblings: bool = False  # sinfo's nodes of the partition and the first attempts' failure shares
     starts: bool = False  # the unstarted tasks' resources and groups, MaxArraySize, the profile's samples
+    nodes: bool = False  # the node ledger's exclusion (its marks, sinfo's nodes of the partition)
+    completions: bool = False  # the campaign's completed attempts: their nodes, steps and elapsed times
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,9 @@ class TickSnapshot:
     trials: tuple[Trial, ...] = ()  # a search's trials, from its logged asks and tells
     sampler: Sampler | None = None  # a search's sampler (None: no search, or nothing may be asked)
     unstarted: int = 0  # tasks the campaign starts with (not promoted, not asked) that have no attempt
+    completed: int = 0  # attempts this tick saw complete
+    suspected: frozenset[tuple[str, str]] = frozenset()  # (attempt token, node) of the logged node evidence
+    crash_looped: frozenset[str] = frozenset()  # attempts a crash-loop hold already counted
     # lazy facts, filled in as `needs` asks (None: not read)
     pending_reasons: Mapping[str, str] | None = None  # squeue: "<array>_<index>" → pending reason
     free_gpus: Mapping[str, int] | None = None  # sinfo: GPU type → most free on one node
@@ -71,15 +78,20 @@ class TickSnapshot:
     lowered: frozenset[str] = frozenset()  # right_size: attempt tokens it already lowered in place
     siblings: SiblingFacts | None = None  # how far an OOM/TIMEOUT retry's raise reaches (core/tick/siblings.py)
     starts: StartFacts | None = None  # what the start section sizes, packs and chunks (core/tick/starts.py)
+    exclusion: Exclusion | None = None  # the node ledger's (core/nodes/ledger.py); None: unread, nothing excluded
+    completions: tuple[Completion, ...] | None = None  # slow nodes and probation (core/nodes/evidence.py)
 
 
 def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
                free_gpus: Mapping[str, int] | None = None,
                curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
                lowered: frozenset[str] | None = None, siblings: SiblingFacts | None = None,
-               starts: StartFacts | None = None) -> TickSnapshot:
+               starts: StartFacts | None = None, exclusion: Exclusion | None = None,
+               completions: Sequence[Completion] | None = None) -> TickSnapshot:
     """The snapshot with lazy facts filled in (those given)."""
     return replace(snapshot, siblings=snapshot.siblings if siblings is None else siblings,
+                   exclusion=snapshot.exclusion if exclusion is None else exclusion,
+                   completions=snapshot.completions if completions is None else tuple(completions),
                    starts=snapshot.starts if starts is None else starts,
                    samples=snapshot.samples if samples is None else tuple(samples),
                    lowered=snapshot.lowered if lowered is None else lowered,

@@ -1,0 +1,169 @@
+"""The node ledger: what a cluster's nodes did to the campaigns that ran on them, remembered across
+campaigns and users (the store's `node_marks`, one row per piece of evidence), scored, and turned
+into the nodes a new array leaves out. Pure.
+
+A node's score is the sum of its evidence's weights, each halved every `half_life`
+(core/nodes/node_rules.py), counted since the last clean run or `nodes forgive`. Evidence that
+brings the score to the threshold excludes the node for `exclude_for` from that evidence; later
+evidence over the threshold extends it. After the exclusion the node is on probation: left out of
+arrays of more than one task, so that one task at a time may run there; a clean run clears it, a
+failure there excludes it again. A node whose score decayed below an eighth of the threshold is
+forgotten. Exclusions never take more than `max_share` of a partition's nodes (the highest
+scores first), never name a node the partition does not have (sbatch refuses an unknown node
+name), and the shell drops them all when `sbatch --test-only` says a job excluding them would be
+refused: the ledger fails open.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.decisions.decision import Decision
+from campaignctl.core.nodes.node_rules import NodeRules
+from campaignctl.core.resources import Resources
+
+CLEARED, FORGIVEN = "cleared", "forgiven"  # marks that wipe a node's slate (a clean run, a person)
+EXCLUDED, PROBATION, WATCHED = "excluded", "probation", "watched"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMark:
+    """One row of the ledger: evidence against a node, or a clean slate."""
+
+    node: str
+    at: datetime
+    kind: str  # an evidence kind (core/nodes/node_rules.KINDS), CLEARED or FORGIVEN
+    weight: float = 0.0
+    campaign: str = ""  # the campaign the evidence came from ('' for `nodes forgive`)
+    user: str = ""  # whose tick (or command) wrote it
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where one node stands now."""
+
+    node: str
+    state: str  # excluded | probation | watched
+    score: float
+    since: datetime  # its first evidence since its slate was last wiped
+    expires: datetime | None  # the exclusion's end (None: never reached the threshold)
+    kinds: Mapping[str, int]  # evidence kind → how many
+    campaigns: tuple[str, ...]
+    last: str  # the latest evidence's reason
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """What this tick's new arrays and pending elements leave out."""
+
+    nodes: tuple[str, ...] = ()  # out of every new array and every pending element
+    probation: tuple[str, ...] = ()  # out of arrays of more than one task
+    why: Mapping[str, str] = field(default_factory=dict)  # node → the one line a decision's reason cites
+    capped: tuple[str, ...] = ()  # excluded or on probation by the ledger, left in by the cap
+    probation_since: Mapping[str, datetime] = field(default_factory=dict)  # node on probation → since when
+    note: str = ""  # why nothing is excluded although the ledger says so (fail open)
+
+    def for_array(self, tasks: int) -> tuple[str, ...]:
+        return tuple(sorted({*self.nodes, *(self.probation if tasks > 1 else ())}))
+
+    def inputs(self) -> dict[str, object]:
+        """What a decision that applied it records (what `policy replay` reads back)."""
+        return {"node_ledger": {"excluded": list(self.nodes), "probation": list(self.probation),
+                                "why": dict(self.why),
+                                "probation_since": {n: t.isoformat() for n, t in self.probation_since.items()}}}
+
+
+NO_EXCLUSION = Exclusion()
+
+
+def with_ledger(d: Decision, ledger: Exclusion) -> Decision:
+    """A decision whose new resources leave out nodes because of the ledger says which and why,
+    and records the exclusion it applied (replay reads it back)."""
+    nodes = [n for n in ledger.nodes if d.resources is not None and n in split_nodes(d.resources.exclude or "")]
+    if not nodes:
+        return d
+    why = "; ".join(ledger.why.get(n, n) for n in nodes)
+    return replace(d, reason=f"{d.reason.rstrip('.')}; the node ledger leaves out {why}.",
+                   inputs={**d.inputs, **ledger.inputs()})
+
+
+def leaving_out(r: Resources, nodes: Sequence[str]) -> Resources:
+    """`r` with `nodes` added to its --exclude."""
+    if not nodes:
+        return r
+    return replace(r, exclude=",".join(sorted({*split_nodes(r.exclude or ""), *nodes})))
+
+
+def score_at(marks: Iterable[NodeMark], at: datetime, half_life_s: int) -> float:
+    return sum(m.weight * math.pow(0.5, max(0.0, (at - m.at).total_seconds()) / half_life_s)
+               for m in marks if m.at <= at)
+
+
+def standings(marks: Iterable[NodeMark], now: datetime, rules: NodeRules) -> list[Standing]:
+    """Every remembered node's standing at `now`, highest score first."""
+    by_node: dict[str, list[NodeMark]] = {}
+    for m in sorted(marks, key=lambda m: m.at):
+        if m.at <= now:
+            by_node.setdefault(m.node, []).append(m)
+    out = [s for node, ms in by_node.items() if (s := _standing(node, ms, now, rules)) is not None]
+    return sorted(out, key=lambda s: (-s.score, s.node))
+
+
+def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRules) -> Standing | None:
+    wiped = max((i for i, m in enumerate(marks) if m.kind in (CLEARED, FORGIVEN)), default=-1)
+    evidence = list(marks[wiped + 1:])
+    if not evidence:
+        return None
+    expires = None
+    for i, m in enumerate(evidence):
+        if score_at(evidence[:i + 1], m.at, rules.half_life_s) >= rules.threshold - 1e-9:
+            expires = m.at + timedelta(seconds=rules.exclude_for_s)
+    score = score_at(evidence, now, rules.half_life_s)
+    if score < rules.forgotten_below:
+        return None
+    state = WATCHED if expires is None else EXCLUDED if now < expires else PROBATION
+    kinds: dict[str, int] = {}
+    for m in evidence:
+        kinds[m.kind] = kinds.get(m.kind, 0) + 1
+    campaigns = tuple(sorted({m.campaign for m in evidence if m.campaign}))
+    return Standing(node, state, round(score, 4), evidence[0].at, expires, kinds, campaigns, evidence[-1].reason)
+
+
+def exclusion(ranked: Sequence[Standing], partition: Collection[str], rules: NodeRules) -> Exclusion:
+    """The nodes of `partition` the ledger keeps new work from: at most `max_share` of them,
+    the highest scores first."""
+    cap = math.floor(rules.max_share * len(partition) + 1e-9)
+    out: list[Standing] = [s for s in ranked if s.state in (EXCLUDED, PROBATION) and s.node in partition]
+    kept, capped = out[:cap], out[cap:]
+    return Exclusion(tuple(sorted(s.node for s in kept if s.state == EXCLUDED)),
+                     tuple(sorted(s.node for s in kept if s.state == PROBATION)),
+                     {s.node: described(s) for s in kept}, tuple(sorted(s.node for s in capped)),
+                     {s.node: s.expires for s in out if s.state == PROBATION and s.expires is not None})
+
+
+def described(s: Standing) -> str:
+    what = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(s.kinds.items()))
+    where = f" in {', '.join(s.campaigns)}" if s.campaigns else ""
+    until = (f"excluded until {s.expires:%Y-%m-%d %H:%M} UTC" if s.state == EXCLUDED and s.expires
+             else "on probation: one task at a time may run there" if s.state == PROBATION else "watched")
+    return f"{s.node}: score {s.score:g} ({what}{where}); {until}"
+
+
+def recorded_exclusion(inputs: Iterable[Mapping[str, object]]) -> Exclusion | None:
+    """The exclusion a tick's logged decisions applied (their `node_ledger` input), for replay;
+    None when none of them recorded one."""
+    for given in inputs:
+        found = given.get("node_ledger")
+        if isinstance(found, dict):
+            why, since = found.get("why"), found.get("probation_since")
+            return Exclusion(tuple(str(n) for n in found.get("excluded") or ()),
+                             tuple(str(n) for n in found.get("probation") or ()),
+                             {str(k): str(v) for k, v in why.items()} if isinstance(why, dict) else {},
+                             probation_since={str(k): datetime.fromisoformat(str(v)) for k, v in since.items()}
+                             if isinstance(since, dict) else {})
+    return None

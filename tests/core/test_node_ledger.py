@@ -1,0 +1,127 @@
+"""The node ledger (core/nodes/): evidence from a tick's views, scores that decay, exclusions that
+expire into probation and are capped, and the crash-loop breaker — as a tick decides them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from campaignctl.core.decisions.decision import AttemptView, TaskView
+from campaignctl.core.nodes.crash_loop import crash_loop, signature
+from campaignctl.core.nodes.evidence import Completion, node_decisions
+from campaignctl.core.nodes.ledger import (
+    EXCLUDED,
+    FORGIVEN,
+    PROBATION,
+    WATCHED,
+    Exclusion,
+    NodeMark,
+    exclusion,
+    standings,
+)
+from campaignctl.core.nodes.node_rules import NodeRules
+from campaignctl.core.spec.spec import Resources
+from campaignctl.core.tick.tick import decide_tick
+from campaignctl.core.tick.tick_facts import with_facts
+from tests.core.test_decide import POLICY
+from tests.core.test_tick import NOW, snapshot
+
+RULES = NodeRules()
+FOUR = ("node1", "node2", "node3", "node4")
+
+
+def ended(task: int, state: str, node: str, *, number: int = 1, minutes_ago: int = 5, **facts: object) -> AttemptView:
+    return AttemptView(f"t{task}.{number}", number, state, f"12_{task}", Resources(), slurm_state=state,
+                       nodes=node, ended_at=(NOW - timedelta(minutes=minutes_ago)).isoformat(),
+                       **facts)  # type: ignore[arg-type]
+
+
+def mark(node: str, hours_ago: float, kind: str = "node_fail", weight: float = 1.0, campaign: str = "a") -> NodeMark:
+    return NodeMark(node, NOW - timedelta(hours=hours_ago), kind, weight, campaign)
+
+
+def test_a_node_failure_excludes_the_node_then_probation_then_a_clean_run_clears_it() -> None:
+    [fresh] = standings([mark("node2", 0.1)], NOW, RULES)
+    assert (fresh.state, fresh.expires) == (EXCLUDED, NOW - timedelta(hours=0.1) + timedelta(minutes=30))
+    [later] = standings([mark("node2", 1)], NOW, RULES)
+    assert later.state == PROBATION and later.score < 1.0
+    assert standings([mark("node2", 1), NodeMark("node2", NOW, FORGIVEN)], NOW, RULES) == []
+    # one half-weight piece of evidence is watched, never excluded
+    [watched] = standings([mark("node3", 0.1, "slow", 0.5)], NOW, RULES)
+    assert watched.state == WATCHED
+    # and forgotten once it decayed below an eighth of the threshold (3 half-lives of 3 days)
+    assert standings([mark("node3", 24 * 9.5, "slow", 0.5)], NOW, RULES) == []
+
+
+def test_the_cap_keeps_three_quarters_of_the_partition_and_names_no_unknown_node() -> None:
+    marks = [mark(n, 0.1, weight=1.0 + i) for i, n in enumerate(("node1", "node2", "node3", "gone9"))]
+    found = exclusion(standings(marks, NOW, RULES), FOUR, RULES)
+    assert found.nodes == ("node3",)  # the highest score of the partition's nodes; gone9 is not in it
+    assert found.capped == ("node1", "node2")
+    assert exclusion(standings(marks, NOW, RULES), FOUR[:3], RULES).nodes == ()  # a quarter of 3 is 0
+
+
+def test_evidence_is_logged_once_per_attempt_and_node() -> None:
+    views = [TaskView(0, (ended(0, "NODE_FAIL", "node2"),)),
+             TaskView(1, (ended(1, "FAILED", "node3", cause="gpu_hardware",
+                                evidence="[uncorrectable ECC error] RuntimeError: CUDA error: uncorrectable ECC"),))]
+    first = node_decisions(views, (), Exclusion(), frozenset(), RULES, NOW)
+    assert [(d.action, d.typed.node, d.typed.kind) for d in first] == [  # type: ignore[union-attr]
+        ("suspect_node", "node2", "node_fail"), ("suspect_node", "node3", "hardware")]
+    logged = frozenset((d.attempt_token, d.typed.node) for d in first)  # type: ignore[union-attr]
+    assert node_decisions(views, (), Exclusion(), logged, RULES, NOW) == []
+
+
+def test_repeated_failures_of_different_tasks_blame_a_node_only_where_they_concentrate() -> None:
+    there = [TaskView(i, (ended(i, "FAILED", "node4", exit_code=1),)) for i in range(2)]
+    found = node_decisions(there, (), Exclusion(), frozenset(), RULES, NOW)
+    assert {(d.typed.node, d.typed.kind) for d in found} == {("node4", "repeated")}  # type: ignore[union-attr]
+    everywhere = [TaskView(i, (ended(i, "FAILED", n, exit_code=1),)) for i, n in enumerate(FOUR * 2)]
+    assert node_decisions(everywhere, (), Exclusion(), frozenset(), RULES, NOW) == []  # a bug, not a node
+
+
+def test_a_slow_node_is_suspected_against_its_groups_median_on_other_nodes() -> None:
+    done = [Completion(i, f"t{i}.1", n, NOW.isoformat(), 100 if n != "node3" else 220, 100)
+            for i, n in enumerate(("node1", "node2", "node4", "node3", "node3"))]
+    found = node_decisions([], done, Exclusion(), frozenset(), RULES, NOW)
+    assert [(d.task_index, d.typed.node, d.typed.kind) for d in found] == [  # type: ignore[union-attr]
+        (3, "node3", "slow"), (4, "node3", "slow")]
+    assert "2.2× slower" in found[0].reason
+    # twice slow reaches the threshold: excluded
+    marks = [NodeMark("node3", NOW, "slow", d.typed.weight) for d in found]  # type: ignore[union-attr]
+    assert standings(marks, NOW, RULES)[0].state == EXCLUDED
+
+
+def test_a_tick_excludes_the_ledgers_nodes_from_retries_and_pending_elements_and_clears_on_probation() -> None:
+    failed = TaskView(0, (ended(0, "NODE_FAIL", "node1"),))
+    waiting = TaskView(1, (AttemptView("t1.1", 1, "PENDING", "12_1", Resources(), slurm_state="PENDING"),))
+    ledger = Exclusion(("node3",), (), {"node3": "node3: score 1 (node_fail in b)"})
+    plan = decide_tick(with_facts(snapshot(failed, waiting), exclusion=ledger), POLICY, NOW)
+    by_action = {d.action: d for d in plan.decisions}
+    assert by_action["resubmit"].resources.exclude == "node1,node3"  # type: ignore[union-attr]
+    assert "node ledger leaves out node3: score 1" in by_action["resubmit"].reason
+    assert by_action["resize_pending"].resources.exclude == "node3"  # type: ignore[union-attr]
+    assert by_action["suspect_node"].typed.node == "node1"  # type: ignore[attr-defined]
+    probation = Exclusion(probation_since={"node2": NOW - timedelta(hours=1)})
+    clean = Completion(5, "t5.1", "node2", NOW.isoformat(), 600, 10)
+    [clear] = node_decisions([], [clean], probation, frozenset(), RULES, NOW)
+    assert (clear.action, clear.typed.node) == ("clear_node", "node2")  # type: ignore[attr-defined]
+    before = replace(clean, elapsed_s=7200)  # started before its probation: says nothing
+    assert node_decisions([], [before], probation, frozenset(), RULES, NOW) == []
+
+
+def test_a_crash_loop_holds_the_campaign_naming_its_signature() -> None:
+    evidence = "[site pattern] ValueError: corrupt shard 1234 at 0x7f3a"
+    attempts = [replace(ended(0, "FAILED", "node1", number=n, minutes_ago=30 - n, exit_code=1, cause="bad_shard",
+                              evidence=evidence.replace("1234", str(n))), decided=n < 3) for n in (1, 2, 3)]
+    views = [TaskView(0, tuple(attempts))]
+    hold = crash_loop(views, 3, frozenset())
+    assert hold is not None and hold.action == "hold" and hold.rule == "crash_loop"
+    assert signature(attempts[0]) == signature(attempts[2]) and signature(attempts[0]) in hold.reason
+    assert crash_loop(views, 3, frozenset(a.token for a in attempts)) is None  # counted by an earlier hold
+    assert crash_loop(views, 4, frozenset()) is None
+    other = replace(attempts[1], evidence="[site pattern] KeyError: 'label'")
+    assert crash_loop([TaskView(0, (attempts[0], other, attempts[2]))], 3, frozenset()) is None
+    plan = decide_tick(snapshot(*views), replace(POLICY, causes={"bad_shard": "corrupt shard"},
+                                                 rules={**POLICY.rules}), NOW)
+    assert [d.action for d in plan.decisions if d.action in ("hold", "resubmit")] == ["hold"] and plan.paused
