@@ -19,17 +19,23 @@ nodes_app = typer.Typer(
 
 
 @nodes_app.callback()
-def nodes(ctx: typer.Context, cluster: ClusterOption = None, json_out: JsonOption = False) -> None:
+def nodes(
+    ctx: typer.Context,
+    cluster: ClusterOption = None,
+    policy: Annotated[str, typer.Option("--policy", help="Score with this policy's `nodes:` rules (a built-in "
+                                        "name or a policy file); each campaign's ticks use its own.")] = "default",
+    json_out: JsonOption = False,
+) -> None:
     """Every node the ledger remembers: state (excluded, probation, watched), score, evidence,
     since, expires, the campaigns the evidence came from.
 
-    Example: campaignctl nodes
+    Example: campaignctl nodes --policy policies/site.yaml
     """
     if ctx.invoked_subcommand is not None:
         return
     from campaignctl.services.nodes import node_ledger
 
-    result = node_ledger(cluster)
+    result = node_ledger(cluster, policy)
     if json_out:
         print_json("nodes", result.to_dict())
         return

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 from campaignctl.adapters import identity, slurm
+from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import InputError
 from campaignctl.core.base.safety import SLURM_WORD
 from campaignctl.core.nodes.ledger import Standing, described, standings
-from campaignctl.core.nodes.node_rules import NodeRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,13 @@ class NodeLedger:
         return {"cluster": self.cluster, "nodes": [asdict(n) for n in self.nodes]}
 
 
-def node_ledger(cluster: str | None = None, now: datetime | None = None) -> NodeLedger:
-    """Every node the ledger remembers, scored with the default `nodes` rules."""
+def node_ledger(cluster: str | None = None, policy: str = "default", now: datetime | None = None) -> NodeLedger:
+    """Every node the ledger remembers, scored with `policy`'s `nodes` rules (a built-in policy's
+    name or a policy file: each campaign's ticks score by its own policy)."""
     now = now or datetime.now(timezone.utc)
     name = cluster or slurm.cluster_name()
-    ranked = standings(Store.open().nodes.marks(name, now), now, NodeRules())
+    rules = load_policy(policy, str(Path.cwd())).nodes
+    ranked = standings(Store.open().nodes.marks(name, now), now, rules)
     return NodeLedger(name, [_row(name, s) for s in ranked])
 
 

@@ -49,8 +49,12 @@ from tests.integration.test_real_cluster import cli
 from tests.integration.test_reconcile_real import wait_for
 
 pytestmark = pytest.mark.slurm
-NODES = ("node1", "node2", "node3", "node4")
 EXPIRE_S = 45
+
+
+def lab_nodes() -> list[str]:
+    """The default partition's nodes (node1-4 on the 22.05 lab, trixie1-4 on 24.11's)."""
+    return sorted(set(proc.run(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()))
 
 
 def decisions(name: str, action: str | None = None) -> list:  # the store's LoggedDecision rows
@@ -83,7 +87,9 @@ def excluded_by_slurm(array_job_id: str) -> str:
 
 
 def ledger(crew: Team | None, user: str = BOB) -> dict[str, dict]:
-    shown = crew.cctl(user, "nodes", "--json") if crew else cli("nodes", "--json")
+    """`campaignctl nodes --json` by node; the team's scored with its policy (exclusions of EXPIRE_S)."""
+    shown = crew.cctl(user, "nodes", "--json", "--policy", str(crew.base / "ledger.yaml")) if crew \
+        else cli("nodes", "--json")
     assert shown.returncode == 0, shown.stderr
     return {n["node"]: n for n in json.loads(shown.stdout)["data"]["nodes"]}
 
@@ -139,6 +145,8 @@ policy: {{use: default, nodes: {{exclude_for: {EXPIRE_S}s}}}}
 def test_a_node_that_failed_alices_task_is_left_out_of_bobs_first_sbatch_until_a_clean_probation_run(
         team: Team, sleepers: list[str]) -> None:  # noqa: F811 (the fixture)
     a, b, c = (f"{x}-{team.base.name}" for x in ("ledger-a", "ledger-b", "ledger-c"))
+    (team.base / "ledger.yaml").write_text(f"name: lab-ledger\nuse: default\nnodes: {{exclude_for: {EXPIRE_S}s}}\n")
+    (team.base / "ledger.yaml").chmod(0o644)
     assert team.cctl(ALICE, "submit", str(spec_of(team, ALICE, a, ["slow"])), cwd=team.base / ALICE).returncode == 0
 
     wait_for("alice's task to run", lambda: ticked(team, ALICE, a, lambda: any(
@@ -167,7 +175,7 @@ def test_a_node_that_failed_alices_task_is_left_out_of_bobs_first_sbatch_until_a
     expires = datetime.fromisoformat(ledger(team)[bad]["expires"])
     time.sleep(max(0.0, (expires - datetime.now(timezone.utc)).total_seconds()) + 1)
     assert ledger(team)[bad]["state"] == "probation"
-    for node in (n for n in NODES if n != bad):  # every other node busy: the probation node is the one free
+    for node in (n for n in lab_nodes() if n != bad):  # every other node busy: the probation node is the one free
         out = proc.run(["sbatch", "--parsable", "-w", node, "-c2", "--mem=100M", "-J", "ledger-sleeper",
                         "-o", "/dev/null", "--wrap", "sleep 300"]).stdout
         sleepers.append(out.strip().split(";")[0])
@@ -185,11 +193,11 @@ def test_a_node_that_failed_alices_task_is_left_out_of_bobs_first_sbatch_until_a
 def test_a_slow_node_is_found_and_left_out_of_the_next_submission(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
     shutil.copy(HERE / "toy_trainer.py", tmp_path / "toy.py")
-    slow = "node3"
+    slow = lab_nodes()[2]
     grid = "\n".join(f"  - {{lr: 0.00{i + 1}}}" for i in range(8))
     spec = f"""\
 name: NAME
-command: [python3, toy.py, "{{lr}}", "64", --steps, "6", --gpu-mb, "0", --slow-on, {slow}, --slow-factor, "3"]
+command: [{sys.executable}, toy.py, "{{lr}}", "64", --steps, "6", --gpu-mb, "0", --slow-on, {slow}, --slow-factor, "3"]
 tasks:
 {grid}
 resources: {{cpus_per_task: 1, mem: 200M, time: "00:05:00"}}
@@ -198,6 +206,7 @@ telemetry: {{interval: 0}}
     cli("submit", str(write_spec(tmp_path, spec.replace("NAME", "slow-a"), "a.yaml")))
     wait_for("the first campaign to finish", lambda: cli("reconcile", "slow-a").returncode in (0, 75)
              and state("slow-a") == "finished", 240)
+    assert {r.state for r in attempts("slow-a")} == {"COMPLETED"}
     on_slow = [r for r in attempts("slow-a") if r.nodes == slow]
     assert len(on_slow) >= 2, [(r.task_index, r.nodes, r.elapsed_s) for r in attempts("slow-a")]
     found = decisions("slow-a", "suspect_node")
@@ -214,11 +223,13 @@ def test_the_cap_keeps_three_quarters_of_the_partition_and_a_job_needing_every_n
     store = Store.open()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     cluster = json.loads(cli("nodes", "--json").stdout)["data"]["cluster"]
-    with store.engine.begin() as conn:  # a ledger that blames every node, node4 the most
+    nodes = lab_nodes()
+    worst = nodes[-1]
+    with store.engine.begin() as conn:  # a ledger that blames every node, the last the most
         conn.execute(sa.insert(node_marks), [
-            {"cluster": cluster, "node": n, "at": now, "kind": "node_fail", "weight": 1.0 + (n == "node4"),
+            {"cluster": cluster, "node": n, "at": now, "kind": "node_fail", "weight": 1.0 + (n == worst),
              "campaign_id": None, "decision_id": None, "user_name": "test", "reason": "made up by the test"}
-            for n in NODES])
+            for n in nodes])
     assert {n["state"] for n in ledger(None).values()} == {"excluded"}
     shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
     cli("submit", str(write_spec(tmp_path, """\
@@ -228,7 +239,7 @@ tasks: [{i: 0}, {i: 1}, {i: 2}, {i: 3}]
 resources: {cpus_per_task: 2, mem: 200M, time: "00:05:00"}
 telemetry: {interval: 0}
 """, "cap.yaml")))
-    assert excluded_by_slurm(first_array("cap")) == "node4"  # a quarter of four nodes: one, the worst
+    assert excluded_by_slurm(first_array("cap")) == worst  # a quarter of four nodes: one, the worst
     wait_for("the capped campaign to finish", lambda: cli("reconcile", "cap").returncode in (0, 75)
              and state("cap") == "finished", 180)
     assert {r.state for r in attempts("cap")} == {"COMPLETED"}
@@ -238,7 +249,7 @@ command: [python3, chaos.py, ok, "0"]
 resources: {nodes: 4, tasks_per_node: 1, cpus_per_task: 1, mem: 200M, time: "00:05:00"}
 telemetry: {interval: 0}
 """, "wide.yaml")))
-    assert excluded_by_slurm(first_array("wide")) == "(null)"  # left out, node4 would make it unschedulable
+    assert excluded_by_slurm(first_array("wide")) == "(null)"  # leaving one node out would make it unschedulable
     [start] = decisions("wide", "start")
     assert "node_ledger" not in start.inputs
     wait_for("the four-node task to finish", lambda: cli("reconcile", "wide").returncode in (0, 75)
