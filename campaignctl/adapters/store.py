@@ -273,14 +273,20 @@ class Store:
                      res, sub, sub_state, created, params, own, cause, evidence, packed) in rows]
 
     def tasks_started(self, campaign_id: int, below: int | None = None, abandoned: bool = True) -> int:
-        """How many of the campaign's tasks (those with an index under `below`) have at least one
-        attempt (not counting those whose submission was abandoned before reaching Slurm, unless `abandoned`)."""
+        """The campaign's tasks (under index `below`) with an attempt (one abandoned before Slurm, if `abandoned`)."""
         within = [tasks.c.task_index < below] if below is not None else []
         within += [] if abandoned else [attempts.c.state != "ABANDONED"]
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count(sa.distinct(attempts.c.task_id)))
                                     .join(tasks, tasks.c.id == attempts.c.task_id)
                                     .where(tasks.c.campaign_id == campaign_id, *within)).scalar_one())
+
+    def last_completed(self, campaign_id: int) -> str:
+        """When the campaign's latest COMPLETED attempt ended ('' when none has)."""
+        with self.engine.connect() as conn:
+            query = (sa.select(sa.func.max(attempts.c.ended_at)).join(tasks, tasks.c.id == attempts.c.task_id)
+                     .where(tasks.c.campaign_id == campaign_id, attempts.c.state == "COMPLETED"))
+            return conn.execute(query).scalar_one() or ""
 
     def record_observations(self, tick_id: int, changes: Sequence[ObservedChange]) -> None:
         """Write the latest Slurm facts onto attempts; keep a row per change of a fact a rule

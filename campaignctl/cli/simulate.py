@@ -80,6 +80,8 @@ def render(result: SimulateResult) -> None:
                  ("search: trials to within 5 %", [_of(r.search, "within_5pct_after") for r in result.runs])]
     rows.append(("decision log rows (per task)", [f"{r.log_rows} ({r.log_rows / max(1, r.tasks):.2f})"
                                                    for r in result.runs]))
+    if any(r.lemon_gpu_hours for r in result.runs):
+        rows.append(("GPU-hours wasted on lemon nodes", [r.lemon_gpu_hours for r in result.runs]))
     unit = "GPU" if any(r.gpu_hours for r in result.runs) else "CPU"
     for end in sorted({k for r in result.runs for k in r.wasted_by_end}):
         rows.append((f"  wasted on {end} ({unit}-h)", [r.wasted_by_end.get(end, 0.0) for r in result.runs]))

@@ -122,6 +122,7 @@ def loop_view(result: StatusResult, title: Text) -> list[RenderableType]:
                   if not w.startswith(NO_CRON) or due_warning("no-cron")]  # once a minute, not every screen
     lines += [Text(f"{c.name}: {c.tick_failed}", style="bold red") for c in result.campaigns if c.tick_failed]
     lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.refused]
+    lines += [Text(f"{c.name}: {note}", style="yellow") for c in result.campaigns for note in c.node_ledger]
     lines += [Text(f"{result.campaigns[0].name}: {note}", style="yellow") for note in result.silent + result.unmatched]
     return lines
 

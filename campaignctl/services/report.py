@@ -14,6 +14,8 @@ from campaignctl.adapters.store import Store
 from campaignctl.core.base.clock import epoch
 from campaignctl.core.base.errors import InputError, OutputError
 from campaignctl.core.base.hostlist import split_nodes
+from campaignctl.core.nodes.evidence import CLEAR, SUSPECT
+from campaignctl.core.nodes.ledger import recorded_exclusion
 from campaignctl.core.screens.report_page import Chart, Page, Table, render_page
 from campaignctl.core.screens.status import NOT_SUBMITTED, varying_keys_of
 from campaignctl.core.spec.settings import CampaignSettings
@@ -50,7 +52,8 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     inputs = gather(store, record, time.time() if now is None else now)
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
-                summary_rows(inputs), charts, [task_table(inputs), *node_table(inputs), decision_table(inputs)],
+                summary_rows(inputs), charts, [task_table(inputs), *node_table(inputs), *ledger_table(inputs),
+                                                decision_table(inputs)],
                 results_table(record.name, metric))
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
@@ -137,6 +140,23 @@ def node_table(inputs: ReportInputs) -> list[Table]:
     rows = [node_cells(line) for line in inputs.node_lines]
     return [Table("nodes", "Nodes of multi-node attempts (each node's own sampler)", NODE_HEADERS,
                   rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))]
+
+
+def ledger_table(inputs: ReportInputs) -> list[Table]:
+    """The node ledger as this campaign met it: its evidence against nodes, the clean runs that
+    cleared them, and each exclusion its decisions applied."""
+    rows = []
+    for e in inputs.decisions:
+        applied = recorded_exclusion([e.inputs])
+        if e.action in (SUSPECT, CLEAR):
+            rows.append([_local(epoch(e.created_at)), str(e.params.get("node", "")), e.action, e.reason])
+        elif applied is not None and (applied.nodes or applied.probation):
+            rows.append([_local(epoch(e.created_at)), ", ".join((*applied.nodes, *applied.probation)),
+                         f"left out of {e.action}", "; ".join(applied.why.values())])
+    if not rows:
+        return []
+    return [Table("ledger", "Node ledger: evidence against nodes and the nodes left out (docs/nodes.md)",
+                  ("time", "node", "what", "why"), rows[-TABLE_ROWS:], max(0, len(rows) - TABLE_ROWS))]
 
 
 def results_table(name: str, metric: str | None) -> list[Table]:

@@ -27,6 +27,7 @@ from campaignctl.core.sim.workload import (
     WorkloadError,
     draw_truths,
     flaky_nodes,
+    lemon_nodes,
     parse_synthetic,
     truths_of_trace,
 )
@@ -63,6 +64,7 @@ class PolicyRun:
     wasted_vs_baseline: float | None = None  # wasted hours ÷ the attempt-scaled run's
     search: dict[str, object] | None = None  # a search: its best value, and trials to come within 5 %
     decided: list[tuple[int, str, str]] = field(default_factory=list)  # (task, rule, action) when tracked
+    lemon_gpu_hours: float = 0.0  # wasted on lemon nodes (workload lemons=N): failed runs, slowness's share
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,8 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
     for name, policy in chosen:
         setup = Setup(cluster, spec.resources, truths, w, seed, spec.max_parallel, tick_s,
                       flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked,
-                      pack=None if name.endswith(UNPACKED) else shape, search=spec.search)
+                      pack=None if name.endswith(UNPACKED) else shape, search=spec.search,
+                      lemons=lemon_nodes(w, len(cluster.nodes), seed))
         search = SimSearch(bowl(spec.search, seed)) if spec.search else None
         decider: Decider = (attempt_scaled_decider(_retries(name.removesuffix(UNPACKED))) if policy is None
                             else policy_decider(policy, settings, search, OptunaSampler() if search else None))
@@ -170,7 +173,7 @@ def _run(name: str, t: Tally, campaign_policy: Policy, search: dict[str, object]
                      round(t.wasted_cpu_hours, 2), round(spend, 2), dict(sorted(t.ends.items())),
                      {k: round(v, 2) for k, v in sorted(t.wasted_by_end.items())},
                      dict(sorted(t.decisions.items())), t.log_rows, dict(sorted(t.proposals.items())), t.ticks,
-                     search=search, decided=list(t.decided))
+                     search=search, decided=list(t.decided), lemon_gpu_hours=round(t.lemon_gpu_hours, 2))
 
 
 def _ratios(runs: list[PolicyRun]) -> list[PolicyRun]:

@@ -16,6 +16,7 @@ from campaignctl.core.base.clock import read_time
 from campaignctl.core.base.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.model.attempt_paths import AttemptPaths
 from campaignctl.core.model.records import CampaignRecord, HistoryRow
+from campaignctl.core.nodes.ledger import recorded_exclusion
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.screens.stall import TickHealth
 from campaignctl.core.screens.status import (
@@ -62,6 +63,7 @@ class CampaignSummary:
     refused: list[str] = field(default_factory=list)  # submissions Slurm refused, waiting for their next try
     efficiency: Efficiency | None = None  # of what Slurm allocated, over every attempt that ran
     tick_failed: str = ""  # the last tick that covered the campaign failed on it: when and why
+    node_ledger: list[str] = field(default_factory=list)  # the nodes its latest submission left out, and why
 
     @property
     def summary(self) -> str:
@@ -219,7 +221,8 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
-                                         _refused(store, record), efficiency, _tick_failed(store, record)))
+                                         _refused(store, record), efficiency, _tick_failed(store, record),
+                                         _ledger_applied(enforced)))
         detail = rows
     skipped = seen.skipped
     base = StatusResult(summaries, [], seen.calls, None, len(skipped), skipped[:slurm.SHOWN_SKIPS],
@@ -232,6 +235,18 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
                                                    seen.observed),
                    silent=_silent(records[0], shown), unmatched=unmatched_pattern_warnings(store, records[0]))
+
+
+def _ledger_applied(entries: list[LoggedDecision]) -> list[str]:
+    """The node ledger's exclusions as the campaign's latest decision that applied one recorded them."""
+    latest = next((e for e in reversed(entries) if "node_ledger" in e.inputs), None)
+    if latest is None:
+        return []
+    applied = recorded_exclusion([latest.inputs])
+    if applied is None:
+        return []
+    return [f"node ledger (at {latest.created_at[:16]}): {applied.why.get(n, n)}"
+            for n in (*applied.nodes, *applied.probation)]
 
 
 def _silent(record: CampaignRecord, rows: list[TaskRow]) -> list[str]:

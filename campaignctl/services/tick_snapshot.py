@@ -103,6 +103,8 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
     read_spec = spec or (lambda: revision_spec(store, record.id, record.current_revision))
     if wanted.nodes and nodes is not None and now is not None:
         snapshot = with_facts(snapshot, exclusion=ledger_exclusion(store, nodes, read_spec, now))
+    if wanted.last_completed:
+        snapshot = with_facts(snapshot, last_completed="" if fresh else store.last_completed(record.id))
     if wanted.completions:
         by = snapshot.settings.profile.by if snapshot.settings.profile else ()
         snapshot = with_facts(snapshot, completions=[

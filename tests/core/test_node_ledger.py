@@ -125,3 +125,16 @@ def test_a_crash_loop_holds_the_campaign_naming_its_signature() -> None:
     plan = decide_tick(snapshot(*views), replace(POLICY, causes={"bad_shard": "corrupt shard"},
                                                  rules={**POLICY.rules}), NOW)
     assert [d.action for d in plan.decisions if d.action in ("hold", "resubmit")] == ["hold"] and plan.paused
+
+
+def test_across_tasks_only_named_failures_since_the_last_completion_make_a_loop() -> None:
+    named = "[site pattern] ValueError: corrupt shard 9"
+    three = [TaskView(i, (ended(i, "FAILED", "node1", minutes_ago=10 - i, exit_code=1, cause="bad_shard",
+                                evidence=named),)) for i in range(3)]
+    assert crash_loop(three, 3, frozenset()) is not None  # three tasks, one traceback
+    assert crash_loop(three, 3, frozenset(), (NOW - timedelta(minutes=8, seconds=30)).isoformat()) is None
+    bare = [TaskView(i, (ended(i, "FAILED", "node1", minutes_ago=10 - i, exit_code=1),)) for i in range(3)]
+    assert crash_loop(bare, 3, frozenset()) is None  # exit 1 without a word: nothing says they are alike
+    xid = [TaskView(i, (ended(i, "FAILED", f"node{i}", minutes_ago=10 - i, exit_code=1, cause="gpu_hardware",
+                              evidence="[NVIDIA Xid] NVRM: Xid (PCI:0000:3b:00): 79"),)) for i in range(3)]
+    assert crash_loop(xid, 3, frozenset()) is None  # a GPU's failures are the node ledger's

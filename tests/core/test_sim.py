@@ -18,7 +18,15 @@ from campaignctl.core.sim.cluster import Cluster, Node, Partition, default_clust
 from campaignctl.core.sim.driver import attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Engine
 from campaignctl.core.sim.setup import Setup
-from campaignctl.core.sim.workload import Synthetic, Truth, WorkloadError, draw_truths, flaky_nodes, parse_synthetic
+from campaignctl.core.sim.workload import (
+    Synthetic,
+    Truth,
+    WorkloadError,
+    draw_truths,
+    flaky_nodes,
+    lemon_nodes,
+    parse_synthetic,
+)
 from campaignctl.core.spec.settings import CampaignSettings
 
 DEFAULT = load_policy("default", ".")
@@ -227,3 +235,31 @@ def test_packs_share_gpus_their_members_end_alone_and_a_pack_s_hours_are_counted
     assert packed.tally.wasted_by_end["PACK_IDLE"] > 0
     assert packed.tally.gpu_hours < 0.5 * alone.tally.gpu_hours
     assert packed.tally.makespan_s < alone.tally.makespan_s
+
+
+def lemon_run(ledger: bool, lemon: str, seed: int = 3) -> Engine:
+    """600 tasks on the default 8 nodes, one of them a lemon, under the default policy with or
+    without the node ledger."""
+    w = parse_synthetic(f"tasks=600,exit=0,node_fail=0,preempt=0,lemons=1,{lemon}")
+    res = Resources(partition="batch", gpus=1, gpu_type="a100", cpus_per_task=2, mem_mb=4000, time_min=120)
+    cluster = default_cluster(res, ("a100",))
+    setup = Setup(cluster, res, draw_truths(w, 600, res.mem_mb, res.time_min, seed), w, seed,
+                  lemons=lemon_nodes(w, len(cluster.nodes), seed))
+    policy = DEFAULT if ledger else replace(DEFAULT, nodes=replace(DEFAULT.nodes, enabled=False))
+    engine = Engine(setup, policy_decider(policy, CampaignSettings(tasks=600, gpu_types=("a100",))))
+    engine.run()
+    return engine
+
+
+def test_the_node_ledger_keeps_work_off_a_lemon_that_fails_what_it_runs() -> None:
+    mine, theirs = lemon_run(True, "lemon_fail=0.9"), lemon_run(False, "lemon_fail=0.9")
+    assert theirs.tally.decisions["gpu_hardware → resubmit"] > 3 * mine.tally.decisions["gpu_hardware → resubmit"]
+    assert mine.tally.lemon_gpu_hours < 0.4 * theirs.tally.lemon_gpu_hours
+    assert mine.tally.decisions["nodes → suspect_node"] >= 1
+    assert mine.tally.counts() == theirs.tally.counts() == Counter({"completed": 600})
+
+
+def test_a_slow_lemon_is_found_from_its_completed_attempts() -> None:
+    mine, theirs = lemon_run(True, "lemon_fail=0,lemon_slow=3"), lemon_run(False, "lemon_fail=0,lemon_slow=3")
+    assert mine.tally.decisions["nodes → suspect_node"] >= 2  # slow twice: excluded
+    assert mine.tally.lemon_gpu_hours < theirs.tally.lemon_gpu_hours

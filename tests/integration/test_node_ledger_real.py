@@ -169,6 +169,8 @@ def test_a_node_that_failed_alices_task_is_left_out_of_bobs_first_sbatch_until_a
     [start] = decisions(b, "start")
     assert f"the node ledger leaves out {bad}: score 1" in start.reason
     assert start.inputs["node_ledger"]["excluded"] == [bad]
+    shown = team.cctl(BOB, "status", b)
+    assert "node ledger (at " in shown.stdout and f"{bad}: score 1" in shown.stdout, shown.stdout
     wait_for("bob's campaign to finish", lambda: ticked(team, BOB, b, lambda: state(b) == "finished"), 180)
     assert {r.nodes for r in attempts(b)}.isdisjoint({bad})
 
@@ -243,6 +245,9 @@ telemetry: {interval: 0}
     wait_for("the capped campaign to finish", lambda: cli("reconcile", "cap").returncode in (0, 75)
              and state("cap") == "finished", 180)
     assert {r.state for r in attempts("cap")} == {"COMPLETED"}
+    assert cli("report", "cap", "--out", str(tmp_path / "report")).returncode == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Node ledger" in page and f"{worst}: score 2" in page and "left out of start" in page
     cli("submit", str(write_spec(tmp_path, """\
 name: wide
 command: [python3, chaos.py, ok, "0"]

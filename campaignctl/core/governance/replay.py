@@ -225,7 +225,9 @@ class Timeline:
                           samples, siblings=self._siblings(tick) if wanted.siblings else None,
                           starts=self._start_facts(tick, snapshot.settings) if wanted.starts else None,
                           exclusion=recorded_exclusion(self._ledgers.get(tick.id, ())) if wanted.nodes else None,
-                          completions=self._completions(tick, snapshot.settings) if wanted.completions else None)
+                          completions=self._completions(tick, snapshot.settings) if wanted.completions else None,
+                          last_completed=max((r.ended_at or "" for r in self.rows(tick) if r.state == "COMPLETED"),
+                                             default="") if wanted.last_completed else None)
 
     def _completions(self, tick: RecordedTick, settings: CampaignSettings) -> list[Completion]:
         """The attempts completed by the tick, with the last step each reported."""

@@ -1,15 +1,18 @@
 """The crash-loop breaker: the same failure, attempt after attempt, is not something another retry
 fixes. When the last `crash_loop_after` failures of one task, or of the whole campaign in the order
-they ended, share a signature, the tick holds the campaign (its pending elements held, nothing
-retried) with the signature in the reason, instead of retrying until every task's budget is spent.
-Pure.
+they ended with nothing completing in between, share a signature, the tick holds the campaign (its
+pending elements held, nothing retried) with the signature in the reason, instead of retrying
+until every task's budget is spent. Pure.
 
 A signature is the failure's cause (or its state and exit code) and a digest of its evidence
 with what differs between two runs of the same failure taken out: numbers (times, PIDs, addresses,
 steps), the `[rank N on node]` prefix of a multi-node attempt's lines, and runs of spaces. Causes
 the policy answers by changing the task (more memory, more time, smaller parameters: OOM and
-TIMEOUT states, a GPU OOM) are not loops: each retry differs. The attempts a crash-loop hold
-stopped do not count again after `resume`: N new failures alike hold it again."""
+TIMEOUT states, a GPU OOM) are not loops: each retry differs; nor are a GPU's hardware errors
+(the node ledger's, core/nodes/evidence.py). Across tasks only failures whose output named a cause
+count: two tasks that both exited 1 without a word may have nothing in common, a traceback the
+site's pattern matched twice does. The attempts a crash-loop hold stopped do not count again after
+`resume`: N new failures alike hold it again."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from campaignctl.core.base.clock import read_time
 from campaignctl.core.decisions.action_records import Hold
 from campaignctl.core.decisions.decision import AttemptView, Decision, TaskView
-from campaignctl.core.policy.output_causes import GPU_OOM
+from campaignctl.core.policy.output_causes import GPU_HARDWARE, GPU_OOM
 from campaignctl.core.policy.suspects import RANK_PREFIX
 from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 
@@ -50,17 +53,22 @@ def signature(a: AttemptView) -> str:
 def failures(views: Sequence[TaskView]) -> list[Failure]:
     """The campaign's ended failures a retry repeats as they are, in the order they ended."""
     out = [Failure(v.index, a, signature(a)) for v in views for a in v.attempts
-           if a.state in LOOPING_STATES and a.ended_at and a.cause != GPU_OOM]
+           if a.state in LOOPING_STATES and a.ended_at and a.cause not in (GPU_OOM, GPU_HARDWARE)]
     return sorted(out, key=lambda f: (read_time(f.attempt.ended_at or ""), f.task, f.attempt.number))
 
 
-def crash_loop(views: Sequence[TaskView], after: int, stopped: frozenset[str]) -> Decision | None:
+def crash_loop(views: Sequence[TaskView], after: int, stopped: frozenset[str],
+               last_completed: str | None = None) -> Decision | None:
     """A hold when `after` failures in a row share a signature and one of them is answered now
-    (not yet decided); `stopped`: attempts an earlier crash-loop hold already counted."""
+    (not yet decided); `stopped`: attempts an earlier crash-loop hold already counted;
+    `last_completed`: when the campaign's latest completed attempt ended (None: none has)."""
     if after <= 0:
         return None
     fresh = [f for f in failures(views) if f.attempt.token not in stopped]
-    runs = [fresh[-after:]] + [[f for f in fresh if f.task == v.index][-after:] for v in views]
+    since = read_time(last_completed) if last_completed else None
+    named = [f for f in fresh if f.attempt.cause and f.attempt.evidence
+             and (since is None or read_time(f.attempt.ended_at or "") > since)]
+    runs = [named[-after:]] + [[f for f in fresh if f.task == v.index][-after:] for v in views]
     for run in runs:
         if len(run) == after and len({f.signature for f in run}) == 1 and any(not f.attempt.decided for f in run):
             return _hold(views, run, after)

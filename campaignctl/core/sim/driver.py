@@ -21,20 +21,32 @@ tick is given:
   `profile:`); its samples are the campaign's own ended attempts, their peak memory the task's
   drawn need. Sizing at submit from other campaigns' history is not simulated (one campaign runs).
 Utilisation and early stopping see no telemetry or metric curves here (the simulator models
-neither), so they decide nothing; a progressive campaign's ladder is not simulated."""
+neither), so they decide nothing; a progressive campaign's ladder is not simulated.
+
+The node ledger (core/nodes/) is the run's own: it starts empty, its marks are the suspect_node
+and clear_node decisions the policy made, scored at each tick's clock, and its exclusions reach
+retries and pending elements as the live tick's do. A completed attempt reports one step per
+minute of its task's drawn run time: a slow node's attempts make fewer steps per second. The
+slow-node rule compares each tick's completions with the last SLOW_WINDOW completed attempts."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from campaignctl.core.base.clock import stamp
 from campaignctl.core.base.hostlist import split_nodes
-from campaignctl.core.decisions.action_records import GiveUp, Resubmit
+from campaignctl.core.decisions.action_records import ClearNode, GiveUp, NodeSuspect, Resubmit
 from campaignctl.core.decisions.decision import Decision, TaskView
+from campaignctl.core.nodes.evidence import Completion
+from campaignctl.core.nodes.ledger import CLEARED, NO_EXCLUSION, Exclusion, NodeMark, exclusion, standings
+from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.engine import Decider, Engine
-from campaignctl.core.sim.scheduler import Shape
+from campaignctl.core.sim.scheduler import Job, Shape
 from campaignctl.core.sim.trials import SimSearch
 from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.tick.decide import campaign_excluded_nodes, sibling_raises
@@ -46,6 +58,7 @@ from campaignctl.core.tick.tick_facts import TickSnapshot, with_facts
 from campaignctl.core.tuning.search import Sampler
 from campaignctl.core.usage.cost import UsageGroup
 
+SLOW_WINDOW = 200  # completed attempts the slow-node rule compares a new completion with
 ATTEMPT_SCALED = "attempt-scaled"
 ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`
 
@@ -57,6 +70,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
     pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and when
+    ledger = SimLedger(policy.nodes)
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
@@ -64,20 +78,75 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         changed = _changed(engine)
         views = changed + _node_failed(engine, changed) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
-        plan = _decide(engine, policy, settings, views, now, lowered, search, sampler)
-        siblings = _siblings(engine, plan, views, policy, pushed) if not whole else []
-        plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler) if siblings else plan
+        nodes = ledger.facts(engine, now)
+        plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes)
+        siblings = _siblings(engine, plan, views, policy, pushed, nodes.exclusion) if not whole else []
+        if siblings:
+            plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler, nodes)
         if search is not None:
             search.saw(plan.decisions)
         lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
+        ledger.saw(plan.decisions, now)
         return plan
 
     return tick
 
 
+@dataclass(slots=True)
+class SimLedger:
+    """The run's node ledger, and the completions the slow-node rule reads."""
+
+    rules: NodeRules
+    marks: list[NodeMark] = field(default_factory=list)
+    suspected: set[tuple[str, str]] = field(default_factory=set)
+    recent: deque[Completion] = field(default_factory=lambda: deque(maxlen=SLOW_WINDOW))
+    last_completed: str | None = None
+
+    def facts(self, engine: Engine, now: datetime) -> NodeFacts:
+        if not self.rules.enabled:
+            return NodeFacts(NO_EXCLUSION, (), 0, frozenset(), None)
+        setup = engine.setup
+        partition = setup.cluster.partition(setup.resources.partition)
+        fresh = [self._completion(engine, job) for job in engine.completed]
+        engine.completed.clear()
+        if fresh:
+            self.last_completed = max(c.ended_at for c in fresh)
+        completions = (*self.recent, *fresh)
+        self.recent.extend(fresh)
+        found = exclusion(standings(self.marks, now, self.rules), partition.nodes, self.rules) if self.marks \
+            else NO_EXCLUSION
+        return NodeFacts(found, completions if fresh else (), len(fresh), frozenset(self.suspected),
+                         self.last_completed)
+
+    def _completion(self, engine: Engine, job: Job) -> Completion:
+        end = job.end_at or engine.now
+        return Completion(job.task, job.token, engine.queue.names[job.node] if job.node is not None else "",
+                          stamp(engine.at(end)), end - (job.start or end), engine.setup.truths[job.task].run_s // 60)
+
+    def saw(self, decisions: Sequence[Decision], now: datetime) -> None:
+        for d in decisions:
+            if d.mode != "enforce" or d.gate:
+                continue
+            match d.typed:
+                case NodeSuspect(node=node, kind=kind, weight=weight):
+                    self.marks.append(NodeMark(node, now, kind, weight))
+                    self.suspected.add((d.attempt_token, node))
+                case ClearNode(node=node):
+                    self.marks.append(NodeMark(node, now, CLEARED))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    exclusion: Exclusion
+    completions: tuple[Completion, ...]
+    completed: int
+    suspected: frozenset[tuple[str, str]]
+    last_completed: str | None
+
+
 def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: list[TaskView],
             now: datetime, lowered: set[str], search: SimSearch | None = None,
-            sampler: Sampler | None = None) -> TickPlan:
+            sampler: Sampler | None = None, nodes: NodeFacts | None = None) -> TickPlan:
     snapshot = TickSnapshot(
         "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests,
         pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
@@ -86,7 +155,11 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
         array_throttles=engine.throttles,
         tasks_started=sum(1 for jobs in engine.jobs if jobs) if search else settings.tasks,
         task_ends=search.ends(engine.jobs, engine.settled) if search else {},
-        trials=search.trials() if search else (), sampler=sampler)
+        trials=search.trials() if search else (), sampler=sampler,
+        completed=nodes.completed if nodes else 0, suspected=nodes.suspected if nodes else frozenset())
+    if nodes is not None:
+        snapshot = with_facts(snapshot, exclusion=nodes.exclusion, completions=nodes.completions,
+                              last_completed=nodes.last_completed or "")
     facts = needs(snapshot, policy, now)
     if facts.queue or facts.metrics:  # squeue says Resources for what waits; the one metric is a search's
         metric = settings.search.metric if search and settings.search else None
@@ -138,13 +211,14 @@ def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
 
 
 def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy,
-              pushed: dict[str, object]) -> list[TaskView]:
+              pushed: dict[str, object], ledger: Exclusion = NO_EXCLUSION) -> list[TaskView]:
     """Pending tasks this plan's raises or the campaign's excluded nodes reach: still asking for
     less than a raise that is made (core/tick/siblings.py), or lacking an excluded node."""
     triggers = [d for d in plan.decisions if d.action == "resubmit" and d.rule in ("out_of_memory", "timeout")]
     facts = _sibling_facts(engine) if triggers else None
     raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []
     excluded = campaign_excluded_nodes(views, policy) if policy.rule("node_fail").exclude_failed_node else frozenset()
+    excluded |= set(ledger.nodes)
     mem = max((r.mem_mb for r in raises if r.mem_mb), default=0)
     time = max((r.time_min for r in raises if r.time_min), default=0)
     # an excluded node is pushed once to everything pending, then only to arrays submitted since

@@ -55,6 +55,7 @@ class Engine:
     first_ends: dict[str, int] = field(default_factory=dict)  # how first attempts ended: state → count
     first_started: int = 0  # first attempts that started (running or ended)
     node_failed: set[int] = field(default_factory=set)  # tasks with an attempt ended NODE_FAIL
+    completed: list[Job] = field(default_factory=list)  # attempts completed since the driver last took them
     _views: dict[int, TaskView] = field(default_factory=dict)
     _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
     _seq: int = 0
@@ -199,9 +200,13 @@ class Engine:
         if job.task < 0:  # a preempting job of someone else: it holds the node for its while
             self._push(self.now + int(self.setup.workload.preemptor_min * 60), END, job, job.starts)
             return
+        lemon = node in self.setup.lemons
         hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
-                     node in self.setup.flaky)
-        end, state, exit_code, cause = fate(self.setup.truths[job.task], job.res, job.attempt, job.params_changed,
+                     node in self.setup.flaky, lemon)
+        truth = self.setup.truths[job.task]
+        if lemon and self.setup.workload.lemon_slow > 1:
+            truth = replace(truth, run_s=int(truth.run_s * self.setup.workload.lemon_slow))
+        end, state, exit_code, cause = fate(truth, job.res, job.attempt, job.params_changed,
                                             self.jobs[job.task][0].res.gpu_type, hz)
         job.fate, job.exit, job.cause = state, exit_code, cause
         self._push(self.now + end, END, job, job.starts)
@@ -221,6 +226,10 @@ class Engine:
         if job.host is None:
             self.queue.release(job)
         self.tally.stopped(job, self.now, state)
+        if job.node in self.setup.lemons and job.start is not None and job.task >= 0:
+            hours = (self.now - job.start) / 3600 * job.share * job.res.gpus
+            slow = self.setup.workload.lemon_slow
+            self.tally.lemon_gpu_hours += hours if state != "COMPLETED" else hours * (1 - 1 / max(slow, 1.0))
         job.state, job.end_at = state, self.now
         if job.host is not None and all_ended(job.host):  # the pack's last task: its element ends
             self.queue.release(job.host)
@@ -237,6 +246,7 @@ class Engine:
         if state == "NODE_FAIL":
             self.node_failed.add(job.task)
         if state == "COMPLETED":
+            self.completed.append(job)
             self.settled[job.task] = "completed"
             self.tally.settle(self.now)
         else:

@@ -9,11 +9,16 @@ from datetime import datetime
 from campaignctl.core.base.clock import stamp
 from campaignctl.core.decisions.decision import AttemptView
 from campaignctl.core.pack_plan import PackShape
+from campaignctl.core.policy.output_causes import GPU_HARDWARE, GPU_OOM
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
 from campaignctl.core.sim.scheduler import Job
 from campaignctl.core.sim.workload import Synthetic, Truth
 from campaignctl.core.spec.search_spec import SearchSpec
+
+# what a simulated attempt's output shows for the cause the runner names (tests/fixtures/output/)
+EVIDENCE = {GPU_OOM: "torch.OutOfMemoryError: CUDA out of memory.",
+            GPU_HARDWARE: "[NVIDIA Xid] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,7 @@ class Setup:
     track: bool = False  # keep every carried-out decision (task, rule, action) in the tally
     pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
     search: SearchSpec | None = None  # a search: nothing submitted at the start, its ticks ask for trials
+    lemons: frozenset[int] = frozenset()  # indexes of lemon nodes (GPU errors, slowness: workload lemon_*)
 
 
 def attempt_view(job: Job, now: int, at: Callable[[int], datetime], node_names: Sequence[str],
@@ -46,5 +52,5 @@ def attempt_view(job: Job, now: int, at: Callable[[int], datetime], node_names: 
         slurm_state=job.state, nodes=node_names[job.node] if job.node is not None else "",
         elapsed_s=end - job.start if job.start is not None else None,
         ended_at=stamp(at(end)) if ended else None, decided=job.token in decided, cause=cause,
-        evidence="torch.OutOfMemoryError: CUDA out of memory." if cause else "",
+        evidence=EVIDENCE.get(cause, "") if cause else "",
         params=job.params, params_changed=job.params_changed, packed=job.host is not None)

@@ -24,6 +24,7 @@ class Tally:
     wasted_cpu_hours: float = 0.0
     gpu_hours_by_type: dict[str, float] = field(default_factory=dict)
     wasted_by_end: dict[str, float] = field(default_factory=dict)  # final state → GPU-hours (CPU-hours without GPUs)
+    lemon_gpu_hours: float = 0.0  # wasted on lemon nodes: failed runs there, and what slowness added to the rest
     attempts: int = 0  # campaign jobs started (a requeued job counts once per start)
     ends: Counter[str] = field(default_factory=Counter)  # final Slurm state of each run
     decisions: Counter[str] = field(default_factory=Counter)  # "rule → action" carried out

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from campaignctl.core.policy.output_causes import GPU_OOM
+from campaignctl.core.policy.output_causes import GPU_HARDWARE, GPU_OOM
 from campaignctl.core.resources import Resources
 
 # key → (default, what it means); docs/simulate.md lists the same table
@@ -38,6 +38,9 @@ SYNTHETIC_KEYS: Mapping[str, tuple[float, str]] = {
     "gpu_mem": (0.0, "share of its GPU's memory a task holds, what `pack: auto` packs by (0: not measured)"),
     "gpu_util": (0.0, "a task's mean GPU utilisation in % (0: not measured)"),
     "cpu_util": (0.0, "a task's mean CPU use in % of one CPU, what a pack's CPUs are sized by (0: not measured)"),
+    "lemons": (0, "number of lemon nodes: GPU hardware errors and slowness (0: none)"),
+    "lemon_fail": (0.9, "chance an attempt on a lemon ends in a GPU hardware error (an Xid)"),
+    "lemon_slow": (1.0, "how many times slower a lemon runs an attempt (1: not slower)"),
 }
 
 
@@ -51,7 +54,7 @@ MAX_TASKS = 500_000  # a simulation holds every task's truth and attempts in mem
 # the largest value of each unbounded key: an hour-long mean is 60, a 64 TiB mean 6.7e7 MB
 MAX_VALUE = {"tasks": MAX_TASKS, "mem_mean": 64 * 2**20, "mem_sd": 64 * 2**20, "dur_mean": 525_600,
              "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600,
-             "gpu_util": 100, "cpu_util": 100_000}
+             "gpu_util": 100, "cpu_util": 100_000, "lemons": 100_000, "lemon_slow": 100}
 
 
 class WorkloadError(ValueError):
@@ -79,6 +82,9 @@ class Synthetic:
     gpu_mem: float = 0.0
     gpu_util: float = 0.0
     cpu_util: float = 0.0
+    lemons: float = 0
+    lemon_fail: float = 0.9
+    lemon_slow: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,7 @@ class Hazards:
     node_fail_at: float | None
     preempt_at: float | None
     fail_at: float  # where a bug or GPU OOM ends it
+    hardware_at: float | None = None  # where a lemon's GPU fails it
 
 
 def parse_synthetic(text: str) -> Synthetic:
@@ -145,14 +152,17 @@ def draw_truths(w: Synthetic, tasks: int, mem_request_mb: int, time_limit_min: i
     return tuple(sorted(out, key=lambda t: t.submit_s)) if w.submit_spread else tuple(out)
 
 
-def hazards(w: Synthetic, seed: int, task: int, attempt: int, start: int, flaky_node: bool) -> Hazards:
+def hazards(w: Synthetic, seed: int, task: int, attempt: int, start: int, flaky_node: bool,
+            lemon: bool = False) -> Hazards:
     """The chance events of an attempt's `start`-th run (a requeued job runs again); a str seed
-    is hashed with SHA-512: stable across runs and Python versions."""
+    is hashed with SHA-512: stable across runs and Python versions. A lemon's draw comes after
+    the others: a run without lemons draws what it drew before they existed."""
     rng = random.Random(f"{seed}:{task}:{attempt}:{start}")
     oom_at, fail_at = rng.uniform(0.05, 0.6), rng.uniform(0.02, 0.3)
     node = rng.uniform(0, 1) if flaky_node and rng.random() < w.node_fail / max(w.bad_nodes, 1e-9) else None
     preempt = rng.uniform(0, 1) if rng.random() < w.preempt else None
-    return Hazards(oom_at, node, preempt, fail_at)
+    hardware = rng.uniform(0.02, 0.5) if lemon and rng.random() < w.lemon_fail else None
+    return Hazards(oom_at, node, preempt, fail_at, hardware)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,11 +206,26 @@ def flaky_nodes(w: Synthetic, nodes: int, seed: int) -> frozenset[int]:
     return frozenset(rng.sample(range(nodes), max(1, round(w.bad_nodes * nodes))))
 
 
+def lemon_nodes(w: Synthetic, nodes: int, seed: int) -> frozenset[int]:
+    """Which nodes are lemons (`lemons` of them), drawn from the seed."""
+    count = min(int(w.lemons), nodes)
+    return frozenset(random.Random(f"{seed}:lemons").sample(range(nodes), count)) if count else frozenset()
+
+
 def fate(truth: Truth, r: Resources, attempt: int, params_changed: bool, first_gpu_type: str | None,
          hz: Hazards) -> tuple[int, str, int, str | None]:
     """(seconds it runs, final state, exit code, cause named by the output) of one start of a
     task with `truth`, asking `r`: a GPU OOM strikes while the task runs its first attempt's
-    GPU type and parameters (a rule that changed either cured it)."""
+    GPU type and parameters (a rule that changed either cured it); a lemon's GPU error strikes
+    if it comes before the end the rest would give."""
+    end, state, code, cause = _fate(truth, r, attempt, params_changed, first_gpu_type, hz)
+    if hz.hardware_at is not None and (at := max(1, int(hz.hardware_at * min(truth.run_s, r.time_min * 60)))) < end:
+        return at, "FAILED", 1, GPU_HARDWARE
+    return end, state, code, cause
+
+
+def _fate(truth: Truth, r: Resources, attempt: int, params_changed: bool, first_gpu_type: str | None,
+          hz: Hazards) -> tuple[int, str, int, str | None]:
     limit = r.time_min * 60
     run = min(truth.run_s, limit)
     if truth.mem_mb > r.mem_mb:

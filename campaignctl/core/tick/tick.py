@@ -145,8 +145,11 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
                                            if not v.latest.decided) is not None
         ledger = p.nodes.enabled and (snapshot.unstarted > 0 or snapshot.completed > 0 or any(
             not v.latest.decided and v.latest.state not in ("RUNNING", "COMPLETED") for v in views))
+        looping = p.nodes.crash_loop_after > 0 and not paused and any(
+            not v.latest.decided and v.latest.state == "FAILED" for v in views)
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises,
-                    out.starts, out.nodes or ledger, out.completions or (p.nodes.enabled and snapshot.completed > 0))
+                    out.starts, out.nodes or ledger, out.completions or (p.nodes.enabled and snapshot.completed > 0),
+                    out.last_completed or looping)
     return out
 
 
@@ -210,7 +213,8 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     assessment = _assessment(snapshot, policy)
     budget = _budget(snapshot, views, assessment)
     paused = snapshot.campaign_state == "paused" or budget.pause
-    loop = None if paused else crash_loop(views, policy.nodes.crash_loop_after, snapshot.crash_looped)
+    loop = None if paused else crash_loop(views, policy.nodes.crash_loop_after, snapshot.crash_looped,
+                                          snapshot.last_completed)
     paused = paused or loop is not None
     if paused:  # retries, moves and throttles would spend what the budget no longer has
         decisions = [d for d in decisions if d.action == "give_up"]

@@ -38,6 +38,7 @@ class Needs:
     starts: bool = False  # the unstarted tasks' resources and groups, MaxArraySize, the profile's samples
     nodes: bool = False  # the node ledger's exclusion (its marks, sinfo's nodes of the partition)
     completions: bool = False  # the campaign's completed attempts: their nodes, steps and elapsed times
+    last_completed: bool = False  # when the campaign's latest completed attempt ended (the crash-loop breaker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class TickSnapshot:
     starts: StartFacts | None = None  # what the start section sizes, packs and chunks (core/tick/starts.py)
     exclusion: Exclusion | None = None  # the node ledger's (core/nodes/ledger.py); None: unread, nothing excluded
     completions: tuple[Completion, ...] | None = None  # slow nodes and probation (core/nodes/evidence.py)
+    last_completed: str | None = None  # the latest COMPLETED attempt's end (None: none, or unread)
 
 
 def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
@@ -87,11 +89,12 @@ def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None
                curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
                lowered: frozenset[str] | None = None, siblings: SiblingFacts | None = None,
                starts: StartFacts | None = None, exclusion: Exclusion | None = None,
-               completions: Sequence[Completion] | None = None) -> TickSnapshot:
+               completions: Sequence[Completion] | None = None, last_completed: str | None = None) -> TickSnapshot:
     """The snapshot with lazy facts filled in (those given)."""
     return replace(snapshot, siblings=snapshot.siblings if siblings is None else siblings,
                    exclusion=snapshot.exclusion if exclusion is None else exclusion,
                    completions=snapshot.completions if completions is None else tuple(completions),
+                   last_completed=snapshot.last_completed if last_completed is None else last_completed,
                    starts=snapshot.starts if starts is None else starts,
                    samples=snapshot.samples if samples is None else tuple(samples),
                    lowered=snapshot.lowered if lowered is None else lowered,
