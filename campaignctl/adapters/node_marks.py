@@ -14,7 +14,7 @@ from campaignctl.adapters.store_schema import campaigns, node_marks
 from campaignctl.core.base.clock import read_time
 from campaignctl.core.decisions.action_records import ClearNode, NodeSuspect
 from campaignctl.core.decisions.decision import Decision
-from campaignctl.core.nodes.ledger import CLEARED, FORGIVEN, NodeMark
+from campaignctl.core.nodes.ledger import CLEARED, FORGIVEN, PROBE, NodeMark, probing_of
 
 HORIZON = timedelta(days=60)  # marks older than this weigh nothing at any sane half-life: not read
 
@@ -25,6 +25,7 @@ def insert_marks(conn: sa.Connection, cluster: str, user: str, campaign_id: int,
     (decision id, decision)."""
     rows = []
     for decision_id, d in decided:
+        rows += [(node, PROBE, 0.0, decision_id, f"probe: task {d.task_index} ({d.action})") for node in probing_of(d)]
         match d.typed:
             case NodeSuspect(node=node, kind=kind, weight=weight) if node:
                 rows.append((node, kind, weight, decision_id, d.reason))

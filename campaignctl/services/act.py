@@ -46,6 +46,7 @@ from campaignctl.core.decisions.actions import (
 )
 from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.model.records import CampaignRecord
+from campaignctl.core.nodes.ledger import probing_of
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.slurm.site_limits import SubmitRoom
@@ -114,7 +115,7 @@ class Actor:
         max_array = slurm.array_cap() if resubmitting else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
-        marking = any(isinstance(d.typed, (NodeSuspect, ClearNode)) for d in acting)
+        marking = any(isinstance(d.typed, (NodeSuspect, ClearNode)) or probing_of(d) for d in acting)
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
                                      self._intents(plan), self.record.current_revision,
                                      (slurm.cluster_name(), identity.user_name()) if marking else None)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import CampaignctlError
-from campaignctl.core.nodes.ledger import EXCLUDED, PROBATION, Exclusion, exclusion, leaving_out, standings
+from campaignctl.core.nodes.ledger import WATCHED, Exclusion, exclusion, leaving_out, standings
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.spec.spec import CampaignSpec
 from campaignctl.services.submit_checks import refusal_of
@@ -23,7 +23,7 @@ def ledger_exclusion(store: Store, rules: NodeRules, read_spec: Callable[[], Cam
     """The spec is read (and sinfo and --test-only asked) only when the ledger would exclude a node."""
     try:
         ranked = standings(store.nodes.marks(slurm.cluster_name(), now), now, rules)
-        if not any(s.state in (EXCLUDED, PROBATION) for s in ranked):
+        if all(s.state == WATCHED for s in ranked):
             return Exclusion()
         spec = read_spec()
         found = exclusion(ranked, slurm.partition_nodes(spec.resources.partition), rules)

@@ -138,3 +138,28 @@ def test_across_tasks_only_named_failures_since_the_last_completion_make_a_loop(
     xid = [TaskView(i, (ended(i, "FAILED", f"node{i}", minutes_ago=10 - i, exit_code=1, cause="gpu_hardware",
                               evidence="[NVIDIA Xid] NVRM: Xid (PCI:0000:3b:00): 79"),)) for i in range(3)]
     assert crash_loop(xid, 3, frozenset()) is None  # a GPU's failures are the node ledger's
+
+
+def test_a_slow_run_on_probation_does_not_clear_the_node() -> None:
+    probation = Exclusion(probation_since={"node3": NOW - timedelta(hours=2)})
+    done = [Completion(i, f"t{i}.1", n, NOW.isoformat(), 100 if n != "node3" else 300, 100)
+            for i, n in enumerate(("node1", "node2", "node4", "node3"))]
+    found = node_decisions([], done, probation, frozenset(), RULES, NOW)
+    assert [(d.action, d.typed.node) for d in found] == [("suspect_node", "node3")]  # type: ignore[union-attr]
+
+
+def test_one_task_at_a_time_goes_onto_a_node_on_probation() -> None:
+    failed = [TaskView(i, (ended(i, "FAILED", "node1", exit_code=75),)) for i in range(2)]
+    ledger = Exclusion(probation=("node2",), why={"node2": "node2: on probation"},
+                       probation_since={"node2": NOW - timedelta(hours=1)})
+    plan = decide_tick(with_facts(snapshot(*failed), exclusion=ledger), POLICY, NOW)
+    first, second = [d for d in plan.decisions if d.action == "resubmit"]
+    assert first.resources.exclude is None and "the one task let onto node2 on probation" in first.reason
+    assert first.inputs["node_ledger"]["probing"] == ["node2"]  # type: ignore[index]
+    assert second.resources.exclude == "node2"  # type: ignore[union-attr]
+    # the probe is a mark: until it has had `exclude_for` to run, no other task goes there
+    marks = [mark("node2", 2), NodeMark("node2", NOW - timedelta(minutes=5), "probe")]
+    [probing] = standings(marks, NOW, RULES)
+    assert probing.state == "probing" and exclusion([probing], FOUR, RULES).nodes == ("node2",)
+    [again] = standings([mark("node2", 2), NodeMark("node2", NOW - timedelta(minutes=40), "probe")], NOW, RULES)
+    assert again.state == PROBATION

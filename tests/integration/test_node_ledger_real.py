@@ -185,6 +185,9 @@ def test_a_node_that_failed_alices_task_is_left_out_of_bobs_first_sbatch_until_a
                                                 .stdout.splitlines()) == 3, 60)
     assert team.cctl(BOB, "submit", str(spec_of(team, BOB, c, ["ok"])), cwd=team.base / BOB).returncode == 0
     assert excluded_by_slurm(first_array(c)) == "(null)"  # one task may run on a node on probation
+    [probe] = decisions(c, "start")
+    assert f"it is the one task let onto {bad} on probation" in probe.reason
+    assert ledger(team)[bad]["state"] == "probing"  # no other array goes there until the probe has run
     wait_for("the probation task to finish", lambda: ticked(team, BOB, c, lambda: state(c) == "finished"), 180)
     assert [r.nodes for r in attempts(c)] == [bad]
     [cleared] = decisions(c, "clear_node")
@@ -215,6 +218,7 @@ telemetry: {{interval: 0}}
     assert {(e.params["node"], e.params["kind"]) for e in found} == {(slow, "slow")}
     assert all("slower than the median" in e.reason for e in found)
     assert ledger(None)[slow]["state"] == "excluded"
+    assert ("nodes", "suspect_node") in replayed("slow-a")  # from the recorded steps and elapsed times
     cli("submit", str(write_spec(tmp_path, spec.replace("NAME", "slow-b"), "b.yaml")))
     assert excluded_by_slurm(first_array("slow-b")) == slow
     proc.run(["scancel", first_array("slow-b")], check=False)
@@ -245,6 +249,7 @@ telemetry: {interval: 0}
     wait_for("the capped campaign to finish", lambda: cli("reconcile", "cap").returncode in (0, 75)
              and state("cap") == "finished", 180)
     assert {r.state for r in attempts("cap")} == {"COMPLETED"}
+    assert ("start", "start") in replayed("cap")  # its --exclude from the exclusion the start recorded
     assert cli("report", "cap", "--out", str(tmp_path / "report")).returncode == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Node ledger" in page and f"{worst}: score 2" in page and "left out of start" in page
@@ -284,12 +289,19 @@ policy:
     assert hold.rule == "crash_loop" and "crash loop: 3 failures in a row" in hold.reason
     assert hold.params["signature"].startswith("corrupt_shard:") and hold.params["signature"] in hold.reason
     assert len(attempts("loop")) <= 4  # not 2 × 11
+    assert replayed("loop") >= {("crash_loop", "hold"), ("corrupt_shard", "resubmit")}
+
+
+def replayed(name: str) -> set[tuple[str, str]]:
+    """Replay the campaign's recorded ticks under its own policy: every decision is reproduced.
+    Returns the (rule, action) pairs it replayed."""
     store = Store.open()
-    record = store.campaign("loop")
+    record = store.campaign(name)
     assert record is not None
     history = HistoryStore(store.engine).campaign_history(record)
     policy = current_policy(store, record)[0]
     actual = actual_decisions(history)
     comparison = compare(actual, replay(history, policy), policy.prices, lambda _d: None, {})
-    assert comparison.differences == () and comparison.reproduced == len(actual)
+    assert comparison.differences == () and comparison.reproduced == len(actual), comparison.differences
+    return {(d.rule, d.action) for d in actual}
 

@@ -68,13 +68,15 @@ def node_decisions(views: Sequence[TaskView], completions: Sequence[Completion],
             _add(found, suspected, index, attempt, node, kind, why, rules)
     for (index, attempt), node, why in _repeated(attempts, rules, now):
         _add(found, suspected, index, attempt, node, REPEATED, why, rules)
-    for c, node, why in _slow(completions, rules):
+    slow = list(_slow(completions, rules))
+    for c, node, why in slow:
         key = (c.token, node)
         if key not in suspected and key not in found:
             found[key] = Decision(c.task, c.token, RULE, SUSPECT, f"{node} suspected ({SLOW}): {why}.",
                                   {"nodes": c.nodes, "elapsed_s": c.elapsed_s, "steps": c.steps, "group": c.group},
                                   NodeSuspect(node=node, kind=SLOW, weight=rules.weight(SLOW)))
-    return [*found.values(), *_clears(completions, exclusion)]
+    slow_runs = {c.token for c, _, _ in slow}  # completed, but slowly: not a clean run
+    return [*found.values(), *_clears([c for c in completions if c.token not in slow_runs], exclusion)]
 
 
 def _add(found: dict[tuple[str, str], Decision], suspected: frozenset[tuple[str, str]], index: int,

@@ -6,8 +6,9 @@ A node's score is the sum of its evidence's weights, each halved every `half_lif
 (core/nodes/node_rules.py), counted since the last clean run or `nodes forgive`. Evidence that
 brings the score to the threshold excludes the node for `exclude_for` from that evidence; later
 evidence over the threshold extends it. After the exclusion the node is on probation: left out of
-arrays of more than one task, so that one task at a time may run there; a clean run clears it, a
-failure there excludes it again. A node whose score decayed below an eighth of the threshold is
+arrays of more than one task, and out of every array once one one-task array was let onto it (a
+`probe` mark) until that probe has had `exclude_for` to run: one task at a time may run there. A
+clean run clears it, a failure there excludes it again. A node whose score decayed below an eighth of the threshold is
 forgotten. Exclusions never take more than `max_share` of a partition's nodes (the highest
 scores first), never name a node the partition does not have (sbatch refuses an unknown node
 name), and the shell drops them all when `sbatch --test-only` says a job excluding them would be
@@ -27,7 +28,8 @@ from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.resources import Resources
 
 CLEARED, FORGIVEN = "cleared", "forgiven"  # marks that wipe a node's slate (a clean run, a person)
-EXCLUDED, PROBATION, WATCHED = "excluded", "probation", "watched"
+PROBE = "probe"  # a mark of weight 0: one task on probation was let onto the node at that time
+EXCLUDED, PROBING, PROBATION, WATCHED = "excluded", "probing", "probation", "watched"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,25 +73,40 @@ class Exclusion:
     def for_array(self, tasks: int) -> tuple[str, ...]:
         return tuple(sorted({*self.nodes, *(self.probation if tasks > 1 else ())}))
 
-    def inputs(self) -> dict[str, object]:
-        """What a decision that applied it records (what `policy replay` reads back)."""
+    def probed(self) -> Exclusion:
+        """The exclusion once a one-task array was let onto the nodes on probation: none more is."""
+        return replace(self, nodes=tuple(sorted({*self.nodes, *self.probation})), probation=())
+
+    def inputs(self, probing: Sequence[str] = ()) -> dict[str, object]:
+        """What a decision that applied it records (what `policy replay` reads back); `probing`:
+        the nodes on probation the decision is the one task let onto."""
         return {"node_ledger": {"excluded": list(self.nodes), "probation": list(self.probation),
                                 "why": dict(self.why),
-                                "probation_since": {n: t.isoformat() for n, t in self.probation_since.items()}}}
+                                "probation_since": {n: t.isoformat() for n, t in self.probation_since.items()},
+                                **({"probing": list(probing)} if probing else {})}}
 
 
 NO_EXCLUSION = Exclusion()
 
 
-def with_ledger(d: Decision, ledger: Exclusion) -> Decision:
+def with_ledger(d: Decision, ledger: Exclusion, probing: Sequence[str] = ()) -> Decision:
     """A decision whose new resources leave out nodes because of the ledger says which and why,
-    and records the exclusion it applied (replay reads it back)."""
+    and records the exclusion it applied (replay reads it back); `probing`: the nodes on
+    probation it is the one task let onto (written to the ledger as `probe` marks)."""
     nodes = [n for n in ledger.nodes if d.resources is not None and n in split_nodes(d.resources.exclude or "")]
-    if not nodes:
+    if not nodes and not probing:
         return d
-    why = "; ".join(ledger.why.get(n, n) for n in nodes)
-    return replace(d, reason=f"{d.reason.rstrip('.')}; the node ledger leaves out {why}.",
-                   inputs={**d.inputs, **ledger.inputs()})
+    said = [f"the node ledger leaves out {'; '.join(ledger.why.get(n, n) for n in nodes)}"] if nodes else []
+    said += [f"it is the one task let onto {', '.join(probing)} on probation"] if probing else []
+    return replace(d, reason=f"{d.reason.rstrip('.')}; {'; '.join(said)}.",
+                   inputs={**d.inputs, **ledger.inputs(probing)})
+
+
+def probing_of(d: Decision) -> list[str]:
+    """The nodes on probation a decision is the probe of (its recorded `node_ledger.probing`)."""
+    ledger = d.inputs.get("node_ledger")
+    probing = ledger.get("probing") if isinstance(ledger, dict) else None
+    return [str(n) for n in probing] if isinstance(probing, list) else []
 
 
 def leaving_out(r: Resources, nodes: Sequence[str]) -> Resources:
@@ -116,7 +133,8 @@ def standings(marks: Iterable[NodeMark], now: datetime, rules: NodeRules) -> lis
 
 def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRules) -> Standing | None:
     wiped = max((i for i, m in enumerate(marks) if m.kind in (CLEARED, FORGIVEN)), default=-1)
-    evidence = list(marks[wiped + 1:])
+    evidence = [m for m in marks[wiped + 1:] if m.kind != PROBE]
+    probes = [m.at for m in marks[wiped + 1:] if m.kind == PROBE]
     if not evidence:
         return None
     expires = None
@@ -126,7 +144,9 @@ def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRu
     score = score_at(evidence, now, rules.half_life_s)
     if score < rules.forgotten_below:
         return None
-    state = WATCHED if expires is None else EXCLUDED if now < expires else PROBATION
+    probe = max((at for at in probes if expires is not None and at >= expires), default=None)
+    state = WATCHED if expires is None else EXCLUDED if now < expires else PROBING \
+        if probe is not None and now < probe + timedelta(seconds=rules.exclude_for_s) else PROBATION
     kinds: dict[str, int] = {}
     for m in evidence:
         kinds[m.kind] = kinds.get(m.kind, 0) + 1
@@ -138,19 +158,21 @@ def exclusion(ranked: Sequence[Standing], partition: Collection[str], rules: Nod
     """The nodes of `partition` the ledger keeps new work from: at most `max_share` of them,
     the highest scores first."""
     cap = math.floor(rules.max_share * len(partition) + 1e-9)
-    out: list[Standing] = [s for s in ranked if s.state in (EXCLUDED, PROBATION) and s.node in partition]
+    out: list[Standing] = [s for s in ranked if s.state in (EXCLUDED, PROBING, PROBATION) and s.node in partition]
     kept, capped = out[:cap], out[cap:]
-    return Exclusion(tuple(sorted(s.node for s in kept if s.state == EXCLUDED)),
+    return Exclusion(tuple(sorted(s.node for s in kept if s.state in (EXCLUDED, PROBING))),
                      tuple(sorted(s.node for s in kept if s.state == PROBATION)),
                      {s.node: described(s) for s in kept}, tuple(sorted(s.node for s in capped)),
-                     {s.node: s.expires for s in out if s.state == PROBATION and s.expires is not None})
+                     {s.node: s.expires for s in out if s.state in (PROBING, PROBATION) and s.expires is not None})
 
 
 def described(s: Standing) -> str:
     what = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(s.kinds.items()))
     where = f" in {', '.join(s.campaigns)}" if s.campaigns else ""
     until = (f"excluded until {s.expires:%Y-%m-%d %H:%M} UTC" if s.state == EXCLUDED and s.expires
-             else "on probation: one task at a time may run there" if s.state == PROBATION else "watched")
+             else "on probation: one task at a time may run there" if s.state == PROBATION
+             else "on probation: a task was let onto it, none more until it has run" if s.state == PROBING
+             else "watched")
     return f"{s.node}: score {s.score:g} ({what}{where}); {until}"
 
 

@@ -41,7 +41,16 @@ from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.core.decisions.action_records import ClearNode, GiveUp, NodeSuspect, Resubmit
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.nodes.evidence import Completion
-from campaignctl.core.nodes.ledger import CLEARED, NO_EXCLUSION, Exclusion, NodeMark, exclusion, standings
+from campaignctl.core.nodes.ledger import (
+    CLEARED,
+    NO_EXCLUSION,
+    PROBE,
+    Exclusion,
+    NodeMark,
+    exclusion,
+    probing_of,
+    standings,
+)
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
@@ -127,6 +136,7 @@ class SimLedger:
         for d in decisions:
             if d.mode != "enforce" or d.gate:
                 continue
+            self.marks += [NodeMark(node, now, PROBE) for node in probing_of(d)]
             match d.typed:
                 case NodeSuspect(node=node, kind=kind, weight=weight):
                     self.marks.append(NodeMark(node, now, kind, weight))

@@ -36,10 +36,14 @@ def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
     keeps new work from (a retry is one task: a node on probation may take it)."""
     excluded = campaign_excluded_nodes(tasks, policy)
     decisions = []
+    left = ledger  # a retry is one task: the first may go where the ledger has a node on probation, no later one
     for task in tasks:
-        decision = decide_task(task, policy, now, excluded | set(ledger.nodes), gpu_types)
-        if decision is not None:
-            decisions.append(with_ledger(decision, ledger))
+        decision = decide_task(task, policy, now, excluded | set(left.nodes), gpu_types)
+        if decision is None:
+            continue
+        probing = left.probation if decision.action == "resubmit" else ()
+        decisions.append(with_ledger(decision, left, probing))
+        left = left.probed() if probing else left
     resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded, ledger)
     if siblings is not None and any(d.rule in ("out_of_memory", "timeout") for d in decisions):
         latest = {t.latest.token: t.latest for t in tasks}

@@ -156,6 +156,7 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
     Each chunk leaves out the nodes the node ledger excludes, and those on probation unless the
     array has one element."""
     out = []
+    left = ledger  # one one-element array may go where a node is on probation, no later one
     for s in plan_starts(facts, policy):
         chunk, shape = s.chunk, s.chunk.pack
         tasks = list(chunk.task_indices)
@@ -171,9 +172,11 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
         params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
                        per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
                        cpus=shape.cpus if shape else 0)
+        probing = left.probation if chunk.elements == 1 else ()
         start = Decision(tasks[0], s.token, RULE, ACTION, _reason(s), evidence, params,
-                         leaving_out(s.size.resources, ledger.for_array(chunk.elements)))
-        out.append(with_ledger(start, replace(ledger, nodes=ledger.for_array(chunk.elements))))
+                         leaving_out(s.size.resources, left.for_array(chunk.elements)))
+        out.append(with_ledger(start, replace(left, nodes=left.for_array(chunk.elements)), probing))
+        left = left.probed() if probing else left
         if s.size.sizing is not None:
             out.append(replace(size_first("", tasks[0], tasks, s.size.group, s.size.sizing, s.size.mode),
                                attempt_token=s.token))

@@ -56,7 +56,7 @@ from campaignctl.core.governance.governance import (
 )
 from campaignctl.core.nodes.crash_loop import crash_loop
 from campaignctl.core.nodes.evidence import node_decisions
-from campaignctl.core.nodes.ledger import NO_EXCLUSION
+from campaignctl.core.nodes.ledger import NO_EXCLUSION, probing_of
 from campaignctl.core.packing.packing import own_decisions
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.slurm.observe import is_settled
@@ -159,7 +159,7 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
     views = with_requests(snapshot.views, snapshot.requests)
     enforced = _sections(snapshot, policy, now, views)
     decisions = gate(apply_modes(own_decisions(enforced.decisions, views), policy, snapshot.proposal_keys), policy)
-    decisions += _known_good(snapshot, policy, now) + _starts(snapshot, policy)
+    decisions += _known_good(snapshot, policy, now) + _starts(snapshot, policy, decisions)
     proposals: list[Decision] = []
     if snapshot.candidate is not None:  # a candidate proposes over the same views; it never acts
         logged = snapshot.proposal_keys | {proposal_key(policy.digest, d) for d in decisions if d.mode == "shadow"}
@@ -353,13 +353,16 @@ def _known_good(snapshot: TickSnapshot, policy: Policy, now: datetime) -> list[D
                       "known_good_after_s": policy.known_good_after_s}, KnownGood(revision=snapshot.revision))]
 
 
-def _starts(snapshot: TickSnapshot, policy: Policy) -> list[Decision]:
+def _starts(snapshot: TickSnapshot, policy: Policy, decided: Sequence[Decision]) -> list[Decision]:
     """Section 0, after governance: a campaign's first attempts are what its spec asks, in any mode."""
     if not snapshot.unstarted:
         return []
     if snapshot.starts is None:
         raise MissingFact("the start section needs the unstarted tasks and MaxArraySize")
-    return decide_starts(snapshot.starts, policy, snapshot.exclusion or NO_EXCLUSION)
+    ledger = snapshot.exclusion or NO_EXCLUSION
+    if any(probing_of(d) for d in decided):  # a retry of this tick is the probe of the nodes on probation
+        ledger = ledger.probed()
+    return decide_starts(snapshot.starts, policy, ledger)
 
 
 def _finishing(snapshot: TickSnapshot, views: Sequence[TaskView], ladder: LadderState | None,
