@@ -44,15 +44,23 @@ class NodeMarks:
 
     def marks(self, cluster: str, now: datetime) -> list[NodeMark]:
         """The cluster's marks of the last HORIZON, oldest first."""
+        return self.recent(now).get(cluster, [])
+
+    def recent(self, now: datetime) -> dict[str, list[NodeMark]]:
+        """Every cluster's marks of the last HORIZON, oldest first (a tick asks Slurm its cluster's
+        name only when there are any)."""
         since = (now - HORIZON).isoformat(timespec="seconds")
-        query = (sa.select(node_marks.c.node, node_marks.c.at, node_marks.c.kind, node_marks.c.weight,
-                           campaigns.c.name, node_marks.c.user_name, node_marks.c.reason)
+        query = (sa.select(node_marks.c.cluster, node_marks.c.node, node_marks.c.at, node_marks.c.kind,
+                           node_marks.c.weight, campaigns.c.name, node_marks.c.user_name, node_marks.c.reason)
                  .select_from(node_marks.outerjoin(campaigns, campaigns.c.id == node_marks.c.campaign_id))
-                 .where(node_marks.c.cluster == cluster, node_marks.c.at >= since)
+                 .where(node_marks.c.at >= since)
                  .order_by(node_marks.c.at, node_marks.c.id))
+        out: dict[str, list[NodeMark]] = {}
         with self.engine.connect() as conn:
-            return [NodeMark(node, read_time(at), kind, float(weight), name or "", user, reason)
-                    for node, at, kind, weight, name, user, reason in conn.execute(query)]
+            for cluster, node, at, kind, weight, name, user, reason in conn.execute(query):
+                out.setdefault(cluster, []).append(NodeMark(node, read_time(at), kind, float(weight), name or "",
+                                                            user, reason))
+        return out
 
     def forgive(self, cluster: str, node: str, user: str, reason: str) -> None:
         with self.engine.begin() as conn:

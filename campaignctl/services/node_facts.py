@@ -22,7 +22,8 @@ from campaignctl.services.submit_checks import refusal_of
 def ledger_exclusion(store: Store, rules: NodeRules, read_spec: Callable[[], CampaignSpec], now: datetime) -> Exclusion:
     """The spec is read (and sinfo and --test-only asked) only when the ledger would exclude a node."""
     try:
-        ranked = standings(store.nodes.marks(slurm.cluster_name(), now), now, rules)
+        recent = store.nodes.recent(now)
+        ranked = standings(recent.get(slurm.cluster_name(), []), now, rules) if recent else []
         if all(s.state == WATCHED for s in ranked):
             return Exclusion()
         spec = read_spec()

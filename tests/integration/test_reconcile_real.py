@@ -142,8 +142,8 @@ def test_reconcile_drives_every_failure_state_to_the_policys_outcome(
     (tmp_path / "same.yaml").write_text(same)
     (tmp_path / "changed.yaml").write_text(same.replace("    mem_factor: 1.5", "    mem_factor: 3"))
     replayed = json.loads(cli("policy", "replay", name, str(tmp_path / "same.yaml"), "--json").stdout)["data"]
-    # the six answers, the resizes, and the first array's start
-    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 7 + len(resized)
+    # the six answers, the resizes, the first array's start and the node failure's evidence for the node ledger
+    assert replayed["identical"] and replayed["reproduced"] == replayed["actual_decisions"] == 8 + len(resized)
     changed = json.loads(cli("policy", "replay", name, str(tmp_path / "changed.yaml"), "--json").stdout)["data"]
     differences = {(d["task_index"], d["kind"]) for d in changed["differences"]}
     assert differences == {(t, "changed") for t in [OOM, *(e.task_index for e in resized)]}, changed["differences"]
