@@ -29,6 +29,7 @@ from campaignctl.adapters.rendezvous import meet
 from campaignctl.adapters.resume_check import as_started, resume_note
 from campaignctl.adapters.task_env import base_environment, prepare_environment
 from campaignctl.adapters.telemetry_sampler import TelemetrySampler
+from campaignctl.adapters.tracker_runs import mlflow_run
 from campaignctl.core.base.errors import CampaignctlError
 from campaignctl.core.model.rendezvous import Placement, placement, rank_environment, torchrun_argv
 from campaignctl.core.resources import TORCHRUN
@@ -104,6 +105,8 @@ def run_task(launch: TaskLaunch) -> None:
     with open(log_path, "ab") as log:  # made here, so that `output` finds it before the program writes
         log.write(resume_note(launch).encode())
     prepared = prepare_environment(launch, log_path)
+    if launch.mlflow_run_file and not prepared.code and not suffix and "MLFLOW_RUN_ID" not in prepared.env:
+        _continue_mlflow_run(launch, prepared.env, log_path)
     argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
     with metrics_from_output(launch, log_path) if not suffix else contextlib.nullcontext():
         code = prepared.code or (1 if argv is None else _run_program(launch, argv, log_path, prepared.env, where))
@@ -114,6 +117,14 @@ def run_task(launch: TaskLaunch) -> None:
         **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **resumed, **cause}))
     if code != 0:
         sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
+
+
+def _continue_mlflow_run(launch: TaskLaunch, env: dict[str, str], log_path: Path) -> None:
+    run_id, line = mlflow_run(launch, env)
+    if run_id:
+        env["MLFLOW_RUN_ID"] = run_id
+    with open(log_path, "ab") as log:
+        log.write(line.encode())
 
 
 def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env: Mapping[str, str],

@@ -36,6 +36,8 @@ def runner_variables(launch: TaskLaunch) -> dict[str, str]:
         "CAMPAIGNCTL_ATTEMPT": str(launch.attempt_number),
         "CAMPAIGNCTL_RUNG": str(rung),
     }
+    if launch.run_id:
+        env["CAMPAIGNCTL_RUN_ID"] = launch.run_id
     resumed = launch.resumed  # None: a payload pickled before the runner looked
     if resumes(launch.attempt_number, rung) if resumed is None else resumed:
         env["CAMPAIGNCTL_RESUME"] = "1"

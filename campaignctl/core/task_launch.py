@@ -56,6 +56,8 @@ class TaskLaunch:
     resume_argv: tuple[str, ...] = ()
     resume_env: Mapping[str, str] | None = None
     resumed: bool | None = None  # set by the runner once it has looked
+    run_id: str = ""  # the task's tracker run identity, `{run_id}` (core/model/tracker.py)
+    mlflow_run_file: str = ""  # `tracker: mlflow`: where the config's MLflow run id is kept
     version: int = LAUNCH_VERSION  # of these fields' meaning (`current_launch`); absent: 1
 
     @property

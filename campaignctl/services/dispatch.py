@@ -27,6 +27,7 @@ from campaignctl.core.base.errors import LeaseLostError, SiteLimitError, SlurmUn
 from campaignctl.core.model.attempt_paths import checkpoint_dir, task_dir
 from campaignctl.core.model.params import Scalar, checkpoint_marker, render
 from campaignctl.core.model.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
+from campaignctl.core.model.tracker import MLFLOW, mlflow_run_file, run_identity
 from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.policy.policy import Policy, policy_from_dict
 from campaignctl.core.slurm.plan import ArrayChunk
@@ -89,8 +90,13 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
                        from_node=spec.env_capture.from_node, setup=spec.setup,
                        output_metrics=spec.output_metrics,
                        causes=tuple(spec.policy.causes.items()), shared=spec.share_group is not None,
-                       **_layout(spec.resources_of(t)))
+                       **_tracking(spec, spec.tasks[t].config), **_layout(spec.resources_of(t)))
             for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
+
+
+def _tracking(spec: CampaignSpec, config: int) -> dict[str, Any]:
+    mlflow = {"mlflow_run_file": mlflow_run_file(spec.run_dir, config)} if MLFLOW in spec.trackers else {}
+    return {"run_id": run_identity(spec.run_dir, config), **mlflow}
 
 
 def _layout(resources: Resources) -> dict[str, Any]:

@@ -38,7 +38,13 @@ from campaignctl.services.ownership import ownership, require_may_act, require_o
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.reconcile_result import ReconcileResult
 from campaignctl.services.start_facts import start_facts
-from campaignctl.services.submit_checks import REFUSED_HINT, path_problems, program_note, slurm_refusals
+from campaignctl.services.submit_checks import (
+    REFUSED_HINT,
+    path_problems,
+    program_note,
+    slurm_refusals,
+    tracker_note,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +137,7 @@ def submit_spec(spec: CampaignSpec, text: str, spec_path: str, dry_run: bool = F
         refusals = slurm_refusals(spec, store)
         if refusals:
             raise SpecError(refusals, spec_path, REFUSED_HINT)
-        notes += [note] if (note := program_note(spec)) else []
+        notes += [note for note in (program_note(spec), tracker_note(spec)) if note]
     change = _task_set_change(store, record, spec) if record is not None and not unchanged else TaskSetChange()
     if change.reshapes and not replace_tasks:
         raise SpecError([f"this spec changes which tasks campaign {spec.name!r} has:", *change.lines()],
@@ -299,7 +305,7 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
         max_array = DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
     notes += path_problems(spec)
-    notes += [note] if (note := program_note(spec)) else []
+    notes += [note for note in (program_note(spec), tracker_note(spec)) if note]
     try:
         notes += slurm_refusals(spec, None)
     except SlurmUnavailableError as exc:

@@ -6,8 +6,10 @@ rungs alike."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
 from campaignctl.core.base.errors import SiteLimitError
+from campaignctl.core.model.tracker import MLFLOW
 from campaignctl.core.pack_plan import misfit
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm.plan import ArrayChunk
@@ -67,6 +70,15 @@ def program_note(spec: CampaignSpec) -> str:
         return ""
     return (f"command[0]: {program!r} is not on this shell's PATH, which every attempt runs with; "
             "load its module or activate its environment before `submit`, or name it by path")
+
+
+def tracker_note(spec: CampaignSpec) -> str:
+    """`tracker: mlflow` makes each task's run from the job's Python, this one (submitit runs the
+    job with it): without MLflow importable there, every attempt's program makes a run of its own."""
+    if MLFLOW not in spec.trackers or importlib.util.find_spec("mlflow") is not None:
+        return ""
+    return (f"tracker: mlflow: MLflow is not importable by {sys.executable}, which makes each task's run "
+            "in the job; install it there (pip install mlflow-skinny), or every attempt starts a new run")
 
 
 def first_arrays(spec: CampaignSpec, store: Store | None) -> list[StartChunk]:

@@ -4,7 +4,8 @@
 are literal braces. Values never pass through a shell, so `$(...)`, backticks and `;` stay text.
 
 Beside the parameters, every attempt fills its own values (ATTEMPT_NAMES): `{attempt}` (1, 2, …),
-`{task_index}`, `{checkpoint_dir}` (shared by a task's attempts and its config's rungs), and
+`{task_index}`, `{checkpoint_dir}` (shared by a task's attempts and its config's rungs), `{run_id}`
+(the task's tracker run, likewise shared: core/model/tracker.py), and
 `{resume?THEN:ELSE}`: THEN on an attempt that starts where its checkpoint is (the spec's
 `checkpoint:` file, or a non-empty `{checkpoint_dir}`: the runner looks when the attempt starts,
 adapters/resume_check.py), ELSE on one that starts over (`:ELSE` may be left out: empty). A
@@ -27,6 +28,7 @@ from campaignctl.core.base.rawdoc import KeyPath
 from campaignctl.core.base.reader import Reader
 from campaignctl.core.base.safety import IDENTIFIER, has_control_chars
 from campaignctl.core.model.attempt_paths import checkpoint_dir
+from campaignctl.core.model.tracker import RUN_ID, run_identity
 
 Scalar = str | int | float | bool
 SCALAR_TYPES = (str, int, float, bool)  # for isinstance
@@ -34,7 +36,7 @@ MAX_TASKS = 100_000
 # a placeholder may hold one level of `{name}`s (a `{resume?…}`'s THEN and ELSE)
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{((?:[^{}]|\{[^{}]*\})*)\}|[{}]")
 _RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")
-ATTEMPT_NAMES = ("attempt", "task_index", "checkpoint_dir")
+ATTEMPT_NAMES = ("attempt", "task_index", "checkpoint_dir", RUN_ID)
 RESUME = "resume"
 _CONDITION = re.compile(r"resume\?((?:[^:{}]|\{[^{}]*\})*)(?::((?:[^{}]|\{[^{}]*\})*))?")
 
@@ -74,6 +76,7 @@ def attempt_values(task: TaskSpec, attempt: int, run_dir: str, resume: bool | No
     """What ATTEMPT_NAMES and `{resume?…}` stand for in one attempt of `task` (`resume` None: as
     `resumes` expects)."""
     return {"attempt": attempt, "task_index": task.index, "checkpoint_dir": checkpoint_dir(run_dir, task.config),
+            RUN_ID: run_identity(run_dir, task.config),
             RESUME: resumes(attempt, task.rung) if resume is None else resume}
 
 
@@ -256,9 +259,9 @@ def expand_tasks(r: Reader, top: dict, rung_params: Sequence[Mapping[str, Scalar
     for k, extra in enumerate(rungs):
         for c, point in enumerate(points):
             index, params = k * len(points) + c, {**point, **extra}
-            values = params if not by_attempt else {
+            values = params if not by_attempt else {  # attempt_values of its first attempt, without a TaskSpec
                 **params, "attempt": 1, "task_index": index, "checkpoint_dir": checkpoint_dir(run_dir, c),
-                RESUME: resumes(1, k)}  # attempt_values of its first attempt, without a TaskSpec
+                RUN_ID: run_identity(run_dir, c), RESUME: resumes(1, k)}
             own = params if trials is None else {**trials.fixed, **extra}
             out.append(TaskSpec(index, own, fill_argv(argv_templates, values),
                                 {str(path[1]): fill(t, values) for path, t in env}, k, c))
@@ -298,8 +301,8 @@ def _check_placeholders(r: Reader, templates: list[tuple[KeyPath, str]],
             elif name not in common:
                 known = ", ".join(sorted(common)) or "none"
                 r.problem(path, f"{{{name}}} is not a parameter of every task; parameters: {known}; "
-                                f"every attempt also has {{attempt}}, {{task_index}}, {{checkpoint_dir}} "
-                                f"and {{resume?THEN:ELSE}}")
+                                f"every attempt also has {{attempt}}, {{task_index}}, {{checkpoint_dir}}, "
+                                f"{{run_id}} and {{resume?THEN:ELSE}}")
 
 
 CHECKPOINT_NAMES = ("checkpoint_dir", "task_index")

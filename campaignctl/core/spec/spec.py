@@ -21,6 +21,7 @@ from campaignctl.core.base.safety import (
 from campaignctl.core.governance.ownership import read_share
 from campaignctl.core.model.job_env import CAPTURE_EVERYTHING, EnvCapture, read_env_capture, read_setup
 from campaignctl.core.model.params import TaskSpec, expand_tasks, placeholders, read_checkpoint
+from campaignctl.core.model.tracker import read_trackers, tracker_env
 from campaignctl.core.packing.profile import Profile, group_of, read_profile
 from campaignctl.core.policy.cause_rules import unknown_rule_params
 from campaignctl.core.policy.notify_config import read_notify
@@ -34,7 +35,7 @@ from campaignctl.core.tuning.output_metrics import read_output_patterns
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile", "objective", "pack", "search", "checkpoint")
+            "share", "profile", "objective", "pack", "search", "checkpoint", "tracker")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -88,6 +89,7 @@ class CampaignSpec:
     pack: PackSpec | None = None  # `pack:`: small tasks sharing GPUs and jobs (core/spec/pack_spec.py)
     search: SearchSpec | None = None  # `search:`: trials a sampler asks for (core/spec/search_spec.py)
     checkpoint: str = ""  # `checkpoint:`: the file whose presence makes an attempt resume (params.checkpoint_marker)
+    trackers: tuple[str, ...] = ()  # `tracker:`: wandb, mlflow (core/model/tracker.py)
 
     @property
     def configs(self) -> int:
@@ -170,6 +172,9 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     if search is not None:  # the search's metric is the campaign's objective: results rank by it
         objective = ObjectiveSpec(search.metric, search.goal)
     rungs = read_rungs(r, resources, objective)
+    trackers = read_trackers(r, top)
+    if (added := tracker_env(trackers, name)) and isinstance(top.get("env", {}), dict):
+        top = {**top, "env": {**added, **(top.get("env") or {})}}  # the spec's own env wins
     if search is not None:
         _check_search_rungs(r, rungs)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir, as_trials(search) if search else None)
@@ -190,7 +195,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
                         share_group=share_group, profile=profile, objective=objective, pack=pack, search=search,
-                        checkpoint=checkpoint)
+                        checkpoint=checkpoint, trackers=trackers)
 
 
 def _check_search_rungs(r: Reader, rungs: Sequence[Rung]) -> None:
