@@ -31,6 +31,7 @@ from campaignctl.cli import resume as resume_cmd
 from campaignctl.cli import simulate as simulate_cmd
 from campaignctl.cli import status as status_cmd
 from campaignctl.cli import submit as submit_cmd
+from campaignctl.cli import top as top_cmd
 from campaignctl.cli.boundary import BoundaryGroup, flush_stdout
 from campaignctl.cli.help_format import plain_parameters
 
@@ -68,6 +69,7 @@ app.command("submit", short_help="Submit a campaign spec as Slurm job arrays.")(
 app.command("status", short_help="Where campaigns, or one campaign's tasks, stand.")(status_cmd.status)
 app.command("output", short_help="What a task's program printed.")(output_cmd.output)
 app.command("results", short_help="One row per config: its metric, efficiency and cost.")(results_cmd.results)
+app.command("top", short_help="A live terminal view of campaigns, read from the store.")(top_cmd.top)
 app.command("reconcile", short_help="One tick of the control loop (what cron runs).")(reconcile_cmd.reconcile)
 app.add_typer(log_cmd.log_app, name="log", short_help="Show, verify or export the decision log.")
 app.command("resume", short_help="Resume a campaign its budget paused.")(resume_cmd.resume)

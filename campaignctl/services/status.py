@@ -137,6 +137,10 @@ class _Seen:
     calls: int
     skipped: list[str]
     stale: str = ""  # why the stored state is shown instead: Slurm's error
+    stored: bool = False  # Slurm was not asked: every row as the last tick stored it
+
+
+_STORED = _Seen(Observed(), 0, [], stored=True)
 
 
 def _look(store: Store, attempts: list[HistoryRow]) -> _Seen:
@@ -149,7 +153,8 @@ def _look(store: Store, attempts: list[HistoryRow]) -> _Seen:
 
 
 def _rows(store: Store, record: CampaignRecord, history: list[HistoryRow], seen: _Seen) -> list[TaskRow]:
-    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed, stale=bool(seen.stale),
+    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed,
+                     stale=bool(seen.stale) or seen.stored,
                      steps=seen.observed.steps)
 
 
@@ -199,14 +204,16 @@ def _said(entry: LoggedDecision | None) -> str:
     return "" if entry is None else f"{entry.action} ({entry.rule}) {entry.status}"
 
 
-def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = ()) -> StatusResult:
+def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = (),
+           ask_slurm: bool = True) -> StatusResult:
     """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
-    sacct call; from the store, marked stale, when Slurm does not answer."""
+    sacct call; from the store, marked stale, when Slurm does not answer. `ask_slurm` False: as the
+    last tick stored them, with no Slurm call (`top`'s refreshes)."""
     store = Store.open()
     records = find_campaigns(store, name)
     history = {r.id: store.history(r.id) for r in records}
     # attempts the last tick stored settled are shown as stored; sacct is asked for the rest
-    seen = _look(store, [a for group in history.values() for a in live(group)])
+    seen = _look(store, [a for group in history.values() for a in live(group)]) if ask_slurm else _STORED
     log = store.log
     summaries, detail = [], []
     for record in records:
