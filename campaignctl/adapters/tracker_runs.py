@@ -22,7 +22,9 @@ from campaignctl.core.task_launch import TaskLaunch
 
 CREATE_TIMEOUT_S = 120
 # MlflowClient.create_run under the experiment the environment names (MLFLOW_EXPERIMENT_NAME, made
-# if missing; or MLFLOW_EXPERIMENT_ID; else MLflow's default experiment "0"); prints the run id
+# if missing; or MLFLOW_EXPERIMENT_ID; else MLflow's default experiment "0"); prints the run id.
+# A campaign's first attempts start together: all find no experiment, one makes it, the others'
+# create_experiment raises "Experiment '…' already exists." and they read it again.
 _CREATE = """\
 import os, sys
 from mlflow import MlflowClient
@@ -30,7 +32,14 @@ client = MlflowClient()
 name, eid = os.environ.get("MLFLOW_EXPERIMENT_NAME"), os.environ.get("MLFLOW_EXPERIMENT_ID")
 if name:
     found = client.get_experiment_by_name(name)
-    eid = found.experiment_id if found else client.create_experiment(name)
+    if found is None:
+        try:
+            eid = client.create_experiment(name)
+        except Exception:
+            found = client.get_experiment_by_name(name)
+            if found is None:
+                raise
+    eid = found.experiment_id if found is not None else eid
 run = client.create_run(eid or "0", run_name=sys.argv[1], tags={"campaignctl.campaign": sys.argv[2],
                                                                  "campaignctl.run_id": sys.argv[3]})
 print(run.info.run_id)

@@ -5,6 +5,8 @@ attempt."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from campaignctl.adapters.tracker_runs import mlflow_run
@@ -38,3 +40,19 @@ def test_an_unreachable_tracker_leaves_the_program_to_make_its_own_run(tmp_path:
     made, line = mlflow_run(launch_in(tmp_path), env)
     assert made is None and line.startswith("campaignctl: no MLflow run made for this task (")
     assert line.endswith("the program makes its own\n") and not Path(launch_in(tmp_path).mlflow_run_file).exists()
+
+
+def test_tasks_starting_together_each_get_a_run_under_the_one_experiment_they_name(tmp_path: Path) -> None:
+    """The experiment is made by whichever first attempt gets there first; the others find it
+    (CI once saw "Experiment 'lab' already exists." leave one task without its run)."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "file:./mlruns", "MLFLOW_EXPERIMENT_NAME": "together",
+           "MLFLOW_ALLOW_FILE_STORE": "true"}
+    launches = [replace(launch_in(tmp_path), task_index=i, run_id=f"c-0123456789-{i}",
+                        mlflow_run_file=str(tmp_path / "runs" / "c" / "tasks" / str(i) / "mlflow_run_id"))
+                for i in range(6)]
+    with ThreadPoolExecutor(len(launches)) as pool:
+        made = list(pool.map(lambda launch: mlflow_run(launch, env), launches))
+    assert all(run_id for run_id, _ in made), [line for _, line in made]
+    assert len({run_id for run_id, _ in made}) == 6
+    experiments = [p for p in (tmp_path / "mlruns").iterdir() if (p / "meta.yaml").exists()]
+    assert [p for p in experiments if "name: together" in (p / "meta.yaml").read_text()] and len(experiments) <= 2

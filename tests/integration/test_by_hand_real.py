@@ -51,7 +51,7 @@ def tick_until(name: str, env: dict[str, str], done: object, what: str, timeout_
             return
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}: {task_states(name)}")
-        time.sleep(1)
+        time.sleep(2)
 
 
 def test_a_spec_slurm_refuses_leaves_nothing_and_the_corrected_spec_runs(

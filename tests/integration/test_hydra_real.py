@@ -70,7 +70,7 @@ def test_a_hydra_sweep_is_one_campaign_that_returns_at_once_and_cron_runs_to_the
         assert f"optimizer.lr={('0.1', '0.001')[job // 3]}" in overrides and f"seed={job % 3}" in overrides
         assert (hydra / "config.yaml").exists() and (hydra / "hydra.yaml").exists()
     log = (sweep / str(TIMED_OUT) / "my_app.log").read_text()  # both attempts' lines, in Hydra's log format
-    assert f"resuming from {sweep / str(TIMED_OUT) / 'checkpoint.txt'} at step " in log and "step 16 loss" in log
+    assert f"resuming from {sweep / str(TIMED_OUT) / 'checkpoint.txt'} at step " in log and "step 24 loss" in log
 
     ranked = subprocess.run([str(CAMPAIGNCTL), "results", name, "--json"], capture_output=True, text=True)
     order = [(row["optimizer_lr"], row["seed"]) for row in json.loads(ranked.stdout)["data"]["rows"]]

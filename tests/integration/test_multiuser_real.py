@@ -339,7 +339,7 @@ def test_a_teammate_retries_a_given_up_task_and_cancels_the_shared_campaign(team
     deadline = time.monotonic() + 90
     while not given_up_beside_a_running_one():
         assert time.monotonic() < deadline, tasks()
-        time.sleep(1)
+        time.sleep(2)
 
     retried = team.cctl(BOB, "retry", name, "--task", "0", "--reason", "bob fixed the data path")
     assert retried.returncode == 0, retried.stderr
@@ -367,7 +367,7 @@ def test_a_teammate_retries_a_given_up_task_and_cancels_the_shared_campaign(team
     while campaign_state(name) != "cancelled":
         assert time.monotonic() < deadline, tasks()
         team.cctl(BOB, "reconcile", name)
-        time.sleep(1)
+        time.sleep(2)
 
 
 def test_a_teammates_ticks_run_a_shared_search_to_its_end(team: Team) -> None:
@@ -402,7 +402,7 @@ search:
         assert time.monotonic() < deadline, team.cctl(ALICE, "status", name).stdout
         ticked = team.cctl(BOB, "reconcile", name)
         assert ticked.returncode in (0, 1, 75), ticked.stderr
-        time.sleep(1)
+        time.sleep(2)
     store = Store.open()
     record = store.campaign(name)
     assert record is not None

@@ -31,7 +31,7 @@ def wait_until_terminal(campaign: str, timeout_s: float = 180) -> StatusResult:
             return result
         if time.monotonic() > deadline:
             pytest.fail(f"{campaign} not finished after {timeout_s}s: {result.campaigns[0].counts}")
-        time.sleep(1)
+        time.sleep(2)
 
 
 def cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,7 +61,7 @@ def test_demo_campaign_runs_as_one_array_and_reconcile_brings_it_to_completed(
     deadline = time.monotonic() + 180
     while json.loads(cli("reconcile", "demo", "--json").stdout)["data"]["campaigns"][0]["state"] != "finished":
         assert time.monotonic() < deadline, "demo not finished under reconcile after 180 s"
-        time.sleep(1)
+        time.sleep(2)
     result = status("demo")
     assert [r.state for r in result.tasks] == ["COMPLETED"] * 8
     # the depth-8 tasks ran out of memory at 200M and were resubmitted, once each

@@ -58,7 +58,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 120) -> No
     while not check():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
-        time.sleep(1)
+        time.sleep(2)
 
 
 def sacct_field(job_id: str, field: str) -> str:
