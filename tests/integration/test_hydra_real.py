@@ -1,8 +1,10 @@
 """A Hydra multirun through campaignctl's launcher, on the real cluster: `python my_app.py -m
 hydra/launcher=lab optimizer.lr=0.1,0.001 seed=0,1,2` (a 2 × 3 grid; `lab` is campaignctl's launcher
-with the app's resources and objective, tests/integration/hydra_app) returns in under 5 s having
-submitted one campaign; reconcile from a cron-like environment finishes it; each job's Hydra output
-directory holds its own `.hydra/`; a job timed out mid-run is retried by the default policy in the
+with the app's resources and objective, tests/integration/hydra_app) returns having submitted one
+campaign while its six jobs (36 s each) are all still in the queue (how fast it returns is
+scripts/bench_hydra.py's to measure: 2.4 s median on an idle lab; 5.2 s once under CI's load);
+reconcile from a cron-like environment finishes it; each job's Hydra output directory holds its
+own `.hydra/`; a job timed out mid-run is retried by the default policy in the
 same directory and resumes its checkpoint; `results` ranks the six; the same command again submits
 nothing."""
 
@@ -40,8 +42,9 @@ def test_a_hydra_sweep_is_one_campaign_that_returns_at_once_and_cron_runs_to_the
     shutil.copytree(REPO / "tests" / "integration" / "hydra_app", tmp_path / "app")
     app = tmp_path / "app" / "my_app.py"
     took, said = hydra_multirun(app)
-    assert took < 5, f"the multirun took {took:.1f} s to return"
     name = said.split("campaignctl: campaign ", 1)[1].split(":", 1)[0]
+    queued = proc.run(["squeue", "-h", "-r", "-o", "%j"]).stdout.split()  # elements named cc.<token>.<campaign>
+    assert sum(job.endswith(f".{name}") for job in queued) == 6, f"returned after {took:.1f} s: {queued}"
     assert "6 Hydra job(s) submitted (1 sbatch call(s))" in said and f"campaignctl status {name}" in said
     sweep = next((tmp_path / "app" / "multirun").glob("*/*"))
     cron = cron_env(state_home, slurm_conf)
