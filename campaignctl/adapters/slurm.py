@@ -17,6 +17,8 @@ from campaignctl.adapters import proc
 from campaignctl.core.base.clock import to_slurm
 from campaignctl.core.base.errors import SiteLimitError, SlurmUnavailableError
 from campaignctl.core.policy.suspects import EVENT_FIELDS
+from campaignctl.core.slurm import job_ref
+from campaignctl.core.slurm.clusters import observe_clusters, split_by_cluster, test_only_start
 from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.slurm.sacct import SACCT_FIELDS, Observed, observe_jobs
 from campaignctl.core.slurm.sacct_records import Reading
@@ -44,11 +46,30 @@ TEST_ONLY_REFUSAL = "allocation failure:"  # sbatch --test-only when slurm_job_w
 
 @dataclass(frozen=True, slots=True)
 class QueuedJob:
-    array_job_id: str
+    array_job_id: str  # qualified by its cluster when squeue was asked about several (core/slurm/job_ref.py)
     name: str
     state: str
     job_id: str = ""  # the element, `12_3` (or `12` for a plain job)
     reason: str = ""  # squeue's pending reason: Resources, Priority, JobArrayTaskLimit, JobHeldUser, …
+    start: str = ""  # squeue's StartTime: for a pending job the backfill scheduler's expected start, or N/A
+
+
+def local(cluster: str) -> str:
+    """'' for the cluster SLURM_CONF names (its job ids stay plain: core/slurm/job_ref.py), else `cluster`."""
+    return "" if not cluster or cluster == cluster_name() else cluster
+
+
+def _on(cluster: str) -> list[str]:
+    """`-M <cluster>`: the client asks slurmdbd where that cluster's slurmctld listens. None for
+    the cluster SLURM_CONF names: its jobs are addressed as they always were."""
+    cluster = local(cluster)
+    return ["-M", cluster] if cluster else []
+
+
+def _split(ref: str) -> tuple[list[str], str]:
+    """A job id as the clients take it: `-M lab2` and `12_3` for `lab2:12_3`."""
+    cluster, job_id = job_ref.split(ref)
+    return _on(cluster), job_id
 
 
 @functools.cache
@@ -120,11 +141,13 @@ def submit_limit() -> int | None:
                              qos.stdout if qos is not None and qos.returncode == 0 else "")
 
 
-def array_cap() -> int:
-    """The most elements one array may have: MaxArraySize, and never more than the submit limit
-    (an array larger than what the user may have queued would wait for ever)."""
+def array_cap(clusters: Sequence[str] = ()) -> int:
+    """The most elements one array may have: MaxArraySize (the smallest of `clusters`' when a
+    campaign names several), and never more than the submit limit (an array larger than what the
+    user may have queued would wait for ever)."""
     limit = submit_limit()
-    return min(max_array_size(), limit) if limit else max_array_size()
+    size = min(max_array_size(c) for c in clusters) if clusters else max_array_size()
+    return min(size, limit) if limit else size
 
 
 def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitError:
@@ -138,10 +161,11 @@ def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitErro
 
 
 @functools.cache
-def max_array_size() -> int:
+def max_array_size(cluster: str = "") -> int:
     """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`), once per
-    process: the call costs two RPCs of a rate-limited user's bucket (24.11, counted with sdiag)."""
-    text = proc.run(["scontrol", "show", "config"], timeout=20).stdout
+    process and cluster: the call costs two RPCs of a rate-limited user's bucket (24.11, counted
+    with sdiag)."""
+    text = proc.run(["scontrol", *_on(cluster), "show", "config"], timeout=20).stdout
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", text, re.MULTILINE)
     return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
 
@@ -150,24 +174,27 @@ SBATCH_TRIES = 4  # sbatch runs within one call, each rerun only after squeue fo
 SBATCH_BACKOFF_S = 1.0
 
 
-def sbatch_held(script_path: str, job_name: str) -> str:
+def sbatch_held(script_path: str, job_name: str, cluster: str = "") -> str:
     """Submit held (`--hold`): nothing runs until `release`, so a crash before the job id is
     recorded leaves a held orphan we can adopt, never a running duplicate.
 
     sbatch is never run again for `job_name` (it carries the submission's token) before squeue
     says no job of ours has that name: `sbatch: error: Batch job submission failed: Socket timed
     out on send/recv operation` can come after slurmctld created the job (the reply was lost),
-    and a blind retry left several held jobs carrying one token. The job found is adopted."""
+    and a blind retry left several held jobs carrying one token. The job found is adopted.
+    `cluster`: submitted there with `-M` (`--parsable` then prints `12;lab2`); the id returned is
+    qualified by it (core/slurm/job_ref.py)."""
     result = proc.ProcResult(("sbatch",), -1, "", "")
     for attempt in range(SBATCH_TRIES):
         if attempt:
             time.sleep(SBATCH_BACKOFF_S * 2 ** (attempt - 1))
-            found = adopt_named(job_name)
+            found = adopt_named(job_name, cluster=cluster)
             if found is not None:
                 return found
-        result = proc.run(["sbatch", "--parsable", "--hold", script_path], timeout=120, attempts=1, check=False)
+        result = proc.run(["sbatch", *_on(cluster), "--parsable", "--hold", script_path], timeout=120, attempts=1,
+                          check=False)
         if result.returncode == 0:
-            return _job_id_of(result, job_name)
+            return _job_id_of(result, job_name, cluster)
         if result.returncode == 124 or not proc.is_transient(result):
             break  # our own timeout bounds the call; the next tick looks the name up first
     if result.returncode != 0 and may_be_submit_limit(result.stderr):
@@ -175,33 +202,34 @@ def sbatch_held(script_path: str, job_name: str) -> str:
     raise proc.command_error(result, transient=proc.is_transient(result))
 
 
-def _job_id_of(result: proc.ProcResult, job_name: str) -> str:
+def _job_id_of(result: proc.ProcResult, job_name: str, cluster: str = "") -> str:
     """`--parsable` prints "jobid[;cluster]". sbatch exited 0, so the job most likely exists
     even when its output cannot be read: look it up by name before calling that a failure."""
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
     job_id = lines[-1].split(";")[0] if lines else ""
     if job_id.isdigit():
-        return job_id
-    found = adopt_named(job_name)
+        return job_ref.qualified(local(cluster), job_id)
+    found = adopt_named(job_name, cluster=cluster)
     if found is not None:
         return found
     raise SlurmUnavailableError(f"sbatch printed {result.stdout.strip()[:200]!r}, expected a job id",
                                 "check the sbatch version and `squeue --me`")
 
 
-def named_jobs(job_name: str) -> list[str]:
-    """Array job ids of this user's queued jobs named exactly `job_name`, oldest first."""
-    out = proc.run(["squeue", "--me", "-r", "--noheader", f"--name={job_name}",
-                    "--format=%F|%T|%j|%i|%r"], timeout=60).stdout
-    ids = {q.array_job_id for q in parse_queued(out, _SKIPPED) if q.name == job_name}
-    return sorted(ids, key=int)
+def named_jobs(job_name: str, cluster: str = "") -> list[str]:
+    """Array job ids of this user's queued jobs named exactly `job_name`, oldest first (on
+    `cluster`, qualified by it)."""
+    out = proc.run(["squeue", *_on(cluster), "--me", "-r", "--noheader", f"--name={job_name}",
+                    f"--format={QUEUE_FORMAT}"], timeout=60).stdout
+    ids = {job_ref.qualified(local(cluster), q.array_job_id) for q in parse_queued(out, _SKIPPED) if q.name == job_name}
+    return sorted(ids, key=job_ref.order)
 
 
-def adopt_named(job_name: str, keep: str | None = None) -> str | None:
+def adopt_named(job_name: str, keep: str | None = None, cluster: str = "") -> str | None:
     """The queued job of ours named `job_name` (`keep` if it is one of them, else the oldest);
     any other job of that name, ours and queued under the same token, is a duplicate an older
     version's retry left: it is cancelled. None when no such job is queued."""
-    return adopt_from(named_jobs(job_name), keep)
+    return adopt_from(named_jobs(job_name, cluster), keep)
 
 
 def adopt_from(found: Sequence[str], keep: str | None = None) -> str | None:
@@ -217,12 +245,13 @@ def adopt_from(found: Sequence[str], keep: str | None = None) -> str | None:
 
 def cancel(job_id: str) -> None:
     """`scancel 12`: the whole (held) job. A job already gone is nothing to cancel."""
-    result = proc.run(["scancel", job_id], timeout=60, check=False)
+    on, plain = _split(job_id)
+    result = proc.run(["scancel", *on, plain], timeout=60, check=False)
     if result.returncode != 0 and "Invalid job id" not in result.stderr:
         raise proc.command_error(result, transient=proc.is_transient(result))
 
 
-_TAKEN: set[str] = set()  # the resource requests `sbatch --test-only` accepted in this process
+_TAKEN: set[tuple[str, str]] = set()  # (cluster, resource request) `sbatch --test-only` accepted in this process
 # what differs per array and never decides whether Slurm takes a job (the output path is where
 # the array's folder is: submit's checks stage in a temporary one)
 _PER_ARRAY = ("#SBATCH --array=", "#SBATCH --comment=", "#SBATCH --job-name=", "#SBATCH --output=",
@@ -235,7 +264,7 @@ def _request(script: str) -> str:
                      if line.startswith("#SBATCH") and not line.startswith(_PER_ARRAY))
 
 
-def refusal(script_path: str) -> str | None:
+def refusal(script_path: str, cluster: str = "") -> str | None:
     """`sbatch --test-only`: would Slurm take this script? Nothing is submitted. Returns its
     refusal, or None when Slurm would queue it. sbatch reports a refusal with slurm_perror as
     `allocation failure: Requested node configuration is not available` (too many GPUs, an
@@ -243,10 +272,10 @@ def refusal(script_path: str) -> str | None:
     any other failure (no slurm.conf, controller down) raises, like every call. A request Slurm
     took once is not asked again in this process: a tick resubmitting 1,000 tasks as ten arrays of
     the same resources asks once, not ten times (two RPCs each against a rate-limited bucket of 30)."""
-    request = _request(Path(script_path).read_text(encoding="utf-8"))
+    request = (cluster, _request(Path(script_path).read_text(encoding="utf-8")))
     if request in _TAKEN:
         return None
-    result = proc.run(["sbatch", "--test-only", script_path], timeout=60, check=False)
+    result = proc.run(["sbatch", *_on(cluster), "--test-only", script_path], timeout=60, check=False)
     if result.returncode == 0:
         _TAKEN.add(request)
         return None
@@ -258,13 +287,25 @@ def refusal(script_path: str) -> str | None:
     return refusals[-1].removeprefix(TEST_ONLY_REFUSAL).strip()
 
 
+def predicted_start(script_path: str, cluster: str) -> tuple[str | None, str]:
+    """When `cluster` would start this script now: `sbatch -M <cluster> --test-only` asks its
+    slurmctld (`sbatch: Job 4 to start at 2026-11-30T01:34:46 using 1 processors on nodes nodeb1
+    in partition batch`, 22.05 and 24.11). Returns (the time, '') or (None, why not): Slurm's
+    refusal (every node of the partition drained: `Requested node configuration is not
+    available`), or that the cluster does not answer (its slurmctld is down: slurmdbd has no
+    address for it, `'lab' can't be reached now`)."""
+    result = proc.run(["sbatch", "-M", cluster, "--test-only", script_path], timeout=60, attempts=1, check=False)
+    return test_only_start(result.returncode, result.stderr)
+
+
 def release(job_id: str) -> None:
     """`scontrol release 12`. Releasing a job already released (pending or running) exits 0; a
     job that has ended meanwhile (run, or cancelled by someone while held) gives `Job has
     already finished for job 12` and exit 1 (22.05): nothing left to release, and sacct tells
     what became of it. Past MinJobAge (short at some sites) slurmctld has forgotten the job:
     `Invalid job id specified`, the same answer."""
-    result = proc.run(["scontrol", "release", job_id], timeout=60, check=False)
+    on, plain = _split(job_id)
+    result = proc.run(["scontrol", *on, "release", plain], timeout=60, check=False)
     if result.returncode != 0 and not any(gone in result.stderr for gone in ("has already finished", "Invalid job id")):
         raise proc.command_error(result, transient=proc.is_transient(result))
 
@@ -273,7 +314,8 @@ def update_pending(job_id: str, fields: Sequence[str]) -> list[str]:
     """`scontrol update JobId=12_[3,5-6] Field=Value …` on pending array elements. An element that
     started meanwhile makes scontrol exit 1 with `12_3: Job is no longer pending execution` while
     the others are updated (`12_5-6: No error`): that is returned as a note, not raised."""
-    return _per_element(["scontrol", "update", f"JobId={job_id}", *fields], "no longer pending")
+    on, plain = _split(job_id)
+    return _per_element(["scontrol", *on, "update", f"JobId={plain}", *fields], "no longer pending")
 
 
 def hold(job_id: str) -> list[str]:
@@ -281,12 +323,14 @@ def hold(job_id: str) -> list[str]:
     when root holds). A running element is accepted (rc 0) and keeps running; an element that
     no longer exists gives `12_9: Invalid job id specified` (rc 1) while the others are held:
     returned as a note, like an element that started meanwhile in `update_pending`."""
-    return _per_element(["scontrol", "hold", job_id], "Invalid job id")
+    on, plain = _split(job_id)
+    return _per_element(["scontrol", *on, "hold", plain], "Invalid job id")
 
 
 def release_elements(job_id: str) -> list[str]:
     """`scontrol release 12_[3,5]`, tolerating elements that have gone meanwhile (as `hold`)."""
-    return _per_element(["scontrol", "release", job_id], "Invalid job id")
+    on, plain = _split(job_id)
+    return _per_element(["scontrol", *on, "release", plain], "Invalid job id")
 
 
 def _per_element(argv: list[str], tolerated: str) -> list[str]:
@@ -301,7 +345,8 @@ def _per_element(argv: list[str], tolerated: str) -> list[str]:
 
 def set_array_throttle(array_job_id: str, throttle: int) -> None:
     """How many elements of the array may run at once (the `%N` of `--array`); 0 would mean no limit."""
-    proc.run(["scontrol", "update", f"JobId={array_job_id}", f"ArrayTaskThrottle={throttle}"], timeout=60)
+    on, plain = _split(array_job_id)
+    proc.run(["scontrol", *on, "update", f"JobId={plain}", f"ArrayTaskThrottle={throttle}"], timeout=60)
 
 
 def cancel_if(job_id: str, state: str) -> bool:
@@ -309,7 +354,8 @@ def cancel_if(job_id: str, state: str) -> bool:
     element that started meanwhile keeps running (rc 0 either way on a live array); `state` ''
     cancels it in any state (`campaignctl cancel`). On a job that has left the controller scancel
     says `Invalid job id specified` and exits 1: nothing to cancel, returned as False."""
-    result = proc.run(["scancel", *([f"--state={state}"] if state else []), job_id], timeout=60, check=False)
+    on, plain = _split(job_id)
+    result = proc.run(["scancel", *on, *([f"--state={state}"] if state else []), plain], timeout=60, check=False)
     if result.returncode != 0:
         if "Invalid job id" in result.stderr:
             return False
@@ -322,11 +368,15 @@ def cancel_step_named(job_id: str, name: str) -> bool:
     step is named by its attempt token, core/pack_plan.py), its neighbours' steps left running.
     `squeue -s` lists the element's steps with their names; False when none has that name (not
     started yet, or ended)."""
-    listed = proc.run(["squeue", "-s", "--noheader", "-j", job_id, "--format=%i|%j"], timeout=60, check=False)
+    on, plain = _split(job_id)
+    listed = proc.run(["squeue", *on, "-s", "--noheader", "-j", plain, "--format=%i|%j"], timeout=60, check=False)
     steps = [line.split("|", 1)[0] for line in listed.stdout.splitlines() if line.split("|", 1)[-1] == name]
     if not steps:
         return False
-    return cancel_if(steps[-1], "")
+    return cancel_if(job_ref.qualified(job_ref.cluster_of(job_id), steps[-1]), "")
+
+
+QUEUE_FORMAT = "%F|%T|%j|%i|%r|%S"  # the reason never holds `|`; StartTime last
 
 
 def own_queued_jobs() -> list[QueuedJob]:
@@ -334,8 +384,29 @@ def own_queued_jobs() -> list[QueuedJob]:
     folds into one line whose reasons are comma-joined (`JobArrayTaskLimit,JobHeldAdmin`).
     squeue lists every job of the user, campaignctl's or not: a line it cannot read (one job
     named in Latin-1, `sbatch -J $'\\xe9t\\xe9'`) is skipped and counted, never fatal."""
-    out = proc.run(["squeue", "--me", "-r", "--noheader", "--format=%F|%T|%j|%i|%r"], timeout=60).stdout
+    out = proc.run(["squeue", "--me", "-r", "--noheader", f"--format={QUEUE_FORMAT}"], timeout=60).stdout
     return parse_queued(out, _SKIPPED)
+
+
+def queued_on(clusters: Sequence[str]) -> tuple[list[QueuedJob], frozenset[str]]:
+    """This user's queued jobs on every cluster of `clusters` (one `squeue -M a,b`), their ids
+    qualified by cluster (but the default cluster's, `local`), and the clusters that answered.
+    With -M, squeue heads each cluster's lines with `CLUSTER: lab2` (kept here: no --noheader) and
+    says nothing at all of a cluster whose slurmctld is down — exit 0, no line, no error, on 22.05
+    and 24.11 (its slurmctld deregistered from slurmdbd, `sacctmgr show clusters` lists it without a ControlHost) — so a
+    cluster without its heading did not answer: none of its jobs can be told queued or gone."""
+    result = proc.run(["squeue", "-M", ",".join(clusters), "--me", "-r", f"--format={QUEUE_FORMAT}"], timeout=60,
+                      check=False)
+    if result.returncode != 0 and not result.stdout.strip():
+        raise proc.command_error(result, transient=proc.is_transient(result))
+    jobs: list[QueuedJob] = []
+    answered = set()
+    for cluster, lines in split_by_cluster(result.stdout).items():
+        answered.add(cluster)
+        here = local(cluster)
+        jobs += [replace(q, array_job_id=job_ref.qualified(here, q.array_job_id),
+                         job_id=job_ref.qualified(here, q.job_id)) for q in parse_queued("\n".join(lines), _SKIPPED)]
+    return jobs, frozenset(answered)
 
 
 def parse_queued(text: str, skipped: list[str]) -> list[QueuedJob]:
@@ -343,13 +414,13 @@ def parse_queued(text: str, skipped: list[str]) -> list[QueuedJob]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        fields = line.strip().split("|", 4)
+        fields = line.strip().split("|", 5)
         if len(fields) < 3 or not fields[0].isdigit() or "\ufffd" in line:
-            why = "non-UTF-8 bytes" if "\ufffd" in line else "not `array id|state|name|job id|reason`"
+            why = "non-UTF-8 bytes" if "\ufffd" in line else "not `array id|state|name|job id|reason|start`"
             skipped.append(f"squeue: {why}: {line.strip()[:120]}")
             continue
-        array_job_id, state, name, job_id, reason = [*fields, "", ""][:5]
-        jobs.append(QueuedJob(array_job_id, name, state, job_id, reason))
+        array_job_id, state, name, job_id, reason, start = [*fields, "", "", ""][:6]
+        jobs.append(QueuedJob(array_job_id, name, state, job_id, reason, start))
     return jobs
 
 
@@ -375,15 +446,18 @@ def node_events(nodes: Sequence[str], since: datetime, until: datetime) -> str:
                      f"format={','.join(EVENT_FIELDS)}"], timeout=60).stdout
 
 
-def _sacct_argv(job_ids: Sequence[str], since: datetime) -> list[str]:
+def _sacct_argv(job_ids: Sequence[str], since: datetime, clusters: Sequence[str] = ()) -> list[str]:
     """ONE sacct call for all `job_ids` (array ids expand to their elements), steps and `-D`
     duplicates included. `-S` is explicit: without it sacct starts at midnight today.
     `--federation`: in a federation a job that started on a sibling cluster is only a REVOKED copy
-    here; the run's own record comes with the federation's view (a no-op elsewhere, checked on 22.05)."""
-    return ["sacct", "--parsable2", "--noheader", "--duplicates", "--federation",
-            f"--format={','.join(SACCT_FIELDS)}",
+    here; the run's own record comes with the federation's view (a no-op elsewhere, checked on 22.05).
+    `clusters`: `-M a,b` and the Cluster column first (core/slurm/clusters.py); `--jobs` then names
+    plain ids, each cluster's lines matched to its own."""
+    fields = ("Cluster", *SACCT_FIELDS) if clusters else SACCT_FIELDS
+    return ["sacct", *(["-M", ",".join(clusters)] if clusters else []), "--parsable2", "--noheader", "--duplicates",
+            "--federation", f"--format={','.join(fields)}",
             f"--starttime={to_slurm(since)}", "--endtime=now",  # read in UTC: proc runs sacct with TZ=UTC
-            f"--jobs={','.join(sorted(set(job_ids), key=int))}"]
+            f"--jobs={','.join(sorted({job_ref.plain(j) for j in job_ids}, key=int))}"]
 
 
 def observe(job_ids: Sequence[str], since: datetime,
@@ -395,12 +469,23 @@ def observe(job_ids: Sequence[str], since: datetime,
     record `skipped_since` reads. `owners`: the uids of the users who submitted them. A step
     `CANCELLED by <uid>` under a FAILED job is the job failing when the uid is its own user's:
     in a campaign shared on one database a teammate's tick reads jobs it did not submit, and
-    taking only itself as "own" read the same line as a cancel there and as a failure at home."""
+    taking only itself as "own" read the same line as a cancel there and as a failure at home.
+    Ids qualified by a cluster (`lab2:12`) make it one `sacct -M` over every cluster named, the
+    plain ones read as the default cluster's."""
     if not job_ids:
         return Observed()
     how = reading()
     how = replace(how, own_cancellers=how.own_cancellers | frozenset(owners))
-    observed = proc.stream(_sacct_argv(job_ids, since), lambda lines: observe_jobs(lines, wanted, how, step_tokens),
-                           timeout=timeout, attempts=attempts)
+    named = sorted({c for c in map(job_ref.cluster_of, job_ids) if c})
+    if named:
+        default = cluster_name()
+        clusters = sorted({*named, default}) if any(not job_ref.cluster_of(j) for j in job_ids) else named
+        observed = proc.stream(_sacct_argv(job_ids, since, clusters), lambda lines: observe_clusters(
+            lines, wanted, default, lambda rest, want: observe_jobs(rest, want, how, step_tokens)),
+            timeout=timeout, attempts=attempts)
+    else:
+        observed = proc.stream(_sacct_argv(job_ids, since),
+                               lambda lines: observe_jobs(lines, wanted, how, step_tokens),
+                               timeout=timeout, attempts=attempts)
     _SKIPPED.extend(f"sacct: {note}" for note in observed.skipped)
     return observed

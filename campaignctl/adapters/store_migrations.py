@@ -353,6 +353,13 @@ CREATE INDEX node_marks_cluster_at ON node_marks (cluster, at)
 """
 
 
+# The cluster a submission went to (`clusters:` in the spec; core/slurm/job_ref.py): '' is the one
+# SLURM_CONF names, as every submission before several clusters were.
+_020_CLUSTERS = """
+ALTER TABLE submissions ADD COLUMN cluster TEXT NOT NULL DEFAULT ''
+"""
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
@@ -372,3 +379,4 @@ MIGRATIONS.append(("016_hardening", _ddl(_016_HARDENING)))
 MIGRATIONS.append(("017_packs", _ddl(_017_PACKS)))
 MIGRATIONS.append(("018_backlog", _ddl(_018_BACKLOG)))
 MIGRATIONS.append(("019_node_marks", _ddl(_019_NODE_MARKS)))
+MIGRATIONS.append(("020_clusters", _ddl(_020_CLUSTERS)))

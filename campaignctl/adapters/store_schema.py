@@ -31,7 +31,8 @@ submissions = sa.Table(
     sa.Column("folder", sa.Text), sa.Column("resources_json", sa.Text),
     sa.Column("created_at", sa.Text), sa.Column("updated_at", sa.Text), sa.Column("requeue", sa.Integer),
     sa.Column("kind", sa.Text), sa.Column("tries", sa.Integer), sa.Column("last_error", sa.Text),
-    sa.Column("next_try_at", sa.Text), sa.Column("submitted_by", sa.Text), sa.Column("pack", sa.Text))
+    sa.Column("next_try_at", sa.Text), sa.Column("submitted_by", sa.Text), sa.Column("pack", sa.Text),
+    sa.Column("cluster", sa.Text))
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("task_id", sa.Integer),

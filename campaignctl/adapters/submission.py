@@ -131,8 +131,8 @@ class ArraySubmission:
             os.chmod(payload, 0o600)  # a pickle is code the job runs as the owner (the folder is 0700 too)
         write_atomic(self.script_path, self.render(), mode=0o600)
 
-    def submit_held(self) -> str:
-        return slurm.sbatch_held(str(self.script_path), self.executor.parameters["job_name"])
+    def submit_held(self, cluster: str = "") -> str:
+        return slurm.sbatch_held(str(self.script_path), self.executor.parameters["job_name"], cluster)
 
     def deliver(self, job_id: str, size: int) -> None:
         """Move staged payloads to where submitit's job side looks for them (idempotent)."""

@@ -26,7 +26,7 @@ def insert_submission(conn: sa.Connection, campaign_id: int, intent: SubmissionI
         campaign_id=campaign_id, revision=intent.revision, token=token, state="intent",
         array_spec=chunk.array_spec, size=chunk.size, folder=intent.folder, resources_json=intent.resources_json,
         kind=intent.kind, requeue=int(intent.requeue), created_at=now, updated_at=now,
-        submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "")))
+        submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "", cluster=intent.cluster)))
     shares = intent.shares()
     conn.execute(attempts.insert(), [
         {"task_id": task_ids[t], "submission_id": submission_id,

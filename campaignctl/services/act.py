@@ -112,7 +112,7 @@ class Actor:
         decisions = [replace(d, ref=i) for i, d in enumerate(decisions)]
         acting = [d for d in decisions if d.mode == "enforce" and not d.gate]
         resubmitting = any(effect_of(d.action) == SUBMITS for d in acting)
-        max_array = slurm.array_cap() if resubmitting else DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap(self._clusters) if resubmitting else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions(acting, array_job_of.get, max_array, retry_parallel, new_token)
         planned = plan.planned() + [(d, "") for d in decisions if d.mode != "enforce" or d.gate]
         marking = any(isinstance(d.typed, (NodeSuspect, ClearNode)) or probing_of(d) for d in acting)
@@ -132,7 +132,7 @@ class Actor:
                            array_job_of: Mapping[str, str | None]) -> Outcome:
         """An approved decision, written ticks ago: its submission intent (a resubmit) is written
         now, then it is carried out like any other and its outcome written."""
-        max_array = slurm.array_cap() if effect_of(decision.action) == SUBMITS else DEFAULT_MAX_ARRAY_SIZE
+        max_array = slurm.array_cap(self._clusters) if effect_of(decision.action) == SUBMITS else DEFAULT_MAX_ARRAY_SIZE
         plan = plan_actions([decision], array_job_of.get, max_array, None, new_token)
         for intent in self._intents(plan):
             self.store.record_intent(self.record.id, replace(intent, kind="retry"))
@@ -187,6 +187,10 @@ class Actor:
         return self._room
 
     @property
+    def _clusters(self) -> list[str]:
+        return [c.name for c in self.spec.clusters]
+
+    @property
     def _folder(self) -> str:
         return str(Path(self.spec.run_dir) / "slurm")
 
@@ -197,7 +201,7 @@ class Actor:
                             self.record.current_revision, self.policy.slurm_requeue, group.after)
         try:
             job_id = dispatch_within(self.room, self.store, self.spec, group.token, group.chunk, params, None,
-                                     numbers, still_leased=self.still_leased)
+                                     numbers, still_leased=self.still_leased, cluster=group.cluster)
         except SlurmUnavailableError as exc:
             return self._refused(group.token, ids, exc.message)
         if job_id is None:  # waits for room under a site limit: a later tick submits it (repair)

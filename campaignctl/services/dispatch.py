@@ -30,6 +30,7 @@ from campaignctl.core.model.records import AttemptRecord, CampaignRecord, Revisi
 from campaignctl.core.model.tracker import MLFLOW, mlflow_run_file, run_identity
 from campaignctl.core.pack_plan import PackShape, allocation
 from campaignctl.core.policy.policy import Policy, policy_from_dict
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.plan import ArrayChunk
 from campaignctl.core.slurm.site_limits import WAITING, SubmitRoom
 from campaignctl.core.spec.spec import CampaignSpec, Resources, validate_spec
@@ -110,7 +111,8 @@ LeaseCheck = Callable[[], bool]  # whether this process still holds the campaign
 
 def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
              params: dict[str, Any], job_id: str | None,
-             attempt_numbers: Sequence[int] | None = None, still_leased: LeaseCheck | None = None) -> str:
+             attempt_numbers: Sequence[int] | None = None, still_leased: LeaseCheck | None = None,
+             cluster: str = "") -> str:
     """Steps 2-5 of the protocol, from wherever the last run stopped. A new job is first put to
     `sbatch --test-only`: Slurm 22.05 accepts a held job no node can run (`--hold --mem=100G`
     on 4000 MB nodes: rc 0) and, once released, leaves it PENDING (BadConstraints) for ever,
@@ -120,22 +122,22 @@ def dispatch(store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
     `still_leased` (a tick's lease) is asked before and after sbatch and before release: a tick
     suspended inside sbatch past the lease's TTL finds another holder, which may have submitted
     this token itself; its held job is then cancelled unless the holder adopted it, and it
-    releases nothing."""
+    releases nothing. `cluster`: the cluster the submission goes to ('' : SLURM_CONF's)."""
     submission = ArraySubmission(Path(spec.run_dir) / "slurm", token, params, spec.share_group)
     if job_id is None:
         each = Resources(**json.loads(store.submission(token).resources_json)) if chunk.pack else None
         submission.stage(element_calls(launches(spec, token, chunk, attempt_numbers, store.attempt_params(token)),
                                        chunk, each))
-        refused = slurm.refusal(str(submission.script_path))
+        refused = slurm.refusal(str(submission.script_path), cluster)
         if refused:
             raise SlurmUnavailableError(f"Slurm refuses the job: {refused}", REFUSED_HINT)
         _require_lease(still_leased, f"lost the lease before sbatch of submission {token}: its holder submits it")
-        job_id = submission.submit_held()
+        job_id = submission.submit_held(cluster)
         faults.crash_point("after_sbatch")
         if still_leased is not None and not still_leased():
             _lost_after_sbatch(store, token, job_id)
         store.set_submission_state(token, "submitted", job_id)
-    submission.deliver(job_id, chunk.elements)
+    submission.deliver(job_ref.plain(job_id), chunk.elements)
     faults.crash_point("before_release")
     _require_lease(still_leased, f"lost the lease before releasing job {job_id} (submission {token}): its "
                                  "holder adopts and releases it")
@@ -176,9 +178,10 @@ def refused(store: Store, token: str, error: str, policy: Policy, now: datetime 
     return store.record_refusal(token, error, due.isoformat(timespec="seconds"))
 
 
-def submit_room() -> tuple[SubmitRoom, list[slurm.QueuedJob]]:
-    """The room under the site's limit on queued jobs, and this user's queued jobs (one squeue)."""
-    queued = slurm.own_queued_jobs()
+def submit_room(clusters: Sequence[str] = ()) -> tuple[SubmitRoom, list[slurm.QueuedJob]]:
+    """The room under the site's limit on queued jobs, and this user's queued jobs (one squeue;
+    on every cluster of `clusters`, whose jobs all count against the one limit read)."""
+    queued = slurm.queued_on(clusters)[0] if clusters else slurm.own_queued_jobs()
     return SubmitRoom(slurm.submit_limit(), lambda: len(queued)), queued
 
 
@@ -190,7 +193,7 @@ def wait_for_room(store: Store, token: str, why: str, now: datetime | None = Non
 def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: str, chunk: ArrayChunk,
                     params: dict[str, Any], job_id: str | None,
                     attempt_numbers: Sequence[int] | None = None, now: datetime | None = None,
-                    still_leased: LeaseCheck | None = None) -> str | None:
+                    still_leased: LeaseCheck | None = None, cluster: str = "") -> str | None:
     """`dispatch` when `room` allows it; None when the submission waits for room (noted in the
     store). A submit limit Slurm names, or its generic text while jobs of ours are queued, makes
     this and the tick's later submissions wait; the same text with nothing queued is a refusal
@@ -199,7 +202,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
         wait_for_room(store, token, why, now)
         return None
     try:
-        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers, still_leased)
+        job_id = dispatch(store, spec, token, chunk, params, job_id, attempt_numbers, still_leased, cluster)
     except SiteLimitError as exc:
         if not room.is_limit(exc.message):
             raise SlurmUnavailableError(exc.message, REFUSED_HINT) from None
@@ -213,7 +216,7 @@ def dispatch_within(room: SubmitRoom, store: Store, spec: CampaignSpec, token: s
 def abandon(store: Store, token: str, name: str) -> None:
     """Give a submission up: any held job of ours under its name is cancelled (nothing of it
     ran: it was never released), then the submission is marked abandoned."""
-    for job_id in slurm.named_jobs(name):
+    for job_id in slurm.named_jobs(name, store.submission(token).cluster):
         slurm.cancel(job_id)
     store.set_submission_state(token, "abandoned")
 
@@ -244,7 +247,7 @@ def recover(store: Store, record: CampaignRecord, policy: Policy, now: datetime 
     if not pending:
         return []
     results = []
-    room, queued = submit_room()  # one squeue for every submission's token, and the room
+    room, queued = submit_room(sorted({s.cluster for s in pending if s.cluster}))  # one squeue for every token
     for sub in pending:
         chunk, numbers = chunk_of(attempts, sub)
         if sub.revision not in specs:
@@ -253,12 +256,13 @@ def recover(store: Store, record: CampaignRecord, policy: Policy, now: datetime 
         params = parameters(spec.name, Resources(**json.loads(sub.resources_json)), sub.token, chunk,
                             sub.revision, bool(sub.requeue))
         name = job_name(spec.name, sub.token)
-        job_id = slurm.adopt_from(sorted({q.array_job_id for q in queued if q.name == name}, key=int),
+        job_id = slurm.adopt_from(sorted({q.array_job_id for q in queued if q.name == name}, key=job_ref.order),
                                   keep=sub.job_id) or sub.job_id
         if job_id and job_id != sub.job_id:
             store.set_submission_state(sub.token, "submitted", job_id)
         try:
-            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, still_leased)
+            job_id = dispatch_within(room, store, spec, sub.token, chunk, params, job_id, numbers, now, still_leased,
+                                     sub.cluster)
         except SlurmUnavailableError as exc:
             tries = refused(store, sub.token, exc.message, policy, now)
             gave_up = tries >= policy.submit_tries
@@ -287,7 +291,7 @@ def stray_jobs(subs: Sequence[SubmissionRecord], queued: Sequence[slurm.QueuedJo
             continue
         if sub.state == "abandoned" or (sub.state == "released" and q.array_job_id != sub.job_id):
             found.add(q.array_job_id)
-    return sorted(found, key=int)
+    return sorted(found, key=job_ref.order)
 
 
 def rebased(store: Store, sub: SubmissionRecord, revision: int, chunk: ArrayChunk,

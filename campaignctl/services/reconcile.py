@@ -46,6 +46,7 @@ from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.model.records import CampaignRecord, HistoryRow, SubmissionRecord
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.pack_fates import packed_observations
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.observe import (
     diff_observations,
     key_of,
@@ -78,14 +79,21 @@ T = TypeVar("T")
 
 
 class _SqueueOnce:
-    """squeue at most once per tick, and only if someone asks."""
+    """squeue at most once per tick, and only if someone asks. `clusters`: the other clusters the
+    tick's attempts run on (their job ids' qualifiers): then one `squeue -M` over them and the
+    default cluster, which also says which of them answered."""
 
     def __init__(self) -> None:
         self._jobs: list[slurm.QueuedJob] | None = None
+        self.clusters: list[str] = []
+        self.answered: frozenset[str] | None = None
 
     def jobs(self) -> list[slurm.QueuedJob]:
         if self._jobs is None:
-            self._jobs = slurm.own_queued_jobs()
+            if self.clusters:
+                self._jobs, self.answered = slurm.queued_on(sorted({*self.clusters, slurm.cluster_name()}))
+            else:
+                self._jobs = slurm.own_queued_jobs()
         return self._jobs
 
     def arrays(self) -> set[str]:
@@ -207,7 +215,11 @@ class _Tick:
         histories = {r.id: [] if r.id in self.fresh else self.store.history(r.id, done_tasks=False) for r in records}
         decided = {r.id: set() if r.id in self.fresh else self.log.decided_tokens(r.id) for r in records}
         watched = {r.id: [row for row in histories[r.id] if needs_observing(row, decided[r.id])] for r in records}
-        observed = self._observe([row for r in records for row in watched[r.id]])
+        live = [row for r in records for row in watched[r.id]]
+        self.squeue.clusters = sorted({c for row in live if row.job_id and (c := job_ref.cluster_of(row.job_id))})
+        if self.squeue.clusters:
+            self.squeue.jobs()  # every tick of several clusters: which answered (a silent one's jobs are unknown)
+        observed = self._observe(live)
         ticks = []
         for record in records:
             rows = watched[record.id]

@@ -300,7 +300,7 @@ def _rung_notes(spec: CampaignSpec) -> list[str]:
 def _dry_run(spec: CampaignSpec) -> SubmitResult:
     notes = _rung_notes(spec) + _would_ask(spec)
     try:
-        max_array = slurm.array_cap()
+        max_array = slurm.array_cap([c.name for c in spec.clusters])
     except SlurmUnavailableError as exc:
         max_array = DEFAULT_MAX_ARRAY_SIZE
         notes.append(f"could not read MaxArraySize ({exc.message}); assumed {max_array}")
@@ -313,6 +313,9 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
     # the start section of the campaign's first tick, over the same facts (core/tick/starts.py)
     decided = decide_starts(start_facts(None, spec, (), max_array), spec.policy) if spec.first_tasks() else []
     notes += list(dict.fromkeys(f"{d.rule}: {d.reason}" for d in decided if d.action != ACTION))
+    notes += [f"placement: tasks {p.tasks[0]}-{p.tasks[-1]} go to {p.cluster}: {placed.get('why', '')}"
+              for d in decided if isinstance(p := d.typed, Start) and p.cluster
+              and isinstance(placed := d.inputs.get("placement"), dict)]
     planned = [(d.resources, _chunk(d.typed)) for d in decided
                if d.action == ACTION and isinstance(d.typed, Start) and d.resources is not None]
     script = ""

@@ -83,7 +83,7 @@ def tracker_note(spec: CampaignSpec) -> str:
 
 def first_arrays(spec: CampaignSpec, store: Store | None) -> list[StartChunk]:
     """The arrays a new campaign's first tick would submit (sized and packed as it would)."""
-    return plan_starts(start_facts(store, spec), spec.policy) if spec.first_tasks() else []
+    return plan_starts(start_facts(store, spec, place=False), spec.policy) if spec.first_tasks() else []
 
 
 def pack_misfits(starts: list[StartChunk]) -> list[str]:
@@ -118,16 +118,25 @@ def slurm_refusals(spec: CampaignSpec, store: Store | None) -> list[str]:
 
 def refusal_of(spec: CampaignSpec, resources: Resources, task: int = 0) -> str | None:
     """`sbatch --test-only` of one element of task `task` asking `resources`: Slurm's refusal, or
-    None when it would queue it (or the user's queue is full now, which says nothing of them)."""
+    None when it would queue it (or the user's queue is full now, which says nothing of them).
+    With `clusters:`, asked of each cluster as it names the request: refused only when every one
+    refuses (placement sends the work where it is taken)."""
     chunk = ArrayChunk(task_indices=(task,), throttle=None)
-    params = parameters(spec.name, resources, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
+    targets = [(c.name, c.resources(resources)) for c in spec.clusters] or [("", resources)]
+    refusals = []
     with tempfile.TemporaryDirectory(prefix="campaignctl-test-only-") as tmp:
-        script = Path(tmp) / "request.sbatch"
-        script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
-        try:
-            return slurm.refusal(str(script))
-        except SiteLimitError:
-            return None
+        for cluster, asked in targets:
+            params = parameters(spec.name, asked, "TESTONLY", chunk, 0, spec.policy.slurm_requeue)
+            script = Path(tmp) / f"request-{cluster or 'default'}.sbatch"
+            script.write_text(ArraySubmission(Path(tmp), "TESTONLY", params).render())
+            try:
+                refused = slurm.refusal(str(script), cluster)
+            except SiteLimitError:
+                return None
+            if not refused:
+                return None
+            refusals.append(f"{cluster}: {refused}" if cluster else refused)
+    return "; ".join(refusals)
 
 
 def _unknown_gpu_type(resources: Resources) -> str:

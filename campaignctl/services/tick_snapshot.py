@@ -114,7 +114,9 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
     if wanted.starts:  # the spec's tasks: their resources and groups
         started = set() if fresh else {a.task_index for a in store.attempts(record.id)
                                        if not (restart_abandoned and a.state == "ABANDONED")}
-        snapshot = with_facts(snapshot, starts=start_facts(store, read_spec(), started, slurm.array_cap()))
+        current = read_spec()
+        cap = slurm.array_cap([c.name for c in current.clusters])
+        snapshot = with_facts(snapshot, starts=start_facts(store, current, started, cap))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
     metrics = store.metrics

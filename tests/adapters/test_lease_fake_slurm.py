@@ -182,8 +182,8 @@ def test_a_tick_that_loses_its_lease_inside_sbatch_releases_nothing_and_cancels_
     store = two_campaigns(tmp_path, fake_slurm)
     submit_held, lost = ArraySubmission.submit_held, []
 
-    def frozen_past_the_ttl(self: ArraySubmission) -> str:
-        job_id = submit_held(self)
+    def frozen_past_the_ttl(self: ArraySubmission, cluster: str = "") -> str:
+        job_id = submit_held(self, cluster)
         lost.append(job_id)
         with store.engine.begin() as conn:  # meanwhile another tick took the lease …
             conn.execute(leases.update().where(leases.c.campaign_id == campaign_id(store, "la"))

@@ -204,6 +204,7 @@ class Start:
     per_element: int = 1
     per_gpu: int = 1
     cpus: int = 0
+    cluster: str = ""  # where placement sent it (`clusters:`; core/tick/placement.py); '' : SLURM_CONF's
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +391,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
     "value": _float, "generation": _int, "after": _str, "after_trial": _int,
     "members": _members, "node": _str, "kind": _str, "weight": _float, "signature": _str, "attempts": _strs,
+    "cluster": _str,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

@@ -29,6 +29,7 @@ from campaignctl.core.decisions.action_records import (
 from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.pack_fates import requested_share
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec.spec import Resources
 
@@ -40,6 +41,7 @@ class ResubmitGroup:
     chunk: ArrayChunk
     decisions: tuple[Decision, ...]  # in array-index order
     after: str = ""  # a job element it waits for (a search's trial asked ahead): --dependency=afterany
+    cluster: str = ""  # where it goes: a start's placement, a retry's last attempt's cluster ('' : SLURM_CONF's)
 
 
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
@@ -111,7 +113,7 @@ class ActionPlan:
 def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], str | None],
                  max_array_size: int, max_parallel: int | None,
                  new_token: Callable[[], str]) -> ActionPlan:
-    by_resources: dict[tuple[Resources, str], list[Decision]] = {}
+    by_resources: dict[tuple[Resources, str, str], list[Decision]] = {}
     by_array: dict[tuple[str, Resources], list[Decision]] = {}
     recorded, throttles, holds, cancels = [], [], [], []
     resubmits = []
@@ -119,11 +121,12 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
         match d.typed:
             case Start(tasks=tasks, throttle=throttle) as p if d.resources is not None and tasks:
                 shape = PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None
-                resubmits.append(ResubmitGroup(new_token(), d.resources, ArrayChunk(tasks, throttle, shape), (d,)))
+                resubmits.append(ResubmitGroup(new_token(), d.resources, ArrayChunk(tasks, throttle, shape), (d,),
+                                               cluster=p.cluster))
             case Ask(after=after) if d.resources is not None:
-                by_resources.setdefault((d.resources, after), []).append(d)
+                by_resources.setdefault((d.resources, after, _cluster_of(d, array_job_of)), []).append(d)
             case Resubmit() | Promote() | Retry() if d.resources is not None:
-                by_resources.setdefault((d.resources, ""), []).append(d)
+                by_resources.setdefault((d.resources, "", _cluster_of(d, array_job_of)), []).append(d)
             case ResizePending() if d.resources is not None and (array := array_job_of(d.attempt_token)):
                 by_array.setdefault((array, d.resources), []).append(d)
             case Throttle(array_job_id=array, throttle=int() as limit):
@@ -134,14 +137,19 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                 cancels.append(SingleGroup(new_token(), d))
             case _:
                 recorded.append(d)
-    for (resources, after), group in by_resources.items():
+    for (resources, after, cluster), group in by_resources.items():
         by_task = {d.task_index: d for d in group}
         for chunk in plan_chunks(sorted(by_task), max_array_size, max_parallel):
             resubmits.append(ResubmitGroup(new_token(), resources, chunk,
-                                           tuple(by_task[t] for t in chunk.task_indices), after))
+                                           tuple(by_task[t] for t in chunk.task_indices), after, cluster))
     resizes = tuple(ResizeGroup(new_token(), array, resources, tuple(group))
                     for (array, resources), group in by_array.items())
     return ActionPlan(tuple(resubmits), resizes, tuple(recorded), tuple(throttles), tuple(holds), tuple(cancels))
+
+
+def _cluster_of(d: Decision, array_job_of: Callable[[str], str | None]) -> str:
+    """A retry goes to the cluster its task's last attempt ran on (its job id's; core/slurm/job_ref.py)."""
+    return job_ref.cluster_of(array_job_of(d.attempt_token) or "")
 
 
 # --- what a submission of decisions carries (services/act.py writes its intent from these) ---
@@ -160,6 +168,7 @@ class SubmissionIntent:
     kind: str = "retry"  # initial | retry | promotion | trial
     task_params: Mapping[int, str] = field(default_factory=dict)  # params JSON by task, where a rule changed them
     adopted: frozenset[int] = frozenset()  # tasks whose params are these from now on: a search's asked trials
+    cluster: str = ""  # the cluster it goes to ('' : SLURM_CONF's; core/slurm/job_ref.py)
 
     @property
     def resources_json(self) -> str:
@@ -180,7 +189,7 @@ def intent_of(group: ResubmitGroup, revision: int, folder: str, requeue: bool,
     """The intent of a group of decisions submitted together (`own`: a task's spec parameters)."""
     return SubmissionIntent(group.token, revision, group.chunk, folder, group.resources, requeue,
                             submission_kind(group.decisions), task_params_of(group.decisions, own),
-                            frozenset(d.task_index for d in group.decisions if adopts(d)))
+                            frozenset(d.task_index for d in group.decisions if adopts(d)), group.cluster)
 
 
 def submission_kind(decisions: Sequence[Decision]) -> str:

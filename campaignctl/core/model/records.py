@@ -57,6 +57,7 @@ class SubmissionRecord:
     next_try_at: str | None = None  # UTC: a refused submission is not tried again before
     submitted_by: str = ""  # the Unix user who runs its sbatch (members of a shared campaign: themselves)
     pack: str = ""  # a packed submission's PackShape as JSON (core/pack_plan.py); '' unpacked
+    cluster: str = ""  # where it was submitted ('' : the cluster SLURM_CONF names); its job id is qualified by it
 
 
 @dataclass(frozen=True, slots=True)

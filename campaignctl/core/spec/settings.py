@@ -9,6 +9,7 @@ from typing import Any
 
 from campaignctl.core.packing.profile import Profile
 from campaignctl.core.resources import Resources, resources_from
+from campaignctl.core.spec.clusters_spec import ClusterSpec, clusters_from_settings
 from campaignctl.core.spec.objective import ObjectiveSpec, objective_from_settings
 from campaignctl.core.spec.pack_spec import PackSpec
 from campaignctl.core.spec.rungs import Rung, rung_from_settings
@@ -30,6 +31,7 @@ class CampaignSettings:
     search: SearchSpec | None = None  # `search:`: its tasks are trials a sampler asks for
     search_resources: Resources | None = None  # what a trial's first attempt asks for (the budget gate)
     pack: PackSpec | None = None  # `pack:`: how its first attempts share jobs and GPUs
+    clusters: tuple[ClusterSpec, ...] = ()  # `clusters:`: where its work may go (core/spec/clusters_spec.py)
 
     @property
     def progressive(self) -> bool:
@@ -53,7 +55,7 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
         rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")),
         search=search_from_settings(data.get("search")),
         search_resources=resources_from(data["search"].get("resources")) if isinstance(data.get("search"), dict)
-        else None, pack=_pack(data.get("pack")))
+        else None, pack=_pack(data.get("pack")), clusters=clusters_from_settings(data.get("clusters")))
 
 
 def _pack(value: Any) -> PackSpec | None:

@@ -27,6 +27,7 @@ from campaignctl.core.policy.cause_rules import unknown_rule_params
 from campaignctl.core.policy.notify_config import read_notify
 from campaignctl.core.policy.policy import Policy, read_overrides
 from campaignctl.core.resources import LAUNCHERS, SRUN, Resources
+from campaignctl.core.spec.clusters_spec import ClusterSpec, read_clusters
 from campaignctl.core.spec.objective import ObjectiveSpec, read_objective
 from campaignctl.core.spec.pack_spec import PackSpec, read_pack
 from campaignctl.core.spec.rungs import Rung, read_rungs
@@ -35,7 +36,7 @@ from campaignctl.core.tuning.output_metrics import read_output_patterns
 
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
-            "share", "profile", "objective", "pack", "search", "checkpoint", "tracker")
+            "share", "profile", "objective", "pack", "search", "checkpoint", "tracker", "clusters")
 TELEMETRY_KEYS = ("interval",)
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
@@ -90,6 +91,7 @@ class CampaignSpec:
     search: SearchSpec | None = None  # `search:`: trials a sampler asks for (core/spec/search_spec.py)
     checkpoint: str = ""  # `checkpoint:`: the file whose presence makes an attempt resume (params.checkpoint_marker)
     trackers: tuple[str, ...] = ()  # `tracker:`: wandb, mlflow (core/model/tracker.py)
+    clusters: tuple[ClusterSpec, ...] = ()  # `clusters:` (core/spec/clusters_spec.py); () : SLURM_CONF's
 
     @property
     def configs(self) -> int:
@@ -123,6 +125,8 @@ class CampaignSpec:
             settings["objective"] = self.objective.to_settings()
         if self.pack:
             settings["pack"] = self.pack.to_settings()
+        if self.clusters:
+            settings["clusters"] = [c.to_settings() for c in self.clusters]
         if self.search:  # with what each trial's first attempt asks for: the budget gate prices it
             settings["search"] = {**self.search.to_settings(), "resources": asdict(self.resources_of(0))}
         return settings
@@ -185,6 +189,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
     profile = read_profile(r, tasks)
     pack = read_pack(r, resources, profile is not None)
     checkpoint = read_checkpoint(r, tasks)
+    clusters = read_clusters(r)
     r.raise_if_problems()
     return CampaignSpec(name=name, tasks=tasks, resources=resources, max_parallel=max_parallel,
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
@@ -195,7 +200,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
                         share_group=share_group, profile=profile, objective=objective, pack=pack, search=search,
-                        checkpoint=checkpoint, trackers=trackers)
+                        checkpoint=checkpoint, trackers=trackers, clusters=clusters)
 
 
 def _check_search_rungs(r: Reader, rungs: Sequence[Rung]) -> None:

@@ -20,7 +20,9 @@ from campaignctl.core.packing.packing import PackChoice, choose_shape, pack_deci
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm.plan import ArrayChunk, plan_chunks
+from campaignctl.core.spec.clusters_spec import ClusterSpec
 from campaignctl.core.spec.pack_spec import PackSpec
+from campaignctl.core.tick.placement import Placer, Prediction
 from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.tick.right_size import Sizing, UsageSample, propose, size_first
 
@@ -47,6 +49,9 @@ class StartFacts:
     pack: PackSpec | None = None  # the spec's pack:
     samples: Mapping[str, tuple[UsageSample, ...]] = field(default_factory=dict)  # the profile's, by group
     profiled: bool = False  # the spec names a profile: (right_size and `pack: auto` need one)
+    clusters: tuple[ClusterSpec, ...] = ()  # the spec's `clusters:`: each array is placed on one
+    predictions: Mapping[str, Prediction] = field(default_factory=dict)  # by cluster (core/tick/placement.py)
+    ledger_cluster: str = ""  # whose nodes the node ledger's exclusions name: arrays placed elsewhere skip them
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +162,13 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
     array has one element."""
     out = []
     left = ledger  # one one-element array may go where a node is on probation, no later one
+    placer = Placer([c.name for c in facts.clusters], facts.predictions) if facts.clusters else None
     for s in plan_starts(facts, policy):
         chunk, shape = s.chunk, s.chunk.pack
+        placed = placer.place(chunk.elements) if placer is not None else None
+        on = next((c for c in facts.clusters if placed and c.name == placed.cluster), None)
+        resources = on.resources(s.size.resources) if on is not None else s.size.resources
+        here = left if on is None or on.name == facts.ledger_cluster else NO_EXCLUSION
         tasks = list(chunk.task_indices)
         # what replay rebuilds the section's facts from (core/governance/replay.py): the spec's request, the group
         evidence: dict[str, object] = {"tasks": len(tasks), "max_array_size": facts.max_array_size,
@@ -169,13 +179,16 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
             evidence["right_size"] = {"group": s.size.group, "mode": s.size.mode, **s.size.sizing.evidence}
         if s.pack.choice is not None:
             evidence["pack"] = {"group": s.pack.group, "why": s.pack.choice.why, **s.pack.choice.evidence}
+        if placed is not None:
+            evidence["placement"] = {**placed.evidence, "why": placed.why}
         params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
                        per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
-                       cpus=shape.cpus if shape else 0)
-        probing = left.probation if chunk.elements == 1 else ()
-        start = Decision(tasks[0], s.token, RULE, ACTION, _reason(s), evidence, params,
-                         leaving_out(s.size.resources, left.for_array(chunk.elements)))
-        out.append(with_ledger(start, replace(left, nodes=left.for_array(chunk.elements)), probing))
+                       cpus=shape.cpus if shape else 0, cluster=placed.cluster if placed else "")
+        probing = here.probation if chunk.elements == 1 else ()
+        reason = _reason(s) + (f" On {placed.cluster}: {placed.why}." if placed else "")
+        start = Decision(tasks[0], s.token, RULE, ACTION, reason, evidence, params,
+                         leaving_out(resources, here.for_array(chunk.elements)))
+        out.append(with_ledger(start, replace(here, nodes=here.for_array(chunk.elements)), probing))
         left = left.probed() if probing else left
         if s.size.sizing is not None:
             out.append(replace(size_first("", tasks[0], tasks, s.size.group, s.size.sizing, s.size.mode),
