@@ -83,12 +83,19 @@ def version() -> SlurmVersion | None:
 
 @functools.cache
 def cluster_name() -> str:
-    """slurm.conf's ClusterName (what `sacctmgr show clusters` lists: the node ledger's key), from
-    `scontrol show config` once per process; the environment's CAMPAIGNCTL_CLUSTER wins, and
+    """slurm.conf's ClusterName (what `sacctmgr show clusters` lists: the node ledger's key, the
+    cluster plain job ids are on), once per process: read from the file SLURM_CONF names (no RPC, and
+    it answers while that cluster's slurmctld is down), else from `scontrol show config` (a
+    configless site has no local slurm.conf); the environment's CAMPAIGNCTL_CLUSTER wins, and
     'default' stands in when neither says."""
     given = os.environ.get("CAMPAIGNCTL_CLUSTER", "").strip()
     if given:
         return given
+    with contextlib.suppress(OSError):
+        named = parse_cluster_name(Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").read_text(
+            encoding="utf-8", errors="replace"))
+        if named != "default":
+            return named
     result = proc.run(["scontrol", "show", "config"], timeout=30, attempts=1, check=False)
     return parse_cluster_name(result.stdout) if result.returncode == 0 else "default"
 
@@ -164,8 +171,11 @@ def _limit_error(result: proc.ProcResult, lines: Sequence[str]) -> SiteLimitErro
 def max_array_size(cluster: str = "") -> int:
     """MaxArraySize from `scontrol show config` (line `MaxArraySize            = 1001`), once per
     process and cluster: the call costs two RPCs of a rate-limited user's bucket (24.11, counted
-    with sdiag)."""
-    text = proc.run(["scontrol", *_on(cluster), "show", "config"], timeout=20).stdout
+    with sdiag). A cluster named (`clusters:`) that does not answer is taken at Slurm's default:
+    placement sends nothing there while it is down."""
+    result = proc.run(["scontrol", *_on(cluster), "show", "config"], timeout=20, attempts=1 if cluster else 4,
+                      check=not cluster)
+    text = result.stdout if result.returncode == 0 else ""  # a named cluster's slurmctld down: Slurm's default
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", text, re.MULTILINE)
     return int(match[1]) if match else DEFAULT_MAX_ARRAY_SIZE
 

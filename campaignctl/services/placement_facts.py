@@ -1,4 +1,4 @@
-"""What placement reads (core/tick/placement.py): when each of a campaign's clusters would start
+"""What placement reads (core/placement/placement.py): when each of a campaign's clusters would start
 one element of its new arrays now — one `sbatch -M <cluster> --test-only` per cluster, of a script
 asking what the spec asks as that cluster names it (core/spec/clusters_spec.py), once per tick with
 new arrays."""
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.submission import ArraySubmission
+from campaignctl.core.placement.placement import Prediction
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm.plan import ArrayChunk
 from campaignctl.core.spec.spec import CampaignSpec
-from campaignctl.core.tick.placement import Prediction
 from campaignctl.services.dispatch import parameters
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -47,6 +48,7 @@ from campaignctl.core.model.records import CampaignRecord, HistoryRow, Submissio
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.pack_fates import packed_observations
 from campaignctl.core.slurm import job_ref
+from campaignctl.core.slurm.clusters import unheard_as_unknown
 from campaignctl.core.slurm.observe import (
     diff_observations,
     key_of,
@@ -72,36 +74,11 @@ from campaignctl.services.reconcile_result import (
     LeftAlone,
     ReconcileResult,
 )
+from campaignctl.services.tick_queue import SqueueOnce
 from campaignctl.services.tick_snapshot import fill, gather
 from campaignctl.services.ticks import tick_health
 
 T = TypeVar("T")
-
-
-class _SqueueOnce:
-    """squeue at most once per tick, and only if someone asks. `clusters`: the other clusters the
-    tick's attempts run on (their job ids' qualifiers): then one `squeue -M` over them and the
-    default cluster, which also says which of them answered."""
-
-    def __init__(self) -> None:
-        self._jobs: list[slurm.QueuedJob] | None = None
-        self.clusters: list[str] = []
-        self.answered: frozenset[str] | None = None
-
-    def jobs(self) -> list[slurm.QueuedJob]:
-        if self._jobs is None:
-            if self.clusters:
-                self._jobs, self.answered = slurm.queued_on(sorted({*self.clusters, slurm.cluster_name()}))
-            else:
-                self._jobs = slurm.own_queued_jobs()
-        return self._jobs
-
-    def arrays(self) -> set[str]:
-        return {j.array_job_id for j in self.jobs()}
-
-    def seen(self) -> list[slurm.QueuedJob] | None:
-        """What squeue said this tick, if it was asked (never asks)."""
-        return self._jobs
 
 
 def reconcile(name: str | None = None, dry_run: bool = False, now: datetime | None = None,
@@ -199,7 +176,7 @@ class _Tick:
         self.log = store.log
         self.tick_id = tick_id
         self.now = _tick_clock(now)
-        self.squeue = _SqueueOnce()
+        self.squeue = SqueueOnce()
         self.calls_at_start = proc.call_count()
         self.skips_at_start = slurm.skipped_mark()
 
@@ -216,7 +193,8 @@ class _Tick:
         decided = {r.id: set() if r.id in self.fresh else self.log.decided_tokens(r.id) for r in records}
         watched = {r.id: [row for row in histories[r.id] if needs_observing(row, decided[r.id])] for r in records}
         live = [row for r in records for row in watched[r.id]]
-        self.squeue.clusters = sorted({c for row in live if row.job_id and (c := job_ref.cluster_of(row.job_id))})
+        self.squeue.clusters = sorted({c for row in live if row.job_id and (c := job_ref.cluster_of(row.job_id))}
+                                      | {c for r in records for c in self._clusters_named(r)})
         if self.squeue.clusters:
             self.squeue.jobs()  # every tick of several clusters: which answered (a silent one's jobs are unknown)
         observed = self._observe(live)
@@ -274,7 +252,9 @@ class _Tick:
             return self._decide_and_act(record, [], [], {}, 0, repaired, dry_run)
         subs = self.store.submissions(record.id)
         shapes = {s.token: (shape, s.size) for s in subs if (shape := PackShape.from_json(s.pack))}
-        changes = diff_observations(rows, observed, self._queued_arrays(subs, rows), stamp(self.now),
+        unheard = self.squeue.unheard()  # sacct (slurmdbd) still says RUNNING of jobs whose slurmctld is gone
+        seen = unheard_as_unknown(rows, observed, unheard, slurm.cluster_name()) if unheard else observed
+        changes = diff_observations(rows, seen, self._queued_arrays(subs, rows), stamp(self.now),
                                     functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)),
                                     packed_observations(rows, observed, shapes) if shapes else None)
         read = ingest(None if dry_run else self.store, self.tick_id, record.id, record.run_dir, rows, changes)
@@ -282,6 +262,11 @@ class _Tick:
         views = task_views(history, decided, read.changes, read.causes)
         return self._decide_and_act(record, views, rows, read.summaries, len(read.changes), repaired, dry_run,
                                     sum(c.facts.state == "COMPLETED" for c in read.changes))
+
+    def _clusters_named(self, record: CampaignRecord) -> list[str]:
+        """The clusters the campaign's current revision names (`clusters:`; the revision is cached)."""
+        settings = json.loads(self.store.revision(record.id, record.current_revision).settings_json or "{}")
+        return [str(c["name"]) for c in settings.get("clusters") or () if isinstance(c, dict) and "name" in c]
 
     def _queued_arrays(self, subs: list[SubmissionRecord], rows: list[HistoryRow]) -> Callable[[], Collection[str]]:
         """What counts as still queued when sacct misses an attempt. A job another user submitted
@@ -319,7 +304,7 @@ class _Tick:
         given = self.spec if self.spec is not None and self.spec.name == record.name else None
         spec = functools.cache(lambda: given or revision_spec(self.store, record.id, record.current_revision))
         snapshot = fill(self.store, record, snapshot, needs(snapshot, policy, self.now), self.squeue.jobs, spec,
-                        self.by_hand, fresh, policy.nodes, self.now)
+                        self.by_hand, fresh, policy.nodes, self.now, lambda: self.squeue.answered or frozenset())
         plan = decide_tick(snapshot, policy, self.now)
         decisions = name_outputs(plan.decisions, record.run_dir)
         if dry_run:

@@ -24,6 +24,7 @@ from campaignctl.core.model.records import CampaignRecord, HistoryRow
 from campaignctl.core.nodes.evidence import Completion
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.packing.profile import group_of
+from campaignctl.core.placement.moves import MoveFacts
 from campaignctl.core.policy.policy import Policy, policy_from_dict
 from campaignctl.core.spec.settings import campaign_settings
 from campaignctl.core.spec.spec import CampaignSpec
@@ -36,6 +37,7 @@ from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.campaigns import promotions
 from campaignctl.services.dispatch import revision_spec
 from campaignctl.services.node_facts import ledger_exclusion
+from campaignctl.services.placement_facts import predictions
 from campaignctl.services.revisions import known_good_revisions
 from campaignctl.services.start_facts import start_facts
 
@@ -96,10 +98,11 @@ def search_trials(log: DecisionLog, campaign_id: int) -> tuple[Trial, ...]:
 def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: Needs,
          queued: Callable[[], list[slurm.QueuedJob]], spec: Callable[[], CampaignSpec] | None = None,
          restart_abandoned: bool = False, fresh: bool = False, nodes: NodeRules | None = None,
-         now: datetime | None = None) -> TickSnapshot:
+         now: datetime | None = None, answered: Callable[[], frozenset[str]] = frozenset) -> TickSnapshot:
     """The snapshot with the lazy facts `wanted` read: `queued` is the tick's one squeue, `spec`
     the revision's spec, read once for the tick (the Actor renders the new arrays from it too);
-    `fresh` as for `gather`; `nodes` the policy's node ledger rules, `now` the tick's clock."""
+    `fresh` as for `gather`; `nodes` the policy's node ledger rules, `now` the tick's clock;
+    `answered` the clusters whose squeue answered (asked after `queued`)."""
     read_spec = spec or (lambda: revision_spec(store, record.id, record.current_revision))
     if wanted.nodes and nodes is not None and now is not None:
         snapshot = with_facts(snapshot, exclusion=ledger_exclusion(store, nodes, read_spec, now))
@@ -117,6 +120,12 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
         current = read_spec()
         cap = slurm.array_cap([c.name for c in current.clusters])
         snapshot = with_facts(snapshot, starts=start_facts(store, current, started, cap))
+    if wanted.moves:
+        current = read_spec()
+        listed = queued()
+        snapshot = with_facts(snapshot, moves=MoveFacts(
+            current.clusters, current.resources, slurm.cluster_name(), answered(),
+            {q.job_id: (q.start, q.reason) for q in listed}, predictions(current, current.resources)))
     reasons = {q.job_id: q.reason for q in queued()} if wanted.queue else None
     free = fallback.free_gpus_by_type(slurm.gpu_nodes()) if wanted.queue else None
     metrics = store.metrics

@@ -9,6 +9,7 @@ import pytest
 
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.base.errors import SpecError
+from campaignctl.core.placement.placement import Placer, Prediction
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.clusters import UNREACHABLE, observe_clusters, split_by_cluster
@@ -16,7 +17,6 @@ from campaignctl.core.slurm.clusters import test_only_start as read_test_only
 from campaignctl.core.slurm.sacct import observe_jobs
 from campaignctl.core.spec.clusters_spec import ClusterSpec, clusters_from_settings
 from campaignctl.core.spec.spec import CampaignSpec, validate_spec
-from campaignctl.core.tick.placement import Placer, Prediction
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "clusters"
 VERSIONS = ("22.05", "24.11")

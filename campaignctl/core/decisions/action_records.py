@@ -41,6 +41,7 @@ class Resubmit:
     param_changes: Mapping[str, Pair] = field(default_factory=dict)
     replacement: bool = False  # the retry of an attempt cancelled to be replaced (fallback, GPU-idle)
     resources: Resources | None = None  # written when the decision waits for approval
+    cluster: str = ""  # where it goes ('' : where the attempt it retries ran); a moved attempt's new cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,7 @@ class Cancel:
     changes: Mapping[str, Pair] = field(default_factory=dict)
     param_changes: Mapping[str, Pair] = field(default_factory=dict)
     resources: Resources | None = None  # written when the decision waits for approval
+    to_cluster: str = ""  # a move (core/placement/moves.py): the replacement goes to this cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +206,7 @@ class Start:
     per_element: int = 1
     per_gpu: int = 1
     cpus: int = 0
-    cluster: str = ""  # where placement sent it (`clusters:`; core/tick/placement.py); '' : SLURM_CONF's
+    cluster: str = ""  # where placement sent it (`clusters:`; core/placement/placement.py); '' : SLURM_CONF's
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +393,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
     "value": _float, "generation": _int, "after": _str, "after_trial": _int,
     "members": _members, "node": _str, "kind": _str, "weight": _float, "signature": _str, "attempts": _strs,
-    "cluster": _str,
+    "cluster": _str, "to_cluster": _str,
 }
 # `replacement` is a flag on a resubmit (it replaces a cancelled attempt), the resources on a cancel
 _OWN_READERS: dict[tuple[type, str], Callable[[object], object]] = {

@@ -125,7 +125,9 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
                                                cluster=p.cluster))
             case Ask(after=after) if d.resources is not None:
                 by_resources.setdefault((d.resources, after, _cluster_of(d, array_job_of)), []).append(d)
-            case Resubmit() | Promote() | Retry() if d.resources is not None:
+            case Resubmit(cluster=str() as cluster) if d.resources is not None:
+                by_resources.setdefault((d.resources, "", cluster or _cluster_of(d, array_job_of)), []).append(d)
+            case Promote() | Retry() if d.resources is not None:
                 by_resources.setdefault((d.resources, "", _cluster_of(d, array_job_of)), []).append(d)
             case ResizePending() if d.resources is not None and (array := array_job_of(d.attempt_token)):
                 by_array.setdefault((array, d.resources), []).append(d)

@@ -48,6 +48,7 @@ class Replacement:
     reason: str
     only_if: str = ""  # PENDING: the cancel was meant for an element that had not started
     task_params: Mapping[str, Scalar] | None = None  # the retry's parameters (a rollback); None: the attempt's
+    cluster: str = ""  # a move's target cluster ('' : where the attempt ran)
 
     def applies_to(self, attempt: AttemptView) -> bool:
         """CANCELLED by our request, not by someone after it started despite a PENDING-only cancel."""

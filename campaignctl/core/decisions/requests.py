@@ -41,6 +41,7 @@ class Requests:
     fired: set[tuple[str, str]] = field(default_factory=set)
     cancel_requested: set[str] = field(default_factory=set)
     moves: Counter[int] = field(default_factory=Counter)
+    cluster_moves: Counter[int] = field(default_factory=Counter)  # by task: moves to another cluster
 
 
 def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
@@ -57,11 +58,14 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
             out.cancel_requested.add(r.token)
             if r.rule == "gpu_fallback":
                 out.moves[r.task_index] += 1
+            elif r.rule == "move":
+                out.cluster_moves[r.task_index] += 1
             if r.status == "applied" and p.replacement is not None:
                 chosen = p.replacement_params
                 out.replacements[r.token] = Replacement(
                     r.rule, p.replacement, r.reason, p.only_if,
-                    None if chosen is None else {k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)})
+                    None if chosen is None else {k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)},
+                    p.to_cluster)
     return out
 
 

@@ -14,7 +14,9 @@ What a tick saw is rebuilt from the store's append-only history, never from toda
   groups them; telemetry: each attempt's stored summary, its samples cut at the tick's clock;
   metrics: the points reported by the tick's clock (or undated); array throttles: as the
   applied throttle decisions left them; squeue's pending reasons and sinfo's free GPUs are not
-  recorded except in the fallback decisions of that tick, so elsewhere no task is moved;
+  recorded except in the fallback decisions of that tick, so elsewhere no task is moved; so
+  are squeue's start estimates and each cluster's prediction, but in the `move` decisions and
+  the placement of `start` decisions (core/placement/) that recorded them;
 - the replayed side's own alerts, holds (a hold pauses it until a person's recorded release),
   promotions and a search's asks and tells carry into its later ticks; a search's sampler is
   handed in (core/tuning/search.py), rebuilt from the replayed side's own trials at every tick;
@@ -64,6 +66,8 @@ from campaignctl.core.model.training_metrics import curves_by_task
 from campaignctl.core.nodes.evidence import CLEAR, SUSPECT, Completion
 from campaignctl.core.nodes.ledger import recorded_exclusion
 from campaignctl.core.packing.profile import group_of
+from campaignctl.core.placement.moves import RULE as MOVE
+from campaignctl.core.placement.replayed import recorded_moves, recorded_placement
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.resources import resources_from
 from campaignctl.core.slurm.observe import params_parser, resources_parser, task_views
@@ -114,6 +118,7 @@ class Timeline:
                           if d.action == "give_up" and d.rule == MANUAL_RULE]
         self._releases = [(d.tick_id, d) for d in enforced if d.action == "release" and d.status == "applied"]
         self._fallbacks = [d for d in enforced if d.rule == "gpu_fallback" and d.action == "cancel"]
+        self._moves = [d for d in enforced if d.rule == MOVE and d.action == "cancel"]
         self._shapes = {d.tick_id: d.inputs["node_shapes"] for d in enforced if "node_shapes" in d.inputs}
         self._ledgers: dict[int, list[Mapping[str, object]]] = {}  # tick → inputs that recorded the node ledger
         for d in enforced:
@@ -224,6 +229,9 @@ class Timeline:
         return with_facts(snapshot, reasons if wanted.queue else None, free if wanted.queue else None, curves,
                           samples, siblings=self._siblings(tick) if wanted.siblings else None,
                           starts=self._start_facts(tick, snapshot.settings) if wanted.starts else None,
+                          moves=recorded_moves([d for d in self._moves if d.tick_id == tick.id],
+                                                       snapshot.settings.clusters)
+                          if wanted.moves else None,
                           exclusion=recorded_exclusion(self._ledgers.get(tick.id, ())) if wanted.nodes else None,
                           completions=self._completions(tick, snapshot.settings) if wanted.completions else None,
                           last_completed=max((r.ended_at or "" for r in self.rows(tick) if r.state == "COMPLETED"),
@@ -252,8 +260,9 @@ class Timeline:
                            str(d.inputs.get("group", ""))) for d in recorded if isinstance(p := d.typed, Start)
                  for t in p.tasks]
         arrays = [v for d in recorded if isinstance(v := d.inputs.get("max_array_size"), int)]
-        return StartFacts(tuple(tasks), max(arrays, default=DEFAULT_MAX_ARRAY_SIZE), settings.max_parallel,
-                          settings.pack)
+        facts = StartFacts(tuple(tasks), max(arrays, default=DEFAULT_MAX_ARRAY_SIZE), settings.max_parallel,
+                           settings.pack)
+        return recorded_placement(facts, recorded, settings.clusters)
 
     def _siblings(self, tick: RecordedTick) -> SiblingFacts:
         """The nodes a retry of this tick was sized by (its decision recorded them; none: unknown,

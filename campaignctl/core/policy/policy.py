@@ -23,6 +23,7 @@ from campaignctl.core.policy.output_causes import (
     SETUP_FAILED,
     check_pattern,
 )
+from campaignctl.core.policy.placement_section import Placement, placement_from_dict, read_placement
 from campaignctl.core.policy.policy_sections import (
     MODES,
     SECTION_RULES,
@@ -56,7 +57,7 @@ RULE_KEYS = ("action", "max_retries", "backoff", "backoff_factor", "mem_factor",
 POLICY_KEYS = ("name", "version", "description", "max_failures", "unknown_grace",
                "campaign_exclude_after", "slurm_requeue", "rules", "prices", "fallback", "utilisation",
                "mode", "known_good_after", "approval", "early_stopping", "causes", "submit_tries",
-               "submit_backoff", "notify", "right_size", "nodes")
+               "submit_backoff", "notify", "right_size", "nodes", "placement")
 PARAM_STEP_KEYS = ("factor", "min", "max")
 CAUSE_KEYS = ("pattern",)
 # decision rule name → where its mode lives; every other rule (budget, throttle, rollback, …) enforces
@@ -130,6 +131,7 @@ class Policy:
     submit_backoff_s: int = 120
     notify: Notify = field(default_factory=Notify)  # who is told of alerts, holds, give-ups, …
     right_size: RightSize = field(default_factory=RightSize)  # memory and time from the profile's history
+    placement: Placement = field(default_factory=Placement)  # moving pending work between `clusters:`
     nodes: NodeRules = field(default_factory=NodeRules)  # the node ledger and the crash-loop breaker
     base: str = ""  # a policy file's `use:`: the policy it extends ('' for a built-in, complete in itself)
 
@@ -157,7 +159,8 @@ class Policy:
         sections = {"data_starved": self.utilisation.data_starved.mode,
                     "gpu_idle": self.utilisation.gpu_idle.mode, "gpu_fallback": self.fallback.mode,
                     "early_stopping": self.early_stopping.mode,
-                    "right_size": self.right_size.mode if self.right_size.enabled else "enforce"}
+                    "right_size": self.right_size.mode if self.right_size.enabled else "enforce",
+                    "move": self.placement.mode}
         return sections.get(rule, "enforce")
 
     @property
@@ -183,7 +186,8 @@ class Policy:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    """Without `notify`, `right_size` or `nodes` when unset: a policy's digest is what it was before they existed."""
+    """Without `notify`, `right_size`, `nodes` or `placement` when unset: a policy's digest is what it was
+    before they existed."""
     data = asdict(policy)
     data["nodes"] = node_rules_to_dict(policy.nodes)
     if policy.nodes == NodeRules():
@@ -192,6 +196,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         del data["notify"]
     if policy.right_size == RightSize():
         del data["right_size"]
+    if policy.placement == Placement():
+        del data["placement"]
     if not policy.base:
         del data["base"]
     return data
@@ -205,7 +211,8 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
     return Policy(**{**data, "rules": rules, "causes": dict(data.get("causes") or {}), **sections_from_dict(data),
                      "notify": notify_from_dict(data.get("notify")),
                      "right_size": right_size_from_dict(data.get("right_size")),
-                     "nodes": node_rules_from_dict(data.get("nodes"))})
+                     "nodes": node_rules_from_dict(data.get("nodes")),
+                     "placement": placement_from_dict(data.get("placement"))})
 
 
 def read_policy(r: Reader, path: KeyPath = (), base: Policy | None = None) -> Policy:
@@ -259,6 +266,7 @@ def _read_settings(r: Reader, path: KeyPath, base: Policy) -> Policy:
         early_stopping=read_early_stopping(r, (*path, "early_stopping"), base.early_stopping),
         right_size=read_right_size(r, (*path, "right_size"), base.right_size),
         nodes=read_node_rules(r, (*path, "nodes"), base.nodes),
+        placement=read_placement(r, (*path, "placement"), base.placement),
         submit_tries=_int(r, (*path, "submit_tries"), 1, 100, base.submit_tries),
         submit_backoff_s=r.duration((*path, "submit_backoff"), base.submit_backoff_s))
 

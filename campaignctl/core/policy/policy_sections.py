@@ -34,7 +34,7 @@ APPROVAL_KEYS = ("max_mem", "max_gpus", "max_cpus", "max_tasks", "always", "expi
 EARLY_STOPPING_KEYS = ("rule", "metric", "goal", "grace_steps", "min_peers", "mode")
 MODES = ("enforce", "shadow")
 # Rules beyond the per-cause ones that have a mode and can be named in approval.always.
-SECTION_RULES = ("data_starved", "gpu_idle", "gpu_fallback", "early_stopping", "right_size")
+SECTION_RULES = ("data_starved", "gpu_idle", "gpu_fallback", "early_stopping", "right_size", "move")
 STOPPING_RULES = ("none", "median")
 STARVED_ACTIONS = ("none", "more_cpus")
 IDLE_ACTIONS = ("none", "fewer_gpus")

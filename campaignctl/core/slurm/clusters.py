@@ -14,11 +14,14 @@ Tested on the lab's two clusters behind one slurmdbd, Slurm 22.05 and 24.11 (scr
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
 from campaignctl.core.base.clock import from_slurm
+from campaignctl.core.model.records import HistoryRow
+from campaignctl.core.model.slurm_states import State
 from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.sacct import Key, Observed
+from campaignctl.core.slurm.sacct_records import JobObservation
 
 HEADING = "CLUSTER: "
 _STARTS = re.compile(r"\bJob \d+ to start at (\S+)")
@@ -92,3 +95,20 @@ def observe_clusters(lines: Iterable[str], wanted: Collection[Key] | None, defau
                         break
         out.steps.update(seen.steps)
     return out
+
+
+def unheard_as_unknown(rows: Iterable[HistoryRow], observed: Mapping[Key, JobObservation], unheard: Collection[str],
+                       default: str) -> Mapping[Key, JobObservation]:
+    """`observed`, where the attempts on a cluster that did not answer squeue this tick are UNKNOWN:
+    slurmdbd still answers sacct for them with what it last heard (RUNNING, PENDING), while their
+    slurmctld, which alone would learn of their end, is gone. UNKNOWN without a moment they went
+    missing: no rule starts counting them lost, nothing of them is resubmitted, and the first tick
+    their cluster answers again reads them as they are (a job that ran on meanwhile is not run twice)."""
+    override: dict[Key, JobObservation] = {}
+    for row in rows:
+        if not row.job_id or (job_ref.cluster_of(row.job_id) or default) not in unheard:
+            continue
+        key = (row.job_id.partition("_")[0], row.array_index)
+        override[key] = JobObservation(key, State.UNKNOWN, row.slurm_state or "UNKNOWN", None, None, None,
+                                       row.elapsed_s, row.nodes, None, None, row.max_rss)
+    return {**observed, **override} if override else observed

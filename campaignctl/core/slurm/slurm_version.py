@@ -42,10 +42,10 @@ def parse_version(text: str) -> SlurmVersion | None:
 
 
 def parse_cluster_name(config: str) -> str:
-    """`ClusterName             = lab` of `scontrol show config` (both Slurms pad the key alike);
-    'default' when it is missing."""
+    """`ClusterName             = lab` of `scontrol show config` (both Slurms pad the key alike),
+    or `ClusterName=lab` of a slurm.conf (whose keys are case-insensitive); 'default' when it is missing."""
     for line in config.splitlines():
         key, sep, value = line.partition("=")
-        if sep and key.strip() == "ClusterName" and value.strip():
-            return value.strip()
+        if sep and key.strip().lower() == "clustername" and value.split("#")[0].strip():
+            return value.split("#")[0].strip()
     return "default"

@@ -221,7 +221,8 @@ def _replace(index: int, latest: AttemptView, replacement: Replacement) -> Decis
         reason = reason[:-1] + "; " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in param_changes.items()) + "."
     carried = _task_params(latest, None) if params is None else dict(params)
     return Decision(index, latest.token, replacement.rule, "resubmit", reason, inputs,
-                    Resubmit(changes=changes, replacement=True, task_params=carried, param_changes=param_changes),
+                    Resubmit(changes=changes, replacement=True, task_params=carried, param_changes=param_changes,
+                             cluster=replacement.cluster),
                     new)
 
 

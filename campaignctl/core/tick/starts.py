@@ -17,12 +17,12 @@ from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.nodes.ledger import NO_EXCLUSION, Exclusion, leaving_out, with_ledger
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.packing import PackChoice, choose_shape, pack_decision
+from campaignctl.core.placement.placement import Placer, Prediction
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm.plan import ArrayChunk, plan_chunks
 from campaignctl.core.spec.clusters_spec import ClusterSpec
 from campaignctl.core.spec.pack_spec import PackSpec
-from campaignctl.core.tick.placement import Placer, Prediction
 from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.tick.right_size import Sizing, UsageSample, propose, size_first
 
@@ -50,7 +50,7 @@ class StartFacts:
     samples: Mapping[str, tuple[UsageSample, ...]] = field(default_factory=dict)  # the profile's, by group
     profiled: bool = False  # the spec names a profile: (right_size and `pack: auto` need one)
     clusters: tuple[ClusterSpec, ...] = ()  # the spec's `clusters:`: each array is placed on one
-    predictions: Mapping[str, Prediction] = field(default_factory=dict)  # by cluster (core/tick/placement.py)
+    predictions: Mapping[str, Prediction] = field(default_factory=dict)  # by cluster (core/placement/placement.py)
     ledger_cluster: str = ""  # whose nodes the node ledger's exclusions name: arrays placed elsewhere skip them
 
 
@@ -180,7 +180,7 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
         if s.pack.choice is not None:
             evidence["pack"] = {"group": s.pack.group, "why": s.pack.choice.why, **s.pack.choice.evidence}
         if placed is not None:
-            evidence["placement"] = {**placed.evidence, "why": placed.why}
+            evidence["placement"] = {**placed.evidence, "why": placed.why, "ledger_cluster": facts.ledger_cluster}
         params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
                        per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
                        cpus=shape.cpus if shape else 0, cluster=placed.cluster if placed else "")

@@ -58,6 +58,7 @@ from campaignctl.core.nodes.crash_loop import crash_loop
 from campaignctl.core.nodes.evidence import node_decisions
 from campaignctl.core.nodes.ledger import NO_EXCLUSION, probing_of
 from campaignctl.core.packing.packing import own_decisions
+from campaignctl.core.placement.moves import decide_moves
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.slurm.observe import is_settled
 from campaignctl.core.tick import fallback
@@ -149,7 +150,7 @@ def needs(snapshot: TickSnapshot, policy: Policy, now: datetime) -> Needs:
             not v.latest.decided and v.latest.state == "FAILED" for v in views)
         out = Needs(out.queue or queue, out.metrics | metrics, out.right_size or lowering, out.siblings or raises,
                     out.starts, out.nodes or ledger, out.completions or (p.nodes.enabled and snapshot.completed > 0),
-                    out.last_completed or looping)
+                    out.last_completed or looping, out.moves or (not paused and _movable(snapshot, p, views)))
     return out
 
 
@@ -221,6 +222,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     else:
         decisions += decide_utilisation(views, snapshot.summaries, policy, settings.min_gpus, fired)
         decisions += _fallbacks(snapshot, policy, now, views)
+        decisions += _moves(snapshot, policy, now, views)
         decisions += _lowering(snapshot, policy, views)
     decisions += _early_stops(snapshot, policy, views)
     ladder = _ladder(snapshot, None)
@@ -271,6 +273,21 @@ def _fallbacks(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Seq
         raise MissingFact("GPU-type fallback needs squeue's pending reasons and sinfo's free GPUs")
     return fallback.plan_fallbacks(waiting, snapshot.settings.gpu_types, policy, snapshot.pending_reasons,
                                    snapshot.free_gpus)
+
+
+def _movable(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView]) -> bool:
+    return (len(snapshot.settings.clusters) > 1 and policy.placement.move_margin_s > 0
+            and any(v.latest.state == "PENDING" and not v.latest.decided for v in views))
+
+
+def _moves(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequence[TaskView]) -> list[Decision]:
+    if not _movable(snapshot, policy, views):
+        return []
+    if snapshot.moves is None:
+        raise MissingFact("moving pending work needs squeue's estimates on every cluster and their predictions")
+    requests = snapshot.requests
+    return decide_moves(views, snapshot.moves, policy.placement, now, requests.cluster_moves,
+                        requests.cancel_requested)
 
 
 def _lowers(snapshot: TickSnapshot, policy: Policy, views: Sequence[TaskView]) -> bool:

@@ -14,6 +14,7 @@ from campaignctl.core.governance.governance import Awaiting, ProposalKey, Revisi
 from campaignctl.core.model.training_metrics import Curve
 from campaignctl.core.nodes.evidence import Completion
 from campaignctl.core.nodes.ledger import Exclusion
+from campaignctl.core.placement.moves import MoveFacts
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.tick.right_size import UsageSample
@@ -39,6 +40,7 @@ class Needs:
     nodes: bool = False  # the node ledger's exclusion (its marks, sinfo's nodes of the partition)
     completions: bool = False  # the campaign's completed attempts: their nodes, steps and elapsed times
     last_completed: bool = False  # when the campaign's latest completed attempt ended (the crash-loop breaker)
+    moves: bool = False  # squeue's estimates on every cluster and each cluster's prediction (core/placement/moves.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,7 @@ class TickSnapshot:
     exclusion: Exclusion | None = None  # the node ledger's (core/nodes/ledger.py); None: unread, nothing excluded
     completions: tuple[Completion, ...] | None = None  # slow nodes and probation (core/nodes/evidence.py)
     last_completed: str | None = None  # the latest COMPLETED attempt's end (None: none, or unread)
+    moves: MoveFacts | None = None  # pending work's estimates where it waits and elsewhere (core/placement/moves.py)
 
 
 def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None = None,
@@ -89,9 +92,11 @@ def with_facts(snapshot: TickSnapshot, pending_reasons: Mapping[str, str] | None
                curves: Mapping[str, Curves] | None = None, samples: Sequence[UsageSample] | None = None,
                lowered: frozenset[str] | None = None, siblings: SiblingFacts | None = None,
                starts: StartFacts | None = None, exclusion: Exclusion | None = None,
-               completions: Sequence[Completion] | None = None, last_completed: str | None = None) -> TickSnapshot:
+               completions: Sequence[Completion] | None = None, last_completed: str | None = None,
+               moves: MoveFacts | None = None) -> TickSnapshot:
     """The snapshot with lazy facts filled in (those given)."""
     return replace(snapshot, siblings=snapshot.siblings if siblings is None else siblings,
+                   moves=snapshot.moves if moves is None else moves,
                    exclusion=snapshot.exclusion if exclusion is None else exclusion,
                    completions=snapshot.completions if completions is None else tuple(completions),
                    last_completed=snapshot.last_completed if last_completed is None else last_completed,
