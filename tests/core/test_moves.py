@@ -27,6 +27,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ASKED = Resources(partition="batch", cpus_per_task=1)
 CLUSTERS = (ClusterSpec("lab"), ClusterSpec("lab2", partition="gpu"))
 SOON = "2026-11-30T12:01:00+00:00"
+STARTS_SOON = Prediction(SOON)
 
 
 def pending(index: int, job_id: str, resources: Resources = ASKED) -> TaskView:
@@ -34,7 +35,7 @@ def pending(index: int, job_id: str, resources: Resources = ASKED) -> TaskView:
 
 
 def facts(queued: dict[str, tuple[str, str]], answered: frozenset[str] = frozenset({"lab", "lab2"}),
-          lab2: Prediction = Prediction(SOON)) -> MoveFacts:
+          lab2: Prediction = STARTS_SOON) -> MoveFacts:
     return MoveFacts(CLUSTERS, ASKED, "lab", answered, queued,
                      {"lab": Prediction(None, "Requested node configuration is not available"), "lab2": lab2})
 
