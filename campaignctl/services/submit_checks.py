@@ -16,7 +16,7 @@ from pathlib import Path
 from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission
-from campaignctl.core.base.errors import SiteLimitError
+from campaignctl.core.base.errors import SiteLimitError, SlurmTransientError, SlurmUnavailableError
 from campaignctl.core.model.tracker import MLFLOW
 from campaignctl.core.pack_plan import misfit
 from campaignctl.core.resources import Resources
@@ -133,6 +133,10 @@ def refusal_of(spec: CampaignSpec, resources: Resources, task: int = 0) -> str |
                 refused = slurm.refusal(str(script), cluster)
             except SiteLimitError:
                 return None
+            except (SlurmUnavailableError, SlurmTransientError) as exc:
+                if not cluster:
+                    raise
+                refused = f"does not answer ({exc.message})"  # its slurmctld is down: placement skips it
             if not refused:
                 return None
             refusals.append(f"{cluster}: {refused}" if cluster else refused)

@@ -28,6 +28,7 @@ ASKED = Resources(partition="batch", cpus_per_task=1)
 CLUSTERS = (ClusterSpec("lab"), ClusterSpec("lab2", partition="gpu"))
 SOON = "2026-11-30T12:01:00+00:00"
 STARTS_SOON = Prediction(SOON)
+NO_ANSWER = Prediction(None, "")  # lab's own prediction not read
 
 
 def pending(index: int, job_id: str, resources: Resources = ASKED) -> TaskView:
@@ -35,25 +36,32 @@ def pending(index: int, job_id: str, resources: Resources = ASKED) -> TaskView:
 
 
 def facts(queued: dict[str, tuple[str, str]], answered: frozenset[str] = frozenset({"lab", "lab2"}),
-          lab2: Prediction = STARTS_SOON) -> MoveFacts:
-    return MoveFacts(CLUSTERS, ASKED, "lab", answered, queued,
-                     {"lab": Prediction(None, "Requested node configuration is not available"), "lab2": lab2})
+          lab2: Prediction = STARTS_SOON, lab: Prediction = NO_ANSWER) -> MoveFacts:
+    return MoveFacts(CLUSTERS, ASKED, "lab", answered, queued, {"lab": lab, "lab2": lab2})
 
 
 def test_an_element_of_a_drained_partition_moves_and_one_waiting_for_us_or_without_an_estimate_stays() -> None:
     views = [pending(0, "12_0"), pending(1, "12_1"), pending(2, "12_2"), pending(3, "12_3"), pending(4, "12_4")]
     seen = facts({"12_0": ("N/A", "ReqNodeNotAvail, UnavailableNodes:node[1-4]"),
                   "12_1": ("N/A", "JobArrayTaskLimit"),  # the array's own throttle: ours, not the cluster's
-                  "12_2": ("N/A", "Priority"),  # no estimate yet: nothing to compare
+                  "12_2": ("N/A", "Priority"),  # no estimate yet (lab's prediction: none either)
                   "12_3": ("2026-11-30T12:10:00", "Resources"),  # 10 min away: not worth 30
                   "12_4": ("2026-11-30T15:00:00", "Resources")})  # 3 h away, lab2 now: moved
     moved = decide_moves(views, seen, Placement(), NOW, {}, set())
     assert [(d.task_index, d.action, d.rule) for d in moved] == [(0, "cancel", "move"), (4, "cancel", "move")]
+    # no estimate from squeue, but lab refuses a new one (its nodes drained): 12_2 waits for ever too
+    drained = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+    both = MoveFacts(CLUSTERS, ASKED, "lab", frozenset({"lab", "lab2"}), {"12_2": ("N/A", drained)},
+                     {"lab": Prediction(None, "Requested node configuration is not available"), "lab2": STARTS_SOON})
+    assert [d.task_index for d in decide_moves(views, both, Placement(), NOW, {}, set())] == [2]
+    # lab would start a new one in 5 min: an element with no estimate of its own is not moved for 4 min
+    busy = MoveFacts(CLUSTERS, ASKED, "lab", frozenset({"lab", "lab2"}), {"12_2": ("N/A", "Priority")},
+                     {"lab": Prediction("2026-11-30T12:05:00+00:00"), "lab2": STARTS_SOON})
+    assert decide_moves(views, busy, Placement(), NOW, {}, set()) == []
     first = moved[0]
     assert isinstance(first.typed, Cancel) and first.typed.only_if == "PENDING" and first.typed.to_cluster == "lab2"
     assert first.resources is not None and first.resources.partition == "gpu"  # as lab2 names it
-    assert first.inputs["predictions"] == {"lab": {"why": "Requested node configuration is not available"},
-                                           "lab2": {"start": SOON}}
+    assert first.inputs["predictions"] == {"lab": {"why": ""}, "lab2": {"start": SOON}}
     assert "not expected to start (ReqNodeNotAvail" in first.reason and "179 min sooner" in moved[1].reason
 
 

@@ -3,11 +3,12 @@
 Slurm's own `-M a,b` places a job at submit and "makes no subsequent effort to migrate it"
 (SchedMD's multi-cluster page). Here each tick compares, for every pending element of the
 campaign, when its own cluster expects to start it (squeue's StartTime: the backfill scheduler's
-estimate) with when each other cluster would start one now (`sbatch -M <c> --test-only`,
-core/placement/placement.py). An element whose cluster gives no estimate because no node of its
-partition can take it (its reason `ReqNodeNotAvail`, `PartitionDown`, … — a drained partition)
-waits for ever; one whose estimate is not made yet, or that waits for us (held, a dependency, the
-array's own throttle) is left alone. It moves when another cluster would start it sooner by at
+estimate; without one, when that cluster would start a new one now) with when each other cluster
+would start one now (`sbatch -M <c> --test-only`, core/placement/placement.py). An element no node
+of its partition can take (every node drained: squeue says `Nodes required for job are DOWN,
+DRAINED or reserved for jobs in higher priority partitions` with StartTime N/A, 22.05 and 24.11,
+and --test-only there is refused) waits for ever; one that waits for us (held, a dependency, the
+array's own throttle) is left alone, and so is one nobody can estimate. It moves when another cluster would start it sooner by at
 least `move_margin` and by at least `move_fraction` of its wait, at most `max_moves` times per task.
 
 The move is the two-phase cancel of core/tick/fallback.py: this tick cancels the element only if
@@ -27,6 +28,7 @@ from campaignctl.core.base.clock import from_slurm, read_time
 from campaignctl.core.decisions.action_records import Cancel
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.placement.placement import Prediction
+from campaignctl.core.slurm.clusters import UNREACHABLE
 from campaignctl.core.policy.placement_section import Placement
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm import job_ref
@@ -70,12 +72,16 @@ def decide_moves(views: Sequence[TaskView], facts: MoveFacts, section: Placement
         here = job_ref.cluster_of(latest.job_id) or facts.default
         if here not in facts.answered or here not in specs:
             continue
-        start_text, reason = facts.queued.get(latest.job_id, ("", ""))
+        if latest.job_id not in facts.queued:
+            continue  # squeue does not list it: started or ended since sacct was read
+        start_text, reason = facts.queued[latest.job_id]
         if reason.startswith(WAITS_FOR_US):
             continue
         start = from_slurm(start_text) if start_text and start_text[:1].isdigit() else None
-        if start is None and not reason.startswith(NEVER):
-            continue  # no estimate yet: nothing to compare
+        home = facts.predictions.get(here, Prediction(None, ""))
+        start = start or home.start
+        if start is None and not (reason.startswith(NEVER) or (home.why and home.why != UNREACHABLE)):
+            continue  # no estimate anywhere: nothing to compare
         wait = read_time(start).timestamp() - now.timestamp() if start else math.inf
         target = next(((at, c) for at, c in offers if c != here), None)
         if target is None:
