@@ -28,10 +28,10 @@ from campaignctl.core.base.clock import from_slurm, read_time
 from campaignctl.core.decisions.action_records import Cancel
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.placement.placement import Prediction
-from campaignctl.core.slurm.clusters import UNREACHABLE
 from campaignctl.core.policy.placement_section import Placement
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm import job_ref
+from campaignctl.core.slurm.clusters import UNREACHABLE
 from campaignctl.core.spec.clusters_spec import CLUSTER_KEYS, ClusterSpec
 
 RULE = "move"
