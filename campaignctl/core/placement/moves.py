@@ -8,8 +8,9 @@ would start one now (`sbatch -M <c> --test-only`, core/placement/placement.py). 
 of its partition can take (every node drained: squeue says `Nodes required for job are DOWN,
 DRAINED or reserved for jobs in higher priority partitions` with StartTime N/A, 22.05 and 24.11,
 and --test-only there is refused) waits for ever; one that waits for us (held, a dependency, the
-array's own throttle) is left alone, and so is one nobody can estimate. It moves when another cluster would start it sooner by at
-least `move_margin` and by at least `move_fraction` of its wait, at most `max_moves` times per task.
+array's own throttle) is left alone, and so is one nobody can estimate. It moves when another
+cluster would start it sooner by at least `move_margin` and by at least `move_fraction` of its
+wait, at most `max_moves` times per task.
 
 The move is the two-phase cancel of core/tick/fallback.py: this tick cancels the element only if
 it is still pending (`scancel -M <c> --state=PENDING`); a later tick sees it CANCELLED and resubmits
