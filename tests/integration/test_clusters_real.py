@@ -226,7 +226,7 @@ def test_a_cluster_whose_slurmctld_is_down_has_its_tasks_unknown_and_nothing_run
     ticks = Ticks(tmp_path, slurm_conf)
     subprocess.run([sys.executable, "-m", "campaignctl", "submit", str(write_spec(tmp_path, """\
 name: outage
-command: [python3, -c, "import time; time.sleep(25)"]
+command: [python3, -c, "import time; time.sleep(15)"]
 matrix: {i: [0, 1, 2, 3]}
 resources: {cpus_per_task: 1, mem: 100M, time: "00:05:00"}
 clusters: [lab, lab2]
