@@ -84,7 +84,9 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
     shown = [i for i, name in enumerate(COLUMNS) if (wide or name in SHORT) and name not in unused]
     # the config and its params never cut (issue 28: lr printed as `0.…`); the figures are short
     packed = wide and any(c.shared for c in result.configs)  # `12_0 ×4`: ran packed, sharing that job
+    placed = any(c.cluster for c in result.configs)  # `clusters:`: where each config's latest attempt is
     table = plain_table("rank", "config", *map(param_column, params), *(["rung"] if rungs else []), "state",
+                        *(["cluster"] if placed else []),
                         "final", "best", *(COLUMNS[i] for i in shown), *(["shared"] if packed else []),
                         title=f"{result.campaign}: {result.metric or 'no metric reported yet'}")
     digits = param_digits(c.params for c in result.configs)
@@ -92,7 +94,7 @@ def view(result: ResultsResult, wide: bool = False) -> RenderableType:
         figures = cells(c.efficiency)
         table.add_row("-" if c.rank is None else str(c.rank), str(c.config),
                       *(shown_value(c.params.get(k, ""), digits.get(k, 4)) for k in params),
-                      *([c.rung] if rungs else []), c.state,
+                      *([c.rung] if rungs else []), c.state, *([c.cluster or "-"] if placed else []),
                       _value(c.final), _value(c.best), *(figures[i] for i in shown),
                       *([c.shared or "-"] if packed else []))
     return Group(table, _summary(result), Text(f"campaign: {efficiency_text(result.efficiency)} "

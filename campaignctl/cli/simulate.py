@@ -24,6 +24,10 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the drawn workload and chance events.")] = 1,
     cluster: Annotated[Path | None, typer.Option(
         "--cluster", help="Cluster YAML (nodes, partitions). Default: 8 nodes shaped by the spec.")] = None,
+    clusters: Annotated[int, typer.Option(
+        "--clusters", min=1, max=16, help="Simulate this many copies of the cluster (named as the spec's "
+        "clusters:), the first busy for the workload's busy=HOURS, each policy run all on the first, placed at "
+        "submit, and placed and moved (docs/clusters.md).")] = 1,
     json_out: JsonOption = False,
 ) -> None:
     """Run the campaign's tasks on a simulated Slurm cluster (backfill, throttles, holds,
@@ -32,6 +36,7 @@ def simulate(
     makespan, GPU/CPU-hours allocated and wasted on failed attempts, spend and decisions by rule.
 
     Example: campaignctl simulate templates/sweep.yaml -w synthetic:tasks=5000
+    Several clusters: campaignctl simulate templates/sweep.yaml --clusters 2 -w synthetic:tasks=400,busy=6
     """
     from campaignctl.services.simulate import simulate as simulate_service
 
@@ -43,7 +48,8 @@ def simulate(
             shown[name] = tenth
             err_console.print(f"{name}: {done} of {total} tasks settled")
 
-    result = simulate_service(spec, policy or [], workload, seed, cluster, progress=None if json_out else progress)
+    result = simulate_service(spec, policy or [], workload, seed, cluster, progress=None if json_out else progress,
+                              clusters=clusters)
     if json_out:
         print_json("simulate", result.to_dict())
         return

@@ -172,6 +172,9 @@ def spend_text(spend: SpendView) -> Text:
             color = "red" if used >= 1 else "yellow" if used >= 0.8 else "green"
             text.append_text(styled(" of ", (f"{limit:g}", "bold"), " (", (f"{used:.0%} used", color), ")"))
         lines.append(text)
+    for cluster, spent_there in spend.by_cluster.items():
+        figures = ", ".join(f"{v:.3g} {dim}" for dim, v in spent_there.items() if v)
+        lines.append(Text(f"{cluster}: {figures or 'nothing'} spent", style="dim"))
     if not limits:
         lines.append(Text("no budget set (spec key budget)"))
     elif spend.exhausted:

@@ -94,6 +94,7 @@ WIDE = (TASK, Column("params", _params, flexible=True), Column("state", _state),
         Column("shadow proposal", lambda r, _: r.shadow or "-", flexible=True),
         Column("attempt token", lambda r, _: r.token or "-"))
 NODES = Column("nodes", lambda r, _: r.node or "-")
+CLUSTER = Column("cluster", lambda r, _: r.cluster or "-")
 
 
 # what a narrow terminal drops, first to last, so that the parameters that vary stay whole
@@ -105,10 +106,13 @@ def columns_for(rows: Sequence[TaskRow], wide: bool, shown: Shown | None = None,
     """WIDE, or COMPACT with the node list beside the state when an attempt spans several nodes
     (`node[1-2]`: which nodes a multi-node task holds, or held when it failed). Within `width`,
     COMPACT drops DROPPED_FIRST columns while the whole params would not fit beside them."""
+    placed = any(r.cluster for r in rows)  # a campaign with `clusters:`: where each task's latest attempt is
     if wide:
-        return WIDE
+        return (*WIDE[:4], CLUSTER, *WIDE[4:]) if placed else WIDE
     columns: Sequence[Column] = COMPACT if not any(len(split_nodes(r.node)) > 1 for r in rows) else (
         *COMPACT[:2], NODES, *COMPACT[2:])
+    if placed:
+        columns = (*columns[:2], CLUSTER, *columns[2:])
     if width is None or shown is None:
         return columns
     need = {c.header: max(len(c.header), *(len(str(c.cell(r, shown))) for r in rows)) for c in columns}

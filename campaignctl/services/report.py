@@ -52,8 +52,8 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     inputs = gather(store, record, time.time() if now is None else now)
     charts, drawn = build_charts(inputs, metric)
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
-                summary_rows(inputs), charts, [task_table(inputs), *node_table(inputs), *ledger_table(inputs),
-                                                decision_table(inputs)],
+                summary_rows(inputs), charts, [task_table(inputs), *cluster_table(inputs), *node_table(inputs),
+                                                *ledger_table(inputs), decision_table(inputs)],
                 results_table(record.name, metric))
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
@@ -131,6 +131,18 @@ def task_table(inputs: ReportInputs) -> Table:
                  "kWh: energy, by sacct for the node or NVML for the GPUs)",
                  ("task", "rung", "params", "state", *(["nodes"] if multi else []), "attempts", *COLUMNS),
                  rows[:TABLE_ROWS], max(0, len(rows) - TABLE_ROWS))
+
+
+def cluster_table(inputs: ReportInputs) -> list[Table]:
+    """A campaign with `clusters:`: what each cluster's attempts spent, and the work moved off it."""
+    if not inputs.cluster_spend:
+        return []
+    moved = Counter(str(e.inputs.get("cluster", "")) for e in inputs.decisions if e.rule == "move"
+                    and e.action == "cancel" and e.status == "applied")
+    rows = [[cluster, *(f"{getattr(spend.spent, dim):.3g}" for dim in DIMENSIONS), str(moved.get(cluster, 0))]
+            for cluster, spend in inputs.cluster_spend.items()]
+    return [Table("clusters", "Spend by cluster (spent only), and the pending elements moved off each "
+                  "(docs/clusters.md)", ("cluster", *DIMENSIONS, "moved off"), rows, 0)]
 
 
 def node_table(inputs: ReportInputs) -> list[Table]:

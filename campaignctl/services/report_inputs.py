@@ -26,7 +26,7 @@ from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
 from campaignctl.core.usage.node_telemetry import NodeLine, node_line
 from campaignctl.core.usage.telemetry import Sample, samples_of
 from campaignctl.services.campaigns import current_policy
-from campaignctl.services.usage import attempt_usage, task_efficiencies
+from campaignctl.services.usage import attempt_usage, by_cluster, task_efficiencies
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,7 @@ class ReportInputs:
     campaign_efficiency: Efficiency
     nodes: dict[int, str] = field(default_factory=dict)  # per task: its latest attempt's node list
     node_lines: list[NodeLine] = field(default_factory=list)  # multi-node attempts: one per node
+    cluster_spend: dict[str, Spend] = field(default_factory=dict)  # `clusters:`: what each cluster's attempts spent
 
     @property
     def points(self) -> list[DecisionPoint]:
@@ -72,7 +73,10 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
         sources, store.metrics.rows(record.id), store.log.entries(record.id),
         campaign_spend(store.usage_groups(record.id), policy.prices),
         task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
-        {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts))
+        {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts),
+        {c: campaign_spend([g for _, g in pairs], policy.prices) for c, pairs in by_cluster(
+            store.attempt_usage_groups(record.id), [c.name for c in settings.clusters]).items()}
+        if settings.clusters else {})
 
 
 def _node_lines(run_dir: str, attempts: list[AttemptTimes]) -> list[NodeLine]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import InputError
 from campaignctl.core.model.records import CampaignRecord
@@ -22,6 +23,7 @@ from campaignctl.core.screens.results import (
     plain_row,
 )
 from campaignctl.core.screens.status import NOT_SUBMITTED
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
 from campaignctl.services.campaigns import current_policy, find_campaign, unstarted_labels
@@ -101,5 +103,8 @@ def _task_facts(store: Store, record: CampaignRecord, settings: CampaignSettings
     label = unstarted_labels(store.log, record.id, settings)
     counts = sharing((t.job_id, t.packed) for t in latest.values())
     shared = {task: shared_label(t.job_id, counts[t.job_id or ""]) for task, t in latest.items()}
-    return {task: TaskFacts(latest[task].state, len(uses[task]), uses[task], shared.get(task, "")) if task in uses
-            else TaskFacts(label(task) or NOT_SUBMITTED, 0) for task in params}
+    default = slurm.cluster_name() if settings.clusters else ""  # a plain job id is on it (core/slurm/job_ref.py)
+    cluster = {task: (job_ref.cluster_of(t.job_id) or default) if default and t.job_id else ""
+               for task, t in latest.items()}
+    return {task: TaskFacts(latest[task].state, len(uses[task]), uses[task], shared.get(task, ""), cluster[task])
+            if task in uses else TaskFacts(label(task) or NOT_SUBMITTED, 0) for task in params}

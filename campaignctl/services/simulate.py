@@ -5,7 +5,7 @@ cluster and trace files; runs core/sim; touches no Slurm and no store."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from campaignctl.adapters.optuna_sampler import OptunaSampler
@@ -16,6 +16,7 @@ from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.packing.packing import MIN_SAMPLES, choose_shape
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.sim.cluster import default_cluster
+from campaignctl.core.sim.clusters import AND_MOVE, MODES, busy_jobs, several
 from campaignctl.core.sim.driver import ATTEMPT_SCALED, ATTEMPT_SCALED_RETRIES, attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.setup import Setup
@@ -31,6 +32,7 @@ from campaignctl.core.sim.workload import (
     parse_synthetic,
     truths_of_trace,
 )
+from campaignctl.core.spec.clusters_spec import ClusterSpec
 from campaignctl.core.spec.settings import campaign_settings
 from campaignctl.core.spec.spec import CampaignSpec
 from campaignctl.core.tick.right_size import UsageSample
@@ -84,8 +86,11 @@ class SimulateResult:
 
 def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: int,
              cluster_path: Path | None, tick_s: int = 300, progress: Progress | None = None,
-             tracked: bool = False) -> SimulateResult:
-    """Each policy's run; `tracked` keeps every decision carried out (task, rule, action)."""
+             tracked: bool = False, clusters: int = 1) -> SimulateResult:
+    """Each policy's run; `tracked` keeps every decision carried out (task, rule, action). With
+    `clusters` above 1, that many copies of the cluster, the first kept busy by other users'
+    queue for the workload's `busy` hours, and each policy run three ways: all on the first
+    cluster, placed at submit, placed and moved (core/sim/clusters.py)."""
     spec, _ = load_spec(spec_path)
     if spec.rungs:
         raise InputError(f"{spec_path}: a progressive campaign (rungs) is not simulated yet",
@@ -97,22 +102,38 @@ def simulate(spec_path: Path, policies: list[str], workload: str | None, seed: i
     chosen = [(name, _policy(name.removesuffix(UNPACKED), spec, spec_path)) for name in names]
     w, truths = _workload(workload, spec, seed)
     cluster = read_cluster(cluster_path) if cluster_path else default_cluster(spec.resources, spec.gpu_types)
-    settings = campaign_settings({**spec.settings(), "tasks": len(truths)})
+    names_of = _cluster_names(spec, clusters)
+    cluster = several(cluster, names_of) if names_of else cluster
+    modes = MODES if names_of else ("",)  # several clusters: each policy three ways (core/sim/clusters.py)
+    base = campaign_settings({**spec.settings(), "tasks": len(truths)})
     runs = []
     shape = _pack_shape(spec, w)
-    for name, policy in chosen:
+    for (name, policy), mode in ((c, m) for c in chosen for m in modes):
         setup = Setup(cluster, spec.resources, truths, w, seed, spec.max_parallel, tick_s,
                       flaky_nodes(w, len(cluster.nodes), seed), bool(policy and policy.slurm_requeue), track=tracked,
                       pack=None if name.endswith(UNPACKED) else shape, search=spec.search,
-                      lemons=lemon_nodes(w, len(cluster.nodes), seed))
+                      lemons=lemon_nodes(w, len(cluster.nodes), seed), clusters=names_of, placement=mode,
+                      busy_jobs=busy_jobs(cluster, names_of, spec.resources, w.busy))
+        settings = replace(base, clusters=tuple(ClusterSpec(n) for n in names_of) if mode == AND_MOVE else ())
         search = SimSearch(bowl(spec.search, seed)) if spec.search else None
         decider: Decider = (attempt_scaled_decider(_retries(name.removesuffix(UNPACKED))) if policy is None
                             else policy_decider(policy, settings, search, OptunaSampler() if search else None))
-        tick = (lambda done, total, n=name: progress(n, done, total)) if progress else None
+        label = f"{name} {mode}" if mode else name
+        tick = (lambda done, total, n=label: progress(n, done, total)) if progress else None
         tally = Engine(setup, decider, tick).run()
-        runs.append(_run(name, tally, spec.policy, outcome(search.trials()).to_dict() if search else None))
-    return SimulateResult(spec.name, workload or "synthetic:", seed, str(cluster_path or "default"),
+        runs.append(_run(label, tally, spec.policy, outcome(search.trials()).to_dict() if search else None))
+    where = str(cluster_path or "default")
+    return SimulateResult(spec.name, workload or "synthetic:", seed,
+                          f"{len(names_of)} × {where} ({', '.join(names_of)})" if names_of else where,
                           len(cluster.nodes), tick_s, _budget(spec), _ratios(runs))
+
+
+def _cluster_names(spec: CampaignSpec, clusters: int) -> tuple[str, ...]:
+    """The simulated clusters' names: the spec's `clusters:` (as many as asked), else c1, c2, …"""
+    if clusters < 2:
+        return ()
+    named = [c.name for c in spec.clusters][:clusters]
+    return (*named, *(f"c{i + 1}" for i in range(len(named), clusters)))
 
 
 def _pack_shape(spec: CampaignSpec, w: Synthetic) -> PackShape | None:
@@ -178,7 +199,7 @@ def _run(name: str, t: Tally, campaign_policy: Policy, search: dict[str, object]
 
 def _ratios(runs: list[PolicyRun]) -> list[PolicyRun]:
     """Each run's wasted hours ÷ the attempt-scaled baseline's (GPU-hours, or CPU-hours without GPUs)."""
-    base = next((r for r in runs if r.policy.split(":")[0] == ATTEMPT_SCALED), None)
+    base = next((r for r in runs if r.policy.split(" ")[0].split(":")[0] == ATTEMPT_SCALED), None)
     if base is None:
         return runs
     out = []

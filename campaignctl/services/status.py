@@ -28,6 +28,7 @@ from campaignctl.core.screens.status import (
     select_rows,
     sparkline,
     task_rows,
+    with_clusters,
 )
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.slurm.sacct import Observed, element_key
@@ -46,6 +47,7 @@ from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.ticks import tick_health
 from campaignctl.services.usage import attempt_usage, by_task
+from campaignctl.services.usage import by_cluster as usage_by_cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ class SpendView:
     limits: dict[str, float]  # the budget's dimensions that are set
     exhausted: bool = False  # the budget cannot pay for another attempt at its time limit
     energy_source: str = ""  # what measured the energy spent: node (sacct), gpu (NVML), node+gpu
+    by_cluster: dict[str, dict[str, float]] = field(default_factory=dict)  # `clusters:`: each one's spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +242,8 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     _check_tasks(name, detail, tasks)
     policy, settings = current_policy(store, records[0])
     shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy, history[records[0].id])
+    if settings.clusters:
+        shown = with_clusters(shown, slurm.cluster_name())
     return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
                                                    seen.observed),
                    silent=_silent(records[0], shown), unmatched=unmatched_pattern_warnings(store, records[0]))
@@ -335,11 +340,15 @@ def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: Campa
            efficiency: Efficiency | None, observed: dict[tuple[str, int | None], JobObservation]) -> SpendView:
     """The spend as of what sacct says now (the task table's states), not as of the last tick:
     an attempt the table shows COMPLETED commits nothing more, and its time counts as spent."""
-    spend = campaign_spend(_live_groups(store.attempt_usage_groups(record.id), observed), policy.prices)
+    groups = store.attempt_usage_groups(record.id)
+    spend = campaign_spend(_live_groups(groups, observed), policy.prices)
     budget = settings.budget
+    by_cluster = {c: asdict(campaign_spend(_live_groups(pairs, observed), policy.prices).spent)
+                  for c, pairs in usage_by_cluster(groups, [c.name for c in settings.clusters]).items()
+                  } if settings.clusters else {}
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
                      bool(budget.limits()) and assess(budget, spend).exhausted,
-                     (efficiency.energy_source if efficiency else None) or "")
+                     (efficiency.energy_source if efficiency else None) or "", by_cluster)
 
 
 def _live_groups(groups: list[tuple[str, UsageGroup]],

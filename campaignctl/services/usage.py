@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from campaignctl.adapters import slurm
 from campaignctl.adapters.report_queries import AttemptTimes, ReportQueries
 from campaignctl.adapters.store import Store
 from campaignctl.core.policy.policy_sections import Prices
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.usage.cost import UsageGroup
 from campaignctl.core.usage.efficiency import AttemptUse, Efficiency, task_efficiency
 
 
@@ -38,3 +41,16 @@ def by_task(usage: Sequence[AttemptUsage]) -> dict[int, list[AttemptUse]]:
 
 def task_efficiencies(usage: Sequence[AttemptUsage], prices: Prices) -> dict[int, Efficiency]:
     return {task: task_efficiency(uses, prices) for task, uses in by_task(usage).items()}
+
+
+Pairs = list[tuple[str, UsageGroup]]  # usage groups with their job ids (Store.attempt_usage_groups)
+
+
+def by_cluster(groups: Pairs, clusters: Sequence[str]) -> dict[str, Pairs]:
+    """A campaign's usage groups (with their job ids) by the cluster each ran on, every cluster of
+    `clusters` listed: a plain job id is on the cluster SLURM_CONF names (core/slurm/job_ref.py)."""
+    default = slurm.cluster_name()
+    out: dict[str, Pairs] = {c: [] for c in clusters}
+    for job_id, group in groups:
+        out.setdefault(job_ref.cluster_of(job_id or "") or default, []).append((job_id, group))
+    return out

@@ -56,6 +56,7 @@ class ConfigResult:
     efficiency: Efficiency
     rank: int | None = None  # 1 = the winner; None: no value to rank by
     shared: str = ""  # `12_0 ×4`: its latest attempt ran packed, in that element with 3 other tasks
+    cluster: str = ""  # `clusters:`: where its latest attempt was submitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class TaskFacts:
     attempts: int
     uses: Sequence[AttemptUse] = ()
     shared: str = ""  # as ConfigResult's
+    cluster: str = ""  # as ConfigResult's
 
 
 def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str, Scalar]],
@@ -86,7 +88,7 @@ def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str,
             facts.state, sum(tasks.get(t, TaskFacts("", 0)).attempts for t in chain),
             final_value(curves.get(reached, ())), (min(values) if goal == "min" else max(values)) if values else None,
             task_efficiency([u for t in chain for u in tasks.get(t, TaskFacts("", 0)).uses], prices),
-            shared=facts.shared))
+            shared=facts.shared, cluster=facts.cluster))
     return _ranked(rows, goal, by)
 
 
@@ -99,7 +101,7 @@ def _ranked(rows: list[ConfigResult], goal: str, by: str) -> list[ConfigResult]:
     return [replace(r, rank=n) for n, r in enumerate(known, 1)] + [r for r in rows if value(r) is None]
 
 
-FIXED = ("rank", "config", "rung", "state", "attempts", "metric", "final", "best", "shared")
+FIXED = ("rank", "config", "rung", "state", "attempts", "metric", "final", "best", "shared", "cluster")
 # flat names of the efficiency figures: `time` or `mem` alone would read as a param
 FLAT = {"cpu": "cpu_eff", "mem": "mem_eff", "time": "time_eff", "gpu_mem": "gpu_mem_eff"}
 
@@ -120,4 +122,4 @@ def plain_row(row: ConfigResult, metric: str | None) -> dict[str, object]:
     params = {param_column(k): v for k, v in row.params.items()}
     return {"rank": row.rank, "config": row.config, **params, "rung": row.rung, "state": row.state,
             "attempts": row.attempts, "metric": metric, "final": row.final, "best": row.best, **figures,
-            "shared": row.shared or None}
+            "shared": row.shared or None, **({"cluster": row.cluster} if row.cluster else {})}

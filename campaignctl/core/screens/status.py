@@ -11,6 +11,7 @@ from campaignctl.core.model.params import Scalar
 from campaignctl.core.model.records import AttemptRecord, HistoryRow
 from campaignctl.core.model.slurm_states import TERMINAL, State
 from campaignctl.core.packing.pack_fates import packed_observation, sharing
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.slurm.observe import ABANDONED, FINAL, params_parser
 from campaignctl.core.slurm.sacct import element_key
 from campaignctl.core.slurm.sacct_records import JobObservation
@@ -45,6 +46,7 @@ class TaskRow:
     efficiency: Efficiency | None = None  # of what Slurm allocated: the latest attempt's; cost of all
     attempt_energy_kwh: tuple[float | None, ...] = ()  # each attempt's energy, in order (None: not measured)
     shared: int = 1  # tasks whose latest attempts share its array element (packed, core/pack_plan.py)
+    cluster: str = ""  # where its latest attempt was submitted, for a campaign with `clusters:` ('' otherwise)
 
 
 # States Slurm does not leave on its own: `status` shows an attempt the last tick stored in one as
@@ -223,3 +225,9 @@ def sparkline(values: Iterable[float], full: float = 100.0, width: int = 20) -> 
     """`[0, 50, 100]` → `▁▄█`: the last `width` values, scaled to `full`."""
     tail = list(values)[-width:]
     return "".join(BARS[min(len(BARS) - 1, max(0, round(v / full * (len(BARS) - 1))))] for v in tail)
+
+
+def with_clusters(rows: Sequence[TaskRow], default: str) -> list[TaskRow]:
+    """The rows of a campaign with `clusters:`, each naming the cluster of its latest attempt (a
+    plain job id is on `default`, the cluster SLURM_CONF names: core/slurm/job_ref.py)."""
+    return [replace(r, cluster=job_ref.cluster_of(r.job_id) or default) if r.job_id else r for r in rows]

@@ -54,6 +54,7 @@ from campaignctl.core.nodes.ledger import (
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
+from campaignctl.core.sim.clusters import move_facts
 from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.scheduler import Job, Shape
 from campaignctl.core.sim.trials import SimSearch
@@ -83,7 +84,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
-        whole = bool(settings.max_parallel or settings.budget.limits() or right_sizes)
+        whole = bool(settings.max_parallel or settings.budget.limits() or right_sizes or len(settings.clusters) > 1)
         changed = _changed(engine)
         views = changed + _node_failed(engine, changed) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
@@ -178,6 +179,9 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
                               {m: search.curves(engine.jobs) if search and m == metric else {} for m in facts.metrics})
     if facts.right_size:
         snapshot = with_facts(snapshot, samples=_samples(engine, settings), lowered=frozenset(lowered))
+    if facts.moves:
+        snapshot = with_facts(snapshot, moves=move_facts(engine.queue, settings.clusters, engine.setup.resources,
+                                                         engine.now, engine.at))
     if facts.siblings:
         snapshot = with_facts(snapshot, siblings=_sibling_facts(engine))
     return decide_tick(snapshot, policy, now)
@@ -247,7 +251,7 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
         return lacking[exclude]
 
     def reached(key: Shape) -> bool:
-        return key[2] < mem or key[6] < time or bool(excluded and lacks(key[5]))
+        return key[3] < mem or key[7] < time or bool(excluded and lacks(key[6]))
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
     arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]

@@ -15,9 +15,10 @@ from campaignctl.core.decisions.action_records import Ask, Cancel, Resubmit, Thr
 from campaignctl.core.decisions.answers import ANSWERS
 from campaignctl.core.decisions.decision import Decision, Replacement, TaskView
 from campaignctl.core.decisions.requests import Requests
-from campaignctl.core.model.params import SCALAR_TYPES, Scalar
+from campaignctl.core.model.params import SCALAR_TYPES
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.resources import Resources
+from campaignctl.core.sim.clusters import BACKGROUND, Item, add_background, placed, predictions
 from campaignctl.core.sim.packs import PACK, all_ended, idle_hours, make_packs
 from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.setup import Setup, attempt_view
@@ -29,6 +30,7 @@ EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_ARRAY = 1000  # MaxArraySize 1001 caps the index: arrays of at most 1000 elements (core/slurm/plan.py)
 REQUEUE_DELAY_S = 120  # a requeued job waits cred_expire (120 s) before it may start (lab NOTES, pitfall 4)
 IDLE_TICKS = 12  # ticks with nothing happening, nothing running: the rest can never run (held, excluded)
+BACKGROUND_S = 3600  # how long another user's job on the busy cluster holds its node
 SCHED_S = 30  # a scheduling pass at most this often: slurm.conf bf_interval's default (backfill's cycle)
 END, NODE_DOWN, NODE_UP, PREEMPTOR, SUBMIT, PASS, TICK = range(7)  # same second: ends first, the tick last
 
@@ -62,6 +64,7 @@ class Engine:
     _arrays: int = 0
     _dirty: bool = False
     _pass_due: bool = False
+    _to: dict[int, str] = field(default_factory=dict)  # task → the cluster its next attempt goes to (a move)
 
     def __post_init__(self) -> None:
         self.queue = Queue(self.setup.cluster)
@@ -74,6 +77,8 @@ class Engine:
         by_time: dict[int, list[int]] = {}
         for task, truth in enumerate(self.setup.truths):
             by_time.setdefault(truth.submit_s, []).append(task)
+        if self.setup.busy_jobs:
+            self._background()
         for t, tasks in by_time.items() if self.setup.search is None else ():
             self._push(t, SUBMIT, tasks)
         self._push(0 if self.setup.search else self.setup.tick_s, TICK, None)  # submit's tick asks a search's first
@@ -85,7 +90,8 @@ class Engine:
                 changed = self._tick() or self._dirty
                 if self.queue.arrays:
                     self._schedule()
-                idle = 0 if changed or self.tally.running else idle + 1
+                # other users' jobs running (the busy cluster's queue): the campaign waits, it is not stuck
+                idle = 0 if changed or self.tally.running or any(a.running for a in self.queue.arrays) else idle + 1
                 if idle >= IDLE_TICKS:
                     break
                 self._dirty = False
@@ -141,8 +147,8 @@ class Engine:
         gpus, cpus, mem, time = request
         return replace(self.setup.resources, gpus=gpus, cpus_per_task=cpus, mem_mb=mem, time_min=time)
 
-    def _array(self, elements: int, throttle: int | None) -> Array:
-        partition = self.setup.resources.partition or self.setup.cluster.partitions[0].name
+    def _array(self, elements: int, throttle: int | None, cluster: str = "") -> Array:
+        partition = cluster or self.setup.resources.partition or self.setup.cluster.partitions[0].name
         self._arrays += 1
         array = Array(str(self._arrays), self.queue.tiers[partition], self.now, partition,
                       min(throttle, elements) if throttle else None)
@@ -163,13 +169,22 @@ class Engine:
             self.queue.add_array(array)
             self.tally.pending += len(chunk)
 
-    def _submit(self, items: list[tuple[int, int, Resources, dict[str, Scalar]]], throttle: int | None) -> None:
-        """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`)."""
+    def _submit(self, items: list[Item], throttle: int | None) -> None:
+        """sbatch: one array per MAX_ARRAY elements (`--array=0-(n-1)%throttle`); with several
+        clusters, each array where placement sends it (core/sim/clusters.py)."""
+        if self.setup.clusters:
+            for cluster, group in self._placed(items).items():
+                self._submit_to(group, throttle, cluster)
+        else:
+            self._submit_to(items, throttle, "")
+
+    def _submit_to(self, items: list[Item], throttle: int | None, cluster: str) -> None:
+        prefix = f"{cluster}:" if cluster and cluster != self.setup.clusters[0] else ""  # core/slurm/job_ref.py
         for lo in range(0, len(items), MAX_ARRAY):
             chunk = items[lo:lo + MAX_ARRAY]
-            array = self._array(len(chunk), throttle)
+            array = self._array(len(chunk), throttle, cluster)
             for index, (task, number, res, params) in enumerate(chunk):
-                job = Job(f"{array.id}_{index}", array, task, number, f"t{task}a{number}", res, self.now)
+                job = Job(f"{prefix}{array.id}_{index}", array, task, number, f"t{task}a{number}", res, self.now)
                 job.params = params
                 job.params_changed = bool(params)
                 job.held = self.paused
@@ -197,8 +212,9 @@ class Engine:
         self._views.pop(job.task, None)
         if job.task == PACK:
             return
-        if job.task < 0:  # a preempting job of someone else: it holds the node for its while
-            self._push(self.now + int(self.setup.workload.preemptor_min * 60), END, job, job.starts)
+        if job.task < 0:  # another user's job (a preemptor, or the busy cluster's queue): it holds the node
+            held_s = BACKGROUND_S if job.task == BACKGROUND else int(self.setup.workload.preemptor_min * 60)
+            self._push(self.now + held_s, END, job, job.starts)
             return
         lemon = node in self.setup.lemons
         hz = hazards(self.setup.workload, self.setup.seed, job.task, job.attempt, job.starts,
@@ -318,7 +334,7 @@ class Engine:
         return self._arrays
 
     def _apply(self, plan: TickPlan) -> bool:
-        retries: list[tuple[int, int, Resources, dict[str, Scalar]]] = []
+        retries: list[Item] = []
         acted = False
         for d in plan.decisions:
             if d.mode != "enforce" or d.gate:
@@ -335,7 +351,7 @@ class Engine:
             self._submit(retries, plan.retry_parallel)
         return acted
 
-    def _carry_out(self, d: Decision, retries: list[tuple[int, int, Resources, dict[str, Scalar]]]) -> bool:
+    def _carry_out(self, d: Decision, retries: list[Item]) -> bool:
         task = d.task_index
         if isinstance(asked := d.typed, Ask) and self.setup.search:  # a trial's first attempt
             retries.append((task, 1, d.resources or self.setup.resources, {**self.setup.search.fixed, **{
@@ -354,6 +370,8 @@ class Engine:
                 chosen = p.task_params if isinstance(p, Resubmit) else None
                 carried = dict(latest.params) if chosen is None else {
                     k: v for k, v in chosen.items() if isinstance(v, SCALAR_TYPES)}
+                if isinstance(p, Resubmit) and p.cluster:  # a move's replacement
+                    self._to[task] = p.cluster
                 retries.append((task, latest.attempt + 1, d.resources or latest.res, carried))
             return True
         job = self.active.get(d.attempt_token)
@@ -382,12 +400,26 @@ class Engine:
         job.state, job.end_at = "CANCELLED", self.now
         self.active.pop(job.token, None)
         self.requests.cancel_requested.add(job.token)
-        self.requests.moves[job.task] += 1
         p = d.typed
+        moves = self.requests.cluster_moves if isinstance(p, Cancel) and p.to_cluster else self.requests.moves
+        moves[job.task] += 1
         if isinstance(p, Cancel) and p.replacement is not None:
-            self.requests.replacements[job.token] = Replacement(d.rule, p.replacement, d.reason, p.only_if)
+            self.requests.replacements[job.token] = Replacement(d.rule, p.replacement, d.reason, p.only_if,
+                                                                cluster=p.to_cluster)
         self.unanswered.add(job.task)
         self._views.pop(job.task, None)
+
+    # --- several clusters (core/sim/clusters.py) ---------------------------------------------------
+
+    def _background(self) -> None:
+        array = self._array(self.setup.busy_jobs, None, self.setup.clusters[0])
+        add_background(array, self.setup.busy_jobs, replace(self.setup.resources, time_min=BACKGROUND_S // 60))
+        self.queue.add_array(array)
+
+    def _placed(self, items: list[Item]) -> dict[str, list[Item]]:
+        return placed(items, self.setup.clusters, self.setup.placement, self._to,
+                      lambda task: self.jobs[task][-1].array.partition if self.jobs[task] else None,
+                      lambda: predictions(self.queue, self.setup.clusters, self.now, self.setup.resources, self.at))
 
     def _throttle(self, array_id: str, value: int | None) -> None:
         for array in self.queue.arrays:

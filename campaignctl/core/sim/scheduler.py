@@ -74,7 +74,7 @@ class Job:
         self.cause: str | None = None  # named by the program's output (gpu_out_of_memory)
         self.params: dict[str, Scalar] = {}
         self.params_changed = False
-        self.key: Shape = (None, 0, 0, 0, None, None, 0)  # its shape while pending (set by Array.add)
+        self.key: Shape = (None, "", 0, 0, 0, None, None, 0)  # its shape while pending (set by Array.add)
         # a pack (core/sim/packs.py): the element the queue runs holds `members`, one per task,
         # each with its `host` and its `share` of the host's allocation
         self.members: list[Job] | None = None
@@ -115,14 +115,15 @@ class Array:
         self.add(job)
 
 
-# pinned node, cpus, mem_mb, gpus, gpu_type, exclude, time_min
-Shape = tuple[int | None, int, int, int, str | None, str | None, int]
+# pinned node, partition, cpus, mem_mb, gpus, gpu_type, exclude, time_min
+Shape = tuple[int | None, str, int, int, int, str | None, str | None, int]
 
 
 def shape(job: Job) -> Shape:
-    """What decides where a job fits and whether it may backfill: its request and time limit."""
+    """What decides where a job fits and whether it may backfill: its nodes (pinned, its partition's),
+    its request and time limit."""
     r = job.res
-    return (job.pinned, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude, r.time_min)
+    return (job.pinned, job.array.partition, r.cpus_per_task, r.mem_mb, r.gpus, r.gpu_type, r.exclude, r.time_min)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,9 @@ class Setup:
     pack: PackShape | None = None  # first attempts packed so (core/sim/packs.py)
     search: SearchSpec | None = None  # a search: nothing submitted at the start, its ticks ask for trials
     lemons: frozenset[int] = frozenset()  # indexes of lemon nodes (GPU errors, slowness: workload lemon_*)
+    clusters: tuple[str, ...] = ()  # several clusters (core/sim/clusters.py): their names; () one
+    placement: str = ""  # with clusters: one-cluster, placed or placed+moves (core/sim/clusters.MODES)
+    busy_jobs: int = 0  # other users' one-hour jobs queued on the first cluster before the campaign
 
 
 def attempt_view(job: Job, now: int, at: Callable[[int], datetime], node_names: Sequence[str],

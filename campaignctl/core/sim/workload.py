@@ -41,6 +41,7 @@ SYNTHETIC_KEYS: Mapping[str, tuple[float, str]] = {
     "lemons": (0, "number of lemon nodes: GPU hardware errors and slowness (0: none)"),
     "lemon_fail": (0.9, "chance an attempt on a lemon ends in a GPU hardware error (an Xid)"),
     "lemon_slow": (1.0, "how many times slower a lemon runs an attempt (1: not slower)"),
+    "busy": (0, "with --clusters: hours other users' queue keeps the first cluster full before the campaign"),
 }
 
 
@@ -54,7 +55,7 @@ MAX_TASKS = 500_000  # a simulation holds every task's truth and attempts in mem
 # the largest value of each unbounded key: an hour-long mean is 60, a 64 TiB mean 6.7e7 MB
 MAX_VALUE = {"tasks": MAX_TASKS, "mem_mean": 64 * 2**20, "mem_sd": 64 * 2**20, "dur_mean": 525_600,
              "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600,
-             "gpu_util": 100, "cpu_util": 100_000, "lemons": 100_000, "lemon_slow": 100}
+             "gpu_util": 100, "cpu_util": 100_000, "lemons": 100_000, "lemon_slow": 100, "busy": 8760}
 
 
 class WorkloadError(ValueError):
@@ -85,6 +86,7 @@ class Synthetic:
     lemons: float = 0
     lemon_fail: float = 0.9
     lemon_slow: float = 1.0
+    busy: float = 0
 
 
 @dataclass(frozen=True, slots=True)
