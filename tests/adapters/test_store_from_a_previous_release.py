@@ -2,11 +2,12 @@
 migrations: the decision log's rows (their params as that release wrote them) decode, every
 recorded decision the tick makes is reproduced by `policy replay`, and both hash chains verify.
 
-The stores are tests/fixtures/stores/v2026-11-27.sql and v2026-11-29.sql, recorded by
-tests/fixtures/stores/record_store.py at the commits it names (four campaigns run against the fake
-Slurm: cause rules with grouped sibling resizes, a budget hold and a forced release, an early stop,
-rung promotions): the release before the typed decision vocabulary, and the one before decisions
-were typed on write, whose logs begin with each campaign's `start`."""
+The stores are tests/fixtures/stores/v2026-11-27.sql, v2026-11-29.sql and v2026-11-30.sql, recorded
+by tests/fixtures/stores/record_store.py at the commits it names (four campaigns run against the
+fake Slurm: cause rules with grouped sibling resizes, a budget hold and a forced release, an early
+stop, rung promotions): the release before the typed decision vocabulary, the one before decisions
+were typed on write, whose logs begin with each campaign's `start`, and the one before several
+clusters (its submissions have no cluster: each is the one SLURM_CONF names)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ LOGGED = {
 
 # the release of 2026-11-29 started each campaign's first array by a decision of its tick
 STARTED = {name: [("start", "start"), *logged] for name, logged in LOGGED.items()}
-RELEASES = {"v2026-11-27": LOGGED, "v2026-11-29": STARTED}
+RELEASES = {"v2026-11-27": LOGGED, "v2026-11-29": STARTED, "v2026-11-30": STARTED}
 
 
 @pytest.fixture(params=sorted(RELEASES))

@@ -219,6 +219,19 @@ telemetry: {interval: 0}
     assert sum(1 for calls in ticks.calls if any(c.startswith("sacct") for c in calls)) >= 2
     assert {("start", "start"), ("move", "cancel"), ("move", "resubmit")} <= replays_exactly("two")
     proc.run(["scancel", "-M", other[0], other[1]])
+    # the screens: where each task ran, and what each cluster spent
+    shown = json.loads(subprocess.run([sys.executable, "-m", "campaignctl", "status", "two", "--json"],
+                                      capture_output=True, text=True, check=True, cwd=REPO).stdout)["data"]
+    where = Counter(t["cluster"] for t in shown["tasks"])
+    assert where == Counter({"lab2": 99 + len(cancels), "lab": 101 - len(cancels)})  # each move: its task on lab2
+    spent = shown["spend"]["by_cluster"]
+    assert set(spent) == {"lab", "lab2"} and spent["lab2"]["cpu_hours"] > 0
+    table = subprocess.run([sys.executable, "-m", "campaignctl", "status", "two"], capture_output=True, text=True,
+                           check=True, cwd=REPO, env={**os.environ, "COLUMNS": "120"}).stdout
+    assert " cluster " in table and " lab2 " in table and "lab2:" in table  # a line of what lab2 spent
+    subprocess.run([sys.executable, "-m", "campaignctl", "report", "two", "--out", str(tmp_path / "report")],
+                   check=True, capture_output=True, cwd=REPO)
+    assert "Spend by cluster" in (tmp_path / "report" / "index.html").read_text()
 
 
 def test_a_cluster_whose_slurmctld_is_down_has_its_tasks_unknown_and_nothing_runs_twice(
