@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.node_marks import insert_marks
+from campaignctl.adapters.node_marks import Marks, insert_marks
 from campaignctl.adapters.store_engine import CHAIN_LOCK_KEY, driver_sql, inserted_id, utc_now, write_lock
 from campaignctl.adapters.store_schema import attempts, campaigns, decision_outcomes, decisions, submissions, ticks
 from campaignctl.adapters.submission_rows import insert_submission
@@ -81,10 +81,10 @@ class DecisionLog:
 
     def write_intents(self, tick_id: int, campaign_id: int, policy: Policy,
                       planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
-                      revision: int, marks: tuple[str, str] | None = None) -> list[int]:
+                      revision: int, marks: Marks | None = None) -> list[int]:
         """In ONE transaction: every decision of the tick, the submission intent rows of the
         resubmissions, the outcome of decisions that need no Slurm call (effect RECORD) and, given
-        `marks` (cluster, user), the node ledger's rows of its node evidence. A crash after this
+        `marks` (each decision's cluster, user), the node ledger's rows of its node evidence. A crash after this
         commit is finished by the next tick; before it, nothing happened at all."""
         now = utc_now()
         label, digest = policy.label, policy.digest  # the digest hashes the whole policy: once
@@ -103,7 +103,7 @@ class DecisionLog:
 
     def _write_intents(self, tick_id: int, campaign_id: int, label: str, digest: str,
                        planned: Sequence[tuple[Decision, str]], intents: Sequence[SubmissionIntent],
-                       revision: int, now: str, marks: tuple[str, str] | None = None) -> list[int]:
+                       revision: int, now: str, marks: Marks | None = None) -> list[int]:
         rows, where = collapse(planned)  # pending tasks resized alike share a row (core/decisions/decision_rows.py)
         with self.engine.begin() as conn:
             write_lock(conn, CHAIN_LOCK_KEY)

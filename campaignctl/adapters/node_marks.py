@@ -4,7 +4,7 @@ campaign's tick on the same cluster, whoever's it is (a team on one PostgreSQL s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -15,27 +15,37 @@ from campaignctl.core.base.clock import read_time
 from campaignctl.core.decisions.action_records import ClearNode, NodeSuspect
 from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.nodes.ledger import CLEARED, FORGIVEN, PROBE, NodeMark, probing_of
+from campaignctl.core.slurm import job_ref
 
+Marks = tuple[Callable[[Decision], str], str]  # the cluster of each decision's attempt, and the user
 HORIZON = timedelta(days=60)  # marks older than this weigh nothing at any sane half-life: not read
 
 
-def insert_marks(conn: sa.Connection, cluster: str, user: str, campaign_id: int,
+def insert_marks(conn: sa.Connection, cluster: Callable[[Decision], str], user: str, campaign_id: int,
                  decided: Sequence[tuple[int, Decision]], at: str) -> None:
     """The ledger rows of the enforced `suspect_node` and `clear_node` decisions among `decided`
-    (decision id, decision)."""
+    (decision id, decision), each under the cluster its attempt ran on (`cluster`)."""
     rows = []
     for decision_id, d in decided:
-        rows += [(node, PROBE, 0.0, decision_id, f"probe: task {d.task_index} ({d.action})") for node in probing_of(d)]
+        rows += [(cluster(d), node, PROBE, 0.0, decision_id, f"probe: task {d.task_index} ({d.action})")
+                 for node in probing_of(d)]
         match d.typed:
             case NodeSuspect(node=node, kind=kind, weight=weight) if node:
-                rows.append((node, kind, weight, decision_id, d.reason))
+                rows.append((cluster(d), node, kind, weight, decision_id, d.reason))
             case ClearNode(node=node) if node:
-                rows.append((node, CLEARED, 0.0, decision_id, d.reason))
+                rows.append((cluster(d), node, CLEARED, 0.0, decision_id, d.reason))
     if rows:
         conn.execute(node_marks.insert(), [
-            {"cluster": cluster, "node": node, "at": at, "kind": kind, "weight": weight, "campaign_id": campaign_id,
+            {"cluster": on, "node": node, "at": at, "kind": kind, "weight": weight, "campaign_id": campaign_id,
              "decision_id": decision_id, "user_name": user, "reason": reason}
-            for node, kind, weight, decision_id, reason in rows])
+            for on, node, kind, weight, decision_id, reason in rows])
+
+
+def attempt_cluster(array_job_of: Mapping[str, str | None], default: str) -> Callable[[Decision], str]:
+    """The cluster a decision's attempt ran on: its job id's qualifier (core/slurm/job_ref.py), else
+    `default`, the cluster SLURM_CONF names."""
+    return lambda d: job_ref.cluster_of(str(d.inputs.get("job_id") or array_job_of.get(d.attempt_token) or "")
+                                        ) or default
 
 
 class NodeMarks:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.node_marks import attempt_cluster
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import SlurmUnavailableError
 from campaignctl.core.decisions.action_records import (
@@ -118,7 +119,8 @@ class Actor:
         marking = any(isinstance(d.typed, (NodeSuspect, ClearNode)) or probing_of(d) for d in acting)
         ids = self.log.write_intents(self.tick_id, self.record.id, self.policy, planned,
                                      self._intents(plan), self.record.current_revision,
-                                     (slurm.cluster_name(), identity.user_name()) if marking else None)
+                                     (attempt_cluster(array_job_of, slurm.cluster_name()), identity.user_name())
+                                     if marking else None)
         faults.crash_point("after_decisions")
         # where each decision (by its ref) meets the log row written for it
         row = {d.ref: i for (d, _), i in zip(planned, ids, strict=True)}
