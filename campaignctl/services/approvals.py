@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from campaignctl.adapters import identity, slurm
+from campaignctl.adapters import identity
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import ConflictError, NotFoundError
 from campaignctl.core.decisions.action_records import Verdict, array_of, resources_of
 from campaignctl.core.decisions.decision import Decision
 from campaignctl.services.act import Actor
-from campaignctl.services.campaigns import current_policy, find_campaign
+from campaignctl.services.campaigns import current_policy, find_campaign, queue_of
 from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
@@ -65,7 +65,7 @@ def _verdict(decision_id: int, verdict: str, reason: str) -> VerdictResult:
     with manual_tick(store, record, f"{verdict} #{decision_id}") as (log, tick_id, leased):
         _still_awaiting(log, record.id, entry)  # two people's verdicts at once: the second finds it answered
         policy, _ = current_policy(store, record)
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
+        actor = Actor(store, log, record, policy, tick_id, queue_of(store, record), leased)
         what = f"{entry.rule} → {entry.action} for task {entry.task_index}"
         why = f"decision #{decision_id} ({what}) {verdict}d by {who}" + (f": {reason}" if reason else ".")
         record_decision = Decision(entry.task_index, entry.attempt_token, "approval", verdict, why,

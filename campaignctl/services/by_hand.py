@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from campaignctl.adapters import identity, slurm
+from campaignctl.adapters import identity
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import ConflictError
 from campaignctl.core.decisions.by_hand import CANCELLED, CANCELLING, Skipped, cancel_decisions, retry_decisions
@@ -26,7 +26,7 @@ from campaignctl.core.tick.budget import assess
 from campaignctl.core.tick.tick import gate_needs
 from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.act import Actor, abandon_unsent
-from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.campaigns import find_campaign, queue_of
 from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
@@ -68,7 +68,7 @@ def cancel(name: str, tasks: Sequence[int] | None = None, reason: str = "") -> B
         # given up above, by hand, so no tick reads them as refused by Slurm)
         abandoned = abandon_unsent(store, record) if tasks is None else []
         policy, _ = gather(store, log, record, views, history, {})
-        outcomes = _act(Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased), decisions)
+        outcomes = _act(Actor(store, log, record, policy, tick_id, queue_of(store, record), leased), decisions)
         if tasks is None:
             store.set_campaign_state(record.id, CANCELLING if any(d.action == "stop" for d in decisions)
                                      else CANCELLED)
@@ -84,7 +84,7 @@ def _unstopped(store: Store, record: CampaignRecord) -> bool:
     decisions, _ = cancel_decisions(views, [v.index for v in views], "", "", whole=True)
     if any(d.action != "stop" for d in decisions):
         return True
-    mine = {q.array_job_id for q in slurm.own_queued_jobs()} if decisions else set()
+    mine = {q.array_job_id for q in queue_of(store, record)()} if decisions else set()
     return any(str(d.inputs.get("job_id") or "").partition("_")[0] in mine for d in decisions)
 
 
@@ -104,11 +104,11 @@ def retry(name: str, tasks: Sequence[int] | None = None, states: Sequence[str] |
         if not chosen:
             raise ConflictError(f"no task of campaign {name!r} matches", _states_hint(latest))
         policy, snapshot = gather(store, log, record, views, history, {})
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
+        actor = Actor(store, log, record, policy, tick_id, queue_of(store, record), leased)
         resources = {t: actor.spec.resources_of(t) for t in chosen}
         decisions, skipped = retry_decisions(views, chosen, resources, who, reason)
         if decisions and not force:
-            snapshot = fill(store, record, snapshot, gate_needs(snapshot), slurm.own_queued_jobs)
+            snapshot = fill(store, record, snapshot, gate_needs(snapshot), queue_of(store, record))
             assessment = assess(snapshot.settings.budget, campaign_spend(snapshot.usage, policy.prices))
             if assessment.exhausted:
                 raise ConflictError(f"campaign {name!r} has spent its budget: "

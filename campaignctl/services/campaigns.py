@@ -3,9 +3,11 @@ revision's policy and typed settings, and how far its ladder has promoted."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 
+from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import NotFoundError
@@ -52,3 +54,12 @@ def unstarted_labels(log: DecisionLog, campaign_id: int, settings: CampaignSetti
         return lambda _task: None
     decided = set(promotions(log, campaign_id))
     return lambda task: unstarted_label(task, settings, decided)
+
+
+def queue_of(store: Store, record: CampaignRecord) -> Callable[[], list[slurm.QueuedJob]]:
+    """This user's queued jobs where the campaign's may be, listed once when first asked: one
+    `squeue -M` over its `clusters:` and the cluster SLURM_CONF names, or `squeue --me` without."""
+    named = [c.name for c in current_policy(store, record)[1].clusters]
+    if not named:
+        return slurm.own_queued_jobs
+    return functools.cache(lambda: slurm.queued_on(sorted({*named, slurm.cluster_name()}))[0])

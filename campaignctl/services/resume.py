@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from campaignctl.adapters import slurm
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import ConflictError
 from campaignctl.core.decisions.action_records import Release
@@ -20,7 +19,7 @@ from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, Assessme
 from campaignctl.core.tick.tick import Gate, gate_needs, promotion_gate
 from campaignctl.core.usage.cost import campaign_spend
 from campaignctl.services.act import Actor
-from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.campaigns import find_campaign, queue_of
 from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
@@ -52,7 +51,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
         history = store.history(record.id, done_tasks=False)
         views = task_views(history, log.decided_tokens(record.id))
         policy, snapshot = gather(store, log, record, views, history, {})
-        snapshot = fill(store, record, snapshot, gate_needs(snapshot), slurm.own_queued_jobs)
+        snapshot = fill(store, record, snapshot, gate_needs(snapshot), queue_of(store, record))
         budget = snapshot.settings.budget
         assessment = assess(budget, campaign_spend(snapshot.usage, policy.prices))
         if assessment.exhausted and not force:
@@ -77,7 +76,7 @@ def resume(name: str, force: bool = False, reason: str = "") -> ResumeResult:
                              **_gate_inputs(gate)},
                             Release(arrays={a: tuple(i) for a, i in arrays.items()},
                                     limits=budget.limits() if assessment.exhausted else {}))
-        actor = Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased)
+        actor = Actor(store, log, record, policy, tick_id, queue_of(store, record), leased)
         (outcome,) = actor.act([decision], {}, new_token, None).in_order(("pending", None))
         entry = log.entries(record.id, actions=("release",))[-1]
         return ResumeResult(name, store.campaign_state(record.id), arrays, outcome[0], entry.error,

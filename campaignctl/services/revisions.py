@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from campaignctl.adapters import identity, slurm
+from campaignctl.adapters import identity
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.policy_source import load_policy
 from campaignctl.adapters.store import Store
@@ -21,7 +21,7 @@ from campaignctl.core.policy.policy import CAUSES, Policy, policy_from_dict, pol
 from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN
 from campaignctl.core.tick.tick import KNOWN_GOOD
 from campaignctl.services.act import Actor
-from campaignctl.services.campaigns import current_policy, find_campaign
+from campaignctl.services.campaigns import current_policy, find_campaign, queue_of
 from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act
@@ -186,5 +186,5 @@ def _log_campaign_decision(store: Store, record: CampaignRecord, scope: str, dec
     """A record-only decision written by hand (no Slurm call), in its own log tick."""
     with manual_tick(store, record, scope) as (log, tick_id, leased):
         policy, _ = current_policy(store, record)
-        Actor(store, log, record, policy, tick_id, slurm.own_queued_jobs, leased).act(
+        Actor(store, log, record, policy, tick_id, queue_of(store, record), leased).act(
             [decision], {}, new_token, None)

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
-from campaignctl.adapters import identity, slurm
+from campaignctl.adapters import identity
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.clock import UTC
@@ -23,7 +23,7 @@ from campaignctl.core.policy.policy import policy_from_dict
 from campaignctl.core.slurm.observe import task_views
 from campaignctl.core.tick.budget import CAMPAIGN_TASK, CAMPAIGN_TOKEN, pending_elements
 from campaignctl.services.act import Actor
-from campaignctl.services.campaigns import find_campaign
+from campaignctl.services.campaigns import find_campaign, queue_of
 from campaignctl.services.dispatch import new_token
 from campaignctl.services.manual import manual_tick
 from campaignctl.services.ownership import require_may_act, require_owner_for_share_change
@@ -80,7 +80,7 @@ def rollback(name: str, to: int | None = None, dry_run: bool = False, reason: st
                                 {"from_revision": record.current_revision, "by": identity.user_name()},
                                 MakeCurrent(revision=number, target_revision=target.number))
         policy = policy_from_dict(json.loads(target.policy_json))
-        actor = Actor(store, log, current, policy, tick_id, slurm.own_queued_jobs, leased)
+        actor = Actor(store, log, current, policy, tick_id, queue_of(store, current), leased)
         array_of = {a.token: a.array_job_id for v in views for a in v.attempts}
         actor.act([made_current], {}, lambda: "", None)  # first in the log: what the steps below serve
         outcomes = actor.act(steps, array_of, new_token, None)
