@@ -29,15 +29,12 @@ from pathlib import Path
 import pytest
 
 from campaignctl.adapters import proc
-from campaignctl.adapters.history_store import HistoryStore
 from campaignctl.adapters.store import Store
-from campaignctl.core.governance.replay import actual_decisions, replay
-from campaignctl.core.governance.replay_compare import compare
 from campaignctl.core.model.sacct_values import certain_indices
 from campaignctl.core.slurm import job_ref
-from campaignctl.services.campaigns import current_policy
 from tests.conftest import write_spec
 from tests.cron_path import CRON_PATH
+from tests.integration.test_node_ledger_real import replayed
 from tests.integration.test_reconcile_real import wait_for
 from tests.integration.test_top_real import counting_shims
 
@@ -156,18 +153,6 @@ def ran_once_each(name: str) -> dict[str, Counter[str]]:
     return ran
 
 
-def replays_exactly(name: str) -> set[tuple[str, str]]:
-    store = Store.open()
-    record = store.campaign(name)
-    assert record is not None
-    history = HistoryStore(store.engine).campaign_history(record)
-    policy = current_policy(store, record)[0]
-    actual = actual_decisions(history)
-    comparison = compare(actual, replay(history, policy), policy.prices, lambda _d: None, {})
-    assert comparison.differences == () and comparison.reproduced == len(actual), comparison.differences
-    return {(d.rule, d.action) for d in actual}
-
-
 def test_pending_work_moves_off_a_drained_cluster_and_every_task_runs_once(
         slurm_conf: str, lab2: Path, drained_lab: list[str], state_home: Path, tmp_path: Path) -> None:
     ticks = Ticks(tmp_path, slurm_conf)
@@ -217,7 +202,7 @@ telemetry: {interval: 0}
         assert all(c.startswith(("squeue -M lab,lab2 ", "sacct -M lab,lab2 ", "sacct -M lab2 ")) for c in calls
                    if c.split()[0] in ("sacct", "squeue") and c.split()[1:] != ["--version"]), calls
     assert sum(1 for calls in ticks.calls if any(c.startswith("sacct") for c in calls)) >= 2
-    assert {("start", "start"), ("move", "cancel"), ("move", "resubmit")} <= replays_exactly("two")
+    assert {("start", "start"), ("move", "cancel"), ("move", "resubmit")} <= replayed("two")
     proc.run(["scancel", "-M", other[0], other[1]])
     # the screens: where each task ran, and what each cluster spent
     shown = json.loads(subprocess.run([sys.executable, "-m", "campaignctl", "status", "two", "--json"],
