@@ -68,10 +68,9 @@ def test_a_hanging_endpoint_never_holds_back_the_ticks_decisions_and_is_tried_ag
     with webhook([HANG, 200]) as hook:
         campaign(tmp_path, f"{{webhook: '{hook.url}', timeout: 2s, on: [give_up], retries: 3}}")
         give_up_task_1(fake_slurm)
-        started = time.monotonic()
         code, out, _ = run_main(monkeypatch, capsys, "reconcile", "nt")
-        took = time.monotonic() - started
-        assert code == 0 and took < 4.5, took  # the 2.5 s budget, not 4 tries × 2 s
+        # the 2.5 s budget holds one try of 2 s, not 4 tries × 2 s (a timing here failed under CI's load)
+        assert code == 0 and hook.answered == 1
         with Store.open().engine.connect() as conn:
             assert conn.execute(sa.select(ticks.c.status)).scalars().all() == ["ok", "ok"]  # written before sending
         assert "give_up" in out and "notify: 0 sent, 0 failed, 1 left for the next tick" in out
