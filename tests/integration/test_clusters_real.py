@@ -2,11 +2,11 @@
 both Slurms. Ticks run from a cron-like environment (`env -i`, the crontab's PATH) through
 counting shims in front of every Slurm client:
 
-- 200 tasks, `clusters: [lab, lab2]`: its two arrays are placed one on each (the clusters tie, idle),
-  with the SAME job id on both (lab2's counter set to lab's with FirstJobId); lab's nodes are
-  drained while most of its array waits; its pending elements move to lab2 (a `move` cancel, then
-  a resubmission there); every task completes exactly once (sacct of both clusters), each task's
-  attempts read their own cluster's records (job N of lab and job N of lab2 never mix), each tick
+- 200 tasks, `clusters: [lab, lab2]`: its two arrays are placed one on each (the clusters tie, idle);
+  lab's nodes are drained while most of its array waits; a held job of ours on lab has the SAME
+  job id as lab2's array (both counters moved there with FirstJobId before the campaign); lab's
+  pending elements move to lab2 (a `move` cancel, then a resubmission there); every task
+  completes exactly once (sacct of both clusters), each task's attempts read their own cluster's records (job N of lab and job N of lab2 never mix), each tick
   runs one `sacct -M` and one `squeue -M` for both, and `policy replay` reproduces every
   placement and move;
 - lab's slurmctld stopped mid-campaign: its running tasks are UNKNOWN (not failed, not
@@ -99,20 +99,32 @@ def latest_states(name: str) -> dict[int, str]:
     return {r.task_index: r.state for r in store.history(cid)}
 
 
-def colliding_job(cluster: str, conf: Path, job_id: str, array: str) -> str:
-    """A held array of ours on `cluster` whose job id is `job_id`, another cluster's: its counter set
-    there (FirstJobId, then `scontrol -M <cluster> reconfigure`; the file is put back at once, the
-    counter stays: slurmctld only moves it forward). Held, it never runs."""
+def next_job_id(cluster: str) -> int:
+    probe = proc.run(["sbatch", "-M", cluster, "--parsable", "--hold", "--wrap", "true"]).stdout
+    job = probe.strip().split(";")[0]
+    proc.run(["scancel", "-M", cluster, job])
+    return int(job) + 1
+
+
+def move_counter(cluster: str, conf: Path, to: int) -> None:
+    """`cluster`'s next job id moved forward to `to` (FirstJobId, then `scontrol -M <cluster>
+    reconfigure`; the file is put back at once, the counter stays: slurmctld only moves it forward).
+    Only while no job starts there: a step launched during the reconfigure failed with 127 (22.05)."""
     text = conf.read_text()
-    conf.write_text(text + f"FirstJobId={job_id}\n")
+    conf.write_text(text + f"FirstJobId={to}\n")
     try:
         proc.run(["scontrol", "-M", cluster, "reconfigure"])
     finally:
         conf.write_text(text)
-    made = proc.run(["sbatch", "-M", cluster, "--parsable", "--hold", f"--array={array}", "-J", "not-ours",
-                     "--wrap", "exit 3"]).stdout.strip().split(";")[0]
-    assert made == job_id, (cluster, made, job_id)
-    return made
+
+
+def held_on_lab(first: int, count: int) -> list[str]:
+    """`count` held arrays of ours on lab with job ids `first`… (lab's counter moved there first):
+    lab2's array, submitted next with lab2's counter at `first`, takes one of these ids. Held,
+    they never run. Made while both clusters are idle: a reconfigure while a step starts failed it
+    with 127, and while jobs run on 22.05 ended them NODE_FAIL."""
+    return [proc.run(["sbatch", "-M", "lab", "--parsable", "--hold", "--array=0-98", "-J", "not-ours",
+                      "--wrap", "exit 3"]).stdout.strip().split(";")[0] for _ in range(count)]
 
 
 def idle_clusters() -> None:
@@ -157,6 +169,11 @@ def test_pending_work_moves_off_a_drained_cluster_and_every_task_runs_once(
         slurm_conf: str, lab2: Path, drained_lab: list[str], state_home: Path, tmp_path: Path) -> None:
     ticks = Ticks(tmp_path, slurm_conf)
     idle_clusters()  # placement compares the clusters' queues: ours must not weigh on either
+    # job ids lab has taken, and lab2 will take next: its array's is one of them
+    first = max(next_job_id("lab"), next_job_id("lab2")) + 500
+    move_counter("lab", Path(slurm_conf), first)
+    held = held_on_lab(first, 6)
+    move_counter("lab2", lab2, first)
     submitted = subprocess.run([sys.executable, "-m", "campaignctl", "submit", "--json", str(write_spec(tmp_path, """\
 name: two
 command: [python3, -c, "import time; time.sleep(0.5)"]
@@ -172,12 +189,9 @@ telemetry: {interval: 0}
     assert [(c["first_task"], c["last_task"]) for c in chunks] == [(0, 100), (101, 199)]
     lab_id, lab2_id = (c["job_id"] for c in chunks)
     assert job_ref.cluster_of(lab_id) == "" and job_ref.cluster_of(lab2_id) == "lab2", chunks
-    # a held job of the same id (and indices) on the other cluster, PENDING for ever: read as the
-    # campaign's, its elements would never complete
-    if int(job_ref.plain(lab2_id)) < int(lab_id):
-        other = ("lab2", colliding_job("lab2", lab2, lab_id, "0-100"))
-    else:
-        other = ("lab", colliding_job("lab", Path(slurm_conf), job_ref.plain(lab2_id), "0-98"))
+    # a held job of ours with the same id (and indices) on lab, PENDING for ever: read as the
+    # campaign's, lab2's elements would never complete
+    assert job_ref.plain(lab2_id) in held, (lab2_id, held)
 
     wait_for("every task to complete", lambda: (ticks("two"), set(latest_states("two").values()) == {"COMPLETED"})[1],
              600)
@@ -203,7 +217,7 @@ telemetry: {interval: 0}
                    if c.split()[0] in ("sacct", "squeue") and c.split()[1:] != ["--version"]), calls
     assert sum(1 for calls in ticks.calls if any(c.startswith("sacct") for c in calls)) >= 2
     assert {("start", "start"), ("move", "cancel"), ("move", "resubmit")} <= replayed("two")
-    proc.run(["scancel", "-M", other[0], other[1]])
+    proc.run(["scancel", "-M", "lab", *held])
     # the screens: where each task ran, and what each cluster spent
     shown = json.loads(subprocess.run([sys.executable, "-m", "campaignctl", "status", "two", "--json"],
                                       capture_output=True, text=True, check=True, cwd=REPO).stdout)["data"]
