@@ -6,9 +6,9 @@ counting shims in front of every Slurm client:
   lab's nodes are drained while most of its array waits; a held job of ours on lab has the SAME
   job id as lab2's array (both counters moved there with FirstJobId before the campaign); lab's
   pending elements move to lab2 (a `move` cancel, then a resubmission there); every task
-  completes exactly once (sacct of both clusters), each task's attempts read their own cluster's records (job N of lab and job N of lab2 never mix), each tick
-  runs one `sacct -M` and one `squeue -M` for both, and `policy replay` reproduces every
-  placement and move;
+  completes exactly once (sacct of both clusters), each task's attempts read their own cluster's
+  records (job N of lab and job N of lab2 never mix), each tick runs one `sacct -M` and one
+  `squeue -M` for both, and `policy replay` reproduces every placement and move;
 - lab's slurmctld stopped mid-campaign: its running tasks are UNKNOWN (not failed, not
   resubmitted), a campaign submitted meanwhile goes to lab2, and when lab's slurmctld returns its
   tasks end as they ran, nothing duplicated."""
