@@ -108,14 +108,23 @@ def next_job_id(cluster: str) -> int:
 
 def move_counter(cluster: str, conf: Path, to: int) -> None:
     """`cluster`'s next job id moved forward to `to` (FirstJobId, then `scontrol -M <cluster>
-    reconfigure`; the file is put back at once, the counter stays: slurmctld only moves it forward).
-    Only while no job starts there: a step launched during the reconfigure failed with 127 (22.05)."""
+    reconfigure`; slurmctld only moves its counter forward, and keeps it when the line goes). The
+    file is replaced whole both ways: its slurmds re-read it on the reconfigure, and one that read
+    it while `write_text` had just truncated it died (`slurm.conf is empty`, 22.05: node DOWN, its
+    job NODE_FAIL)."""
     text = conf.read_text()
-    conf.write_text(text + f"FirstJobId={to}\n")
+    _replace(conf, text + f"FirstJobId={to}\n")
     try:
         proc.run(["scontrol", "-M", cluster, "reconfigure"])
     finally:
-        conf.write_text(text)
+        _replace(conf, text)
+
+
+def _replace(path: Path, text: str) -> None:
+    staged = path.with_name(path.name + ".staged")
+    staged.write_text(text)
+    staged.chmod(path.stat().st_mode & 0o777)
+    os.replace(staged, path)
 
 
 def held_on_lab(first: int, count: int) -> list[str]:
