@@ -39,6 +39,23 @@ def _no_outside_settings(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
         monkeypatch.setenv("XDG_STATE_HOME", NO_STATE_HOME)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist with CAMPAIGNCTL_TEST_SLURM_CONFS (scripts/test: the lab's slurm.conf and
+    lab2's), worker N runs its real-cluster tests on the N-th cluster, which it then has to itself:
+    each test still finds an idle cluster, as when one process ran them all. The clusters share
+    slurmdbd, the Unix users and the fake GPU devices, nothing a test changes (tests marked `alone`,
+    which change what both share, run after, in one process)."""
+    confs = os.environ.get("CAMPAIGNCTL_TEST_SLURM_CONFS", "").split()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not confs or not worker.startswith("gw"):
+        return
+    index = int(worker.removeprefix("gw"))
+    if index >= len(confs):
+        raise pytest.UsageError(f"xdist worker {worker} has no cluster: CAMPAIGNCTL_TEST_SLURM_CONFS names "
+                                f"{len(confs)}; run with -n {len(confs)} or fewer")
+    os.environ["SLURM_CONF"] = confs[index]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A run with CAMPAIGNCTL_TEST_STORE=postgresql runs only the tests that have a store (through
     `state_home`): the others would run exactly as in the SQLite run. Nor does it run again those

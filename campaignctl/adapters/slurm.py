@@ -134,9 +134,12 @@ def submit_limit() -> int | None:
     """This user's limit on queued jobs (every array element counts), read once per process from
     the accounting database: the association's MaxSubmit and its QOS's MaxSubmitPU, the smaller.
     None when none is set or the user may not read them (sacctmgr answers with an error or
-    nothing): then the limit is learnt from sbatch's refusal (core/slurm/site_limits.SubmitRoom)."""
+    nothing): then the limit is learnt from sbatch's refusal (core/slurm/site_limits.SubmitRoom).
+    Only this cluster's associations: `show assoc` lists every cluster of the accounting database,
+    and a limit set on another is not enforced here."""
     user = pwd.getpwuid(os.getuid()).pw_name
-    assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", "format=MaxSubmit,QOS"],
+    where = [f"user={user}"] + ([f"cluster={here}"] if (here := cluster_name()) != "default" else [])
+    assoc = proc.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", *where, "format=MaxSubmit,QOS"],
                      timeout=30, attempts=1, check=False)
     if assoc.returncode != 0:
         return None

@@ -4,7 +4,7 @@ does not answer makes of its jobs."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 from campaignctl.core.decisions.action_records import Cancel
@@ -13,6 +13,7 @@ from campaignctl.core.decisions.decision import AttemptView, TaskView
 from campaignctl.core.decisions.requests import LoggedRequest, standing_requests, with_requests
 from campaignctl.core.model.records import HistoryRow
 from campaignctl.core.model.slurm_states import State
+from campaignctl.core.nodes.ledger import Exclusion
 from campaignctl.core.placement.moves import MoveFacts, decide_moves
 from campaignctl.core.placement.placement import Prediction
 from campaignctl.core.policy.placement_section import Placement
@@ -22,6 +23,7 @@ from campaignctl.core.slurm.clusters import unheard_as_unknown
 from campaignctl.core.slurm.sacct import Observed
 from campaignctl.core.spec.clusters_spec import ClusterSpec
 from campaignctl.core.tick.decide import decide
+from tests.core.test_decide import POLICY
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ASKED = Resources(partition="batch", cpus_per_task=1)
@@ -99,3 +101,25 @@ def test_a_cluster_that_did_not_answer_makes_its_jobs_unknown_never_lost() -> No
     assert list(seen) == [("lab2:12", 3)]  # the default cluster answered: its job is read as sacct says
     obs = seen[("lab2:12", 3)]
     assert (obs.state, obs.slurm_state, obs.nodes, obs.end) == (State.UNKNOWN, "RUNNING", "nodeb1", None)
+
+
+def test_nodes_left_out_on_one_cluster_stay_out_of_its_own_work_only_and_a_move_leaves_them_behind() -> None:
+    """Node names are a cluster's own: Slurm refuses a job whose --exclude names a node it lacks."""
+    def node_fail(index: int, job_id: str, node: str) -> TaskView:
+        return TaskView(index, (AttemptView(f"t.{index}", 1, "NODE_FAIL", job_id, ASKED, slurm_state="NODE_FAIL",
+                                            nodes=node, ended_at="2026-11-30T11:00:00+00:00"),))
+    waiting = [pending(2, "40_0"), pending(3, "lab2:7_0")]
+    tasks = [node_fail(0, "lab2:5_0", "nodeb1"), node_fail(1, "31_1", "node3"), *waiting]
+    ledger = Exclusion(nodes=("node4",), why={"node4": "node4 failed 2 attempts"})
+    decided = decide(tasks, replace(POLICY, campaign_exclude_after=1), NOW, ledger=ledger)
+    excludes = {(d.task_index, d.action): d.resources.exclude for d in decided if d.resources}
+    assert excludes == {(0, "resubmit"): "nodeb1",  # lab2's node; the ledger (lab's) says nothing there
+                        (1, "resubmit"): "node3,node4",
+                        (2, "resize_pending"): "node3,node4", (3, "resize_pending"): "nodeb1"}
+    assert "node ledger" not in next(d.reason for d in decided if d.task_index == 0)
+    # moved to lab2, an element pending on lab with lab's nodes left out asks for what the spec asks
+    left_out = pending(0, "12_0", replace(ASKED, exclude="node3,node4"))
+    [move] = decide_moves([left_out], facts({"12_0": ("N/A", "ReqNodeNotAvail")}), Placement(), NOW, {}, set())
+    assert move.resources is not None and move.resources.exclude is None and move.resources.partition == "gpu"
+    assert move.inputs["asked"] == {"partition": "batch", "gpu_type": None, "account": None, "qos": None,
+                                    "constraint": None, "exclude": None}

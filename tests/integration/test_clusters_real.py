@@ -38,7 +38,7 @@ from tests.integration.test_node_ledger_real import replayed
 from tests.integration.test_reconcile_real import wait_for
 from tests.integration.test_top_real import counting_shims
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.alone]
 REPO = Path(__file__).resolve().parent.parent.parent
 
 

@@ -39,6 +39,9 @@ RULE = "move"
 # squeue reasons of an element no node of its partition can take now: no start will be estimated
 NEVER = ("ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "PartitionNodeLimit", "PartitionConfig",
          "Nodes required for job are DOWN", "BadConstraints")
+# what a move takes from the spec's own request: what each cluster may name its own way, and the
+# nodes to leave out (a pending element's are its cluster's)
+ASKED = (*CLUSTER_KEYS[1:], "exclude")
 # an element waiting for something another cluster does not change
 WAITS_FOR_US = ("JobHeld", "Dependency", "BeginTime", "JobArrayTaskLimit", "DependencyNeverSatisfied")
 
@@ -91,7 +94,9 @@ def decide_moves(views: Sequence[TaskView], facts: MoveFacts, section: Placement
         gain = read_time(start).timestamp() - at.timestamp() if start else math.inf
         if gain < section.move_margin_s or gain < section.move_fraction * wait:
             continue
-        new = specs[to].resources(_unnamed(latest.resources, specs[here], facts.base))
+        # the nodes it left out are `here`'s (a retry's, the ledger's): on `to` it leaves out what the spec asks
+        new = replace(specs[to].resources(_unnamed(latest.resources, specs[here], facts.base)),
+                      exclude=facts.base.exclude)
         waits = f"expected to start at {start}" if start else f"not expected to start ({reason})"
         text = (f"pending on {here}, {waits}; {to} would start it at {at.isoformat()}"
                 + (f", {_minutes(gain)} sooner" if start else "") + f": cancelled while still pending and "
@@ -101,8 +106,8 @@ def decide_moves(views: Sequence[TaskView], facts: MoveFacts, section: Placement
                   "predictions": {c: p.to_evidence() for c, p in facts.predictions.items()},
                   "move_margin_s": section.move_margin_s, "move_fraction": section.move_fraction,
                   # what replay rebuilds these facts from (core/placement/replayed.py)
-                  "default_cluster": facts.default, "asked": {k: getattr(facts.base, k) for k in CLUSTER_KEYS[1:]}}
-        changes = {k: (getattr(latest.resources, k), getattr(new, k)) for k in CLUSTER_KEYS[1:]
+                  "default_cluster": facts.default, "asked": {k: getattr(facts.base, k) for k in ASKED}}
+        changes = {k: (getattr(latest.resources, k), getattr(new, k)) for k in ASKED
                    if getattr(latest.resources, k) != getattr(new, k)}
         out.append(Decision(view.index, latest.token, RULE, "cancel", text, inputs,
                             Cancel(only_if="PENDING", replacement=new, changes=changes, to_cluster=to), new))

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from campaignctl.core.decisions.recorded import RecordedDecision
-from campaignctl.core.placement.moves import MoveFacts
+from campaignctl.core.placement.moves import ASKED, MoveFacts
 from campaignctl.core.placement.placement import Prediction, prediction_from
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm import job_ref
-from campaignctl.core.spec.clusters_spec import CLUSTER_KEYS, ClusterSpec
+from campaignctl.core.spec.clusters_spec import ClusterSpec
 from campaignctl.core.tick.starts import StartFacts
 
 
@@ -35,7 +35,7 @@ def recorded_moves(moves: Sequence[RecordedDecision], clusters: tuple[ClusterSpe
     """The move facts of one tick, as far as its move decisions recorded them."""
     first = moves[0].inputs if moves else {}
     asked = first.get("asked")
-    base = Resources(**{k: v for k, v in asked.items() if k in CLUSTER_KEYS[1:]}) if isinstance(asked, dict) \
+    base = Resources(**{k: v for k, v in asked.items() if k in ASKED}) if isinstance(asked, dict) \
         else Resources()
     queued = {str(d.inputs.get("job_id")): (str(d.inputs.get("expected_start") or "N/A"),
                                             str(d.inputs.get("pending_reason", ""))) for d in moves}

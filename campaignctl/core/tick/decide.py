@@ -20,6 +20,7 @@ from campaignctl.core.policy.output_causes import GPU_OOM
 from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy, Rule
 from campaignctl.core.policy.suspects import blamed, suspect_nodes
 from campaignctl.core.resources import with_fields
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.spec.spec import Resources
 from campaignctl.core.tick.siblings import Raise, SiblingFacts, plan_raise
 
@@ -34,15 +35,17 @@ def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
     plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
     spec's acceptable GPU types, where a GPU OOM may move; `ledger`: the nodes the node ledger
     keeps new work from (a retry is one task: a node on probation may take it)."""
-    excluded = campaign_excluded_nodes(tasks, policy)
+    excluded = _ByCluster(tasks, policy)
     decisions = []
     left = ledger  # a retry is one task: the first may go where the ledger has a node on probation, no later one
     for task in tasks:
-        decision = decide_task(task, policy, now, excluded | set(left.nodes), gpu_types)
+        here = job_ref.cluster_of(task.latest.job_id or "")  # where its retry goes: core/tick/act_plan.py
+        ledger_here = left if not here else NO_EXCLUSION  # the ledger a tick reads is its own cluster's
+        decision = decide_task(task, policy, now, excluded[here] | set(ledger_here.nodes), gpu_types)
         if decision is None:
             continue
-        probing = left.probation if decision.action == "resubmit" else ()
-        decisions.append(with_ledger(decision, left, probing))
+        probing = ledger_here.probation if decision.action == "resubmit" else ()
+        decisions.append(with_ledger(decision, ledger_here, probing))
         left = left.probed() if probing else left
     resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded, ledger)
     if siblings is not None and any(d.rule in ("out_of_memory", "timeout") for d in decisions):
@@ -243,14 +246,29 @@ def _inputs(latest: AttemptView, counts: Mapping[str, int], failures: int) -> di
                           "gpus": r.gpus, "gpu_type": r.gpu_type, "exclude": r.exclude}}
 
 
-def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy) -> frozenset[str]:
-    """Nodes where `campaign_exclude_after` attempts of this campaign died of a node failure."""
+def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy, cluster: str = "") -> frozenset[str]:
+    """Nodes of `cluster` ('': the one SLURM_CONF names; core/slurm/job_ref.py) where
+    `campaign_exclude_after` attempts of this campaign died of a node failure. Node names are a
+    cluster's own: Slurm refuses a job whose --exclude names a node it does not have."""
     failures: Counter[str] = Counter()
     for task in tasks:
         for attempt in task.attempts:
-            if CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES:
+            if (CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES
+                    and job_ref.cluster_of(attempt.job_id or "") == cluster):
                 failures.update(set(suspect_nodes(attempt.nodes, attempt.cause, attempt.evidence)))
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
+
+
+class _ByCluster(dict[str, frozenset[str]]):
+    """campaign_excluded_nodes of each cluster, worked out when first asked for."""
+
+    def __init__(self, tasks: Sequence[TaskView], policy: Policy) -> None:
+        super().__init__()
+        self._tasks, self._policy = tasks, policy
+
+    def __missing__(self, cluster: str) -> frozenset[str]:
+        self[cluster] = campaign_excluded_nodes(self._tasks, self._policy, cluster)
+        return self[cluster]
 
 
 def sibling_raises(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
@@ -275,35 +293,39 @@ def sibling_raises(tasks: Sequence[TaskView], decisions: Sequence[Decision], pol
 
 def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
                             facts: SiblingFacts | None = None,
-                            excluded: frozenset[str] = frozenset(), ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
+                            excluded: Mapping[str, frozenset[str]] | None = None,
+                            ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
     """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
     tasks, before they start and waste an attempt (core/tick/siblings.py: which raises reach which
     tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
     raises (time) reach the trigger's own array."""
     raises = sibling_raises(tasks, decisions, policy, facts)
-    exclude_nodes = excluded if policy.rule("node_fail").exclude_failed_node else frozenset()
-    exclude_nodes |= set(ledger.nodes)
-    if not exclude_nodes and not any(r.mem_mb or r.time_min for _, r, _ in raises):
+    failed = excluded if excluded is not None else _ByCluster(tasks, policy)
+    pending = [t for t in tasks if t.latest.state == "PENDING" and t.latest.job_id is not None]
+    # by cluster ('': SLURM_CONF's, the only one whose ledger a tick reads): a node is its cluster's own
+    exclude_nodes = {here: (failed[here] if policy.rule("node_fail").exclude_failed_node else frozenset())
+                     | (set(ledger.nodes) if not here else frozenset())
+                     for here in {job_ref.cluster_of(t.latest.job_id or "") for t in pending}}
+    if not any(exclude_nodes.values()) and not any(r.mem_mb or r.time_min for _, r, _ in raises):
         return []
     out = []
-    # pending tasks share a few requests: each (request, raises reaching it) is planned once
-    plans: dict[tuple[Resources, tuple[int, ...]], _SiblingPlan | None] = {}
-    for task in tasks:
+    # pending tasks share a few requests: each (request, raises reaching it, cluster) is planned once
+    plans: dict[tuple[Resources, tuple[int, ...], str], _SiblingPlan | None] = {}
+    for task in pending:
         latest = task.latest
-        if latest.state != "PENDING" or latest.job_id is None:
-            continue
+        here = job_ref.cluster_of(latest.job_id or "")
         reaching = tuple(i for i, (_, r, array) in enumerate(raises)
                          if (array is None or array == latest.array_job_id) and r.group.holds(latest.params))
-        key = (latest.resources, reaching)
+        key = (latest.resources, reaching, here)
         if key not in plans:
-            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], exclude_nodes)
+            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], exclude_nodes[here])
         plan = plans[key]
         if plan is not None:
             out.append(with_ledger(Decision(
                 task.index, latest.token, plan.rule, "resize_pending", plan.reason,
                 {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
                 ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "",
-                              resources=plan.resources), plan.resources), ledger))
+                              resources=plan.resources), plan.resources), ledger if not here else NO_EXCLUSION))
     return out
 
 
