@@ -120,14 +120,16 @@ def test_a_requeueing_policy_keeps_one_job_through_preemptions() -> None:
     assert engine.tally.counts() == Counter({"completed": 1})
 
 
-def sim(policy: str, seed: int, tasks: int = 300, workload: Synthetic | None = None) -> Engine:
+def sim(policy: str, seed: int, tasks: int = 300, workload: Synthetic | None = None,
+        max_parallel: int | None = None) -> Engine:
     w = workload or parse_synthetic(f"tasks={tasks},exit=0.05,node_fail=0.05")
     res = Resources(partition="batch", gpus=1, gpu_type="a100", cpus_per_task=2, mem_mb=4000, time_min=120)
     cluster = default_cluster(res, ("a100",))
     truths = draw_truths(w, tasks, res.mem_mb, res.time_min, seed)
-    setup = Setup(cluster, res, truths, w, seed, flaky=flaky_nodes(w, len(cluster.nodes), seed))
+    setup = Setup(cluster, res, truths, w, seed, flaky=flaky_nodes(w, len(cluster.nodes), seed),
+                  max_parallel=max_parallel)
     decider = attempt_scaled_decider() if policy == "attempt-scaled" else policy_decider(
-        DEFAULT, CampaignSettings(tasks=tasks, gpu_types=("a100",)))
+        DEFAULT, CampaignSettings(tasks=tasks, gpu_types=("a100",), max_parallel=max_parallel))
     engine = Engine(setup, decider)
     engine.run()
     return engine
@@ -150,6 +152,16 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
     a, b, c = sim("default", 7, 200), sim("default", 7, 200), sim("default", 8, 200)
     assert a.tally == b.tally
     assert a.tally.outcome != c.tally.outcome or a.tally.gpu_hours != c.tally.gpu_hours
+
+
+def test_a_cap_that_never_binds_changes_nothing_and_one_that_binds_holds() -> None:
+    """The throttles read the queue's counts, not a view of every waiting task (issue 45: the
+    views made a 10,000-task run with max_parallel 19 times slower, and changed its outcome)."""
+    free, capped, tight = sim("default", 4, 300), sim("default", 4, 300, max_parallel=10_000), \
+        sim("default", 4, 300, max_parallel=8)
+    assert capped.tally == free.tally
+    assert tight.tally.makespan_s > free.tally.makespan_s and tight.tally.decisions["max_parallel → throttle"] > 0
+    assert set(tight.tally.outcome) == set(range(300))
 
 
 def test_the_default_policy_gives_up_on_a_bug_at_once_and_avoids_flaky_nodes() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from campaignctl.core.decisions.decision import AttemptView, TaskView
 from campaignctl.core.spec.spec import Resources
-from campaignctl.core.tick.throttle import plan_throttles
+from campaignctl.core.tick.throttle import loads_of, plan_throttles
 
 
 def views(*arrays: tuple[str, str]) -> list[TaskView]:
@@ -30,10 +30,12 @@ def views(*arrays: tuple[str, str]) -> list[TaskView]:
     ([("10", "CCCC")], {"10": 4}, 4, {}),                      # nothing pending: nothing to throttle
     ([("10", "RRPP")], {"10": 3}, None, {}),                   # no cap in the spec
     ([("10", "RP")], {"10": 5}, 8, {}),                        # 5 or 8 both let everything run
+    # several clusters: ids qualified (core/slurm/job_ref.py), lab2:9 running only counts against the cap
+    ([("lab2:9", "RRR"), ("10", "RP"), ("lab2:8", "PP")], {"10": 2, "lab2:8": 1}, 4, {"10": 1}),
 ])
 def test_throttles(arrays: list[tuple[str, str]], current: dict[str, int | None], cap: int | None,
                    expected: dict[str, int]) -> None:
-    decisions = plan_throttles(views(*arrays), current, cap)
+    decisions = plan_throttles(loads_of(views(*arrays)), current, cap)
     assert {str(d.params["array_job_id"]): d.params["throttle"] for d in decisions} == expected
     for d in decisions:
         assert d.action == "throttle" and d.rule == "max_parallel" and "may run" in d.reason

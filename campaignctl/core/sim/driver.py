@@ -63,6 +63,7 @@ from campaignctl.core.tick.decide import campaign_excluded_nodes, sibling_raises
 from campaignctl.core.tick.right_size import ENDED, UsageSample, groups
 from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.tick.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
+from campaignctl.core.tick.throttle import ArrayLoad, Loads
 from campaignctl.core.tick.tick import TickPlan, decide_tick, needs
 from campaignctl.core.tick.tick_facts import TickSnapshot, with_facts
 from campaignctl.core.tuning.search import Sampler
@@ -84,15 +85,19 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
-        whole = bool(settings.max_parallel or settings.budget.limits() or right_sizes or len(settings.clusters) > 1)
+        # max_parallel alone needs no view of every waiting task: the queue counts what the throttles read
+        counted = bool(settings.max_parallel) and settings.pack is None
+        whole = bool((settings.max_parallel and not counted) or settings.budget.limits() or right_sizes
+                     or len(settings.clusters) > 1)
         changed = _changed(engine)
         views = changed + _node_failed(engine, changed) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         nodes = ledger.facts(engine, now)
-        plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes)
+        loads = _loads(engine) if counted and not whole else None
+        plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes, loads)
         siblings = _siblings(engine, plan, views, policy, pushed, nodes.exclusion) if not whole else []
         if siblings:
-            plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler, nodes)
+            plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler, nodes, loads)
         if search is not None:
             search.saw(plan.decisions)
         lowered.update(d.attempt_token for d in plan.decisions if d.rule == RIGHT_SIZE and d.mode == "enforce")
@@ -157,9 +162,9 @@ class NodeFacts:
 
 def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: list[TaskView],
             now: datetime, lowered: set[str], search: SimSearch | None = None,
-            sampler: Sampler | None = None, nodes: NodeFacts | None = None) -> TickPlan:
+            sampler: Sampler | None = None, nodes: NodeFacts | None = None, loads: Loads | None = None) -> TickPlan:
     snapshot = TickSnapshot(
-        "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests,
+        "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests, loads=loads,
         pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
                        for v in views if v.latest.state == "PENDING"},
         usage=_usage(engine) if settings.budget.limits() else (),
@@ -185,6 +190,15 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
     if facts.siblings:
         snapshot = with_facts(snapshot, siblings=_sibling_facts(engine))
     return decide_tick(snapshot, policy, now)
+
+
+def _loads(engine: Engine) -> Loads:
+    """What the throttles read (core/tick/throttle.py), from the queue rather than from a view of
+    every task: each campaign array with pending elements (the first of them in Slurm's order, a
+    requeued one last) and the running tasks. An element is a task: unpacked campaigns only."""
+    arrays = [ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token) for a in engine.queue.arrays
+              if a.pending and (first := next(iter(a.pending.values()))).task >= 0]
+    return Loads(tuple(sorted(arrays, key=lambda a: int(a.array_job_id))), engine.tally.running)
 
 
 def _samples(engine: Engine, settings: CampaignSettings) -> list[UsageSample]:

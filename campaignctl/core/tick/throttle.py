@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from campaignctl.core.decisions.action_records import Throttle
 from campaignctl.core.decisions.decision import Decision, TaskView
+from campaignctl.core.slurm import job_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,11 +24,23 @@ class ArrayLoad:
     first_pending_token: str | None
 
 
-def array_loads(views: Sequence[TaskView]) -> list[ArrayLoad]:
-    """Running and pending elements per array, from each task's latest attempt, oldest array first."""
+@dataclass(frozen=True, slots=True)
+class Loads:
+    """What the throttles are shared out from: the campaign's arrays, oldest first (at least
+    those with pending elements: the simulator counts no others), and its running tasks in all."""
+
+    arrays: tuple[ArrayLoad, ...]
+    running: int
+
+
+def loads_of(views: Sequence[TaskView]) -> Loads:
+    """Running and pending elements per array, from each task's latest attempt."""
     loads: dict[str, list] = {}
+    running = 0
     for view in views:
         latest = view.latest
+        if latest.state == "RUNNING":
+            running += 1
         array = latest.array_job_id
         if array is None or latest.state not in ("RUNNING", "PENDING"):
             continue
@@ -38,24 +51,22 @@ def array_loads(views: Sequence[TaskView]) -> list[ArrayLoad]:
             load[1] += 1
             if load[2] is None or view.index < load[2]:
                 load[2], load[3] = view.index, latest.token
-    return [ArrayLoad(a, *v) for a, v in sorted(loads.items(), key=lambda kv: int(kv[0]))]
+    # oldest first: by cluster, then by id (a qualified id is no number: core/slurm/job_ref.py)
+    arrays = [ArrayLoad(a, *v) for a, v in sorted(loads.items(), key=lambda kv: job_ref.order(kv[0]))]
+    return Loads(tuple(arrays), running)
 
 
-def running_now(views: Sequence[TaskView]) -> int:
-    return sum(1 for v in views if v.latest.state == "RUNNING")
-
-
-def plan_throttles(views: Sequence[TaskView], throttles: Mapping[str, int | None],
+def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
                    max_parallel: int | None, why: str = "") -> list[Decision]:
     """One `throttle` decision per array whose throttle should change; `throttles` holds each
     array's current throttle (None: unthrottled); `why` names the cap when it is not the spec's
     max_parallel (the budget's admission limit)."""
     if not max_parallel:
         return []
-    loads = array_loads(views)
-    available = max_parallel - sum(a.running for a in loads if a.pending == 0)
+    # what runs in arrays with nothing left to start is spent; the rest is shared out oldest first
+    available = max_parallel - (loads.running - sum(a.running for a in loads.arrays if a.pending))
     decisions = []
-    for load in loads:
+    for load in loads.arrays:
         if load.pending == 0 or load.first_pending_token is None or load.first_pending_task is None:
             continue
         work = load.running + load.pending
@@ -71,6 +82,6 @@ def plan_throttles(views: Sequence[TaskView], throttles: Mapping[str, int | None
             load.first_pending_task, load.first_pending_token, "max_parallel", "throttle", reason,
             {"array_job_id": load.array_job_id, "running": load.running, "pending": load.pending,
              "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
-             "arrays": {a.array_job_id: [a.running, a.pending] for a in loads}},
+             "arrays": {a.array_job_id: [a.running, a.pending] for a in loads.arrays}},
             Throttle(array_job_id=load.array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
     return decisions

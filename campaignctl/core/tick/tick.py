@@ -68,7 +68,7 @@ from campaignctl.core.tick.early_stop import decide_early_stops, stoppable
 from campaignctl.core.tick.right_size import groups, plan_lowering
 from campaignctl.core.tick.siblings import trigger_of
 from campaignctl.core.tick.starts import decide_starts
-from campaignctl.core.tick.throttle import plan_throttles, running_now
+from campaignctl.core.tick.throttle import loads_of, plan_throttles
 from campaignctl.core.tick.tick_facts import Curves, Needs, TickSnapshot
 from campaignctl.core.tick.utilisation import decide_utilisation
 from campaignctl.core.tuning.ladder import (
@@ -170,8 +170,9 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
     late = expired(snapshot.awaiting, now, policy.approval.expire_after_s)
     gated_expire = any(d.gate for d in decisions) and bool(expired([Awaiting(0, now)], now,
                                                                    policy.approval.expire_after_s))
+    retry_parallel = max(1, cap - (snapshot.loads or loads_of(views)).running) if cap else None
     return TickPlan(tuple(decisions), tuple(proposals), tuple(late), gated_expire, enforced.paused, cap,
-                    max(1, cap - running_now(views)) if cap else None, enforced.assessment, enforced.ladder,
+                    retry_parallel, enforced.assessment, enforced.ladder,
                     _finishing(snapshot, views, enforced.ladder, decisions, enforced.search_complete))
 
 
@@ -236,7 +237,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     max_parallel = _tighter(settings.max_parallel, budget.cap)
     if not paused:
         why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
-        decisions += plan_throttles(views, snapshot.array_throttles, max_parallel, why)
+        decisions += plan_throttles(snapshot.loads or loads_of(views), snapshot.array_throttles, max_parallel, why)
     decisions += node_decisions(views, snapshot.completions or (), ledger, snapshot.suspected, policy.nodes, now)
     held = [loop] if loop is not None else []
     return _Sections(decisions + budget.decisions + held, budget, assessment, paused, ladder, max_parallel,

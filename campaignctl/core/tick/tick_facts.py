@@ -20,6 +20,7 @@ from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.tick.right_size import UsageSample
 from campaignctl.core.tick.siblings import SiblingFacts
 from campaignctl.core.tick.starts import StartFacts
+from campaignctl.core.tick.throttle import Loads
 from campaignctl.core.tuning.ladder import TaskEnd
 from campaignctl.core.tuning.search import Sampler, Trial
 from campaignctl.core.usage.cost import UsageGroup
@@ -59,6 +60,9 @@ class TickSnapshot:
     alerted: frozenset[str] = frozenset()  # keys of budget alerts already logged
     released_limits: tuple[Mapping[str, float], ...] = ()  # limits each logged `release` was over
     array_throttles: Mapping[str, int | None] = field(default_factory=dict)  # array job id → its %N
+    # the arrays' running and pending elements where the caller counted them (the simulator, which
+    # then needs no view of every waiting task); None: counted from `views`
+    loads: Loads | None = None
     proposal_keys: frozenset[ProposalKey] = frozenset()  # shadow proposals logged so far
     awaiting: tuple[Awaiting, ...] = ()  # decisions waiting for approval
     revision_run: RevisionRun | None = None  # None: the revision is known-good already (or unread)
