@@ -95,7 +95,9 @@ def user_python(unix_users: None) -> Path:
                             ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
             _run(["chmod", "-R", "a+rX", str(deps.with_suffix(".new"))])
             deps.with_suffix(".new").rename(deps)
-    venv = ROOT / f"venv-{Path(os.environ['SLURM_CONF']).parent.parent.name}"  # one per lab
+    # one per cluster of each lab (scripts/test runs two labs at once, each in two workers, one on
+    # lab, one on lab2, whose slurm.conf is under lab's directory): the last two parts of the path
+    venv = ROOT / ("venv-" + "-".join(Path(os.environ["SLURM_CONF"]).resolve().parent.parent.parts[-2:]))
     target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     if not (venv / f".deps-{stamp}").exists():
         shutil.rmtree(venv, ignore_errors=True)
