@@ -84,5 +84,5 @@ def failed_nodes_of(facts: AttemptFacts) -> tuple[str, str] | None:
     ended = read_time(facts.ended_at)
     started = ended - timedelta(seconds=facts.elapsed_s or 0)
     text = slurm.node_events(split_nodes(facts.nodes), started - EVENT_SLACK, ended + EVENT_SLACK)
-    failed = failed_node_events(parse_node_events(text), facts.nodes)
+    failed = failed_node_events(parse_node_events(text), facts.nodes, started)
     return (NODE_EVENTS, node_events_evidence(failed)) if failed else None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,18 @@ def test_the_recorded_event_names_the_node_that_went_down_not_its_healthy_partne
     failed = failed_node_events(parse_node_events(EVENTS), "node[1-2]")
     assert node_events_evidence(failed) == "node2|2026-11-24T08:30:19|2026-11-24T08:30:19|DOWN|mnprobe"
     assert failed_node_events(parse_node_events(EVENTS), "node[3-4]") == []  # not this job's nodes
+
+
+def test_a_node_that_went_down_before_the_job_started_did_not_fail_it() -> None:
+    """sacctmgr's lines for a two-node NODE_FAIL on the 24.11 lab (CI run 25): trixie1 had been set
+    DOWN by the test before, and was back in service when this job was given it; trixie2 went down
+    under it. The query's window reaches 5 minutes before the job (clock slack), so both come back."""
+    text = ("trixie1|2026-11-30T05:39:50|2026-11-30T05:39:52|DOWN|campaignctl-search-test|root(0)\n"
+            "trixie2|2026-11-30T05:43:43|2026-11-30T05:43:43|DOWN|multinode-test|root(0)\n")
+    started = datetime(2026, 11, 30, 5, 40, 2, tzinfo=UTC)
+    failed = failed_node_events(parse_node_events(text), "trixie[1-2]", started)
+    assert node_events_evidence(failed) == "trixie2|2026-11-30T05:43:43|2026-11-30T05:43:43|DOWN|multinode-test"
+    assert len(failed_node_events(parse_node_events(text), "trixie[1-2]")) == 2  # no start known: both
 
 
 @pytest.mark.parametrize(("nodelist", "cause", "evidence", "suspects"), [

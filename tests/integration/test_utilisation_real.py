@@ -22,7 +22,10 @@ from tests.integration.test_reconcile_real import latest, ticking_until_finished
 
 pytestmark = pytest.mark.slurm
 FAKE_NVML = Path(__file__).parent / "fake_nvml"
-SPIN = "import time\nend = time.time() + 14\nwhile time.time() < end: pass\n"
+# spins until the test has seen task 0 flagged while it runs (it writes `stop`), 90 s at most: a
+# fixed 14 s ended before a loaded CI's ticks got there (CI run 25, 22.05)
+SPIN = ("import os, time\nend = time.time() + 90\nwhile time.time() < end and not os.path.exists('stop'):\n"
+        "    now = time.time()\n    while time.time() < now + 0.05: pass\n")
 
 
 def test_a_data_starved_task_gets_its_pending_siblings_more_cpus(
@@ -71,6 +74,7 @@ policy:
     pending = latest("starved")[1].job_id
     shown = proc.run(["scontrol", "show", "job", str(pending)]).stdout
     assert "NumCPUs=2" in shown and "CPUs/Task=2" in shown, shown
+    (tmp_path / "stop").touch()  # the spinners end (task 0 now, its siblings as they start)
 
     ticking_until_finished("starved", timeout_s=150)
     cpus = {t: json.loads(next((tmp_path / "runs" / "starved" / "tasks" / str(t)).glob("*/started.json"))

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from campaignctl.core.base.clock import from_slurm, read_time
 from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.core.policy.output_causes import COLLECTIVE_TIMEOUT, GPU_OOM
 
@@ -49,10 +51,22 @@ def parse_node_events(text: str) -> list[NodeEvent]:
     return events
 
 
-def failed_node_events(events: Sequence[NodeEvent], nodelist: str) -> list[NodeEvent]:
-    """The events that put one of the job's nodes out of service."""
+def failed_node_events(events: Sequence[NodeEvent], nodelist: str, started: datetime | None = None) -> list[NodeEvent]:
+    """The events that put one of the job's nodes out of service, from `started` (when the job
+    started) on. One that began before it failed something else: slurmctld gave the job the node
+    once it was back in service. (Its TimeEnd says nothing of that: a DOWN event's TimeEnd is
+    its TimeStart, 22.05 and 24.11, whatever the node did next.)"""
     nodes = set(split_nodes(nodelist))
-    return [e for e in events if e.node in nodes and any(s in e.state.upper() for s in FAILED_STATES)]
+    return [e for e in events if e.node in nodes and any(s in e.state.upper() for s in FAILED_STATES)
+            and not (started is not None and _before(e.start, started))]
+
+
+def _before(slurm_time: str, moment: datetime) -> bool:
+    """`slurm_time` (as sacctmgr prints it under TZ=UTC) is before `moment`; unreadable: no."""
+    try:
+        return read_time(from_slurm(slurm_time)) < moment
+    except ValueError:
+        return False
 
 
 def node_events_evidence(events: Sequence[NodeEvent]) -> str:
