@@ -67,11 +67,12 @@ def test_a_tick_makes_a_constant_number_of_slurm_calls_whatever_the_campaign_siz
     # already read MaxArraySize (scontrol show config) at submit, and Slurm took the unchanged
     # resources then (--test-only): neither is asked again (a cron tick is a new process: it asks).
     # A first attempt's OOM or TIMEOUT adds one sinfo: the nodes its raise of pending work is sized by.
-    # The node failure's evidence is written to the node ledger under the cluster's name: one
-    # `scontrol show config` (asked once per process, only when there are marks to read or write).
-    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 4 + 1, "sbatch": 3 + 4, "sinfo": 1}
+    # The node failure's evidence is written to the node ledger under the cluster's name, which
+    # submit read already in this process (`scontrol show config`, asked once per process: the
+    # submit limit is read from this cluster's association).
+    assert dict(fake_slurm.calls) == {"sacct": 1, "scontrol": 4, "sbatch": 3 + 4, "sinfo": 1}
     # and the commands run include `sacct --version` once (the client's own version, no RPC)
-    assert result.slurm_calls == 14 + 1
+    assert result.slurm_calls == 13 + 1
     assert {d.task for d in result.campaigns[0].decisions} == set(FAILURES)
 
 
