@@ -8,7 +8,7 @@
    synthetic workload, median of 3 seeds (goal ≤ 0.5, every task completed);
 3. the demo campaign (templates/demo.yaml) simulated, its decisions by rule and action per task
    compared with those of the real-cluster demo (tests/fixtures/sim/demo_decisions.json);
-4. issue 45's throttle case: 10,000 tasks (4 lr × 2,500 seeds, 1 GPU, 16G, 4 h, the default
+4. the throttle case: 10,000 tasks (4 lr × 2,500 seeds, 1 GPU, 16G, 4 h, the default
    cluster, the failure mix, seed 3) without a throttle and with `array: {max_parallel: 512}`.
 Every scale figure is measured both ways, without a throttle and with --max-parallel.
 
@@ -78,7 +78,7 @@ policy: default
 
 
 def throttle(tmp: Path, tasks: int) -> None:
-    """Issue 45's case, side by side: the same run without a throttle and with max_parallel 512."""
+    """The throttle case, side by side: the same run without a throttle and with max_parallel 512."""
     walls = []
     for cap in ("", "array: {max_parallel: 512}\n"):
         spec = tmp / "throttle.yaml"
@@ -89,7 +89,7 @@ def throttle(tmp: Path, tasks: int) -> None:
         print(f"throttle: {tasks} tasks, {cap.strip() or 'no throttle'}: {time.perf_counter() - started:.1f} s wall "
               f"({walls[-1]:.1f} s CPU; makespan {run.makespan_h:.0f} h, {run.attempts} attempts, {run.ticks} ticks)")
     print(f"throttle: max_parallel 512 costs {walls[1] / walls[0]:.2f}× the CPU time of no throttle "
-          "(issue 45 measured 19×: 133 s against 7 s)")
+          "(measured before the fix: 19×, 133 s against 7 s)")
 
 
 def scale(spec: Path, tasks: int, cluster: Path | None, where: str, goal_s: float) -> None:

@@ -155,7 +155,7 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
 
 
 def test_a_cap_that_never_binds_changes_nothing_and_one_that_binds_holds() -> None:
-    """The throttles read the queue's counts, not a view of every waiting task (issue 45: the
+    """The throttles read the queue's counts, not a view of every waiting task (once, the
     views made a 10,000-task run with max_parallel 19 times slower, and changed its outcome)."""
     free, capped, tight = sim("default", 4, 300), sim("default", 4, 300, max_parallel=10_000), \
         sim("default", 4, 300, max_parallel=8)
