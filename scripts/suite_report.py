@@ -28,6 +28,7 @@ class Suite:
     name: str
     rc: str = "-"
     wall_s: int | None = None
+    cpu_s: int | None = None
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("passed", "failed", "error", "skipped"), 0))
     cases: list[tuple[float, str]] = field(default_factory=list)
 
@@ -38,6 +39,8 @@ def read_suite(out: Path, name: str) -> Suite:
         suite.rc = rc.read_text().strip()
     if (secs := out / f"{name}.secs").exists():
         suite.wall_s = int(secs.read_text().strip())
+    if (cpu := out / f"{name}.cpu").exists():
+        suite.cpu_s = int(cpu.read_text().strip())
     # a Slurm lane writes two: its tests shared between the lab's clusters, then those run alone
     cases = [case for xml in (out / f"{name}.xml", out / f"{name}.alone.xml") if xml.exists()
              for case in ET.parse(xml).getroot().iter("testcase")]
@@ -53,15 +56,25 @@ def minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
 
-def report(suites: list[Suite], total_s: int | None) -> tuple[str, list[str]]:
+def machine_cpu(out: Path) -> tuple[int, int] | None:
+    """The machine's busy and idle CPU seconds over the run, from scripts/test's two /proc/stat reads."""
+    try:
+        start, end = ([int(v) for v in (out / f"machine.cpu.{at}").read_text().split()] for at in ("start", "end"))
+    except (OSError, ValueError):
+        return None
+    return end[0] - start[0], end[1] - start[1]
+
+
+def report(suites: list[Suite], total_s: int | None,
+           machine: tuple[int, int] | None = None) -> tuple[str, list[str]]:
     warnings = []
     lines = [f"{'suite':<13} {'exit':>4} {'passed':>7} {'failed':>6} {'error':>5} {'skipped':>7} "
-             f"{'wall':>6} {'budget':>6}"]
+             f"{'wall':>6} {'budget':>6} {'cpu':>6}"]
     for s in suites:
         budget = BUDGET_S.get(s.name)
         c = s.counts
         lines.append(f"{s.name:<13} {s.rc:>4} {c['passed']:>7} {c['failed']:>6} {c['error']:>5} {c['skipped']:>7} "
-                     f"{minutes(s.wall_s):>6} {minutes(budget):>6}")
+                     f"{minutes(s.wall_s):>6} {minutes(budget):>6} {minutes(s.cpu_s):>6}")
         if budget is not None and s.wall_s is not None and s.wall_s > budget:
             warnings.append(f"{s.name} took {minutes(s.wall_s)}, past its budget of {minutes(budget)}")
     if total_s is not None:
@@ -70,6 +83,10 @@ def report(suites: list[Suite], total_s: int | None) -> tuple[str, list[str]]:
                      f"{total['skipped']:>7} {minutes(total_s):>6} {minutes(TOTAL_BUDGET_S):>6}")
         if total_s > TOTAL_BUDGET_S:
             warnings.append(f"scripts/test took {minutes(total_s)}, past its budget of {minutes(TOTAL_BUDGET_S)}")
+    if machine is not None:
+        busy, idle = machine
+        lines.append(f"the machine's CPU: {minutes(busy)} busy, {minutes(idle)} idle (core-minutes; cpu above is "
+                     "each lane's own processes, its Slurm jobs and the daemons are the rest of busy)")
     slowest = sorted(((t, s.name, test) for s in suites for t, test in s.cases), reverse=True)[:SLOWEST]
     if slowest:
         lines += ["", f"slowest {len(slowest)} tests:"]
@@ -83,7 +100,7 @@ def main() -> int:
     parser.add_argument("suites", nargs="+", help="the suites that ran")
     parser.add_argument("--total", type=int, help="the whole run's wall seconds")
     args = parser.parse_args()
-    text, warnings = report([read_suite(args.out, name) for name in args.suites], args.total)
+    text, warnings = report([read_suite(args.out, name) for name in args.suites], args.total, machine_cpu(args.out))
     print(text)
     for warning in warnings:
         print(f"warning: {warning}")
