@@ -49,6 +49,12 @@ def test_a_node_failure_excludes_the_node_then_probation_then_a_clean_run_clears
     # one half-weight piece of evidence is watched, never excluded
     [watched] = standings([mark("node3", 0.1, "slow", 0.5)], NOW, RULES)
     assert watched.state == WATCHED
+    # two found slow in ticks an hour apart exclude it although the first decayed a little (0.9952);
+    # a day apart they do not
+    [twice] = standings([mark("node3", 1.1, "slow", 0.5), mark("node3", 0.1, "slow", 0.5)], NOW, RULES)
+    assert twice.state == EXCLUDED and twice.score < 1.0
+    [apart] = standings([mark("node3", 24.1, "slow", 0.5), mark("node3", 0.1, "slow", 0.5)], NOW, RULES)
+    assert apart.state == WATCHED
     # and forgotten once it decayed below an eighth of the threshold (3 half-lives of 3 days)
     assert standings([mark("node3", 24 * 9.5, "slow", 0.5)], NOW, RULES) == []
 

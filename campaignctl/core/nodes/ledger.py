@@ -5,7 +5,7 @@ into the nodes a new array leaves out. Pure.
 A node's score is the sum of its evidence's weights, each halved every `half_life`
 (core/nodes/node_rules.py), counted since the last clean run or `nodes forgive`. Evidence that
 brings the score to the threshold excludes the node for `exclude_for` from that evidence; later
-evidence over the threshold extends it. After the exclusion the node is on probation: left out of
+evidence over the threshold (within 1 %: THRESHOLD_SLACK) extends it. After the exclusion the node is on probation: left out of
 arrays of more than one task, and out of every array once one one-task array was let onto it (a
 `probe` mark) until that probe has had `exclude_for` to run: one task at a time may run there. A
 clean run clears it, a failure there excludes it again. A node whose score decayed below an eighth of the threshold is
@@ -27,6 +27,11 @@ from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.resources import Resources
 
+# A score within this share of the threshold reaches it: evidence decays from the moment it is
+# recorded, so two half-weight pieces (two slow runs) found in different ticks sum to a little less
+# than 1.0 (30 minutes apart at a 3-day half-life: 0.9980). With 1 % they reach it when found
+# within two hours of each other.
+THRESHOLD_SLACK = 0.01
 CLEARED, FORGIVEN = "cleared", "forgiven"  # marks that wipe a node's slate (a clean run, a person)
 PROBE = "probe"  # a mark of weight 0: one task on probation was let onto the node at that time
 EXCLUDED, PROBING, PROBATION, WATCHED = "excluded", "probing", "probation", "watched"
@@ -51,7 +56,7 @@ class Standing:
 
     node: str
     state: str  # excluded | probation | watched
-    score: float
+    score: float  # to 2 decimals: what screens show (a day-old 1.0 is 0.79)
     since: datetime  # its first evidence since its slate was last wiped
     expires: datetime | None  # the exclusion's end (None: never reached the threshold)
     kinds: Mapping[str, int]  # evidence kind → how many
@@ -139,7 +144,7 @@ def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRu
         return None
     expires = None
     for i, m in enumerate(evidence):
-        if score_at(evidence[:i + 1], m.at, rules.half_life_s) >= rules.threshold - 1e-9:
+        if score_at(evidence[:i + 1], m.at, rules.half_life_s) >= rules.threshold * (1 - THRESHOLD_SLACK):
             expires = m.at + timedelta(seconds=rules.exclude_for_s)
     score = score_at(evidence, now, rules.half_life_s)
     if score < rules.forgotten_below:
@@ -151,7 +156,7 @@ def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRu
     for m in evidence:
         kinds[m.kind] = kinds.get(m.kind, 0) + 1
     campaigns = tuple(sorted({m.campaign for m in evidence if m.campaign}))
-    return Standing(node, state, round(score, 4), evidence[0].at, expires, kinds, campaigns, evidence[-1].reason)
+    return Standing(node, state, round(score, 2), evidence[0].at, expires, kinds, campaigns, evidence[-1].reason)
 
 
 def exclusion(ranked: Sequence[Standing], partition: Collection[str], rules: NodeRules) -> Exclusion:
