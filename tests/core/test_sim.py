@@ -175,6 +175,15 @@ def test_the_default_policy_gives_up_on_a_bug_at_once_and_avoids_flaky_nodes() -
     assert mine.ends["NODE_FAIL"] < base.ends["NODE_FAIL"]
 
 
+def test_failures_of_different_tasks_on_one_node_in_different_ticks_are_evidence_against_it() -> None:
+    """`repeated` counts the tasks that failed on a node within the window, across ticks: a tick
+    that decides sees them all, as reconcile's does, not only the one that just failed."""
+    bugs = tuple(Truth(0, 500, 3600, bug=True, request=(0, 2, 1000, 120)) for _ in range(3))
+    engine = run(bugs)
+    assert engine.tally.decisions["failed → give_up"] == 3
+    assert engine.tally.decisions["nodes → suspect_node"] >= 1
+
+
 def test_the_simulator_decides_through_decide_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
     real = driver.decide_tick

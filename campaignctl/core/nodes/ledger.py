@@ -4,15 +4,16 @@ into the nodes a new array leaves out. Pure.
 
 A node's score is the sum of its evidence's weights, each halved every `half_life`
 (core/nodes/node_rules.py), counted since the last clean run or `nodes forgive`. Evidence that
-brings the score to the threshold excludes the node for `exclude_for` from that evidence; later
-evidence over the threshold (within 1 %: THRESHOLD_SLACK) extends it. After the exclusion the node is on probation: left out of
-arrays of more than one task, and out of every array once one one-task array was let onto it (a
-`probe` mark) until that probe has had `exclude_for` to run: one task at a time may run there. A
-clean run clears it, a failure there excludes it again. A node whose score decayed below an eighth of the threshold is
-forgotten. Exclusions never take more than `max_share` of a partition's nodes (the highest
-scores first), never name a node the partition does not have (sbatch refuses an unknown node
-name), and the shell drops them all when `sbatch --test-only` says a job excluding them would be
-refused: the ledger fails open.
+brings the score to the threshold (within 1 %: THRESHOLD_SLACK) excludes the node for
+`exclude_for` from that evidence; later evidence over the threshold extends it. After the
+exclusion the node is on probation: left out of arrays of more than one task, and out of every
+array once one one-task array was let onto it (a `probe` mark) until that probe has had
+`exclude_for` to run: one task at a time may run there. A clean run clears it, a failure there
+excludes it again. A node whose score decayed below an eighth of the threshold is forgotten.
+Exclusions never take more than `max_share` of a partition's nodes (the highest scores first),
+never name a node the partition does not have (sbatch refuses an unknown node name), and the
+shell drops them all when `sbatch --test-only` says a job excluding them would be refused: the
+ledger fails open.
 """
 
 from __future__ import annotations

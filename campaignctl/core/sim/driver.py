@@ -90,7 +90,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         whole = bool((settings.max_parallel and not counted) or settings.budget.limits() or right_sizes
                      or len(settings.clusters) > 1)
         changed = _changed(engine)
-        views = changed + _node_failed(engine, changed) + (
+        views = changed + _node_failed(engine, changed) + _recently_failed(engine, changed, policy.nodes.window_s) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         nodes = ledger.facts(engine, now)
         loads = _loads(engine) if counted and not whole else None
@@ -236,6 +236,19 @@ def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
         return []
     seen = {v.index for v in changed}
     return [engine.view(task) for task in sorted(engine.node_failed - seen)]
+
+
+def _recently_failed(engine: Engine, changed: list[TaskView], window_s: int) -> list[TaskView]:
+    """On a tick that decides, the tasks with an attempt that ended FAILED within the node rules'
+    window (not already seen): what `repeated` counts across tasks (core/nodes/evidence.py), as
+    reconcile's views hold every task that ever failed."""
+    since = engine.now - window_s
+    while engine.failed and engine.failed[0][0] < since:
+        engine.failed.popleft()
+    if not changed or not engine.failed:
+        return []
+    seen = {v.index for v in changed}
+    return [engine.view(task) for task in sorted({t for _, t in engine.failed} - seen)]
 
 
 def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy,

@@ -7,6 +7,7 @@ Simulated time is whole seconds from the start; the policy sees it as `EPOCH + t
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -57,6 +58,7 @@ class Engine:
     first_ends: dict[str, int] = field(default_factory=dict)  # how first attempts ended: state → count
     first_started: int = 0  # first attempts that started (running or ended)
     node_failed: set[int] = field(default_factory=set)  # tasks with an attempt ended NODE_FAIL
+    failed: deque[tuple[int, int]] = field(default_factory=deque)  # (when, task) of each attempt ended FAILED
     completed: list[Job] = field(default_factory=list)  # attempts completed since the driver last took them
     _views: dict[int, TaskView] = field(default_factory=dict)
     _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
@@ -261,6 +263,8 @@ class Engine:
             self.first_ends[state] = self.first_ends.get(state, 0) + 1
         if state == "NODE_FAIL":
             self.node_failed.add(job.task)
+        elif state == "FAILED":
+            self.failed.append((self.now, job.task))
         if state == "COMPLETED":
             self.completed.append(job)
             self.settled[job.task] = "completed"
