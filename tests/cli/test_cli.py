@@ -22,7 +22,7 @@ def run_cli(*args: str, state: Path, cwd: Path | None = None,
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
     env.update({"XDG_STATE_HOME": str(state), "COLUMNS": "200", **(env_extra or {})})
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd or REPO, timeout=60)
+                          env=env, cwd=cwd or REPO, timeout=180)  # at nice 10 beside the Slurm suites, slow
 
 
 def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:

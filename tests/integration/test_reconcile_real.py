@@ -54,11 +54,13 @@ def latest(name: str) -> dict[int, HistoryRow]:
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 120) -> None:
+    """`check` every 3 s until it holds. Most checks run a tick (~0.65 s of CPU): four tests polling
+    at once took a core from the machine the other suites share, a faster poll took more."""
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
-        time.sleep(2)
+        time.sleep(3)
 
 
 def sacct_field(job_id: str, field: str) -> str:
