@@ -9,8 +9,10 @@ import shutil
 from pathlib import Path
 
 from campaignctl.adapters.store import Store
+from campaignctl.core.model.records import RevisionRecord
 from campaignctl.core.tuning.output_metrics import compile_patterns, record_of_line
 from campaignctl.services import submit as submit_service
+from campaignctl.services.metric_warnings import _patterns
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import results
 from campaignctl.services.status import status
@@ -55,3 +57,20 @@ def test_a_pattern_that_matched_no_line_is_a_warning_in_status_and_results(
 def test_a_pattern_that_matched_says_nothing(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
     finished_with_output(tmp_path, fake_slurm, TYPO.replace("valid loss", "val loss"))
     assert status("gpt").unmatched == [] and results("gpt").warnings == []
+
+
+def revision(text: str) -> RevisionRecord:
+    return RevisionRecord(1, 1, text, "h", "spec.yaml", "2026-11-30T00:00:00+00:00")
+
+
+def test_the_patterns_are_read_from_the_metrics_block_of_a_spec_of_any_size() -> None:
+    grid = "tasks:\n" + "".join(f"  - {{seed: {i}}}\n" for i in range(10_000))
+    block = ("metrics:\n  # the loss lines\n  from_output:\n    - 'loss (?P<loss>[\\d.]+)'\n\n"
+             "    - 'acc (?P<acc>[\\d.]+)'\n")
+    assert _patterns(revision(f"name: a\n{grid}{block}objective: {{metric: loss}}\n")) == [
+        r"loss (?P<loss>[\d.]+)", r"acc (?P<acc>[\d.]+)"]
+    assert _patterns(revision(f"name: a\nmetrics: {{from_output: 'x (?P<x>\\d+)'}}\n{grid}")) == [r"x (?P<x>\d+)"]
+    assert _patterns(revision(f"name: a\n{grid}")) == []
+    # a block naming an anchor defined elsewhere does not parse alone: the whole spec is read
+    anchored = "name: a\ndescription: &p 'y (?P<y>\\d+)'\nmetrics: {from_output: *p}\n"
+    assert _patterns(revision(anchored)) == [r"y (?P<y>\d+)"]
