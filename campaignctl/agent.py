@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from campaignctl import __version__
 from campaignctl.core.base.errors import CampaignctlError
 
+STATUS_ROWS = 100  # task rows a campaign_status answer holds by default: a 10,000-task answer is no reading
 OUTPUT_LINES = 50  # a task's output tail by default: the traceback that explains a failure
 MAX_OUTPUT_LINES = 2000
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -60,12 +61,14 @@ def campaigns() -> dict[str, Any]:
 
 
 @_answered
-def campaign_status(campaign: str, states: list[str] | None = None, tasks: list[int] | None = None) -> dict[str, Any]:
+def campaign_status(campaign: str, states: list[str] | None = None, tasks: list[int] | None = None,
+                    limit: int = STATUS_ROWS) -> dict[str, Any]:
     """One campaign's tasks from one sacct call: each task's state, attempts, exit code, nodes,
     params, telemetry and latest decision, with the spend against its budget. `states` (FAILED,
-    OUT_OF_MEMORY …) and `tasks` (indices) narrow the rows."""
+    OUT_OF_MEMORY …) and `tasks` (indices) narrow the rows; `limit` rows at most (0: every one),
+    `rows_matched` says how many matched."""
     from campaignctl.services.status import status
-    return status(campaign, states or (), tasks or ()).to_dict()
+    return status(campaign, states or (), tasks or (), limit=max(0, limit)).to_dict()
 
 
 @_answered

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from campaignctl.services.status import SpendView, StatusResult
 
 LIVE_STATES = ("active", "paused", "cancelling")  # campaigns the control loop still works on
+PAGE = 100  # task rows a table shows unless --limit says otherwise: a screen, not 100,000 lines
 
 
 def status(
@@ -36,11 +37,15 @@ def status(
     task: Annotated[list[int] | None, typer.Option("--task", help="Only this task (repeatable).")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.5, help="Seconds between redraws.")] = 5.0,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help=f"Task rows shown (default {PAGE} in the "
+                                              "table, every row with --json; 0: all).")] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show campaigns, or one campaign's tasks, from one sacct call (one per redraw with --watch).
     Fits the terminal; --wide shows every column, and a pipe or file gets whole rows (no width
     limit). With Slurm unreachable, the stored state, marked stale.
+
+    A campaign's table shows its first rows (--limit); the counts above it are of every task.
 
     Example: campaignctl status lr-sweep --state FAILED --watch --interval 10
     """
@@ -53,8 +58,10 @@ def status(
                                  param_hint="--state")
     from campaignctl.services.status import status as status_service
 
+    rows = limit if limit is not None else None if json_out else PAGE
+
     def build() -> StatusResult:
-        return status_service(campaign, state or (), task or ())
+        return status_service(campaign, state or (), task or (), limit=rows)
 
     if watch:
         from campaignctl.cli import live
@@ -150,6 +157,9 @@ def tasks_view(result: StatusResult, wide: bool = False, by_state: bool = False)
         parts.append(task_table(rows, columns_for(rows, wide, shown, console.width), shown))
     elif not quiet:
         parts.append(Text("no task matches"))
+    if result.rows_matched > len(rows):
+        parts.append(Text(f"the first {len(rows)} of {result.rows_matched:,} tasks: --limit 0 shows every "
+                          "one, --state or --task picks", style="dim"))
     parts += [Text(f"{state}: {len(tasks)} task(s) ({index_ranges(tasks)})", style="dim")
               for state, tasks in quiet.items()]
     return Group(*parts, *skipped_view(result.skipped_lines, result.skipped))

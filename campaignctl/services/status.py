@@ -21,6 +21,7 @@ from campaignctl.core.policy.policy import Policy
 from campaignctl.core.screens.stall import TickHealth
 from campaignctl.core.screens.status import (
     NOT_SUBMITTED,
+    QUIET_STATES,
     TaskRow,
     count_states,
     index_ranges,
@@ -46,7 +47,7 @@ from campaignctl.services.campaigns import current_policy, find_campaigns, promo
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.ticks import tick_health
-from campaignctl.services.usage import attempt_usage, by_task
+from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
 from campaignctl.services.usage import by_cluster as usage_by_cluster
 
 
@@ -105,6 +106,7 @@ class StatusResult:
     cron: CronEntry | None = None  # is a crontab line running `campaignctl reconcile`
     silent: list[str] = field(default_factory=list)  # running tasks busy with nothing in their output
     unmatched: list[str] = field(default_factory=list)  # metrics.from_output patterns that matched nothing
+    rows_matched: int = 0  # tasks worth a row that matched; `tasks` holds the first `limit` of them
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -208,10 +210,12 @@ def _said(entry: LoggedDecision | None) -> str:
 
 
 def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = (),
-           ask_slurm: bool = True) -> StatusResult:
+           ask_slurm: bool = True, limit: int | None = None) -> StatusResult:
     """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
     sacct call; from the store, marked stale, when Slurm does not answer. `ask_slurm` False: as the
-    last tick stored them, with no Slurm call (`top`'s refreshes)."""
+    last tick stored them, with no Slurm call (`top`'s refreshes). `limit`: a page, the first that
+    many rows worth a line (the QUIET_STATES ones, a line per state, come whole unless `states`
+    names them): only those rows get their decisions, figures and telemetry."""
     store = Store.open()
     records = find_campaigns(store, name)
     history = {r.id: store.history(r.id) for r in records}
@@ -219,13 +223,13 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     seen = _look(store, [a for group in history.values() for a in live(group)]) if ask_slurm else _STORED
     log = store.log
     summaries, detail = [], []
+    entries: list[LoggedDecision] = []
     for record in records:
         entries = log.entries(record.id)
         enforced = [e for e in entries if e.mode == "enforce"]
         rows, rungs = _ladder(store, record, _rows(store, record, history[record.id], seen))
-        said = _decisions(entries, rows)
-        figures, efficiency = _efficiency(store, record, rows)
-        rows = [_annotated(r, said.get(r.index, _NOT_SAID), figures.get(r.index, _NO_FIGURES)) for r in rows]
+        usage = attempt_usage(store, record.id)
+        efficiency = _campaign_efficiency(store, record, usage)
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
                                          len(rows), count_states(rows), len(history[record.id]),
                                          dict(Counter(e.action for e in enforced)),
@@ -240,13 +244,28 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     if name is None:
         return base
     _check_tasks(name, detail, tasks)
-    policy, settings = current_policy(store, records[0])
-    shown = _with_usage(store, records[0], select_rows(detail, states, tasks), policy, history[records[0].id])
+    record = records[0]
+    page, matched = _page(select_rows(detail, states, tasks), limit, bool(states))
+    said = _decisions(entries, detail)
+    figures = _task_figures(store, record, page, usage)
+    page = [_annotated(r, said.get(r.index, _NOT_SAID), figures.get(r.index, _NO_FIGURES)) for r in page]
+    policy, settings = current_policy(store, record)
+    shown = _with_usage(store, record, page, policy, history[record.id])
     if settings.clusters:
         shown = with_clusters(shown, slurm.cluster_name())
-    return replace(base, tasks=shown, spend=_spend(store, records[0], policy, settings, summaries[0].efficiency,
-                                                   seen.observed),
-                   silent=_silent(records[0], shown), unmatched=unmatched_pattern_warnings(store, records[0]))
+    return replace(base, tasks=shown, rows_matched=matched,
+                   spend=_spend(store, record, policy, settings, summaries[0].efficiency, seen.observed),
+                   silent=_silent(record, shown), unmatched=unmatched_pattern_warnings(store, record))
+
+
+def _page(rows: list[TaskRow], limit: int | None, by_state: bool) -> tuple[list[TaskRow], int]:
+    """The first `limit` rows worth a line and every quiet one (unless asked for by state: then
+    they are rows too), and how many rows worth a line there were."""
+    worth = rows if by_state else [r for r in rows if r.state not in QUIET_STATES]
+    if limit is None or limit <= 0 or len(worth) <= limit:
+        return rows, len(worth)
+    kept = {r.index for r in worth[:limit]}
+    return [r for r in rows if r.index in kept or (r.state in QUIET_STATES and not by_state)], len(worth)
 
 
 def _ledger_applied(entries: list[LoggedDecision]) -> list[str]:
@@ -279,22 +298,26 @@ def _check_tasks(name: str, rows: list[TaskRow], tasks: Collection[int]) -> None
                             f"its tasks are {index_ranges(r.index for r in rows) or 'none'}")
 
 
-def _efficiency(store: Store, record: CampaignRecord,
-                rows: list[TaskRow]) -> tuple[dict[int, _Figures], Efficiency]:
-    """Each task's efficiency (the fields of its row), its latest attempt as sacct shows it now;
-    the campaign's as of the last tick."""
-    usage = attempt_usage(store, record.id)
+def _campaign_efficiency(store: Store, record: CampaignRecord, usage: list[AttemptUsage]) -> Efficiency:
+    """The campaign's efficiency as of the last tick."""
     prices = current_policy(store, record)[0].prices
-    tasks = by_task(usage)
+    return campaign_efficiency([u.use for u in usage], prices, memo(prices))
+
+
+def _task_figures(store: Store, record: CampaignRecord, rows: list[TaskRow],
+                  usage: list[AttemptUsage]) -> dict[int, _Figures]:
+    """Each of `rows`' efficiency (the fields of its row), its latest attempt as sacct shows it now."""
+    prices = current_policy(store, record)[0].prices
+    wanted = {r.index for r in rows}
+    tasks = {index: uses for index, uses in by_task([u for u in usage if u.times.task_index in wanted]).items()}
     for row in rows:
         uses = tasks.get(row.index)
         if (uses and row.elapsed_s is not None and len(uses) == row.attempts
                 and (uses[-1].state, uses[-1].elapsed_s) != (row.state, row.elapsed_s)):
             uses[-1] = replace(uses[-1], state=row.state, elapsed_s=row.elapsed_s)
     of = memo(prices)
-    return ({index: _Figures(task_efficiency(uses, prices, of), tuple(of(u).energy_kwh for u in uses))
-             for index, uses in tasks.items()},
-            campaign_efficiency([u.use for u in usage], prices, of))
+    return {index: _Figures(task_efficiency(uses, prices, of), tuple(of(u).energy_kwh for u in uses))
+            for index, uses in tasks.items()}
 
 
 def _tick_failed(store: Store, record: CampaignRecord) -> str:

@@ -277,3 +277,23 @@ tasks:
     assert "n_layer=24 n_embd=1024 lr=0.000125 dropout=0.2 batch=8" in out
     wide = shown(200, "nano").output  # with room, every column stays
     assert "decision" in wide and "elapsed" in wide
+
+
+def test_a_large_campaign_shows_a_page_of_rows_and_counts_every_task(tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """A screen of rows, not one line per task of a 10,000-task grid; the counts are of every task."""
+    result = submit(write_spec(tmp_path, "name: big\ncommand: [python3, t.py, '{i}']\nmatrix: {i: "
+                               f"{list(range(250))}}}\n"))
+    for chunk in result.chunks:
+        fake_slurm.finish(chunk.job_id or "")
+    reconcile("big")
+    paged = shown(80, "big")
+    assert [int(line.split()[0]) for line in task_lines(paged.output)] == list(range(100))
+    assert "250 tasks (COMPLETED 250)" in paged.output
+    assert "the first 100 of 250 tasks: --limit 0 shows every one" in paged.output
+    assert len(task_lines(shown(80, "big", "--limit", "0").output)) == 250
+    assert len(task_lines(shown(80, "big", "--limit", "7").output)) == 7
+    assert len(task_lines(shown(80, "big", "--state", "COMPLETED", "--limit", "20").output)) == 20
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", "200")
+        data = CliRunner().invoke(app, ["status", "big", "--json"]).output
+    assert data.count('"index"') == 250  # scripts get every row unless they ask for a page
