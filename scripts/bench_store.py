@@ -9,7 +9,8 @@ and outcomes written, no sbatch; sacct is a stub on PATH that `cat`s the text). 
 from a copy of the primed store (SQLite: a copy of the file; PostgreSQL: CREATE DATABASE …
 TEMPLATE) and times, one after the other: the tick that sees the text first (every attempt
 changed), the next tick over the same text (nothing changed: the usual cron tick), and `status
-<campaign>` (the service, rendering aside: the store reads plus the one stub sacct). The two
+<campaign>` (the service, rendering aside, for the table's page of 100 rows: the store reads
+plus the one stub sacct). The two
 stores alternate run by run, so drift on a shared machine hits both alike; medians of --repeat.
 
 PostgreSQL: the server of CAMPAIGNCTL_TEST_PG_URL (`eval "$(scripts/pglab up)"`: PostgreSQL 15 on
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
 import shutil
@@ -45,6 +47,9 @@ from campaignctl.services import reconcile as reconcile_mod
 from campaignctl.services import status as status_mod
 
 PG_URL_VAR = "CAMPAIGNCTL_TEST_PG_URL"
+# what `campaignctl status NAME` asks for: a page of rows (a tree from before pages, run with
+# PYTHONPATH=<its checkout> to compare, builds every row as its status did)
+PAGE = {"limit": 100} if "limit" in inspect.signature(status_mod.status).parameters else {}
 MEASURES = (("tick", "tick, every attempt changed"), ("steady", "tick, nothing changed since the last"),
             ("status", f"status {CAMPAIGN} (store reads + one stub sacct)"))
 
@@ -111,7 +116,7 @@ def one_run(prepared: Prepared, run_dir: Path) -> dict[str, Any]:
     with StubSlurm(run_dir.parent / "stub-bin", prepared.sacct_file):
         tick_s, first = timed(lambda: reconcile_mod.reconcile(CAMPAIGN))
         steady_s, second = timed(lambda: reconcile_mod.reconcile(CAMPAIGN))
-        status_s, shown = timed(lambda: status_mod.status(CAMPAIGN))
+        status_s, shown = timed(lambda: status_mod.status(CAMPAIGN, **PAGE))
     changed, again = first.campaigns[0], second.campaigns[0]
     out = {"tick": tick_s, "steady": steady_s, "status": status_s, "observed": changed.observed,
            "changed": changed.changed, "decisions": len(changed.decisions), "steady_changed": again.changed,
