@@ -99,6 +99,16 @@ def latest_states(name: str) -> dict[int, str]:
     return {r.task_index: r.state for r in store.history(cid)}
 
 
+def slurmctld_pid(pid_file: Path) -> int:
+    """The live slurmctld the pid file names. After `scontrol reconfigure` 24.11's file has a second
+    line (seen: `793\n8\n`, slurmctld still 793): the first number that is a running slurmctld."""
+    for word in pid_file.read_text().split():
+        comm = Path(f"/proc/{word}/comm")
+        if word.isdigit() and comm.exists() and comm.read_text().strip() == "slurmctld":
+            return int(word)
+    raise AssertionError(f"{pid_file} names no running slurmctld: {pid_file.read_text()!r}")
+
+
 def next_job_id(cluster: str) -> int:
     probe = proc.run(["sbatch", "-M", cluster, "--parsable", "--hold", "--wrap", "true"]).stdout
     job = probe.strip().split(";")[0]
@@ -255,8 +265,7 @@ telemetry: {interval: 0}
 """))], check=True, capture_output=True, timeout=300, cwd=REPO)
     wait_for("the tasks to run on lab", lambda: (ticks("outage"), set(latest_states("outage").values()) == {
         "RUNNING"})[1], 120)
-    pid_file = Path(slurm_conf).parent.parent / "run" / "slurmctld.pid"
-    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    os.kill(slurmctld_pid(Path(slurm_conf).parent.parent / "run" / "slurmctld.pid"), signal.SIGTERM)
     try:
         wait_for("lab's slurmctld to stop", lambda: proc.run(["scontrol", "ping"], check=False).returncode != 0
                  or "DOWN" in proc.run(["scontrol", "ping"], check=False).stdout, 30)
