@@ -37,6 +37,13 @@ UNLIMITED = 100_000  # columns of a console with no width limit (rich needs a nu
 
 
 class _Console(Console):
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        if "width" not in options:
+            # rich fixes the width from COLUMNS as it was when the console was made (this module's
+            # import); read at each print instead, as `size` does with no width fixed
+            self._width = None
+
     def on_broken_pipe(self) -> None:
         """rich would exit 1; the CLI's boundary makes a reader that went away exit 141."""
         self.quiet = True
