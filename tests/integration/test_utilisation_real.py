@@ -41,7 +41,7 @@ array: {max_parallel: 1}
 telemetry: {interval: 1s}
 policy:
   use: default
-  utilisation: {window: 6s, gpu_low_pct: 20, cpu_busy_pct: 40, data_starved: {action: more_cpus, max_cpus: 2}}
+  utilisation: {window: 6s, gpu_low_pct: 20, cpu_busy_pct: 25, data_starved: {action: more_cpus, max_cpus: 2}}
 """, "starved.yaml"))
     store = Store.open()
     record = store.campaign("starved")
@@ -51,15 +51,16 @@ policy:
     def starved() -> bool:
         reconcile("starved")
         return any(e.rule == "data_starved" for e in log.entries(record.id))
-    wait_for("a data_starved decision", starved, 60)
+    wait_for("a data_starved decision", starved, 180)
 
     entries = [e for e in log.entries(record.id) if e.rule == "data_starved"]
     [trigger] = [e for e in entries if e.action == "resize_next"]
     assert trigger.task_index == 0 and trigger.status == "applied"
     window = trigger.inputs["window"]
-    # busy at 40 %, not the default 80: CI runs both Slurms' suites and the unit suites at once on
-    # 2 cores, and the spinner got less than 80 % of its CPU there (two CI runs, both Slurms)
-    assert window["gpu_mean_pct"] == 3 and window["cpu_mean_pct"] >= 40, window  # type: ignore[index]
+    # busy at 25 %, not the default 80: CI runs both Slurms' suites and the unit suites at once on
+    # 2 cores, and the spinner got less than 80 % of its CPU there (two CI runs, both Slurms), and
+    # in one run less than 40 % for a minute (no decision within 60 s)
+    assert window["gpu_mean_pct"] == 3 and window["cpu_mean_pct"] >= 25, window  # type: ignore[index]
     assert "data-starved" in trigger.reason and "cpus_per_task 1 → 2" in trigger.reason
     siblings = sorted(e.task_index for e in entries if e.action == "resize_pending")
     assert siblings == [1, 2] and all(e.status == "applied" for e in entries)
