@@ -88,28 +88,46 @@ def user_python(unix_users: None) -> Path:
     stamp = hashlib.sha256("\n".join([str(base), *installed]).encode()).hexdigest()[:16]
     deps = ROOT / f"site-packages-{stamp}"
     with _locked("site-packages"):
-        if not deps.exists():
+        # A copy is trusted by the token written last into it, never by its name: a process killed
+        # while deleting one left a directory of that name with most of its packages gone, and CI
+        # then read "No module named 'annotated_doc'". Two checkouts on one machine (a CI clone and
+        # a working tree: different distributions, different stamps) keep each other's copy a day.
+        if not (deps / ".complete").exists():
             for old in ROOT.glob("site-packages-*"):
-                shutil.rmtree(old, ignore_errors=True)
-            shutil.copytree(purelib, deps.with_suffix(".new"), symlinks=True,
-                            ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
-            _run(["chmod", "-R", "a+rX", str(deps.with_suffix(".new"))])
-            deps.with_suffix(".new").rename(deps)
+                if not (old / ".complete").exists() or time.time() - (old / ".complete").stat().st_mtime > 86400:
+                    _discard(old)
+            building = deps.with_name(f"{deps.name}.new-{os.getpid()}")
+            shutil.copytree(purelib, building, ignore=shutil.ignore_patterns("__editable__*", "campaignctl"))
+            _run(["chmod", "-R", "a+rX", str(building)])
+            (building / ".complete").write_text(uuid.uuid4().hex)
+            building.rename(deps)
+        token = (deps / ".complete").read_text()
     # one per cluster of each lab (scripts/test runs two labs at once, each in two workers, one on
     # lab, one on lab2, whose slurm.conf is under lab's directory): the last two parts of the path
     venv = ROOT / ("venv-" + "-".join(Path(os.environ["SLURM_CONF"]).resolve().parent.parent.parts[-2:]))
     target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    if not (venv / f".deps-{stamp}").exists():
-        shutil.rmtree(venv, ignore_errors=True)
+    if not (venv / f".deps-{token}").exists():
+        _discard(venv)
         _run([str(base), "-m", "venv", "--without-pip", str(venv)])
         shutil.copytree(deps, target, dirs_exist_ok=True, symlinks=True, copy_function=os.link)
-        (venv / f".deps-{stamp}").touch()
+        (venv / f".deps-{token}").touch()
     shutil.rmtree(target / "campaignctl", ignore_errors=True)
     shutil.copytree(REPO / "campaignctl", target / "campaignctl", ignore=shutil.ignore_patterns("__pycache__"))
     _run(["chmod", "-R", "a+rX", str(venv)])
     python = venv / "bin" / "python"
-    assert _as(BOB, python, ["-c", "import campaignctl.cli, submitit, psycopg"], {}, Path("/")).returncode == 0
+    imported = _as(BOB, python, ["-c", "import campaignctl.cli, submitit, psycopg"], {}, Path("/"))
+    assert imported.returncode == 0, imported.stderr
     return python
+
+
+def _discard(path: Path) -> None:
+    """Renamed away first, then deleted: a name that exists always names a whole directory."""
+    if path.exists():
+        doomed = path.with_name(f".discard-{path.name}-{uuid.uuid4().hex[:8]}")
+        path.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    for stale in ROOT.glob(".discard-*"):  # what an interrupted deletion left
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextmanager
