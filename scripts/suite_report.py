@@ -1,5 +1,5 @@
 """The table scripts/test ends with: each suite's counts and wall time against its budget, and the
-slowest tests of the run, from the JUnit XML each suite's pytest wrote. A suite past its budget
+slowest and CPU-heaviest tests of the run, from the JUnit XML each suite's pytest wrote. A suite past its budget
 is a warning, not a failure: CI's hard limit is 90 minutes, the budgets keep it near 40 with
 room to grow (docs/testing.md).
 
@@ -32,6 +32,7 @@ class Suite:
     cpu_s: int | None = None
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("passed", "failed", "error", "skipped"), 0))
     cases: list[tuple[float, str]] = field(default_factory=list)
+    cpu_cases: list[tuple[float, str]] = field(default_factory=list)
 
 
 def read_suite(out: Path, name: str) -> Suite:
@@ -50,6 +51,9 @@ def read_suite(out: Path, name: str) -> Suite:
         suite.counts[{"failure": "failed"}.get(outcome, outcome)] += 1
         test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
         suite.cases.append((float(case.get("time") or 0), test_id))
+        cpu = [p.get("value") for p in case.iter("property") if p.get("name") == "cpu_s"]
+        if cpu:
+            suite.cpu_cases.append((float(cpu[0] or 0), test_id))
     return suite
 
 
@@ -66,8 +70,24 @@ def machine_cpu(out: Path) -> tuple[int, int] | None:
     return end[0] - start[0], end[1] - start[1]
 
 
-def report(suites: list[Suite], total_s: int | None,
-           machine: tuple[int, int] | None = None) -> tuple[str, list[str]]:
+def services_cpu(out: Path) -> dict[str, int]:
+    """CPU seconds each kind of service process used over the run (those up before it count
+    from its start), from scripts/test's two reads."""
+    def read(at: str) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for line in (out / f"services.cpu.{at}").read_text().splitlines():
+            name, seconds = line.split()
+            totals[name] = totals.get(name, 0) + int(seconds)
+        return totals
+    try:
+        start, end = read("start"), read("end")
+    except (OSError, ValueError):
+        return {}
+    return {name: seconds - start.get(name, 0) for name, seconds in end.items() if seconds > start.get(name, 0)}
+
+
+def report(suites: list[Suite], total_s: int | None, machine: tuple[int, int] | None = None,
+           services: dict[str, int] | None = None) -> tuple[str, list[str]]:
     warnings = []
     lines = [f"{'suite':<13} {'exit':>4} {'passed':>7} {'failed':>6} {'error':>5} {'skipped':>7} "
              f"{'wall':>6} {'budget':>6} {'cpu':>6}"]
@@ -88,10 +108,18 @@ def report(suites: list[Suite], total_s: int | None,
         busy, idle = machine
         lines.append(f"the machine's CPU: {minutes(busy)} busy, {minutes(idle)} idle (core-minutes; cpu above is "
                      "each lane's own processes, its Slurm jobs and the daemons are the rest of busy)")
+    if services:
+        lines.append("of which services: " + ", ".join(
+            f"{name} {minutes(s)}" for name, s in sorted(services.items(), key=lambda kv: -kv[1])))
     slowest = sorted(((t, s.name, test) for s in suites for t, test in s.cases), reverse=True)[:SLOWEST]
     if slowest:
         lines += ["", f"slowest {len(slowest)} tests:"]
         lines += [f"  {t:7.1f} s  {name:<12} {test}" for t, name, test in slowest]
+    # CPU seconds of the test's process and the commands it waited for (not its Slurm jobs')
+    heaviest = sorted(((t, s.name, test) for s in suites for t, test in s.cpu_cases), reverse=True)[:SLOWEST]
+    if heaviest:
+        lines += ["", f"CPU-heaviest {len(heaviest)} tests (its process and the commands it ran):"]
+        lines += [f"  {t:7.1f} s  {name:<12} {test}" for t, name, test in heaviest]
     return "\n".join(lines), warnings
 
 
@@ -101,7 +129,8 @@ def main() -> int:
     parser.add_argument("suites", nargs="+", help="the suites that ran")
     parser.add_argument("--total", type=int, help="the whole run's wall seconds")
     args = parser.parse_args()
-    text, warnings = report([read_suite(args.out, name) for name in args.suites], args.total, machine_cpu(args.out))
+    text, warnings = report([read_suite(args.out, name) for name in args.suites], args.total, machine_cpu(args.out),
+                            services_cpu(args.out))
     print(text)
     for warning in warnings:
         print(f"warning: {warning}")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import sys
 import uuid
@@ -37,6 +38,26 @@ def _no_outside_settings(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
         monkeypatch.delenv(name, raising=False)
     if "state_home" not in request.fixturenames:
         monkeypatch.setenv("XDG_STATE_HOME", NO_STATE_HOME)
+
+
+def _cpu_s() -> float:
+    """This process's CPU seconds and those of every child it waited for (subprocess.run waits)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each test's CPU seconds, set-up to tear-down, as the JUnit property `cpu_s`
+    (scripts/suite_report.py lists the heaviest: the machine's CPU is what bounds CI's wall time)."""
+    if call.when == "setup":
+        item.stash[_CPU_AT_SETUP] = _cpu_s()
+    outcome = yield
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        outcome.get_result().user_properties.append(("cpu_s", round(_cpu_s() - item.stash[_CPU_AT_SETUP], 2)))
+
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
