@@ -20,6 +20,7 @@ from campaignctl.core.nodes.ledger import (
     standings,
 )
 from campaignctl.core.nodes.node_rules import NodeRules
+from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.spec.spec import Resources
 from campaignctl.core.tick.tick import decide_tick
 from campaignctl.core.tick.tick_facts import with_facts
@@ -114,6 +115,39 @@ def test_a_tick_excludes_the_ledgers_nodes_from_retries_and_pending_elements_and
     assert (clear.action, clear.typed.node) == ("clear_node", "node2")  # type: ignore[attr-defined]
     before = replace(clean, elapsed_s=7200)  # started before its probation: says nothing
     assert node_decisions([], [before], probation, frozenset(), RULES, NOW) == []
+
+
+def pending(task: int, exclude: str | None) -> TaskView:
+    return TaskView(task, (AttemptView(f"t{task}.1", 1, "PENDING", f"12_{task}", Resources(exclude=exclude),
+                                       slurm_state="PENDING"),))
+
+
+def test_a_node_the_ledger_no_longer_excludes_leaves_pending_work_and_retries_the_specs_own_and_failed_stay() -> None:
+    """Before, a pending element kept every node ever pushed onto it: over a long queue the
+    ledger's exclusions moved from node to node and the simulated 8-node campaigns came to
+    exclude all eight (6,391 of 6,395 pending elements) and never started."""
+    settings = CampaignSettings(tasks=4, exclude=frozenset({"node9"}))  # the spec's own `exclude: node9`
+    # task 0: its first attempt died with node1, its second ran out of memory; node3 was excluded then
+    retried = TaskView(0, (ended(0, "NODE_FAIL", "node1", minutes_ago=90),
+                           replace(ended(0, "OUT_OF_MEMORY", "node2", number=2),
+                                   resources=Resources(exclude="node1,node3,node9"))))
+    stale, fresh = pending(1, "node3,node9"), pending(2, "node4,node9")
+    ledger = Exclusion(("node4",), (), {"node4": "node4: score 1 (node_fail in b)"})  # node3's has ended
+    plan = decide_tick(with_facts(snapshot(retried, stale, fresh, settings=settings), exclusion=ledger), POLICY, NOW)
+    by_task = {d.task_index: d for d in plan.decisions if d.action in ("resubmit", "resize_pending")}
+    assert by_task[0].resources.exclude == "node1,node4,node9"  # type: ignore[union-attr]
+    assert by_task[1].resources.exclude == "node4,node9"  # type: ignore[union-attr]
+    assert "nothing excludes node3 any longer" in by_task[1].reason
+    assert by_task[1].inputs["let_back"] == ["node3"]
+    assert 2 not in by_task  # already what is excluded now
+    # nothing excluded now: the pending element keeps only the spec's node
+    plan = decide_tick(snapshot(pending(1, "node3,node9"), settings=settings), POLICY, NOW)
+    [shrunk] = [d for d in plan.decisions if d.action == "resize_pending"]
+    assert shrunk.resources.exclude == "node9"  # type: ignore[union-attr]
+    # a revision that did not record the spec's own nodes: nothing is taken off, as before
+    plan = decide_tick(with_facts(snapshot(pending(1, "node3,node9")), exclusion=ledger), POLICY, NOW)
+    [grown] = [d for d in plan.decisions if d.action == "resize_pending"]
+    assert grown.resources.exclude == "node3,node4,node9"  # type: ignore[union-attr]
 
 
 def test_a_crash_loop_holds_the_campaign_naming_its_signature() -> None:

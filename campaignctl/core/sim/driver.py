@@ -95,7 +95,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         nodes = ledger.facts(engine, now)
         loads = _loads(engine) if counted and not whole else None
         plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes, loads)
-        siblings = _siblings(engine, plan, views, policy, pushed, nodes.exclusion) if not whole else []
+        siblings = [] if whole else _siblings(engine, plan, views, policy, pushed, nodes.exclusion, settings.exclude)
         if siblings:
             plan = _decide(engine, policy, settings, views + siblings, now, lowered, search, sampler, nodes, loads)
         if search is not None:
@@ -252,9 +252,12 @@ def _recently_failed(engine: Engine, changed: list[TaskView], window_s: int) -> 
 
 
 def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Policy,
-              pushed: dict[str, object], ledger: Exclusion = NO_EXCLUSION) -> list[TaskView]:
+              pushed: dict[str, object], ledger: Exclusion = NO_EXCLUSION,
+              base: frozenset[str] | None = None) -> list[TaskView]:
     """Pending tasks this plan's raises or the campaign's excluded nodes reach: still asking for
-    less than a raise that is made (core/tick/siblings.py), or lacking an excluded node."""
+    less than a raise that is made (core/tick/siblings.py), lacking an excluded node, or (with the
+    spec's own `base`) leaving out one nothing excludes any longer (decide.kept_out: a retry's own
+    failed nodes count here too, the tick keeps them)."""
     triggers = [d for d in plan.decisions if d.action == "resubmit" and d.rule in ("out_of_memory", "timeout")]
     facts = _sibling_facts(engine) if triggers else None
     raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []
@@ -267,18 +270,19 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     at = pushed.get("at", 0)
     since = 0 if fresh or not isinstance(at, int) else at
     pushed.update(excluded=excluded, at=engine.now + 1)
-    if not (mem or time or excluded):
+    if not (mem or time or excluded or (base is not None and fresh)):
         return []
     seen = {v.index for v in views}
     lacking: dict[str | None, bool] = {}  # an --exclude list → whether it lacks an excluded node
 
     def lacks(exclude: str | None) -> bool:
         if exclude not in lacking:
-            lacking[exclude] = not excluded <= set(split_nodes(exclude or ""))
+            have = set(split_nodes(exclude or ""))
+            lacking[exclude] = not excluded <= have or (base is not None and bool(have - base - excluded))
         return lacking[exclude]
 
     def reached(key: Shape) -> bool:
-        return key[3] < mem or key[7] < time or bool(excluded and lacks(key[6]))
+        return key[3] < mem or key[7] < time or lacks(key[6])
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
     arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]

@@ -32,6 +32,10 @@ class CampaignSettings:
     search_resources: Resources | None = None  # what a trial's first attempt asks for (the budget gate)
     pack: PackSpec | None = None  # `pack:`: how its first attempts share jobs and GPUs
     clusters: tuple[ClusterSpec, ...] = ()  # `clusters:`: where its work may go (core/spec/clusters_spec.py)
+    # the nodes the spec itself leaves out (`resources.exclude`, every rung's): what a retry or a
+    # pending element keeps excluding once the ledger and the campaign no longer exclude a node.
+    # None: a revision written before this was stored, whose retries keep every node they exclude
+    exclude: frozenset[str] | None = None
 
     @property
     def progressive(self) -> bool:
@@ -55,7 +59,8 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
         rungs=rungs, profile=_profile(data.get("profile")), objective=objective_from_settings(data.get("objective")),
         search=search_from_settings(data.get("search")),
         search_resources=resources_from(data["search"].get("resources")) if isinstance(data.get("search"), dict)
-        else None, pack=_pack(data.get("pack")), clusters=clusters_from_settings(data.get("clusters")))
+        else None, pack=_pack(data.get("pack")), clusters=clusters_from_settings(data.get("clusters")),
+        exclude=frozenset(str(n) for n in data["exclude"]) if isinstance(data.get("exclude"), list) else None)
 
 
 def _pack(value: Any) -> PackSpec | None:

@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from campaignctl.core.base.hostlist import hostlist_size, split_nodes
 from campaignctl.core.base.rawdoc import KeyPath, RawDoc
 from campaignctl.core.base.reader import Reader
 from campaignctl.core.base.safety import (
@@ -46,6 +47,7 @@ BUDGET_KEYS = ("gpu_hours", "cpu_hours", "money", "energy_kwh")
 BUDGET_WARN_AT = 0.8
 DEFAULT_TIME = "01:00:00"
 DEFAULT_MEM = "1G"
+MAX_EXCLUDED = 10_000  # nodes a spec's `exclude` may name (the largest clusters have about as many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,8 @@ class CampaignSpec:
                        "energy_kwh": b.energy_kwh, "warn_at": b.warn_at}}
         if self.rungs:
             settings.update(configs=self.configs, rungs=[rung.to_settings() for rung in self.rungs])
+        settings["exclude"] = sorted({n for r in (self.resources, *(rung.resources for rung in self.rungs))
+                                      for n in split_nodes(r.exclude or "")})
         if self.share_group:
             settings["share"] = {"group": self.share_group}
         if self.profile:
@@ -243,6 +247,9 @@ def _resources(r: Reader) -> tuple[Resources, tuple[str, ...], int]:
         r.problem((*p, "min_gpus"), f"is {min_gpus}, more than resources.gpus ({gpus})")
     gpu_type = gpu_types[0] if gpu_types else None
     nodes, tasks_per_node, launcher = _layout(r, p, gpus)
+    exclude = r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]")
+    if exclude and hostlist_size(exclude) > MAX_EXCLUDED:  # each tick names them one by one
+        r.problem((*p, "exclude"), f"names {hostlist_size(exclude):,} nodes, more than {MAX_EXCLUDED:,}")
     return Resources(
         partition=r.pattern((*p, "partition"), SLURM_WORD, "a partition name such as batch"),
         gpus=gpus or 0,
@@ -255,8 +262,7 @@ def _resources(r: Reader) -> tuple[Resources, tuple[str, ...], int]:
         account=r.pattern((*p, "account"), SLURM_WORD, "an account name"),
         qos=r.pattern((*p, "qos"), SLURM_WORD, "a QOS name"),
         constraint=r.pattern((*p, "constraint"), CONSTRAINT, "a feature expression such as a100|v100"),
-        exclude=r.pattern((*p, "exclude"), HOSTLIST, "a host list such as node1,node[3-4]"),
-        nodes=nodes, tasks_per_node=tasks_per_node, launcher=launcher,
+        exclude=exclude, nodes=nodes, tasks_per_node=tasks_per_node, launcher=launcher,
     ), gpu_types, min_gpus
 
 

@@ -7,7 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from campaignctl.core.base.clock import read_time, utc
 from campaignctl.core.base.hostlist import split_nodes
@@ -25,29 +25,31 @@ from campaignctl.core.spec.spec import Resources
 from campaignctl.core.tick.siblings import Raise, SiblingFacts, plan_raise
 
 NODE_CAUSES = ("node_fail", "boot_fail")
+NO_TIME_LIMIT = datetime.max.replace(tzinfo=timezone.utc)  # `now` of a caller that has none: every grace is over
 LOST = "LOST"  # not in sacct nor squeue for longer than the policy's grace period
 
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
            gpu_types: Sequence[str] = (), siblings: SiblingFacts | None = None,
-           ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
+           ledger: Exclusion = NO_EXCLUSION, base_exclude: frozenset[str] | None = None) -> list[Decision]:
     """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
     plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
     spec's acceptable GPU types, where a GPU OOM may move; `ledger`: the nodes the node ledger
-    keeps new work from (a retry is one task: a node on probation may take it)."""
+    keeps new work from (a retry is one task: a node on probation may take it); `base_exclude`:
+    the nodes the spec leaves out (kept_out)."""
     excluded = _ByCluster(tasks, policy)
     decisions = []
     left = ledger  # a retry is one task: the first may go where the ledger has a node on probation, no later one
     for task in tasks:
         here = job_ref.cluster_of(task.latest.job_id or "")  # where its retry goes: core/tick/act_plan.py
         ledger_here = left if not here else NO_EXCLUSION  # the ledger a tick reads is its own cluster's
-        decision = decide_task(task, policy, now, excluded[here] | set(ledger_here.nodes), gpu_types)
+        decision = decide_task(task, policy, now, excluded[here] | set(ledger_here.nodes), gpu_types, base_exclude)
         if decision is None:
             continue
         probing = ledger_here.probation if decision.action == "resubmit" else ()
         decisions.append(with_ledger(decision, ledger_here, probing))
         left = left.probed() if probing else left
-    resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded, ledger)
+    resizes = resize_pending_siblings(tasks, decisions, policy, siblings, excluded, ledger, base_exclude, now)
     if siblings is not None and any(d.rule in ("out_of_memory", "timeout") for d in decisions):
         latest = {t.latest.token: t.latest for t in tasks}
         decisions = [_with_reach(d, latest[d.attempt_token], policy, siblings) for d in decisions]
@@ -75,8 +77,8 @@ def cause_of(attempt: AttemptView, policy: Policy, now: datetime) -> str | None:
     return CAUSE_OF_STATE.get(attempt.state)
 
 
-def decide_task(task: TaskView, policy: Policy, now: datetime,
-                excluded: frozenset[str] = frozenset(), gpu_types: Sequence[str] = ()) -> Decision | None:
+def decide_task(task: TaskView, policy: Policy, now: datetime, excluded: frozenset[str] = frozenset(),
+                gpu_types: Sequence[str] = (), base_exclude: frozenset[str] | None = None) -> Decision | None:
     latest = task.latest
     replacement = task.replacements.get(latest.token)
     if not latest.decided and replacement is not None and replacement.applies_to(latest):
@@ -101,7 +103,24 @@ def decide_task(task: TaskView, policy: Policy, now: datetime,
     wait = _backoff(rule, counts[cause] or 1)
     if latest.ended_at and read_time(latest.ended_at) + wait > utc(now):
         return None  # backoff not over: decide on a later tick
-    return _resubmit(task.index, latest, cause, rule, excluded, counts[cause] or 1, inputs, adjust, params)
+    return _resubmit(task.index, latest, cause, rule, kept_out(task, policy, now, excluded, base_exclude),
+                     counts[cause] or 1, inputs, adjust, params)
+
+
+def kept_out(task: TaskView, policy: Policy, now: datetime, excluded: Iterable[str],
+             base_exclude: frozenset[str] | None) -> frozenset[str]:
+    """The nodes a retry or a pending element of `task` leaves out: the spec's own, those the
+    task's own attempts failed on (where their rule excludes a failed node) and what the campaign
+    and the node ledger exclude now. A node the ledger once excluded is not kept: its exclusions
+    move from node to node over a long queue (each lasts until probation), and work that kept
+    every one came to exclude the whole partition and never started. `base_exclude` None (a
+    revision that did not record the spec's): every node the latest attempt excluded is kept."""
+    kept = set(split_nodes(task.latest.resources.exclude or "")) if base_exclude is None else set(base_exclude)
+    for a in task.attempts:
+        cause = cause_of(a, policy, now)
+        if cause is not None and policy.rule(cause).exclude_failed_node:
+            kept.update(suspect_nodes(a.nodes, a.cause, a.evidence))
+    return frozenset(kept | set(excluded))
 
 
 def _output_cause_step(cause: str, rule: Rule, policy: Policy, latest: AttemptView, gpu_types: Sequence[str],
@@ -178,7 +197,7 @@ def _resubmit(index: int, latest: AttemptView, cause: str, rule: Rule, excluded:
                   time_min=_grow(old.time_min, rule.time_factor, rule.time_cap_min))
     suspects = suspect_nodes(latest.nodes, latest.cause, latest.evidence)
     failed_nodes = set(suspects) if rule.exclude_failed_node else set()
-    exclude = sorted(set(split_nodes(old.exclude or "")) | failed_nodes | excluded)
+    exclude = sorted(failed_nodes | excluded)
     new = replace(new, exclude=",".join(exclude) or None)
     changes = _changes(old, new)
     what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items()) or "unchanged resources"
@@ -294,11 +313,14 @@ def sibling_raises(tasks: Sequence[TaskView], decisions: Sequence[Decision], pol
 def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decision], policy: Policy,
                             facts: SiblingFacts | None = None,
                             excluded: Mapping[str, frozenset[str]] | None = None,
-                            ledger: Exclusion = NO_EXCLUSION) -> list[Decision]:
+                            ledger: Exclusion = NO_EXCLUSION, base_exclude: frozenset[str] | None = None,
+                            now: datetime | None = None) -> list[Decision]:
     """What this tick's OOM/TIMEOUT retries and the campaign's excluded nodes mean for pending
     tasks, before they start and waste an attempt (core/tick/siblings.py: which raises reach which
     tasks, and why). `facts` None: no node shapes or failure shares were read, so only the free
-    raises (time) reach the trigger's own array."""
+    raises (time) reach the trigger's own array. A pending element's exclude list becomes what
+    kept_out says now: nodes join it, and leave it once nothing excludes them (with `base_exclude`;
+    on another cluster than SLURM_CONF's, whose nodes the spec does not name, they only join)."""
     raises = sibling_raises(tasks, decisions, policy, facts)
     failed = excluded if excluded is not None else _ByCluster(tasks, policy)
     pending = [t for t in tasks if t.latest.state == "PENDING" and t.latest.job_id is not None]
@@ -306,19 +328,23 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     exclude_nodes = {here: (failed[here] if policy.rule("node_fail").exclude_failed_node else frozenset())
                      | (set(ledger.nodes) if not here else frozenset())
                      for here in {job_ref.cluster_of(t.latest.job_id or "") for t in pending}}
-    if not any(exclude_nodes.values()) and not any(r.mem_mb or r.time_min for _, r, _ in raises):
+    if (base_exclude is None and not any(exclude_nodes.values())
+            and not any(r.mem_mb or r.time_min for _, r, _ in raises)):
         return []
     out = []
-    # pending tasks share a few requests: each (request, raises reaching it, cluster) is planned once
-    plans: dict[tuple[Resources, tuple[int, ...], str], _SiblingPlan | None] = {}
+    # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
+    plans: dict[tuple[Resources, tuple[int, ...], frozenset[str]], _SiblingPlan | None] = {}
     for task in pending:
         latest = task.latest
         here = job_ref.cluster_of(latest.job_id or "")
         reaching = tuple(i for i, (_, r, array) in enumerate(raises)
                          if (array is None or array == latest.array_job_id) and r.group.holds(latest.params))
-        key = (latest.resources, reaching, here)
+        keep = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here],
+                        base_exclude if not here else None)
+        key = (latest.resources, reaching, keep)
         if key not in plans:
-            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], exclude_nodes[here])
+            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], keep,
+                                       exclude_nodes[here])
         plan = plans[key]
         if plan is not None:
             out.append(with_ledger(Decision(
@@ -338,12 +364,12 @@ class _SiblingPlan:
     inputs: dict[str, object]
 
 
-def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
+def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]], keep: frozenset[str],
                   exclude_nodes: frozenset[str]) -> _SiblingPlan | None:
     mem = max([old.mem_mb, *(r.mem_mb for _, r in reaching if r.mem_mb)])
     time = max([old.time_min, *(r.time_min for _, r in reaching if r.time_min)])
     have = set(split_nodes(old.exclude or ""))
-    exclude = ",".join(sorted(have | exclude_nodes)) if not exclude_nodes <= have else old.exclude
+    exclude = (",".join(sorted(keep)) or None) if keep != have else old.exclude
     new = replace(old, mem_mb=mem, time_min=time, exclude=exclude)
     if new == old:
         return None
@@ -358,6 +384,10 @@ def _sibling_plan(old: Resources, reaching: Sequence[tuple[Decision, Raise]],
         return _SiblingPlan(new, changes, trigger.rule, reason,
                             {"trigger_task": trigger.task_index, "trigger_attempt": trigger.attempt_token,
                              "group": why.group.describe()})
-    reason = (f"pending; {what} before it starts: the campaign excludes nodes where "
-              "`campaign_exclude_after` attempts died of a node failure, and the node ledger its excluded nodes.")
-    return _SiblingPlan(new, changes, "node_fail", reason, {"excluded_nodes": sorted(exclude_nodes)})
+    let_back = sorted(have - keep)
+    reason = f"pending; {what} before it starts: " + "; ".join(
+        ([f"nothing excludes {', '.join(let_back)} any longer (the node ledger's exclusion ended)"] if let_back else [])
+        + (["the campaign excludes nodes where `campaign_exclude_after` attempts died of a node failure, "
+            "and the node ledger its excluded nodes"] if keep - have else [])) + "."
+    return _SiblingPlan(new, changes, "node_fail", reason,
+                        {"excluded_nodes": sorted(exclude_nodes), **({"let_back": let_back} if let_back else {})})

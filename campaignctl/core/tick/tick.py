@@ -211,7 +211,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     settings = snapshot.settings
     fired = snapshot.requests.fired
     ledger = snapshot.exclusion or NO_EXCLUSION  # unread: nothing excluded (the ledger fails open)
-    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings, ledger)
+    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings, ledger, settings.exclude)
     assessment = _assessment(snapshot, policy)
     budget = _budget(snapshot, views, assessment)
     paused = snapshot.campaign_state == "paused" or budget.pause
