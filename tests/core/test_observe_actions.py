@@ -309,3 +309,11 @@ def test_a_stop_is_a_single_state_filtered_cancel_like_a_move() -> None:
 def test_nothing_to_do_is_an_empty_plan() -> None:
     result = plan([])
     assert result == ActionPlan((), (), ()) and result.planned() == []
+
+
+def test_a_resize_that_lets_every_node_back_clears_the_exclude_list_with_a_blank_value() -> None:
+    """scontrol(1): "Value may be cleared with blank data value" (both lab Slurms: ExcNodeList=(null))."""
+    new = Resources()
+    d = Decision(0, "12.0", "node_fail", "resize_pending", "pending; exclude node3 → None", {},
+                 ResizePending(changes={"exclude": ("node3", None)}, array_job_id="12", resources=new), new)
+    assert ResizeGroup("12.0", "12", new, (d,)).scontrol_fields() == ["ExcNodeList="]

@@ -169,3 +169,10 @@ def test_multi_node_layout(resources: str, layout: tuple[int, int, str]) -> None
 ])
 def test_bad_multi_node_keys_are_refused(resources: str, fragment: str) -> None:
     assert fragment in problems_of(with_line(f"resources: {resources}"))
+
+
+def test_an_exclude_naming_more_nodes_than_any_cluster_has_is_an_error_and_its_nodes_are_stored() -> None:
+    problems = problems_of(with_line('resources: {exclude: "n[1-100000]"}'))
+    assert "resources.exclude: names 100,000 nodes, more than 10,000" in problems
+    spec = spec_of(with_line('resources: {exclude: "gpu[3-4],cpu1"}'))
+    assert spec.settings()["exclude"] == ["cpu1", "gpu3", "gpu4"]  # what a tick keeps out of retries

@@ -7,6 +7,8 @@
   left out of the next submission;
 - a ledger that blames every node excludes a quarter of the partition and no more, and a job that
   needs every node is submitted as if the ledger said nothing (`sbatch --test-only` refused it);
+- elements waiting in the queue take a node the ledger comes to exclude and give it back once it
+  is forgiven, keeping the spec's own `exclude`;
 - a task failing with the same evidence each time holds the campaign after three attempts, and
   `policy replay` reproduces every decision, the ledger's included.
 
@@ -264,6 +266,56 @@ telemetry: {interval: 0}
     assert "node_ledger" not in start.inputs
     wait_for("the four-node task to finish", lambda: cli("reconcile", "wide").returncode in (0, 75)
              and state("wide") == "finished", 180)
+
+
+def test_pending_elements_take_a_node_the_ledger_excludes_and_give_it_back_once_it_is_forgiven(
+        slurm_conf: str, state_home: Path, tmp_path: Path, sleepers: list[str]) -> None:
+    """Before, pending work kept every node ever pushed onto it: over a long queue the ledger's
+    exclusions moved from node to node and its elements came to exclude the whole partition."""
+    for node in lab_nodes():  # the campaign's elements wait behind root's jobs holding every node
+        out = proc.run(["sbatch", "--parsable", "--exclusive", "-w", node, "-J", "ledger-sleeper",
+                        "-o", "/dev/null", "--wrap", "sleep 300"]).stdout
+        sleepers.append(out.strip().split(";")[0])
+    shutil.copy(HERE / "chaos_task.py", tmp_path / "chaos.py")
+    assert cli("submit", str(write_spec(tmp_path, """\
+name: back
+command: [python3, chaos.py, ok, "0"]
+tasks: [{i: 0}, {i: 1}]
+resources: {cpus_per_task: 1, mem: 100M, time: "00:05:00", exclude: NOSUCH}
+telemetry: {interval: 0}
+""".replace("NOSUCH", lab_nodes()[0]), "back.yaml"))).returncode == 0
+    mine, bad = lab_nodes()[0], lab_nodes()[-1]  # the spec's own exclusion, the one the ledger will blame
+    array = first_array("back")
+    assert set(exclusions(array)) == {mine}
+    store = Store.open()
+    cluster = json.loads(cli("nodes", "--json").stdout)["data"]["cluster"]
+    with store.engine.begin() as conn:
+        conn.execute(sa.insert(node_marks), [{
+            "cluster": cluster, "node": bad, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "kind": "node_fail", "weight": 1.0, "campaign_id": None, "decision_id": None, "user_name": "test",
+            "reason": "made up by the test"}])
+    assert cli("reconcile", "back").returncode == 0
+    assert set(exclusions(array)) == {f"{mine},{bad}"}  # both elements, as slurmctld holds them
+    assert cli("nodes", "forgive", bad, "--reason", "replaced").returncode == 0
+    assert cli("reconcile", "back").returncode == 0
+    assert set(exclusions(array)) == {mine}
+    resizes = decisions("back", "resize_pending")
+    pushed = [d for d in resizes if "let_back" not in d.inputs]
+    let_back = [d for d in resizes if "let_back" in d.inputs]
+    assert sorted(d.task_index for d in pushed) == sorted(d.task_index for d in let_back) == [0, 1]
+    assert all(d.inputs["excluded_nodes"] == [bad] for d in pushed)
+    assert all(d.inputs["let_back"] == [bad] and f"nothing excludes {bad} any longer" in d.reason for d in let_back)
+    for job in sleepers:
+        proc.run(["scancel", job], check=False)
+    wait_for("the campaign to finish", lambda: cli("reconcile", "back").returncode in (0, 75)
+             and state("back") == "finished", 180)
+    assert mine not in {r.nodes for r in attempts("back")}
+
+
+def exclusions(array_job_id: str) -> list[str]:
+    """ExcNodeList of every element slurmctld holds for the array."""
+    shown = proc.run(["scontrol", "show", "job", array_job_id]).stdout
+    return [w.split("=", 1)[1] for w in shown.split() if w.startswith("ExcNodeList=")]
 
 
 def test_a_crash_loop_is_held_with_its_signature_and_replay_reproduces_the_ledger(

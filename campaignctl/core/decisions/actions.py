@@ -47,7 +47,8 @@ class ResubmitGroup:
 # Resources field → `scontrol update` field for a pending job (scontrol(1), "update" of a job):
 # MinMemoryNode in MB, TimeLimit in minutes. CPUs need NumCPUs AND CPUsPerTask: NumCPUs alone
 # allocates 2 CPUs but leaves SLURM_CPUS_PER_TASK=1, CPUsPerTask alone still allocates 1 (lab cluster).
-# ExcNodeList replaces the job's whole --exclude list (the decision carries the union).
+# ExcNodeList replaces the job's whole --exclude list (the decision carries what the job keeps out
+# now); a blank value clears it (scontrol(1): "Value may be cleared with blank data value").
 _SCONTROL_FIELDS = {"mem_mb": ("MinMemoryNode",), "time_min": ("TimeLimit",),
                     "cpus_per_task": ("NumCPUs", "CPUsPerTask"), "exclude": ("ExcNodeList",)}
 
@@ -69,8 +70,8 @@ class ResizeGroup:
         """Only what the decisions change: a plain user may not touch TimeLimit upwards, so a
         CPU resize must not send it along."""
         changed = {k for d in self.decisions for k in changes_of(d.typed)}
-        return [f"{field}={getattr(self.resources, key)}" for key, fields in _SCONTROL_FIELDS.items()
-                if key in changed for field in fields]
+        return [f"{field}={'' if (value := getattr(self.resources, key)) is None else value}"
+                for key, fields in _SCONTROL_FIELDS.items() if key in changed for field in fields]
 
 
 @dataclass(frozen=True, slots=True)
