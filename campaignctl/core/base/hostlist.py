@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 
 def split_nodes(nodelist: str, limit: int | None = None) -> list[str]:
     """`node[1-3],gpu7` → node1 node2 node3 gpu7 (Slurm hostlist; ranges and lists inside []).
@@ -9,8 +11,14 @@ def split_nodes(nodelist: str, limit: int | None = None) -> list[str]:
     `n[1-100000000]` would be 10⁸ strings)."""
     if limit is not None and (size := hostlist_size(nodelist)) > limit:
         raise ValueError(f"names {size:,} nodes, more than {limit:,}")
+    return list(_split(nodelist))
+
+
+@lru_cache(maxsize=4096)
+def _split(nodelist: str) -> tuple[str, ...]:
+    """A tick splits the same few lists (its attempts' nodes, its exclusions) thousands of times."""
     out = [host for item in _items(nodelist) for host in _expand_host(item)]
-    return [n for n in out if n and n != "None assigned"]
+    return tuple(n for n in out if n and n != "None assigned")
 
 
 def hostlist_size(nodelist: str) -> int:

@@ -132,14 +132,19 @@ def _slow(completions: Sequence[Completion], rules: NodeRules) -> Iterable[tuple
     for item in rated:
         by_group[item[0].group].append(item)
     for group in by_group.values():
-        for c, node, rate in group:
+        # the median of the group's rates on the other nodes, once per node (a long campaign's
+        # group holds thousands of completions on a few nodes)
+        others_of: dict[str, tuple[int, float]] = {}
+        for node in {n for _, n, _ in group}:
             others = [r for _, n, r in group if n != node]
-            if len(others) < 2:
+            others_of[node] = (len(others), statistics.median(others) if others else 0.0)
+        for c, node, rate in group:
+            count, median = others_of[node]
+            if count < 2:
                 continue
-            median = statistics.median(others)
             if rate * rules.slow_factor <= median:
                 yield c, node, (f"task {c.task} made {rate:.3g} steps/s there, {median / rate:.2g}× slower than "
-                                f"the median {median:.3g} of its group's {len(others)} attempts on other nodes")
+                                f"the median {median:.3g} of its group's {count} attempts on other nodes")
 
 
 def _clears(completions: Sequence[Completion], exclusion: Exclusion) -> list[Decision]:

@@ -334,13 +334,20 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     out = []
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
     plans: dict[tuple[Resources, tuple[int, ...], frozenset[str]], _SiblingPlan | None] = {}
+    firsts: dict[tuple[str, str | None], frozenset[str]] = {}
     for task in pending:
         latest = task.latest
         here = job_ref.cluster_of(latest.job_id or "")
         reaching = tuple(i for i, (_, r, array) in enumerate(raises)
                          if (array is None or array == latest.array_job_id) and r.group.holds(latest.params))
-        keep = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here],
-                        base_exclude if not here else None)
+        base = base_exclude if not here else None
+        if len(task.attempts) == 1:  # no failure of its own: what it keeps out is its cluster's (most are)
+            first = (here, None if base is not None else latest.resources.exclude)
+            if first not in firsts:
+                firsts[first] = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here], base)
+            keep = firsts[first]
+        else:
+            keep = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here], base)
         key = (latest.resources, reaching, keep)
         if key not in plans:
             plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], keep,
