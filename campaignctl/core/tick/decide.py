@@ -328,9 +328,10 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     exclude_nodes = {here: (failed[here] if policy.rule("node_fail").exclude_failed_node else frozenset())
                      | (set(ledger.nodes) if not here else frozenset())
                      for here in {job_ref.cluster_of(t.latest.job_id or "") for t in pending}}
-    if (base_exclude is None and not any(exclude_nodes.values())
-            and not any(r.mem_mb or r.time_min for _, r, _ in raises)):
-        return []
+    if not any(exclude_nodes.values()) and not any(r.mem_mb or r.time_min for _, r, _ in raises) and (
+            base_exclude is None or all(set(split_nodes(e or "")) <= base_exclude
+                                        for e in {t.latest.resources.exclude for t in pending})):
+        return []  # nothing to add, nothing to give back
     out = []
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
     plans: dict[tuple[Resources, tuple[int, ...], frozenset[str]], _SiblingPlan | None] = {}
