@@ -68,7 +68,10 @@ def crash_loop(views: Sequence[TaskView], after: int, stopped: frozenset[str],
     since = read_time(last_completed) if last_completed else None
     named = [f for f in fresh if f.attempt.cause and f.attempt.evidence
              and (since is None or read_time(f.attempt.ended_at or "") > since)]
-    runs = [named[-after:]] + [[f for f in fresh if f.task == v.index][-after:] for v in views]
+    by_task: dict[int, list[Failure]] = {}
+    for f in fresh:
+        by_task.setdefault(f.task, []).append(f)
+    runs = [named[-after:]] + [by_task[v.index][-after:] for v in views if v.index in by_task]
     for run in runs:
         if len(run) == after and len({f.signature for f in run}) == 1 and any(not f.attempt.decided for f in run):
             return _hold(views, run, after)

@@ -336,6 +336,7 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
     plans: dict[tuple[Resources, tuple[int, ...], frozenset[str]], _SiblingPlan | None] = {}
     firsts: dict[tuple[str, str | None], frozenset[str]] = {}
+    said: dict[tuple[tuple[Resources, tuple[int, ...], frozenset[str]], bool], Decision] = {}
     for task in pending:
         latest = task.latest
         here = job_ref.cluster_of(latest.job_id or "")
@@ -354,12 +355,17 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
             plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], keep,
                                        exclude_nodes[here])
         plan = plans[key]
-        if plan is not None:
-            out.append(with_ledger(Decision(
-                task.index, latest.token, plan.rule, "resize_pending", plan.reason,
-                {"job_id": latest.job_id, "state": latest.state, **plan.inputs},
-                ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "",
-                              resources=plan.resources), plan.resources), ledger if not here else NO_EXCLUSION))
+        if plan is None:
+            continue
+        typed = ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "", resources=plan.resources)
+        said_key = (key, not here)
+        if said_key not in said:  # what the ledger adds to its reason and inputs: the same for the plan's tasks
+            said[said_key] = with_ledger(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason,
+                                                  {}, typed, plan.resources), ledger if not here else NO_EXCLUSION)
+        told = said[said_key]
+        out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", told.reason,
+                            {"job_id": latest.job_id, "state": latest.state, **plan.inputs, **told.inputs},
+                            typed, plan.resources))
     return out
 
 
