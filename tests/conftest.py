@@ -22,6 +22,10 @@ from campaignctl.core.tick.starts import ACTION as START
 from tests.fakeslurm import FakeSlurm
 
 REPO = Path(__file__).resolve().parent.parent
+# How long a test waits for a command it starts (a CLI, a database tool): the unit and PostgreSQL
+# suites run at nice 10 beside the Slurm suites (scripts/test), where a Python process has waited
+# minutes for the CPU (CI run 32: a test of 6 s quiet took 193 s; a `reconcile` ran past 60 s).
+COMMAND_TIMEOUT_S = 180
 
 
 # XDG_STATE_HOME of a test that did not ask for `state_home`: no directory can be made under

@@ -21,7 +21,7 @@ from campaignctl.adapters.store_schema import ticks
 from campaignctl.core.base.errors import SlurmTransientError
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, policy_decisions, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, policy_decisions, write_spec
 from tests.crash import Crash, crash_once_at
 from tests.fakeslurm import FakeSlurm
 
@@ -148,7 +148,7 @@ def test_cli_exits_0_at_once_when_another_reconcile_holds_the_lock(state_home: P
     with exclusive("reconcile") as holder:
         assert holder is None
         done = subprocess.run([sys.executable, "-m", "campaignctl", "reconcile", "--all"],
-                              capture_output=True, text=True, cwd=REPO, timeout=60)
+                              capture_output=True, text=True, cwd=REPO, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "another reconcile" in done.stdout
 

@@ -16,7 +16,7 @@ import pytest
 from campaignctl.core.base.errors import NotFoundError, OutputError
 from campaignctl.services.report import report
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, write_spec
 from tests.fakeslurm import FakeSlurm
 from tests.report_campaign import NAME, drive, png_size
 
@@ -96,8 +96,8 @@ def test_unknown_campaign_and_unwritable_output(tmp_path: Path, fake_slurm: Fake
 def test_matplotlib_is_loaded_only_to_draw() -> None:
     code = ("import sys, campaignctl.cli, campaignctl.services.reconcile, campaignctl.services.report; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'numpy')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          timeout=COMMAND_TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, write_spec
 from tests.fakeslurm import FakeSlurm
 
 
@@ -22,7 +22,7 @@ def run_cli(*args: str, state: Path, cwd: Path | None = None,
     env.pop("SLURM_CONF", None)  # no cluster: clients fail fast ("Could not establish a configuration source")
     env.update({"XDG_STATE_HOME": str(state), "COLUMNS": "200", **(env_extra or {})})
     return subprocess.run([sys.executable, "-m", "campaignctl", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd or REPO, timeout=180)  # at nice 10 beside the Slurm suites, slow
+                          env=env, cwd=cwd or REPO, timeout=COMMAND_TIMEOUT_S)
 
 
 def assert_user_error(done: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
@@ -100,7 +100,7 @@ def test_state_directory_and_database_are_private(tmp_path: Path) -> None:
 def test_bad_database_url_is_a_state_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "campaignctl", "status"], capture_output=True, text=True,
                           env={**os.environ, "XDG_STATE_HOME": str(tmp_path), "CAMPAIGNCTL_DB_URL": "nosuch://x"},
-                          timeout=60)
+                          timeout=COMMAND_TIMEOUT_S)
     assert_user_error(done, 73, "cannot use database URL")
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from campaignctl.core.base.crontab import MARKER, CronJob, render_job_line
 from tests.cli.test_cli import assert_user_error
-from tests.conftest import REPO
+from tests.conftest import COMMAND_TIMEOUT_S, REPO
 from tests.core.test_crontab import cron_rewrite
 
 # Behaves like cronie's crontab for `-l` and `crontab FILE`; records each call and the mode of
@@ -58,7 +58,7 @@ class Cron:
                    PATH=path if path is not None else f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}")
         env.update(extra)
         return subprocess.run([sys.executable, "-m", "campaignctl", "cron", *args], capture_output=True,
-                              text=True, env=env, cwd=REPO, timeout=60)
+                              text=True, env=env, cwd=REPO, timeout=COMMAND_TIMEOUT_S)
 
     def crontab(self) -> str:
         return self.store.read_text() if self.store.exists() else ""

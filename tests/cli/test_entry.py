@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.test_cli import run_cli
 from tests.cli.test_log_chain import logged  # noqa: F401  (fixture: a campaign `rc` with decisions)
-from tests.conftest import REPO
+from tests.conftest import COMMAND_TIMEOUT_S, REPO
 
 
 @pytest.mark.parametrize("command", ["", "status", "log", "log export", "policy replay"])
@@ -38,7 +38,7 @@ EXPLICIT_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1", "SHELL": 
 
 def test_show_completion_prints_a_bash_script_for_campaignctl(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "campaignctl", "--show-completion", "bash"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **EXPLICIT_SHELL})
+                          text=True, timeout=COMMAND_TIMEOUT_S, env={**os.environ, **EXPLICIT_SHELL})
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F _campaignctl_completion campaignctl" in done.stdout
     assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in done.stdout
@@ -46,7 +46,8 @@ def test_show_completion_prints_a_bash_script_for_campaignctl(tmp_path: Path) ->
 
 def test_install_completion_writes_the_script_and_sources_it_from_bashrc(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "campaignctl", "--install-completion", "bash"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **EXPLICIT_SHELL, "HOME": str(tmp_path)})
+                          text=True, timeout=COMMAND_TIMEOUT_S,
+                          env={**os.environ, **EXPLICIT_SHELL, "HOME": str(tmp_path)})
     script = tmp_path / ".bash_completions" / "campaignctl.sh"
     assert done.returncode == 0 and f"bash completion installed in {script}" in done.stdout
     assert "_CAMPAIGNCTL_COMPLETE=complete_bash" in script.read_text()
@@ -56,7 +57,8 @@ def test_install_completion_writes_the_script_and_sources_it_from_bashrc(tmp_pat
 def test_completion_completes_subcommands(tmp_path: Path) -> None:
     env = {**os.environ, "_CAMPAIGNCTL_COMPLETE": "complete_bash", "COMP_WORDS": "campaignctl pol",
            "COMP_CWORD": "1"}
-    done = subprocess.run([sys.executable, "-m", "campaignctl"], capture_output=True, text=True, timeout=60, env=env)
+    done = subprocess.run([sys.executable, "-m", "campaignctl"], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S, env=env)
     assert done.returncode == 0 and done.stdout.split() == ["policy"]
 
 
@@ -131,7 +133,7 @@ def closed_pipe_run(args: list[str], state: Path) -> subprocess.CompletedProcess
     env.update(XDG_STATE_HOME=str(state), COLUMNS="200")
     try:
         return subprocess.run([sys.executable, "-m", "campaignctl", *args], stdout=write_end, stderr=subprocess.PIPE,
-                              text=True, env=env, cwd=REPO, timeout=60)
+                              text=True, env=env, cwd=REPO, timeout=COMMAND_TIMEOUT_S)
     finally:
         os.close(write_end)
 

@@ -21,7 +21,7 @@ from campaignctl.core.governance.chain import DECISION_FIELDS, OUTCOME_FIELDS, r
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import assert_user_error, run_cli
-from tests.conftest import write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, write_spec
 from tests.fakeslurm import FakeSlurm
 
 # task index → (sacct state, exit code, node) in the first array: 5 retries and 1 give-up
@@ -53,7 +53,7 @@ def client(name: str, package: str, *args: str) -> None:
     if binary is None:
         pytest.fail(f"the {name} command-line tool is missing: `apt-get install {package}` (scripts/setup and "
                     "scripts/pglab install it); these tests tamper with the database through it")
-    done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=30)
+    done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
 
 

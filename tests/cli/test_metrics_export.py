@@ -24,7 +24,7 @@ from campaignctl.services.campaigns import current_policy
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import assert_user_error, run_cli
-from tests.conftest import REPO, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, write_spec
 from tests.core.test_prometheus import parse_exposition
 from tests.fakeslurm import FakeSlurm
 from tests.report_campaign import NAME, drive
@@ -34,7 +34,7 @@ def metrics_cli(*args: str, state: Path, umask: int = 0o022) -> subprocess.Compl
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     env["XDG_STATE_HOME"] = str(state)
     return subprocess.run([sys.executable, "-m", "campaignctl", "metrics", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=60, preexec_fn=lambda: os.umask(umask))
+                          env=env, cwd=REPO, timeout=COMMAND_TIMEOUT_S, preexec_fn=lambda: os.umask(umask))
 
 
 def test_the_textfile_reads_back_as_the_store_has_it(tmp_path: Path, fake_slurm: FakeSlurm, state_home: Path,

@@ -16,7 +16,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.services import output as output_service
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, run_main, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 Run = tuple[int, str, str]
@@ -152,12 +152,12 @@ def test_the_header_comes_first_and_a_last_line_without_newline_gets_one(
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "CAMPAIGNCTL_FAULT")}
     env["XDG_STATE_HOME"] = str(state_home)
     both = subprocess.run([sys.executable, "-m", "campaignctl", "output", sweep, "0"], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=COMMAND_TIMEOUT_S)
     lines = both.stdout.splitlines(keepends=True)
     assert both.returncode == 0 and lines[0].startswith("task 0 of 'out', attempt 1 of 1")
     assert lines[1:] == ["Traceback (most recent call last):\n", "AssertionError\n"]
     quiet = subprocess.run([sys.executable, "-m", "campaignctl", "output", sweep, "0", "--quiet"], cwd=REPO,
-                           env=env, capture_output=True, text=True, timeout=60)
+                           env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert quiet.stderr == "" and quiet.stdout.endswith("AssertionError\n")
 
 
