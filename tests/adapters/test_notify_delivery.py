@@ -58,7 +58,9 @@ def test_a_hanging_endpoint_costs_the_timeout_per_try_and_no_more_than_the_deadl
         result = deliver("webhook", hook.url, EVENT, 1, 4, time.monotonic() + 2.5)
         took = time.monotonic() - started
     assert not result.ok and not result.final and "did not answer within 1.0 s" in result.error
-    assert result.tries == 2 and took < 3.0  # 1 s, wait 0.5 s, 1 s; a third try would pass the deadline
+    # 1 s, wait 0.5 s, 1 s; a third try would pass the deadline. The endpoint hangs 30 s: a try that
+    # ignored its timeout would take that long, whatever the machine's load.
+    assert result.tries == 2 and took < 20
 
 
 def test_a_refused_connection_is_tried_again_then_reported() -> None:
@@ -116,7 +118,7 @@ def test_a_command_past_its_timeout_is_killed_with_what_it_started(tmp_path: Pat
     started = time.monotonic()
     result = deliver("command", argv, EVENT, 1, 1, far())
     assert not result.ok and "did not finish within 1.0 s" in result.error
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the grandchild's 30 s
     grandchild = int((tmp_path / "got.json").read_text())
     time.sleep(0.2)
     assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
@@ -131,7 +133,7 @@ def test_a_command_that_exits_0_leaving_a_child_behind_is_delivered_once(tmp_pat
     started = time.monotonic()
     result = deliver("command", argv, EVENT, 3, 2, far())
     assert (result.ok, result.tries) == (True, 1), result.error
-    assert (tmp_path / "got.json").read_text() == "ran\n" and time.monotonic() - started < 2.5
+    assert (tmp_path / "got.json").read_text() == "ran\n" and time.monotonic() - started < 20  # not the child's 30 s
 
 
 def test_a_missing_program_is_reported_not_raised(tmp_path: Path) -> None:

@@ -82,5 +82,5 @@ def test_another_sessions_table_lock_ends_a_tick_with_75_not_a_hang(
         took = time.monotonic() - started
         conn.exec_driver_sql("ROLLBACK")
     blocker.dispose()
-    assert code == 75 and took < 30, (code, took, err)
+    assert code == 75 and took < 90, (code, took, err)  # before: held until the lock was released
     assert "lock timeout" in err

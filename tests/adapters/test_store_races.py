@@ -113,7 +113,7 @@ def test_a_writer_stuck_holding_the_chain_lock_makes_the_next_exit_75_not_hang(
         with pytest.raises(DatabaseBusyError) as caught:
             stop = Decision(0, "n.0", "failed", "stop", "r", {}, Stop())
             log.write_intents(tick, campaigns[0], Policy(), [(stop, "")], [], 1)
-        assert caught.value.exit_code == 75 and time.monotonic() - started < 10
+        assert caught.value.exit_code == 75 and time.monotonic() - started < 60  # not held until the writer ends
     finally:
         stuck.close()
     assert policy_decisions(DecisionLog(store.engine).entries()) == []

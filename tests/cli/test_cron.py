@@ -191,7 +191,7 @@ def test_the_line_runs_under_sh_with_crons_percent_rewrite(tmp_path: Path) -> No
     job = CronJob(5, (str(program),), str(log), None, (("SLURM_CONF", conf), ("PATH", "/usr/bin:/bin")), prom)
     command = render_job_line(job).split(" ", 5)[5]
     assert cron_rewrite(command).endswith(" 2>&1")  # no unescaped % for cron to cut at
-    subprocess.run(["/bin/sh", "-c", cron_rewrite(command)], check=True, env={}, timeout=30)
+    subprocess.run(["/bin/sh", "-c", cron_rewrite(command)], check=True, env={}, timeout=COMMAND_TIMEOUT_S)
     assert json.loads(log.read_text()) == [["reconcile", "--all", "--textfile", prom], conf, "/usr/bin:/bin"]
 
 

@@ -140,7 +140,7 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(sweep: str, tmp_path: P
     assert head.stdout.readline() == b"line 0 " + b"x" * 80 + b"\n"
     head.stdout.close()  # `| head -1`
     err = head.stderr.read().decode()
-    assert head.wait(timeout=60) == 141
+    assert head.wait(timeout=COMMAND_TIMEOUT_S) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err
 
 

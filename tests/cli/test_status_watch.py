@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from campaignctl.cli import app, live
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import run_cli
-from tests.conftest import REPO, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, write_spec
 from tests.fakeslurm import FakeSlurm
 
 BUSY = "sacct: error: Problem talking to the database: Connection refused"
@@ -63,12 +63,12 @@ def test_ctrl_c_ends_a_real_watch_with_130_and_the_view_left_on_screen(tmp_path:
     proc = subprocess.Popen([sys.executable, "-m", "campaignctl", "status", "--watch", "--interval", "0.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
     assert proc.stdout is not None
-    seen, deadline = b"", time.monotonic() + 60
+    seen, deadline = b"", time.monotonic() + COMMAND_TIMEOUT_S
     while seen.count(b"Ctrl-C to stop") < 2 and time.monotonic() < deadline:  # drawn, then redrawn
         if select.select([proc.stdout], [], [], 1)[0]:
             seen += os.read(proc.stdout.fileno(), 65536)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
     assert seen.count(b"Ctrl-C to stop") >= 2, seen
     assert proc.returncode == 130, err
     assert b"no campaigns yet" in seen + out and b"Traceback" not in err

@@ -20,7 +20,7 @@ import pytest
 
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, write_spec
 from tests.fakeslurm import FakeSlurm
 
 LONG = "resnet50-imagenet-seed-sweep"
@@ -64,10 +64,10 @@ def in_terminal(args: tuple[str, ...], width: int, env: dict[str, str]) -> str:
     os.close(follower)
     chunks = []
     while True:
-        ready, _, _ = select.select([leader], [], [], 60)
+        ready, _, _ = select.select([leader], [], [], COMMAND_TIMEOUT_S)
         if not ready:
             child.kill()
-            pytest.fail(f"{args} printed nothing for 60 s")
+            pytest.fail(f"{args} printed nothing for {COMMAND_TIMEOUT_S} s")
         try:
             chunk = os.read(leader, 65536)
         except OSError:  # EIO: the child closed the terminal
@@ -75,7 +75,7 @@ def in_terminal(args: tuple[str, ...], width: int, env: dict[str, str]) -> str:
         if not chunk:
             break
         chunks.append(chunk)
-    child.wait(timeout=60)
+    child.wait(timeout=COMMAND_TIMEOUT_S)
     os.close(leader)
     text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
     assert child.returncode == 0, text
