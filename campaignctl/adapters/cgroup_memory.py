@@ -31,10 +31,12 @@ class _Files:
     limit: str
     peak: str  # the kernel's own high-water mark; absent on v2 before Linux 5.19
     current: str
+    events: str  # its `oom_kill N` line: processes the kernel's OOM killer ended in this cgroup
 
 
-_V1 = _Files("memory.limit_in_bytes", "memory.max_usage_in_bytes", "memory.usage_in_bytes")
-_V2 = _Files("memory.max", "memory.peak", "memory.current")
+# v1's memory.oom_control has `oom_kill` since Linux 4.13; v2's memory.events always
+_V1 = _Files("memory.limit_in_bytes", "memory.max_usage_in_bytes", "memory.usage_in_bytes", "memory.oom_control")
+_V2 = _Files("memory.max", "memory.peak", "memory.current", "memory.events")
 
 
 def own_cgroup(proc_self_cgroup: str) -> tuple[str, str] | None:
@@ -72,6 +74,18 @@ class CgroupMemory:
                 self._peak = max(self._peak, value)
                 return self._peak
         return self._peak or None
+
+    def oom_kills(self) -> int | None:
+        """Processes the kernel's OOM killer has ended in this cgroup, or None where unreadable."""
+        try:
+            text = (self.directory / self._files.events).read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
 
 
 def locate(proc_self_cgroup: str | None = None, root: Path = CGROUP_ROOT) -> CgroupMemory | None:

@@ -1,13 +1,17 @@
-"""Login side: the cause the job-side runner wrote into an attempt's exit.json."""
+"""Login side: the cause the job-side runner wrote into an attempt's exit.json, a plain-process
+pack's task read from its files, and the one file the login side writes there: that task's stop
+request (adapters/inline_pack.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from campaignctl.adapters.job_files import read_head
 from campaignctl.core.base import bounded_json
 from campaignctl.core.base.redact import mask_assignments, printable
 from campaignctl.core.model.attempt_paths import EXITS, AttemptPaths, rank_of_exit
+from campaignctl.core.model.records import HistoryRow
 from campaignctl.core.policy.suspects import RankCause
 
 EVIDENCE_LIMIT = 4096
@@ -56,6 +60,25 @@ def _cause_of(data: object) -> tuple[str, str] | None:
     # written by the job: an older runner masked nothing, and any writer may put escape sequences
     shown = printable(mask_assignments(evidence if isinstance(evidence, str) else ""))
     return printable(cause)[:64], shown[:EVIDENCE_LIMIT]
+
+
+def read_inline_files(run_dir: str, row: HistoryRow) -> tuple[object, object]:
+    """The attempt's started.json and exit.json values (None each where missing or unreadable):
+    a plain-process pack's task has no step, and these are its fate (core/packing/inline_fates.py)."""
+    files = AttemptPaths.of(run_dir, row.task_index, row.token)
+    return _read(files.started()), _read(files.exit())
+
+
+def request_stop(run_dir: str, task_index: int, token: str) -> bool:
+    """Ask a plain-process pack's task to stop (its runner ends it within a second or two, cause
+    `stopped`); False when its attempt directory is not there (it never started, or not yet)."""
+    files = AttemptPaths.of(run_dir, task_index, token)
+    try:
+        fd = os.open(files.stop_request, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:  # no directory yet (ENOENT), or a symlink in its place (ELOOP): never written through
+        return False
+    os.close(fd)
+    return True
 
 
 def _read(path: Path) -> object:

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
@@ -81,14 +81,32 @@ def _context() -> dict[str, object]:
     }
 
 
-def run_task(launch: TaskLaunch) -> None:
-    """Entry point inside the job. Never returns normally unless the program exited 0.
-    In a multi-node attempt every rank runs this: rank 0 writes the attempt's files, rank r
-    writes its own beside them (`output.rank<r>.log`, `exit.rank<r>.json`)."""
+# How a plain-process pack's runner waits for one task (adapters/inline_pack.py): the program's
+# return code, and the cause when the wait itself ended it (its time or memory limit).
+Watch = Callable[[subprocess.Popen[bytes]], tuple[int, dict[str, str] | None]]
+
+
+def ignore_warning_signals() -> None:
     for sig in IGNORED_UNLESS_HANDLED:
         # first thing: from here an early warning signal can neither kill this process nor reach
         # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
         signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
+
+
+def run_task(launch: TaskLaunch) -> None:
+    """Entry point inside the job. Never returns normally unless the program exited 0.
+    In a multi-node attempt every rank runs this: rank 0 writes the attempt's files, rank r
+    writes its own beside them (`output.rank<r>.log`, `exit.rank<r>.json`)."""
+    ignore_warning_signals()
+    code = run_attempt(launch)
+    if code != 0:
+        sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
+
+
+def run_attempt(launch: TaskLaunch, watch: Watch | None = None, env: Mapping[str, str] | None = None) -> int:
+    """One attempt's files and program; its return code. `watch`: the program runs in a session
+    of its own and `watch` waits for it (the caller forwards signals); `env`: set for the program
+    over what the task's environment says (a plain-process pack's GPU for the task)."""
     launch = current_launch(launch)  # a payload pickled by an older release lacks later fields
     if launch.shared:
         os.umask(0o007)  # inherited by the program; directories made inside `tasks/` stay setgid
@@ -105,18 +123,21 @@ def run_task(launch: TaskLaunch) -> None:
     with open(log_path, "ab") as log:  # made here, so that `output` finds it before the program writes
         log.write(resume_note(launch).encode())
     prepared = prepare_environment(launch, log_path)
+    prepared.env.update(env or {})
     if launch.mlflow_run_file and not prepared.code and not suffix and "MLFLOW_RUN_ID" not in prepared.env:
         _continue_mlflow_run(launch, prepared.env, log_path)
     argv = launch.argv if where is None or prepared.code else _rank_setup(launch, where, prepared.env, log_path)
+    limit: dict[str, str] | None = None
     with metrics_from_output(launch, log_path) if not suffix else contextlib.nullcontext():
-        code = prepared.code or (1 if argv is None else _run_program(launch, argv, log_path, prepared.env, where))
-    # a failed setup line is the cause; otherwise the output's own
+        code = prepared.code or 1
+        if not prepared.code and argv is not None:
+            code, limit = _run_program(launch, argv, log_path, prepared.env, where, watch)
+    # a failed setup line is the cause, then a limit the pack's runner held it to; else the output's own
     cause = ({"cause": prepared.cause, "evidence": prepared.evidence} if prepared.cause
-             else output_cause(log_path, code, launch.causes))
+             else limit or output_cause(log_path, code, launch.causes))
     write_atomic(files.exit(suffix), json.dumps({
         **_context(), "returncode": code, "started_at": started, "ended_at": time.time(), **resumed, **cause}))
-    if code != 0:
-        sys.exit(code if code > 0 else 128 - code)  # killed by signal N → 128+N, like a shell
+    return code
 
 
 def _continue_mlflow_run(launch: TaskLaunch, env: dict[str, str], log_path: Path) -> None:
@@ -128,24 +149,25 @@ def _continue_mlflow_run(launch: TaskLaunch, env: dict[str, str], log_path: Path
 
 
 def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env: Mapping[str, str],
-                 where: Placement | None) -> int:
+                 where: Placement | None, watch: Watch | None) -> tuple[int, dict[str, str] | None]:
     with open(log_path, "ab", buffering=0) as log:
         try:
-            child = subprocess.Popen(list(argv), cwd=launch.workdir, env=env,
+            child = subprocess.Popen(list(argv), cwd=launch.workdir, env=env, start_new_session=watch is not None,
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         except OSError as exc:  # program missing or not executable: the shell's 127/126
             log.write(f"campaignctl: cannot start {argv[0]!r}: {exc}\n".encode())
-            return 127 if isinstance(exc, FileNotFoundError) else 126
+            return 127 if isinstance(exc, FileNotFoundError) else 126, None
 
         def forward(signum: int, _frame: FrameType | None) -> None:
             child.send_signal(signum)
 
-        for sig in FORWARDED_SIGNALS:
-            signal.signal(sig, forward)
+        if watch is None:  # signal handlers are the main thread's; a pack's runner forwards its own
+            for sig in FORWARDED_SIGNALS:
+                signal.signal(sig, forward)
         # one sampler per node, in its first process (a node's line: core/usage/telemetry.py)
         sampler = _start_sampler(launch, child.pid, env, log, where) if not where or where.local_rank == 0 else None
         try:
-            return child.wait()
+            return (child.wait(), None) if watch is None else watch(child)
         finally:
             if sampler is not None:
                 sampler.stop()  # final sample and end line, before the log closes

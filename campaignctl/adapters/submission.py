@@ -19,6 +19,7 @@ import submitit
 from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
+from campaignctl.adapters.inline_pack import run_inline
 from campaignctl.adapters.pack_runner import run_pack
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import run_task
@@ -82,12 +83,14 @@ def _spread(resources: Resources, params: dict[str, Any]) -> list[str]:
 def element_calls(launches: Sequence[TaskLaunch], chunk: ArrayChunk,
                   each: Resources | None = None) -> list[DelayedSubmission]:
     """What each array element runs: one task's runner, or a pack of them (`each`: one task's
-    resources) side by side in steps of their own (adapters/pack_runner.py)."""
+    resources) side by side in steps of their own (adapters/pack_runner.py), or as plain
+    processes (adapters/inline_pack.py)."""
     if chunk.pack is None:
         return [DelayedSubmission(run_task, launch) for launch in launches]
     assert each is not None, "a packed chunk's steps are sized from each task's resources"
     size = chunk.pack.per_element
-    return [DelayedSubmission(run_pack, pack, list(launches[n * size:n * size + len(pack.tasks)]))
+    runner = run_inline if chunk.pack.processes else run_pack
+    return [DelayedSubmission(runner, pack, list(launches[n * size:n * size + len(pack.tasks)]))
             for n, pack in enumerate(plan_packs(chunk.task_indices, each, chunk.pack))]
 
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import psutil
 
 from campaignctl.adapters.cgroup_memory import CgroupMemory, locate
+from campaignctl.adapters.process_tree import descendants
 
 MIB = float(2**20)
 # A process can exit (or become a zombie) between `children()` and the reads: its last interval
@@ -215,12 +216,7 @@ class ProcessTree:
     def _members(self) -> list[psutil.Process]:
         if self._root is None:
             return []
-        try:
-            # children(recursive=True) reads the ppid of every process on the node (/proc/*/stat):
-            # the sampler's main cost, proportional to the node's process count.
-            return [self._root, *self._root.children(recursive=True)]
-        except _GONE:
-            return []
+        return [self._root, *descendants(self._root)]  # adapters/process_tree.py: the sampler's main cost
 
 
 def _measure(proc: psutil.Process) -> tuple[float, float] | None:

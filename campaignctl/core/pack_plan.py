@@ -9,7 +9,11 @@ CPUs. The steps run with `srun --overlap`: they share the allocation's CPUs and 
 its own `--mem` (checked on the lab, 22.05: three `--overlap` steps of 300 MB in a 2-CPU,
 1-GPU element ran at once; the one that outgrew its limit ended OUT_OF_MEMORY, the other two
 COMPLETED, and so did the element). `--exact` would give each step CPUs of its own, so a pack
-would need one CPU per task, more than many GPU nodes have per GPU."""
+would need one CPU per task, more than many GPU nodes have per GPU.
+
+A pack of `processes` runs its tasks as plain processes instead, that many at once and the rest
+after them (adapters/inline_pack.py): the element holds `processes` tasks' GPUs, CPUs and memory,
+and the time of its tasks one after another in as many rounds as it takes."""
 
 from __future__ import annotations
 
@@ -26,10 +30,17 @@ from campaignctl.core.tick.siblings import NodeShape
 class PackShape:
     per_element: int  # tasks one array element runs side by side
     per_gpu: int = 1  # of them sharing one GPU (1: each task has GPUs of its own)
-    cpus: int = 0  # the element's CPUs (0: each task's cpus_per_task, times per_element)
+    cpus: int = 0  # the element's CPUs (0: each task's cpus_per_task, times the tasks at once)
+    processes: int = 0  # tasks run at once as plain processes (0: each task a step, all at once)
+
+    @property
+    def at_once(self) -> int:
+        """Tasks of one element running at the same time."""
+        return self.processes or self.per_element
 
     def to_json(self) -> str:
-        return json.dumps({"per_element": self.per_element, "per_gpu": self.per_gpu, "cpus": self.cpus})
+        return json.dumps({"per_element": self.per_element, "per_gpu": self.per_gpu, "cpus": self.cpus,
+                           **({"processes": self.processes} if self.processes else {})})
 
     @staticmethod
     def from_json(text: str) -> PackShape | None:
@@ -37,7 +48,8 @@ class PackShape:
         if not text:
             return None
         raw = json.loads(text)
-        return PackShape(int(raw["per_element"]), int(raw.get("per_gpu", 1)), int(raw.get("cpus", 0)))
+        return PackShape(int(raw["per_element"]), int(raw.get("per_gpu", 1)), int(raw.get("cpus", 0)),
+                         int(raw.get("processes", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,7 @@ class Pack:
     allocation: Resources  # what the element asks for
     step: Resources  # what each task's step asks for
     gpu_of: tuple[int, ...]  # for each task, the index of the allocation's GPU it runs on (() without GPUs)
+    processes: int = 0  # run as plain processes, this many at once; gpu_of is then by slot (0: steps)
 
     @property
     def share(self) -> float:
@@ -54,11 +67,14 @@ class Pack:
 
 
 def allocation(each: Resources, shape: PackShape) -> Resources:
-    """What one element of a packed submission asks sbatch for: GPUs for its tasks, `per_gpu` to
-    a GPU; memory for each task's own limit; the shape's CPUs; each task's time (side by side)."""
-    k = shape.per_element
+    """What one element of a packed submission asks sbatch for: GPUs for the tasks it runs at
+    once, `per_gpu` to a GPU; memory for each one's own limit; the shape's CPUs; each task's time
+    (side by side), times the rounds it takes when `processes` run at once."""
+    k = shape.at_once
     gpus = math.ceil(k / shape.per_gpu) if each.gpus and shape.per_gpu > 1 else each.gpus * k
-    return replace(each, gpus=gpus, cpus_per_task=shape.cpus or each.cpus_per_task * k, mem_mb=each.mem_mb * k)
+    rounds = math.ceil(shape.per_element / k)
+    return replace(each, gpus=gpus, cpus_per_task=shape.cpus or each.cpus_per_task * k, mem_mb=each.mem_mb * k,
+                   time_min=each.time_min * rounds)
 
 
 def misfit(each: Resources, shape: PackShape, nodes: Sequence[NodeShape]) -> str | None:
@@ -99,7 +115,7 @@ def plan_packs(tasks: Sequence[int], each: Resources, shape: PackShape) -> list[
     for what the others do (an array's elements all ask for the same)."""
     whole = allocation(each, shape)
     size = shape.per_element
-    return [Pack(chunk, whole, each, gpu_of(each, shape, len(chunk)))
+    return [Pack(chunk, whole, each, gpu_of(each, shape, shape.processes or len(chunk)), shape.processes)
             for chunk in (tuple(tasks[s:s + size]) for s in range(0, len(tasks), size))]
 
 

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, slurm
 from campaignctl.adapters.decision_log import DecisionLog, LoggedDecision
+from campaignctl.adapters.exit_status import request_stop
 from campaignctl.adapters.node_marks import attempt_cluster
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import SlurmUnavailableError
@@ -48,6 +49,7 @@ from campaignctl.core.decisions.actions import (
 from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.model.records import CampaignRecord
 from campaignctl.core.nodes.ledger import probing_of
+from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.policy.policy import Policy
 from campaignctl.core.slurm.plan import DEFAULT_MAX_ARRAY_SIZE
 from campaignctl.core.slurm.site_limits import SubmitRoom
@@ -278,7 +280,13 @@ class Actor:
         p = decision.typed
         job_id, state = str(decision.inputs["job_id"]), p.only_if if isinstance(p, (Cancel, Stop)) else ""
         detail: dict[str, object] = {"job_id": job_id, "only_if": state}
-        if self.store.submission(decision.attempt_token.rsplit(".", 1)[0]).pack:  # a packed task: its step alone
+        shape = PackShape.from_json(self.store.submission(decision.attempt_token.rsplit(".", 1)[0]).pack)
+        if shape is not None and shape.processes:  # a plain process, no step: its runner reads the request
+            detail["stop_request_of"] = decision.attempt_token
+            asked = request_stop(self.record.run_dir, decision.task_index, decision.attempt_token)
+            self.log.write_outcomes([decision_id], "applied", {**detail, "sent": asked})
+            return "applied", job_id
+        if shape is not None:  # a packed task: its step alone
             detail["step_of"] = decision.attempt_token
             return self._slurm_step([decision_id], detail,
                                     lambda: slurm.cancel_step_named(job_id, decision.attempt_token),

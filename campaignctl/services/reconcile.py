@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from campaignctl.adapters import faults, identity, proc, slurm
 from campaignctl.adapters.decision_chain import write_head_if_asked
+from campaignctl.adapters.exit_status import read_inline_files
 from campaignctl.adapters.lease import Leases
 from campaignctl.adapters.lock import exclusive
 from campaignctl.adapters.store import Store
@@ -256,7 +257,8 @@ class _Tick:
         seen = unheard_as_unknown(rows, observed, unheard, slurm.cluster_name()) if unheard else observed
         changes = diff_observations(rows, seen, self._queued_arrays(subs, rows), stamp(self.now),
                                     functools.cache(lambda: self.log.cancelled_pending_tokens(record.id)),
-                                    packed_observations(rows, observed, shapes) if shapes else None)
+                                    packed_observations(rows, observed, shapes, functools.partial(
+                                        read_inline_files, record.run_dir)) if shapes else None)
         read = ingest(None if dry_run else self.store, self.tick_id, record.id, record.run_dir, rows, changes)
         faults.crash_point("before_deciding")  # what it saw is written; nothing decided yet
         views = task_views(history, decided, read.changes, read.causes)

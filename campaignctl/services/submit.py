@@ -331,4 +331,5 @@ def _dry_run(spec: CampaignSpec) -> SubmitResult:
 
 def _chunk(p: Start) -> ArrayChunk:
     """The array a start decision submits."""
-    return ArrayChunk(p.tasks, p.throttle, PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None)
+    return ArrayChunk(p.tasks, p.throttle, PackShape(p.per_element, p.per_gpu, p.cpus, p.processes or 0)
+                      if p.per_element > 1 else None)

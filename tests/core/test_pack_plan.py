@@ -38,9 +38,21 @@ def test_per_job_alone_gives_each_task_its_own_gpus_or_none() -> None:
     assert (cpu.allocation.gpus, cpu.allocation.cpus_per_task, cpu.gpu_of) == (0, 8, ())
 
 
+def test_plain_processes_ask_for_those_at_once_and_the_rounds_of_time() -> None:
+    [pack] = plan_packs(list(range(10)), EACH, PackShape(10, processes=4))
+    assert pack.processes == 4 and pack.gpu_of == (0, 1, 2, 3)  # by slot, not by task
+    whole = pack.allocation
+    assert (whole.gpus, whole.cpus_per_task, whole.mem_mb, whole.time_min) == (4, 8, 16_000, 30 * 3)
+    [cpu] = plan_packs(list(range(500)), Resources(mem_mb=200, time_min=1), PackShape(500, cpus=4, processes=8))
+    assert (cpu.allocation.cpus_per_task, cpu.allocation.mem_mb, cpu.allocation.time_min) == (4, 1600, 63)
+
+
 def test_a_shape_survives_the_submission_row_and_a_step_is_named_by_its_token() -> None:
     shape = PackShape(4, per_gpu=4, cpus=2)
     assert PackShape.from_json(shape.to_json()) == shape and PackShape.from_json("") is None
+    assert '"processes"' not in shape.to_json()  # a row written before plain processes reads the same
+    inline = PackShape(500, cpus=4, processes=8)
+    assert PackShape.from_json(inline.to_json()) == inline
     argv = step_argv("abc.3", EACH, ["python", "-m", "x"])
     assert argv[:2] == ["srun", "--overlap"] and "--job-name=abc.3" in argv and "--mem=4000M" in argv
     assert visible_gpu("2", 0) == "2" and visible_gpu(None, 0) is None and visible_gpu("0", 1) is None

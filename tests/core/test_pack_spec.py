@@ -25,6 +25,7 @@ def read(value: object, resources: Resources = ONE_GPU, profile: bool = True) ->
     ({"per_gpu": 4}, PackSpec(4, 1, False)),
     ({"per_job": 8}, PackSpec(1, 8, False)),
     ({"per_gpu": 2, "per_job": 6}, PackSpec(2, 6, False)),
+    ({"per_job": 500, "processes": 4}, PackSpec(1, 500, False, processes=4)),
 ])
 def test_the_forms_pack_takes(value: object, expected: PackSpec) -> None:
     assert read(value) == (expected, [])
@@ -39,6 +40,10 @@ def test_the_forms_pack_takes(value: object, expected: PackSpec) -> None:
     ({"per_gpu": 99}, ONE_GPU, True, "pack.per_gpu"),
     ({"per_gpus": 4}, ONE_GPU, True, "per_gpus"),
     ("yes", ONE_GPU, True, "must be auto"),
+    ({"processes": 4}, ONE_GPU, True, "it needs per_job"),
+    ({"per_job": 3, "processes": 4}, ONE_GPU, True, "at least 4"),
+    ({"auto": True, "per_job": 8, "processes": 2}, ONE_GPU, True, "and no auto"),
+    ({"per_job": 8, "processes": 0}, ONE_GPU, True, "pack.processes"),
 ])
 def test_what_pack_refuses(value: object, resources: Resources, profile: bool, says: str) -> None:
     pack, problems = read(value, resources, profile)

@@ -192,6 +192,7 @@ class PackTasks:
     per_gpu: int = 1
     per_element: int = 1
     cpus: int = 0
+    processes: int | None = None  # None (not logged) for step packs, as before plain processes existed
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,7 @@ class Start:
     per_element: int = 1
     per_gpu: int = 1
     cpus: int = 0
+    processes: int | None = None  # run as plain processes, this many at once (core/pack_plan.py); None: steps
     cluster: str = ""  # where placement sent it (`clusters:`; core/placement/placement.py); '' : SLURM_CONF's
 
 
@@ -390,7 +392,8 @@ _READERS: dict[str, Callable[[object], object]] = {
     "seen": _str, "arrays": _arrays, "level": _str, "limits": _numbers, "target_revision": _int, "key": _str,
     "throttle": _int, "config": _int, "from_rung": _int, "to_rung": _int, "revision": _int,
     "decision_id": _int, "token": _str, "tasks": _ints, "group": _str, "mem_mb": _int, "time_min": _int,
-    "per_gpu": _int, "per_element": _int, "cpus": _int, "trial": _int, "params": _mapping, "state": _str,
+    "per_gpu": _int, "per_element": _int, "cpus": _int, "processes": _int, "trial": _int, "params": _mapping,
+    "state": _str,
     "value": _float, "generation": _int, "after": _str, "after_trial": _int,
     "members": _members, "node": _str, "kind": _str, "weight": _float, "signature": _str, "attempts": _strs,
     "cluster": _str, "to_cluster": _str,

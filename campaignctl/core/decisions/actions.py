@@ -121,7 +121,7 @@ def plan_actions(decisions: Sequence[Decision], array_job_of: Callable[[str], st
     for d in decisions:  # by what its params say it is (core/decisions/action_records.py)
         match d.typed:
             case Start(tasks=tasks, throttle=throttle) as p if d.resources is not None and tasks:
-                shape = PackShape(p.per_element, p.per_gpu, p.cpus) if p.per_element > 1 else None
+                shape = PackShape(p.per_element, p.per_gpu, p.cpus, p.processes or 0) if p.per_element > 1 else None
                 resubmits.append(ResubmitGroup(new_token(), d.resources, ArrayChunk(tasks, throttle, shape), (d,),
                                                cluster=p.cluster))
             case Ask(after=after) if d.resources is not None:

@@ -10,6 +10,8 @@ names a job's. The job-side runner writes them and the login side reads them:
         exit.json         return code, named cause and evidence (`exit.rank<r>.json`)
         launch.pickle     a packed task's payload, which its own srun step runs (adapters/packed_task.py)
         srun.err          what that step's srun wrote to stderr (a step srun refused: its words)
+        stop.request      a plain-process pack's task to stop: what scancel of its step would be
+                          (adapters/inline_pack.py watches for it)
 
 Pure: paths are built, never touched. Hot paths (a tick may name 100,000 files) use `file_in`,
 which builds one string."""
@@ -27,6 +29,7 @@ OUTPUT_LOG = "output.log"
 TELEMETRY = "telemetry.jsonl"
 METRICS = "metrics.jsonl"
 EXIT = "exit.json"
+STOP_REQUEST = "stop.request"
 EXITS = "exit*.json"  # every rank's: exit.json and exit.rank<r>.json
 LAUNCH = "launch.pickle"
 SRUN_ERR = "srun.err"
@@ -95,3 +98,7 @@ class AttemptPaths:
     @property
     def srun_err(self) -> Path:
         return self.folder / SRUN_ERR
+
+    @property
+    def stop_request(self) -> Path:
+        return self.folder / STOP_REQUEST

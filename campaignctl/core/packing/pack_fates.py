@@ -11,13 +11,14 @@ tasks the element runs, so a pack's GPU-hours are counted once, not once per tas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from campaignctl.core.base.units import parse_mem_mb
 from campaignctl.core.model.records import HistoryRow
 from campaignctl.core.model.slurm_states import TERMINAL, State
 from campaignctl.core.pack_plan import PackShape, allocation
+from campaignctl.core.packing.inline_fates import inline_step
 from campaignctl.core.resources import Resources
 from campaignctl.core.slurm.observe import key_of
 from campaignctl.core.slurm.sacct import Observed
@@ -28,10 +29,14 @@ _ENDED_WITH_ELEMENT = (State.CANCELLED, State.RUNNING, State.PENDING)
 
 
 def packed_observations(rows: Iterable[HistoryRow], observed: Observed,
-                        packed: Mapping[str, tuple[PackShape, int]]) -> dict[str, JobObservation]:
+                        packed: Mapping[str, tuple[PackShape, int]],
+                        inline_files: Callable[[HistoryRow], tuple[object, object]] | None = None,
+                        ) -> dict[str, JobObservation]:
     """By attempt token, what each packed task of `rows` is, from its step and its element;
-    `packed`: by submission token, its shape and its tasks. A row whose element sacct does not
-    list is left to the element's absence (core/slurm/observe.py)."""
+    `packed`: by submission token, its shape and its tasks. A task of a plain-process pack has no
+    step: `inline_files` reads its started.json and exit.json instead (core/packing/inline_fates.py),
+    for the tasks of elements that have started. A row whose element sacct does not list is left
+    to the element's absence (core/slurm/observe.py)."""
     out = {}
     for row in rows:
         shape = packed.get(row.submission_token)
@@ -39,7 +44,12 @@ def packed_observations(rows: Iterable[HistoryRow], observed: Observed,
         if shape is None or element is None:
             continue
         tasks = min(shape[0].per_element, shape[1] - row.array_index * shape[0].per_element)
-        out[row.token] = packed_observation(element, observed.steps.get(row.token), max(1, tasks))
+        step = observed.steps.get(row.token)
+        if shape[0].processes and inline_files is not None:  # no step: its files, once its element started
+            step = inline_step(element, *inline_files(row)) if element.state is not State.PENDING else None
+            if step is not None and step.state is State.RUNNING and element.state.value in TERMINAL:
+                step = None  # started, never ended, in an element that has: the element's fate
+        out[row.token] = packed_observation(element, step, max(1, tasks))
     return out
 
 

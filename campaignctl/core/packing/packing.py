@@ -90,7 +90,7 @@ def choose_per_gpu(m: Measured, allowed: int, headroom: float = HEADROOM) -> Pac
 def choose_shape(spec: PackSpec, each: Resources, samples: Sequence[UsageSample]) -> PackChoice:
     """The shape of a group's packs: the spec's, or (auto) from the group's measured use."""
     if not spec.auto:
-        shape = PackShape(spec.per_job if spec.per_job > 1 else spec.per_gpu, spec.per_gpu, spec.cpus)
+        shape = PackShape(spec.per_job if spec.per_job > 1 else spec.per_gpu, spec.per_gpu, spec.cpus, spec.processes)
         return PackChoice(shape, f"{_describe(shape)}, as the spec's pack: says", {"spec": spec.to_settings()})
     m = measured(samples)
     packing = choose_per_gpu(m, spec.per_gpu)
@@ -114,7 +114,8 @@ def _cpus(m: Measured, each: Resources, per_element: int) -> int:
 def _describe(shape: PackShape) -> str:
     gpus = f"{shape.per_gpu} per GPU, " if shape.per_gpu > 1 else ""
     cpus = f", {shape.cpus} CPU{'s' if shape.cpus > 1 else ''} to a job" if shape.cpus else ""
-    return f"packed {gpus}{shape.per_element} tasks to a job{cpus}"
+    inline = f", {shape.processes} at a time as plain processes" if shape.processes else ""
+    return f"packed {gpus}{shape.per_element} tasks to a job{cpus}{inline}"
 
 
 # changes Slurm makes to a whole array element (`scontrol update`, `scancel` of the element): on a
@@ -137,4 +138,5 @@ def pack_decision(token: str, tasks: Sequence[int], group: str, choice: PackChoi
     shape = choice.shape or PackShape(1)
     return Decision(tasks[0], f"{token}.0", RULE, ACTION, f"{group or 'all tasks'}: {choice.why}",
                     dict(choice.evidence), PackTasks(tasks=tuple(tasks), group=group, per_gpu=shape.per_gpu,
-                                                     per_element=shape.per_element, cpus=shape.cpus))
+                                                     per_element=shape.per_element, cpus=shape.cpus,
+                                                     processes=shape.processes or None))

@@ -5,6 +5,12 @@
     pack: {per_gpu: 4}                   # 4 tasks share each GPU
     pack: {per_job: 8}                   # one Slurm job runs 8 tasks on its allocation
     pack: {per_gpu: 4, cpus: 2}          # …on 2 CPUs for the 4 (default: each task's cpus_per_task, × 4)
+    pack: {per_job: 500, processes: 4}   # one job runs 500 tasks as plain processes, 4 at a time
+
+`processes:` is for tasks too small to deserve a job step each: no `srun` per task, so no step
+creation RPC and no accounting row; each task keeps its attempt directory, output, exit status,
+telemetry and retries, and the element's runner holds it to its own time and memory
+(adapters/inline_pack.py says how, and what a step's cgroup would have done better).
 
 Packing is for one-GPU, one-node tasks: a multi-node task is never packed (each of its nodes is
 already one rank's), and `per_gpu` and `auto` pack tasks that ask for exactly one GPU. `auto`
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from campaignctl.core.base.reader import Reader
 from campaignctl.core.resources import Resources
 
-PACK_KEYS = ("per_gpu", "per_job", "auto", "cpus")
+PACK_KEYS = ("per_gpu", "per_job", "auto", "cpus", "processes")
 AUTO_KEYS = ("max_per_gpu",)
 MAX_PER_GPU = 16  # NVIDIA MPS serves at most 48 clients per GPU; 16 tasks per GPU is already a crowd
 MAX_PER_JOB = 1000
@@ -31,9 +37,11 @@ class PackSpec:
     per_job: int = 1  # tasks one Slurm job runs
     auto: bool = False  # per_gpu chosen from measured use, up to `per_gpu`
     cpus: int = 0  # a pack's CPUs, its tasks' steps sharing them (0: auto's measure, else all the tasks' own)
+    processes: int = 0  # tasks run at once as plain processes, no step each (0: every task its own step)
 
     def to_settings(self) -> dict[str, object]:
-        return {"per_gpu": self.per_gpu, "per_job": self.per_job, "auto": self.auto, "cpus": self.cpus}
+        return {"per_gpu": self.per_gpu, "per_job": self.per_job, "auto": self.auto, "cpus": self.cpus,
+                **({"processes": self.processes} if self.processes else {})}
 
 
 def read_pack(r: Reader, resources: Resources, has_profile: bool) -> PackSpec | None:
@@ -58,6 +66,11 @@ def _pack_mapping(r: Reader, value: dict) -> PackSpec | None:
         return None
     per_job = r.integer(("pack", "per_job"), 2, MAX_PER_JOB, default=1) or 1
     cpus = r.integer(("pack", "cpus"), 1, MAX_PER_JOB, default=0) or 0
+    processes = r.integer(("pack", "processes"), 1, MAX_PER_JOB, default=0) or 0
+    if processes and ("auto" in value or per_job < 2 or processes > per_job):
+        r.problem(("pack", "processes"), f"runs {processes} of a job's tasks at once: it needs per_job (2 or more "
+                                         f"tasks to a job, at least {processes}) and no auto")
+        return None
     if "auto" in value:
         auto = value["auto"]
         if auto is True:
@@ -72,7 +85,7 @@ def _pack_mapping(r: Reader, value: dict) -> PackSpec | None:
     if per_gpu == 1 and per_job == 1:
         r.problem(("pack",), "give per_gpu (2 or more tasks per GPU) or per_job (2 or more tasks per job)")
         return None
-    return PackSpec(per_gpu, per_job, cpus=cpus)
+    return PackSpec(per_gpu, per_job, cpus=cpus, processes=processes)
 
 
 def _fits(r: Reader, pack: PackSpec, resources: Resources, has_profile: bool) -> bool:

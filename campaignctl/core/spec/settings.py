@@ -66,7 +66,7 @@ def campaign_settings(data: Mapping[str, Any]) -> CampaignSettings:
 def _pack(value: Any) -> PackSpec | None:
     if not isinstance(value, dict):
         return None
-    ints = {k: v for k in ("per_gpu", "per_job", "cpus") if isinstance(v := value.get(k), int)}
+    ints = {k: v for k in ("per_gpu", "per_job", "cpus", "processes") if isinstance(v := value.get(k), int)}
     return PackSpec(**ints, auto=bool(value.get("auto", False)))
 
 

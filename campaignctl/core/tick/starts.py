@@ -183,7 +183,8 @@ def decide_starts(facts: StartFacts, policy: Policy, ledger: Exclusion = NO_EXCL
             evidence["placement"] = {**placed.evidence, "why": placed.why, "ledger_cluster": facts.ledger_cluster}
         params = Start(tasks=tuple(tasks), throttle=chunk.throttle, group=s.size.group or s.pack.group,
                        per_element=shape.per_element if shape else 1, per_gpu=shape.per_gpu if shape else 1,
-                       cpus=shape.cpus if shape else 0, cluster=placed.cluster if placed else "")
+                       cpus=shape.cpus if shape else 0, processes=shape.processes or None if shape else None,
+                       cluster=placed.cluster if placed else "")
         probing = here.probation if chunk.elements == 1 else ()
         reason = _reason(s) + (f" On {placed.cluster}: {placed.why}." if placed else "")
         start = Decision(tasks[0], s.token, RULE, ACTION, reason, evidence, params,
