@@ -258,6 +258,23 @@ def test_packs_share_gpus_their_members_end_alone_and_a_pack_s_hours_are_counted
     assert packed.tally.makespan_s < alone.tally.makespan_s
 
 
+
+def test_a_pack_of_plain_processes_runs_two_at_a_time_and_the_next_takes_an_ended_one_s_place() -> None:
+    # 6 tasks of 10 min in one pack, 2 at a time, on one GPU node: three rounds, 0, 10, 20 min;
+    # task 1 needs 400 MB of its 300M: it ends OUT_OF_MEMORY early, and task 2 starts then
+    truths = tuple(Truth(0, 400 if t == 1 else 100, 600) for t in range(6))
+    engine = Engine(Setup(GPU_NODE, GPU_TASK, truths, CALM, 1, tick_s=60, pack=PackShape(6, processes=2)),
+                    policy_decider(DEFAULT, CampaignSettings(tasks=6)))
+    engine.run()
+    assert engine.tally.counts() == Counter({"completed": 6})
+    first = [jobs[0] for jobs in engine.jobs]
+    assert len({j.jid for j in first}) == 1 and first[1].state == "OUT_OF_MEMORY"
+    assert first[2].start == first[1].end_at < 600 and (first[3].start, first[5].start) == (600, 1200)
+    spans = [(j.start, j.end_at) for j in first]
+    assert max(sum(s <= begin < e for s, e in spans) for begin, _ in spans) == 2  # never more than two at once
+    assert all(j.share == 0.5 for j in first)  # the element holds two tasks' worth: each is half
+    assert engine.jobs[1][1].host is None and engine.jobs[1][1].res.mem_mb == 450  # retried alone
+
 def lemon_run(ledger: bool, lemon: str, seed: int = 3) -> Engine:
     """600 tasks on the default 8 nodes, one of them a lemon, under the default policy with or
     without the node ledger."""

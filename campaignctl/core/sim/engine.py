@@ -202,7 +202,8 @@ class Engine:
     def _start(self, job: Job, node: int) -> None:
         self.queue.allocate(job, node)
         self._begin(job, node, job)
-        for member in job.members or ():  # a pack: each of its tasks starts in its own step
+        members = job.members or []
+        for member in members[:job.at_once] if job.at_once else members:  # a pack: its tasks start with it
             self._begin(member, node, job)
 
     def _begin(self, job: Job, node: int, element: Job) -> None:
@@ -237,8 +238,9 @@ class Engine:
         """The job leaves its node in `state` (the attempt's end as sacct would record it). A
         pack's host ends as its members do: a node failure or preemption ends them all."""
         if job.members is not None:
+            job.state = "ENDING"  # no member starts now
             for member in job.members:
-                if member.state == "RUNNING":
+                if member.state in ("RUNNING", "PENDING"):  # a plain-process pack's waiting ones too
                     self._stop(member, state)
             return
         if job.host is None:
@@ -248,7 +250,13 @@ class Engine:
             hours = (self.now - job.start) / 3600 * job.share * job.res.gpus
             slow = self.setup.workload.lemon_slow
             self.tally.lemon_gpu_hours += hours if state != "COMPLETED" else hours * (1 - 1 / max(slow, 1.0))
+        if job.start is None:
+            self.tally.pending -= 1  # a plain-process pack's task its host's end caught waiting
         job.state, job.end_at = state, self.now
+        if job.host is not None and job.host.at_once and job.host.state == "RUNNING":
+            waiting = next((m for m in job.host.members or () if m.state == "PENDING"), None)
+            if waiting is not None:  # the next of a plain-process pack takes its place
+                self._begin(waiting, job.host.node if job.host.node is not None else 0, job.host)
         if job.host is not None and all_ended(job.host):  # the pack's last task: its element ends
             self.queue.release(job.host)
             self.tally.idle(*idle_hours(job.host, self.now))

@@ -3,7 +3,10 @@ cut into packs of `per_element`, each pack one array element (the host job the q
 asking for the pack's allocation), each task a member job with its own fate, its own memory and
 time limits (its step's), and its share of the host's allocation. The host leaves its node when
 its last member ends; a node failure or a preemption of the host ends every member still
-running. A member that fails is retried alone, as any task (the engine's retries are unpacked)."""
+running. A member that fails is retried alone, as any task (the engine's retries are unpacked).
+A pack of plain processes (`processes`) starts that many members, the next as one ends; its
+allocation holds that many tasks' worth, so each member's share is one of them; members that never
+started when the host ends get the host's end."""
 
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ def make_packs(tasks: Sequence[int], each: Resources, shape: PackShape, array: A
     for n, start in enumerate(range(0, len(tasks), shape.per_element)):
         chunk = tasks[start:start + shape.per_element]
         host = Job(f"{array.id}_{n}", array, PACK, 1, f"pack{array.id}_{n}", whole, now)
-        host.members = []
+        host.members, host.at_once = [], shape.processes
         for task in chunk:
             member = Job(host.jid, array, task, 1, f"t{task}a1", each, now)
-            member.host, member.share = host, 1 / len(chunk)
+            member.host, member.share = host, 1 / min(len(chunk), shape.processes or len(chunk))
             host.members.append(member)
         hosts.append(host)
     return hosts
@@ -36,11 +39,10 @@ def idle_hours(host: Job, now: int) -> tuple[float, float]:
     """(GPU-, CPU-hours) of the host's allocation its members' shares did not count."""
     assert host.start is not None and host.members is not None
     held = (now - host.start) / 3600
-    used = sum((m.end_at if m.end_at is not None else now) - (m.start if m.start is not None else now)
+    used = sum(((m.end_at if m.end_at is not None else now) - (m.start if m.start is not None else now)) * m.share
                for m in host.members) / 3600
-    per_task = 1 / len(host.members)
-    return (max(0.0, held * host.res.gpus - used * per_task * host.res.gpus),
-            max(0.0, held * host.res.cpus_per_task - used * per_task * host.res.cpus_per_task))
+    return (max(0.0, held * host.res.gpus - used * host.res.gpus),
+            max(0.0, held * host.res.cpus_per_task - used * host.res.cpus_per_task))
 
 
 def all_ended(host: Job) -> bool:

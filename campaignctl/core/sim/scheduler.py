@@ -32,6 +32,7 @@ class Job:
 
     __slots__ = (
         "array",
+        "at_once",
         "attempt",
         "begin",
         "cause",
@@ -80,6 +81,7 @@ class Job:
         self.members: list[Job] | None = None
         self.host: Job | None = None
         self.share = 1.0
+        self.at_once = 0  # a pack of plain processes: its members run this many at a time (0: all at once)
 
 
 class Array:
