@@ -34,6 +34,7 @@ def test_the_forms_pack_takes(value: object, expected: PackSpec) -> None:
 @pytest.mark.parametrize(("value", "resources", "profile", "says"), [
     ({"per_gpu": 4}, Resources(gpus=1, nodes=2), True, "multi-node tasks are never packed"),
     ({"per_gpu": 4}, Resources(gpus=2), True, "tasks of exactly one GPU"),
+    ({"per_gpu": 4}, Resources(), True, "per_job packs tasks without GPUs"),
     ("auto", ONE_GPU, False, "give the spec a profile:"),
     ({"per_gpu": 4, "auto": True}, ONE_GPU, True, "give one"),
     ({"per_gpu": 1}, ONE_GPU, True, "give per_gpu"),
@@ -49,6 +50,10 @@ def test_what_pack_refuses(value: object, resources: Resources, profile: bool, s
     pack, problems = read(value, resources, profile)
     assert pack is None or problems
     assert any(says in p for p in problems), problems
+
+
+def test_auto_takes_cpu_tasks_too_it_packs_only_short_ones() -> None:
+    assert read({"auto": True, "cpus": 8}, Resources(cpus_per_task=2)) == (PackSpec(AUTO_DEFAULT_MAX, 1, True, 8), [])
 
 
 def test_no_pack_key_is_no_packing() -> None:

@@ -62,3 +62,26 @@ def test_auto_without_evidence_is_not_packed_and_a_fixed_pack_is_the_spec_s() ->
     assert choose_shape(PackSpec(per_gpu=8, auto=True), each, [sample(10_000)]).shape is None
     fixed = choose_shape(PackSpec(per_gpu=4), each, [])
     assert fixed.shape is not None and (fixed.shape.per_element, fixed.shape.cpus) == (4, 0)
+
+
+def runs(*elapsed: int, gpus: int = 1) -> list[UsageSample]:
+    return [UsageSample("c", "rung 0", "COMPLETED", 50.0, e, Resources(gpus=gpus), gpu_mem_mb=10_000 if gpus else None,
+                        gpu_mem_total_mb=40_960 if gpus else None, gpu_util_pct=15 if gpus else None, cpu_pct=90)
+            for e in elapsed]
+
+
+def test_auto_runs_short_tasks_as_plain_processes_sized_to_half_an_hour_a_job() -> None:
+    gpu = choose_shape(PackSpec(per_gpu=8, auto=True), Resources(gpus=1, mem_mb=500), runs(8, 10, 12, 20))
+    assert gpu.shape is not None and (gpu.shape.processes, gpu.shape.per_gpu) == (3, 3)  # as memory allows
+    assert gpu.shape.per_element == 3 * (1800 // 20)  # three at a time, p95 20 s: 270 tasks, 30 min
+    assert "median run 10 s (p95 20 s) over 4 completed attempts" in gpu.why and "plain processes" in gpu.why
+    cpu = choose_shape(PackSpec(auto=True, cpus=8), Resources(cpus_per_task=2, mem_mb=200), runs(1, 1, 2, gpus=0))
+    assert cpu.shape is not None and (cpu.shape.processes, cpu.shape.per_element, cpu.shape.cpus) == (4, 1000, 8)
+    assert "4 at a time on 8 CPUs" in cpu.why  # 1800 / 2 s × 4 is over the most a job may run: 1000
+
+
+def test_auto_leaves_long_or_unmeasured_cpu_tasks_unpacked_and_says_why() -> None:
+    each = Resources(cpus_per_task=1, mem_mb=200)
+    long = choose_shape(PackSpec(auto=True), each, runs(300, 400, 500, gpus=0))
+    assert long.shape is None and "only when they are short" in long.why
+    assert choose_shape(PackSpec(auto=True), each, runs(5, 5, gpus=0)).shape is None  # two: too few

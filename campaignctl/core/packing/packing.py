@@ -8,7 +8,13 @@ the pack's CPUs from the group's mean CPU use. Pure: the samples come from the p
 A GPU's memory is the hard limit: tasks that share it and together ask for more than it holds
 fail with CUDA out of memory. Utilisation is the soft one: tasks that together want more than
 one GPU's compute still run, only slower each, so past it packing stops paying. NVML reports
-both per device; a task's own GPU memory is what its processes hold (core/usage/telemetry.py)."""
+both per device; a task's own GPU memory is what its processes hold (core/usage/telemetry.py).
+
+Short tasks: where the group's completed attempts ran a median under SHORT_S, `auto` runs them as
+plain processes (core/pack_plan.py): as many at once as it would have packed side by side (GPU
+tasks) or as the pack's `cpus` hold (CPU tasks), and enough of them to a job that its element runs
+about ELEMENT_TARGET_S at their p95 length — a step, an accounting row and a scheduling pass per
+task cost more than such a task runs."""
 
 from __future__ import annotations
 
@@ -20,13 +26,15 @@ from campaignctl.core.decisions.action_records import PackTasks
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.pack_plan import PackShape
 from campaignctl.core.resources import Resources
-from campaignctl.core.spec.pack_spec import PackSpec
+from campaignctl.core.spec.pack_spec import MAX_PER_JOB, PackSpec
 from campaignctl.core.tick.right_size import UsageSample, quantile
 
 RULE = ACTION = "pack"  # record-only: how a submission's first attempts were packed
 HEADROOM = 0.2  # plan for at most 80 % of a GPU's memory, of its compute, and of the pack's CPUs
 MIN_SAMPLES = 3  # fewer ended attempts measured on a GPU: no packing from history
 GPU_MEM_QUANTILE = 0.95
+SHORT_S = 60  # a median run shorter than this: too small for a step each
+ELEMENT_TARGET_S = 1800  # a plain-process pack's element aims at half an hour
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +101,47 @@ def choose_shape(spec: PackSpec, each: Resources, samples: Sequence[UsageSample]
         shape = PackShape(spec.per_job if spec.per_job > 1 else spec.per_gpu, spec.per_gpu, spec.cpus, spec.processes)
         return PackChoice(shape, f"{_describe(shape)}, as the spec's pack: says", {"spec": spec.to_settings()})
     m = measured(samples)
-    packing = choose_per_gpu(m, spec.per_gpu)
+    packing = choose_per_gpu(m, spec.per_gpu) if each.gpus else Packing(1, "CPU tasks share no GPU", {})
+    short = _short_runs(samples)
+    if short is not None:
+        return _plain_processes(spec, each, packing, short)
+    if not each.gpus:
+        return PackChoice(None, "not packed: CPU tasks are packed by `auto` only when they are short (a median "
+                                f"run under {SHORT_S} s over {MIN_SAMPLES} or more completed attempts)",
+                          {"samples": sum(s.state == "COMPLETED" for s in samples)})
     per_element = spec.per_job if spec.per_job > 1 else packing.per_gpu
     if per_element <= 1:
         return PackChoice(None, f"not packed: {packing.why}", packing.evidence)
     cpus = spec.cpus or _cpus(m, each, per_element)
     shape = PackShape(per_element, packing.per_gpu, cpus)
     return PackChoice(shape, f"{_describe(shape)}: {packing.why}", {**packing.evidence, "cpus": cpus})
+
+
+def _short_runs(samples: Sequence[UsageSample]) -> tuple[float, float, int] | None:
+    """(median, p95, count) of the completed attempts' run times when enough of them ran a
+    median under SHORT_S; None otherwise."""
+    runs = sorted(float(s.elapsed_s) for s in samples if s.state == "COMPLETED" and s.elapsed_s is not None)
+    if len(runs) < MIN_SAMPLES or quantile(runs, 0.5) >= SHORT_S:
+        return None
+    return quantile(runs, 0.5), quantile(runs, GPU_MEM_QUANTILE), len(runs)
+
+
+def _plain_processes(spec: PackSpec, each: Resources, packing: Packing,
+                     short: tuple[float, float, int]) -> PackChoice:
+    median, p95, count = short
+    cpus = spec.cpus or each.cpus_per_task
+    at_once = packing.per_gpu if each.gpus else max(1, cpus // each.cpus_per_task)
+    per_job = min(MAX_PER_JOB, max(2, at_once * max(1, math.floor(ELEMENT_TARGET_S / max(p95, 1.0)))))
+    if spec.per_job > 1:
+        per_job = spec.per_job
+    at_once = min(at_once, per_job)
+    shape = PackShape(per_job, packing.per_gpu if each.gpus else 1, spec.cpus, at_once)
+    why = (f"median run {median:.0f} s (p95 {p95:.0f} s) over {count} completed attempts, under {SHORT_S} s: "
+           f"too short for a job step each; {at_once} at a time"
+           + (f" ({packing.why})" if each.gpus else f" on {cpus} CPU{'s' if cpus > 1 else ''}")
+           + f", about {ELEMENT_TARGET_S // 60} min to a job")
+    return PackChoice(shape, f"{_describe(shape)}: {why}", {**packing.evidence, "median_run_s": median,
+                                                           "p95_run_s": p95, "completed": count})
 
 
 def _cpus(m: Measured, each: Resources, per_element: int) -> int:

@@ -14,8 +14,10 @@ telemetry and retries, and the element's runner holds it to its own time and mem
 
 Packing is for one-GPU, one-node tasks: a multi-node task is never packed (each of its nodes is
 already one rank's), and `per_gpu` and `auto` pack tasks that ask for exactly one GPU. `auto`
-needs `profile:` (its history is where the measurements come from). With rungs, the first rung
-packs and promoted rungs run alone: a screening rung is the cheap end packing is for."""
+needs `profile:` (its history is where the measurements come from); for tasks without a GPU it
+packs only short ones, as plain processes, as many at once as `cpus` holds
+(core/packing/packing.py). With rungs, the first rung packs and promoted rungs run alone: a
+screening rung is the cheap end packing is for."""
 
 from __future__ import annotations
 
@@ -92,9 +94,13 @@ def _fits(r: Reader, pack: PackSpec, resources: Resources, has_profile: bool) ->
     if resources.nodes > 1:
         r.problem(("pack",), f"a task spans {resources.nodes} nodes: multi-node tasks are never packed")
         return False
-    if (pack.per_gpu > 1 or pack.auto) and resources.gpus != 1:
+    if (pack.per_gpu > 1 or pack.auto) and resources.gpus > 1:
         r.problem(("pack",), f"packing tasks onto a GPU needs tasks of exactly one GPU (resources.gpus is "
                              f"{resources.gpus}); per_job packs tasks without sharing GPUs")
+        return False
+    if pack.per_gpu > 1 and not pack.auto and resources.gpus != 1:
+        r.problem(("pack",), "per_gpu shares GPUs: it needs tasks of exactly one GPU (resources.gpus is 0); "
+                             "per_job packs tasks without GPUs")
         return False
     if pack.cpus and pack.cpus < resources.cpus_per_task:
         r.problem(("pack", "cpus"), f"a pack's CPUs ({pack.cpus}) must hold one task's cpus_per_task "
