@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -57,7 +58,8 @@ def test_a_hanging_endpoint_costs_the_timeout_per_try_and_no_more_than_the_deadl
         started = time.monotonic()
         result = deliver("webhook", hook.url, EVENT, 1, 4, time.monotonic() + 2.5)
         took = time.monotonic() - started
-    assert not result.ok and not result.final and "did not answer within 1.0 s" in result.error
+    # the second try gets what is left of the deadline, at most its 1 s (0.9 s on a loaded machine)
+    assert not result.ok and not result.final and re.search(r"did not answer within (1\.0|0\.\d) s", result.error)
     # 1 s, wait 0.5 s, 1 s; a third try would pass the deadline. The endpoint hangs 30 s: a try that
     # ignored its timeout would take that long, whatever the machine's load.
     assert result.tries == 2 and took < 20
