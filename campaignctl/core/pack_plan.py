@@ -84,7 +84,7 @@ def misfit(each: Resources, shape: PackShape, nodes: Sequence[NodeShape]) -> str
     if not nodes or any(n.cpus >= whole.cpus_per_task and n.mem_mb >= whole.mem_mb and n.gpus >= whole.gpus
                         for n in nodes):
         return None
-    k = shape.per_element
+    k = shape.at_once
     short = []
     if (most := max(n.cpus for n in nodes)) < whole.cpus_per_task:
         asked = f"pack.cpus {shape.cpus}" if shape.cpus else f"{k} tasks × cpus_per_task {each.cpus_per_task}"
@@ -97,7 +97,8 @@ def misfit(each: Resources, shape: PackShape, nodes: Sequence[NodeShape]) -> str
     if not short:
         short.append(f"{whole.cpus_per_task} CPUs, {whole.mem_mb}M and {whole.gpus} GPUs together, "
                      "which no one node has")
-    return f"each job of the pack ({k} tasks) asks {'; and '.join(short)}; or pack fewer tasks to a job"
+    at = f"{k} tasks at a time" if shape.processes else f"{k} tasks"
+    return f"each job of the pack ({at}) asks {'; and '.join(short)}; or pack fewer tasks to a job"
 
 
 def gpu_of(each: Resources, shape: PackShape, count: int) -> tuple[int, ...]:

@@ -71,13 +71,19 @@ def runs(*elapsed: int, gpus: int = 1) -> list[UsageSample]:
 
 
 def test_auto_runs_short_tasks_as_plain_processes_sized_to_half_an_hour_a_job() -> None:
-    gpu = choose_shape(PackSpec(per_gpu=8, auto=True), Resources(gpus=1, mem_mb=500), runs(8, 10, 12, 20))
+    each = Resources(gpus=1, mem_mb=500, time_min=2)
+    gpu = choose_shape(PackSpec(per_gpu=8, auto=True), each, runs(8, 10, 12, 20))
     assert gpu.shape is not None and (gpu.shape.processes, gpu.shape.per_gpu) == (3, 3)  # as memory allows
-    assert gpu.shape.per_element == 3 * (1800 // 20)  # three at a time, p95 20 s: 270 tasks, 30 min
+    assert gpu.shape.per_element == 3 * 15  # three at a time, 15 rounds of their 2-min limit: 30 min
+    assert "15 rounds of 2 min to a job" in gpu.why
     assert "median run 10 s (p95 20 s) over 4 completed attempts" in gpu.why and "plain processes" in gpu.why
-    cpu = choose_shape(PackSpec(auto=True, cpus=8), Resources(cpus_per_task=2, mem_mb=200), runs(1, 1, 2, gpus=0))
-    assert cpu.shape is not None and (cpu.shape.processes, cpu.shape.per_element, cpu.shape.cpus) == (4, 1000, 8)
-    assert "4 at a time on 8 CPUs" in cpu.why  # 1800 / 2 s × 4 is over the most a job may run: 1000
+    cpu = choose_shape(PackSpec(auto=True, cpus=8), Resources(cpus_per_task=2, mem_mb=200, time_min=1),
+                       runs(1, 1, 2, gpus=0))
+    assert cpu.shape is not None and (cpu.shape.processes, cpu.shape.per_element, cpu.shape.cpus) == (4, 120, 8)
+    assert "4 at a time on 8 CPUs" in cpu.why
+    long_limit = choose_shape(PackSpec(auto=True, cpus=8), Resources(cpus_per_task=2, time_min=60),
+                              runs(1, 1, 2, gpus=0))
+    assert long_limit.shape is not None and long_limit.shape.per_element == 4  # one round of an hour
 
 
 def test_auto_leaves_long_or_unmeasured_cpu_tasks_unpacked_and_says_why() -> None:

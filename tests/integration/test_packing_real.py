@@ -9,6 +9,7 @@ the GPU memory tests/integration/toy_trainer.py says it holds)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import uuid
@@ -129,9 +130,14 @@ def test_pack_auto_chooses_tasks_per_gpu_from_a_first_campaign_of_the_profile(
     dry = cli("submit", str(path), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     # each trainer held 8 GiB of the fake 40 GiB GPU (its own processes, as NVML lists them):
-    # 80 % of 40 GiB holds 4 of them; the spec's auto allows up to 8
-    assert "packed 4 per GPU, 4 tasks to a job" in dry.stdout and "bound by GPU memory" in dry.stdout
-    assert cli("submit", str(path)).returncode == 0
+    # 80 % of 40 GiB holds 4 of them; the spec's auto allows up to 8. They ran seconds each, under a
+    # minute: four at a time as plain processes, no step each (docs/packing.md)
+    flat = " ".join(dry.stdout.split())
+    shape = r"packed 4 per GPU, \d+ tasks to a job, 1 CPU to a job, 4 at a time as plain processes"
+    assert re.search(shape, flat), flat
+    assert "bound by GPU memory" in flat and "too short for a job step each" in flat
+    submitted = cli("submit", str(path))
+    assert submitted.returncode == 0, submitted.stderr
     ticking_until_finished(second, timeout_s=240)
     rows = history(second)
     assert {r.state for r in rows} == {"COMPLETED"} and len({r.job_id for r in rows}) == 1

@@ -12,9 +12,10 @@ both per device; a task's own GPU memory is what its processes hold (core/usage/
 
 Short tasks: where the group's completed attempts ran a median under SHORT_S, `auto` runs them as
 plain processes (core/pack_plan.py): as many at once as it would have packed side by side (GPU
-tasks) or as the pack's `cpus` hold (CPU tasks), and enough of them to a job that its element runs
-about ELEMENT_TARGET_S at their p95 length — a step, an accounting row and a scheduling pass per
-task cost more than such a task runs."""
+tasks) or as the pack's `cpus` hold (CPU tasks), and as many rounds of them to a job as fit
+ELEMENT_TARGET_S at the tasks' time limit (an element's limit is its rounds' limits: a task that
+used its whole limit must not cut the rest short; right_size lowers a generous limit) — a step, an
+accounting row and a scheduling pass per task cost more than such a task runs."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def choose_shape(spec: PackSpec, each: Resources, samples: Sequence[UsageSample]
     packing = choose_per_gpu(m, spec.per_gpu) if each.gpus else Packing(1, "CPU tasks share no GPU", {})
     short = _short_runs(samples)
     if short is not None:
-        return _plain_processes(spec, each, packing, short)
+        return _plain_processes(spec, each, packing, short, m)
     if not each.gpus:
         return PackChoice(None, "not packed: CPU tasks are packed by `auto` only when they are short (a median "
                                 f"run under {SHORT_S} s over {MIN_SAMPLES} or more completed attempts)",
@@ -127,19 +128,22 @@ def _short_runs(samples: Sequence[UsageSample]) -> tuple[float, float, int] | No
 
 
 def _plain_processes(spec: PackSpec, each: Resources, packing: Packing,
-                     short: tuple[float, float, int]) -> PackChoice:
+                     short: tuple[float, float, int], m: Measured) -> PackChoice:
     median, p95, count = short
     cpus = spec.cpus or each.cpus_per_task
     at_once = packing.per_gpu if each.gpus else max(1, cpus // each.cpus_per_task)
-    per_job = min(MAX_PER_JOB, max(2, at_once * max(1, math.floor(ELEMENT_TARGET_S / max(p95, 1.0)))))
+    rounds = max(1, ELEMENT_TARGET_S // (each.time_min * 60))
+    per_job = min(MAX_PER_JOB, max(2, at_once * rounds))
     if spec.per_job > 1:
         per_job = spec.per_job
     at_once = min(at_once, per_job)
-    shape = PackShape(per_job, packing.per_gpu if each.gpus else 1, spec.cpus, at_once)
+    if each.gpus:  # the CPUs the tasks at once were seen using, as for tasks side by side
+        cpus = spec.cpus or _cpus(m, each, at_once) or each.cpus_per_task * at_once
+    shape = PackShape(per_job, packing.per_gpu if each.gpus else 1, cpus if each.gpus else spec.cpus, at_once)
     why = (f"median run {median:.0f} s (p95 {p95:.0f} s) over {count} completed attempts, under {SHORT_S} s: "
            f"too short for a job step each; {at_once} at a time"
-           + (f" ({packing.why})" if each.gpus else f" on {cpus} CPU{'s' if cpus > 1 else ''}")
-           + f", about {ELEMENT_TARGET_S // 60} min to a job")
+           + (f" ({packing.why})" if each.gpus else "") + f" on {cpus} CPU{'s' if cpus > 1 else ''}"
+           + f", {per_job // at_once} round{'s' if per_job // at_once > 1 else ''} of {each.time_min} min to a job")
     return PackChoice(shape, f"{_describe(shape)}: {why}", {**packing.evidence, "median_run_s": median,
                                                            "p95_run_s": p95, "completed": count})
 
