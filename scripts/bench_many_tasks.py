@@ -161,7 +161,7 @@ def main() -> None:
     print(f"  slurmctld RPCs (sdiag)  {sent} from {args.user}")
     print(f"  Slurm commands          submit: {submit_calls} sbatch in {submit_s:.1f} s; ticks: {sum(tick_calls)} "
           f"in {len(tick_calls)} ticks")
-    print(f"  arrays                  {len(subs)} of {sorted(Counter(s.size for s in subs).items())} elements")
+    print(f"  submissions             {len(subs)}, of {sorted((s.size for s in subs), reverse=True)} tasks")
     print(f"  attempts by state       {dict(Counter(r.state for r in rows))}")
     print(f"  task 777's attempts     {failing}")
     print(f"  results                 {len(latest) - len(wrong)} of {args.tasks} tasks exit 0 with their line"
