@@ -109,7 +109,8 @@ def plan_starts(facts: StartFacts, policy: Policy) -> list[StartChunk]:
     out = []
     for base, tasks in by_resources.items():
         for size in first_sizes(facts, policy, base, tasks):
-            members = [t for t in tasks if t.index in set(size.tasks)]
+            sized = set(size.tasks)
+            members = [t for t in tasks if t.index in sized]
             for group in pack_groups(facts, size.resources, members):
                 out += [StartChunk(size, group, chunk) for chunk in plan_chunks(
                     group.tasks, facts.max_array_size, facts.max_parallel, group.shape)]
