@@ -9,9 +9,10 @@ whose calls return at once, so the Python side of the NVML calls is counted but 
 
 Measured in the sampler thread with `time.thread_time()` (CPU of that thread only): per sample
 (median and max over the run), the setup (NVML init + baseline read), and the whole thread as %
-of one core over the wall duration. The sampler's main cost, `children(recursive=True)`, reads
-/proc/<pid>/stat of every process on the node, so the node's process count is printed too, and
---node-procs N starts N idle `sleep` processes outside the tree to show how the cost grows.
+of one core over the wall duration. The sampler finds the tree from the kernel's per-thread
+children lists (adapters/process_tree.py); psutil's fallback reads /proc/<pid>/stat of every
+process on the node, so the node's process count is printed too, and --node-procs N starts N idle
+`sleep` processes outside the tree to show that the cost no longer grows with them.
 No asserts: this prints a table.
 
 Usage: .venv/bin/python scripts/bench_sampler.py [--duration 60] [--node-procs 0] [--json]
