@@ -19,11 +19,11 @@ from campaignctl.adapters.process_tree import descendants
 TREE = """\
 import subprocess, threading, time
 def spawn():
-    subprocess.Popen(["sleep", "30"])
+    subprocess.Popen(["sleep", "600"])
 threading.Thread(target=spawn).start()
-subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"])
+subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600"])
 print("ready", flush=True)
-time.sleep(30)
+time.sleep(600)
 """
 
 
@@ -34,7 +34,7 @@ def test_descendants_are_what_a_full_scan_finds_and_none_once_gone() -> None:
     try:
         assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
         root = psutil.Process(parent.pid)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while len(root.children(recursive=True)) < 4 and time.monotonic() < deadline:  # sh's fork
             time.sleep(0.1)
         scanned = {p.pid for p in root.children(recursive=True)}

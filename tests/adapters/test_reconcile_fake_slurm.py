@@ -131,7 +131,7 @@ def test_two_reconciles_started_together_exactly_one_acts(tmp_path: Path, fake_s
     campaign(tmp_path, fake_slurm, 4)
     provoke(fake_slurm, {0: ("FAILED", "75:0", "node1")})
     second_done = threading.Event()
-    fake_slurm.before_sacct = lambda: second_done.wait(10)  # the first tick waits inside sacct
+    fake_slurm.before_sacct = lambda: second_done.wait(COMMAND_TIMEOUT_S)  # the first tick waits inside sacct
     results = []
     first = threading.Thread(target=lambda: results.append(reconcile("rc")))
     first.start()

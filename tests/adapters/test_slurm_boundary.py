@@ -82,7 +82,7 @@ def test_a_hung_client_whose_child_holds_stdout_ends_at_the_timeout(
     assert (tmp_path / "child.pid.calls").read_text() == "started\n"  # one attempt: a timeout is not retried
     assert caught.value.exit_code == 75
     assert "timed out after 2 s" in caught.value.message
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 60
     while not gone(int(pidfile.read_text())) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(int(pidfile.read_text())), "the background child was killed with its group"

@@ -23,7 +23,7 @@ from campaignctl.adapters.telemetry_store import TelemetryStore
 from campaignctl.core.model.training_metrics import MetricPoint
 from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services.submit import submit
-from tests.conftest import pg_admin_engine, run_main, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, pg_admin_engine, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 SPEC = "name: pg\ncommand: [python3, t.py, '{i}']\nmatrix: {i: [0, 1]}\n"
@@ -90,7 +90,7 @@ def test_ten_processes_opening_a_new_database_at_once_all_succeed(backend: str, 
     try:
         assert all(child.stdout and child.stdout.readline() == "ready\n" for child in children)
         go.touch()
-        results = [(child.wait(timeout=120), *child.communicate()) for child in children]
+        results = [(child.wait(timeout=COMMAND_TIMEOUT_S), *child.communicate()) for child in children]
     finally:
         for child in children:
             if child.poll() is None:

@@ -24,7 +24,7 @@ from campaignctl.core.decisions.decision import Decision
 from campaignctl.core.governance.chain import verify_chain
 from campaignctl.core.policy.policy import Policy
 from campaignctl.services.submit import submit
-from tests.conftest import policy_decisions, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, policy_decisions, write_spec
 from tests.fakeslurm import FakeSlurm
 
 SPEC = "name: {name}\ncommand: [python3, t.py, '{{i}}']\nmatrix: {{i: [0, 1]}}\n"
@@ -82,7 +82,7 @@ def test_writers_on_different_campaigns_at_once_neither_fail_nor_fork_the_chains
     try:
         assert all(child.stdout and child.stdout.readline() == "ready\n" for child in children)
         go.touch()
-        results = [(child.wait(timeout=180), *child.communicate()) for child in children]
+        results = [(child.wait(timeout=COMMAND_TIMEOUT_S), *child.communicate()) for child in children]
     finally:
         for child in children:
             if child.poll() is None:

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.submit import submit
-from tests.conftest import REPO, run_main, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, REPO, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 
 TOOLS = {"campaigns", "campaign_status", "task_output", "decisions", "results", "profile", "next_tick", "simulate"}
@@ -140,8 +140,8 @@ def test_a_line_that_is_no_json_rpc_message_gets_a_parse_error_and_the_server_go
         assert server.stdin is not None and server.stdout is not None
         server.stdin.write("{not json\n")
         server.stdin.flush()
-        ready, _, _ = select.select([server.stdout], [], [], 30)
-        assert ready, "no reply to a malformed line in 30 s"
+        ready, _, _ = select.select([server.stdout], [], [], COMMAND_TIMEOUT_S)
+        assert ready, f"no reply to a malformed line in {COMMAND_TIMEOUT_S} s"
         answer = json.loads(server.stdout.readline())
         assert answer == {"jsonrpc": "2.0", "id": None,
                           "error": {"code": -32700, "message": "Parse error: not a JSON-RPC 2.0 message"}}
@@ -151,4 +151,4 @@ def test_a_line_that_is_no_json_rpc_message_gets_a_parse_error_and_the_server_go
         assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "campaignctl"
     finally:
         server.kill()
-        server.communicate(timeout=10)
+        server.communicate(timeout=COMMAND_TIMEOUT_S)

@@ -96,7 +96,8 @@ heavy = ("sqlalchemy", "submitit", "psycopg", "yaml", "matplotlib", "psutil", "p
          "campaignctl.services", "campaignctl.adapters")
 print(sorted(m for m in sys.modules if m.startswith(heavy)), file=sys.stderr)
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Usage: campaignctl") >= 24  # every command's help was rendered
     assert done.stderr.strip() == "[]"

@@ -15,7 +15,7 @@ import pytest
 
 from campaignctl.services.submit import submit
 from tests.cli.test_cli import run_cli
-from tests.conftest import write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, write_spec
 from tests.fakeslurm import FakeSlurm
 from tests.report_campaign import NAME, drive, png_size
 
@@ -36,7 +36,7 @@ def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess
     # root in a container: no sandbox; no GPU process; a private profile so runs never share state
     argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}", *args,
             page.as_uri()]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-2000:]
     return done
 

@@ -19,7 +19,7 @@ from campaignctl.core.screens.results import Objective
 from campaignctl.services.reconcile import reconcile
 from campaignctl.services.results import choose_metric
 from campaignctl.services.submit import submit
-from tests.conftest import run_main, write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, run_main, write_spec
 from tests.fakeslurm import FakeSlurm
 from tests.report_campaign import NAME, drive
 
@@ -165,7 +165,7 @@ def test_results_to_a_file_keep_every_value_whole(driven: Path, state_home: Path
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home),
            **{k: v for k, v in os.environ.items() if k == "CAMPAIGNCTL_DB_URL"}}  # the PostgreSQL run's
     done = subprocess.run([sys.executable, "-m", "campaignctl", "results", NAME, "--wide"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout and " 0.003 " in done.stdout
     header = next(line for line in done.stdout.splitlines() if line.startswith("rank"))

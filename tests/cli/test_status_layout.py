@@ -22,7 +22,7 @@ from campaignctl.services.revisions import set_policy
 from campaignctl.services.submit import submit
 from tests.adapters.test_ladder_fake_slurm import LOSS, finish_rung, ladder_spec, newest_array
 from tests.cli.test_cron import Cron
-from tests.conftest import write_spec
+from tests.conftest import COMMAND_TIMEOUT_S, write_spec
 from tests.fakeslurm import FakeSlurm
 
 BUSY = "sacct: error: Problem talking to the database: Connection refused"
@@ -218,7 +218,7 @@ def test_piped_status_prints_whole_rows_with_no_width_limit(sweep: str, state_ho
     env = {"PATH": str(bare), "HOME": str(tmp_path), "XDG_STATE_HOME": str(state_home), "TERM": "xterm",
            **{k: v for k, v in os.environ.items() if k == "CAMPAIGNCTL_DB_URL"}}  # the PostgreSQL run's
     done = subprocess.run([sys.executable, "-m", "campaignctl", "status", sweep, *(["--wide"] if wide else [])],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout
     rows = task_lines(done.stdout)

@@ -100,6 +100,6 @@ def test_every_table_fits_its_terminal_with_names_and_params_whole(campaign: Pat
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_through_a_pipe_every_row_is_whole(campaign: Path, state_home: Path, args: tuple[str, ...]) -> None:
     done = subprocess.run([sys.executable, "-m", "campaignctl", *args], cwd=REPO, env=_env(state_home, campaign),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert not CUT.search(done.stdout), done.stdout
