@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import sqlalchemy as sa
 
@@ -14,6 +14,9 @@ from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.usage.telemetry import Summary, summary_from_dict, summary_to_dict
 
 _CHUNK = 900  # SQLite's default limit on bound parameters is 999
+
+
+ONLY_MAX = 1000  # tasks named in one query; more: the campaign's every task, filtered in Python
 
 
 class TelemetryStore:
@@ -45,12 +48,16 @@ class TelemetryStore:
         holds lines past the last read's cap."""
         return reads_behind(self.engine, telemetry, campaign_id)
 
-    def by_task(self, campaign_id: int) -> dict[int, Summary]:
-        """The latest attempt's summary per task index (attempts without telemetry left out)."""
+    def by_task(self, campaign_id: int, only: Collection[int] | None = None) -> dict[int, Summary]:
+        """The latest attempt's summary per task index (attempts without telemetry left out);
+        `only`: those tasks (a screen's page), not the campaign's every task; at most ONLY_MAX of
+        them, one bound parameter each (SQLite allows 32,766 in a statement)."""
         query = (sa.select(tasks.c.task_index, attempts.c.attempt_number, telemetry.c.summary_json)
                  .join(attempts, attempts.c.id == telemetry.c.attempt_id)
                  .join(tasks, tasks.c.id == attempts.c.task_id)
                  .where(tasks.c.campaign_id == campaign_id)
                  .order_by(tasks.c.task_index, attempts.c.attempt_number))
+        if only is not None and len(only) <= ONLY_MAX:
+            query = query.where(tasks.c.task_index.in_(sorted(only)))
         with self.engine.connect() as conn:
             return {r.task_index: summary_from_dict(json.loads(r.summary_json)) for r in conn.execute(query)}

@@ -391,9 +391,10 @@ def _with_usage(store: Store, record: CampaignRecord, rows: list[TaskRow], polic
                 history: list[HistoryRow]) -> list[TaskRow]:
     """Telemetry of each task's latest sampled attempt: means, a sparkline, and the flag the
     utilisation rules would raise (shown whether or not the policy acts on it)."""
-    usage = store.telemetry.by_task(record.id)
+    shown = {r.index for r in rows}
+    usage = store.telemetry.by_task(record.id, shown)
     parse = resources_parser()
-    resources = {h.task_index: parse(h.resources_json) for h in history}
+    resources = {h.task_index: parse(h.resources_json) for h in history if h.task_index in shown}
     return [_usage_row(r, usage.get(r.index), resources.get(r.index), policy) for r in rows]
 
 
