@@ -1,4 +1,4 @@
-"""The job-side runner: what every array element executes (shipped by submitit).
+"""The job-side runner: what every array element executes (adapters/job_main.py loads it).
 
 It runs the task's argv without a shell, streams stdout+stderr to the attempt's `output.log`,
 forwards the signals Slurm sends before a kill (SIGTERM at the time limit, SIGUSR2 from
@@ -89,7 +89,8 @@ Watch = Callable[[subprocess.Popen[bytes]], tuple[int, dict[str, str] | None]]
 def ignore_warning_signals() -> None:
     for sig in IGNORED_UNLESS_HANDLED:
         # first thing: from here an early warning signal can neither kill this process nor reach
-        # submitit's own USR2 handler, which would `scontrol requeue` the job behind the policy
+        # submitit's own USR2 handler (the bootstrap of jobs an earlier release submitted), which
+        # would `scontrol requeue` the job behind the policy
         signal.signal(sig, signal.SIG_IGN)  # inherited by the child; our forwarders come after Popen
 
 

@@ -1,5 +1,5 @@
-"""Array submission built on submitit: its sbatch renderer, its pickled payloads and its
-job-side bootstrap (`python -m submitit.core._submit`), with our own sbatch call.
+"""Array submission: submitit's sbatch renderer, our own pickled payloads and job-side
+bootstrap (adapters/job_main.py) and our own sbatch call.
 
 Why not `SlurmExecutor.map_array` as is: it runs sbatch itself (outside our one subprocess choke
 point, without retries) and moves each element's pickle into place only *after* sbatch returns,
@@ -10,16 +10,18 @@ pickles under deterministic names, submit held, record the job id, move the pick
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import submitit
-from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.inline_pack import run_inline
+from campaignctl.adapters.job_main import Call, dump_call, payload_path
 from campaignctl.adapters.pack_runner import run_pack
 from campaignctl.adapters.paths import private_dir, private_run_tree, write_atomic
 from campaignctl.adapters.runner import run_task
@@ -81,16 +83,16 @@ def _spread(resources: Resources, params: dict[str, Any]) -> list[str]:
 
 
 def element_calls(launches: Sequence[TaskLaunch], chunk: ArrayChunk,
-                  each: Resources | None = None) -> list[DelayedSubmission]:
+                  each: Resources | None = None) -> list[Call]:
     """What each array element runs: one task's runner, or a pack of them (`each`: one task's
     resources) side by side in steps of their own (adapters/pack_runner.py), or as plain
     processes (adapters/inline_pack.py)."""
     if chunk.pack is None:
-        return [DelayedSubmission(run_task, launch) for launch in launches]
+        return [(run_task, (launch,)) for launch in launches]
     assert each is not None, "a packed chunk's steps are sized from each task's resources"
     size = chunk.pack.per_element
     runner = run_inline if chunk.pack.processes else run_pack
-    return [DelayedSubmission(runner, pack, list(launches[n * size:n * size + len(pack.tasks)]))
+    return [(runner, (pack, list(launches[n * size:n * size + len(pack.tasks)])))
             for n, pack in enumerate(plan_packs(chunk.task_indices, each, chunk.pack))]
 
 
@@ -118,19 +120,20 @@ class ArraySubmission:
         return self.folder / "staging" / self.token
 
     def render(self) -> str:
-        text = self.executor._make_submission_file_text(self.executor._submitit_command_str, self.token)
+        command = f"{shlex.quote(sys.executable)} -u -m campaignctl.adapters.job_main {shlex.quote(str(self.folder))}"
+        text = self.executor._make_submission_file_text(command, self.token)
         if self.executor.parameters.get("signal_delay_s") == NO_WARNING_SIGNAL:  # submitit always writes one
             text = "".join(line for line in text.splitlines(keepends=True)
                            if not line.startswith("#SBATCH --signal="))
         return text
 
-    def stage(self, calls: Sequence[DelayedSubmission]) -> None:
+    def stage(self, calls: Sequence[Call]) -> None:
         """Write the script and one pickled call per array index (idempotent)."""
         private_run_tree(self.folder.parent, self.group)
         private_dir(self.staging_dir, self.group)
         for index, call in enumerate(calls):
             payload = self.staging_dir / f"{index}.pkl"
-            call.dump(payload)
+            dump_call(call, payload)
             os.chmod(payload, 0o600)  # a pickle is code the job runs as the owner (the folder is 0700 too)
         write_atomic(self.script_path, self.render(), mode=0o600)
 
@@ -138,9 +141,9 @@ class ArraySubmission:
         return slurm.sbatch_held(str(self.script_path), self.executor.parameters["job_name"], cluster)
 
     def deliver(self, job_id: str, size: int) -> None:
-        """Move staged payloads to where submitit's job side looks for them (idempotent)."""
+        """Move staged payloads to where each element looks for its own (idempotent)."""
         for index in range(size):
-            target = JobPaths(self.folder, job_id=f"{job_id}_{index}").submitted_pickle
+            target = payload_path(self.folder, f"{job_id}_{index}")
             staged = self.staging_dir / f"{index}.pkl"
             if staged.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ class Resources:
         """Seconds before the time limit for `--signal=USR2@N`, or None for no warning signal.
 
         sbatch(1): "the signal may be sent up to 60 seconds earlier than specified". A USR2 that
-        lands while the task is still starting (Python and submitit loading, before the runner
+        lands while the task is still starting (Python loading, before the runner
         ignores it) kills it with FAILED 12:0 (seen on the lab cluster with 1–2 minute limits).
         So the signal is never due in the first minute: 90 s before the limit when the limit
         leaves room, less for a 3-minute limit, none at all under that."""

@@ -73,8 +73,8 @@ def program_note(spec: CampaignSpec) -> str:
 
 
 def tracker_note(spec: CampaignSpec) -> str:
-    """`tracker: mlflow` makes each task's run from the job's Python, this one (submitit runs the
-    job with it): without MLflow importable there, every attempt's program makes a run of its own."""
+    """`tracker: mlflow` makes each task's run from the job's Python, this one (the job's script
+    runs it): without MLflow importable there, every attempt's program makes a run of its own."""
     if MLFLOW not in spec.trackers or importlib.util.find_spec("mlflow") is not None:
         return ""
     return (f"tracker: mlflow: MLflow is not importable by {sys.executable}, which makes each task's run "

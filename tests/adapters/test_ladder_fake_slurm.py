@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from submitit.core.utils import DelayedSubmission, JobPaths
 
 from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import DecisionLog
+from campaignctl.adapters.job_main import load_call, payload_path
 from campaignctl.adapters.runner import task_environment
 from campaignctl.adapters.store import Store
 from campaignctl.core.base.errors import SlurmUnavailableError, SpecError
@@ -75,7 +75,7 @@ def test_three_rungs_promote_the_expected_configs_then_finish(tmp_path: Path, fa
     assert record is not None
     sub = next(s for s in store.submissions(record.id) if s.job_id == rung1)
     assert sub.kind == "promotion" and json.loads(sub.resources_json)["time_min"] == 20
-    launch = DelayedSubmission.load(JobPaths(Path(sub.folder), job_id=f"{rung1}_0").submitted_pickle).args[0]
+    _, (launch,) = load_call(payload_path(Path(sub.folder), f"{rung1}_0"))
     env = task_environment(launch)
     assert launch.task_index == 7 and launch.argv[-2:] == ("1", "15")  # config 1, grow's 15 steps
     assert env["CAMPAIGNCTL_CHECKPOINT_DIR"] == str(tmp_path / "runs" / "lad" / "tasks" / "1" / "checkpoint")

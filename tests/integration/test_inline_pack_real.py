@@ -66,7 +66,7 @@ telemetry: {{interval: 1s}}
     assert (resubmit.task_index, resubmit.rule) == (4, "out_of_memory")
 
     # no step per task: sacct lists each element, its batch step and the one step its batch script
-    # starts (submitit's `srun … python -m submitit.core._submit`), nothing named by a task's token
+    # starts (`srun … python -m campaignctl.adapters.job_main`), nothing named by a task's token
     lines = proc.run(["sacct", "-n", "-P", f"-j{array}", "--format=JobID,JobName,State"]).stdout.splitlines()
     print("\n".join(lines))
     tokens = {r.token for r in rows}

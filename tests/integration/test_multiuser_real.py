@@ -10,8 +10,8 @@ Slurm sees three submitters and the files in the run directory three owners. Eac
 Python it can reach: root's virtualenv may sit under a private /root (pyenv here, the CI clone
 there), so a world-readable virtualenv is built once under /var/tmp from the system python3
 (same minor version) and the test's own site-packages, and this working tree's package is
-copied into it on every run. The jobs run that interpreter too: submitit's batch script starts
-`sys.executable -m submitit.core._submit`. Both labs may run this test at once (scripts/test runs
+copied into it on every run. The jobs run that interpreter too: the batch script starts
+`sys.executable -m campaignctl.adapters.job_main`. Both labs may run this test at once (scripts/test runs
 the 22.05 and 24.11 suites side by side): the users are made under a lock, the site-packages are
 copied once under it, and each lab gets its own virtualenv of hard links to them."""
 
