@@ -84,7 +84,7 @@ class _Converter:
         return out
 
     def convert_scalar(self, node: yaml.ScalarNode, path: KeyPath) -> object:
-        if node.style is None:  # only plain (unquoted) scalars get implicit YAML 1.1 types
+        if not node.style:  # plain (unquoted) scalars alone get implicit YAML 1.1 types (None; libyaml: "")
             trap = _yaml11_trap(node)
             if trap:
                 self.problem(node, path, f"{node.value!r} {trap}; quote it if you mean the text")
@@ -119,6 +119,23 @@ def _yaml11_trap(node: yaml.ScalarNode) -> str:
     return ""
 
 
+# libyaml, which PyYAML's wheels carry, composes the same nodes (its tags are resolved by the same
+# Python resolver) with the same line marks, ~10x faster: PyYAML's Python composer spent 4 s of a
+# 100,000-task submit on the matrix's list, and a tick re-reads the stored spec. It refuses more
+# than 1,000 levels of nesting itself (libyaml 0.2.5). Its error texts differ, so a text it refuses
+# is composed again by the Python loader, whose messages the spec's errors quote.
+_LIBYAML = getattr(yaml, "CSafeLoader", None)
+
+
+def _compose(text: str) -> yaml.Node | None:
+    if _LIBYAML is not None:
+        try:
+            return yaml.compose(text, Loader=_LIBYAML)
+        except yaml.YAMLError:
+            pass  # said again below, in the Python loader's words
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
 def parse_yaml(text: str, source: str) -> RawDoc:
     """Parse `text` strictly. Syntax errors raise SpecError; YAML 1.1 traps and duplicate keys are
     carried in `problems` so validation reports them together with its own."""
@@ -126,7 +143,7 @@ def parse_yaml(text: str, source: str) -> RawDoc:
         raise SpecError([f"larger than {MAX_BYTES // 1024 // 1024} MiB ({len(text):,} characters); "
                          "a spec that big is not a campaign description"], source)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text)
     except yaml.YAMLError as exc:
         # PyYAML names a stream it was given as text "<unicode string>": name the file instead
         raise SpecError([f"not valid YAML: {str(exc).replace('<unicode string>', source)}"], source) from None

@@ -24,8 +24,8 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.submission import ArraySubmission, element_calls, executor_parameters
 from campaignctl.adapters.yaml_source import parse_yaml
 from campaignctl.core.base.errors import LeaseLostError, SiteLimitError, SlurmUnavailableError
-from campaignctl.core.model.attempt_paths import checkpoint_dir, task_dir
-from campaignctl.core.model.params import Scalar, checkpoint_marker, render
+from campaignctl.core.model.attempt_paths import checkpoint_dir, tasks_dir
+from campaignctl.core.model.params import RESUME, Scalar, checkpoint_marker, render
 from campaignctl.core.model.records import AttemptRecord, CampaignRecord, RevisionRecord, SubmissionRecord
 from campaignctl.core.model.tracker import MLFLOW, mlflow_run_file, run_identity
 from campaignctl.core.pack_plan import PackShape, allocation
@@ -78,13 +78,17 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     """`params`: by array index, the task parameters a rule set for that element; its argv and
     env are rendered from the spec's templates with them."""
     numbers = attempt_numbers or [1] * chunk.size
+    # a command and env that never name `{resume?…}` read the same either way: rendered once
+    # (a 100,000-task submit renders every task's argv)
+    either = not any(RESUME in template for template in (*spec.command, *spec.env.values()))
     sides = [[render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i), numbers[i], spec.run_dir, resume)
-              for resume in (False, True)] for i, t in enumerate(chunk.task_indices)]
+              for resume in ((None,) if either else (False, True))] for i, t in enumerate(chunk.task_indices)]
+    tasks_root = str(tasks_dir(spec.run_dir))
     return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
                        argv=sides[i][0].argv, env=sides[i][0].env, workdir=spec.workdir,
                        resume_check=checkpoint_marker(spec.checkpoint, spec.tasks[t], spec.run_dir),
-                       resume_argv=sides[i][1].argv, resume_env=sides[i][1].env,
-                       task_dir=str(task_dir(spec.run_dir, t)), attempt_number=n,
+                       resume_argv=sides[i][-1].argv, resume_env=sides[i][-1].env,
+                       task_dir=f"{tasks_root}/{t}", attempt_number=n,
                        telemetry_interval_s=spec.telemetry_interval_s,
                        checkpoint_dir=checkpoint_dir(spec.run_dir, spec.tasks[t].config),
                        rung=spec.tasks[t].rung, env_file=spec.captured_env,
