@@ -6,12 +6,10 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store_engine import upsert, utc_now
+from campaignctl.adapters.store_engine import in_parts, upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, metric_reads, metrics, tasks
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.model.training_metrics import Curve, MetricPoint, curves_by_task
-
-_CHUNK = 900  # SQLite's default limit on bound parameters is 999
 
 
 def reads_behind(engine: sa.Engine, reads: sa.Table, campaign_id: int) -> dict[int, tuple[int, str]]:
@@ -30,9 +28,9 @@ class MetricsStore:
         """Read position and bad-line count per attempt (missing: nothing read yet)."""
         out: dict[int, tuple[Position, int]] = {}
         with self.engine.connect() as conn:
-            for start in range(0, len(attempt_ids), _CHUNK):
+            for part in in_parts(attempt_ids):
                 rows = conn.execute(sa.select(metric_reads).where(
-                    metric_reads.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
+                    metric_reads.c.attempt_id.in_(part))).all()
                 out.update({r.attempt_id: (Position(r.inode, r.file_offset, bool(r.behind)), r.bad_lines)
                             for r in rows})
         return out

@@ -27,6 +27,7 @@ from campaignctl.adapters.revision_rows import (
 from campaignctl.adapters.store_engine import (
     default_url,
     driver_sql,
+    in_parts,
     inserted_id,
     migrate,
     open_engine,
@@ -227,8 +228,9 @@ class Store:
         if not tokens:
             return set()
         with self.engine.connect() as conn:
-            return set(conn.execute(sa.select(submissions.c.submitted_by).distinct()
-                                    .where(submissions.c.token.in_(sorted(tokens)))).scalars()) - {None, ""}
+            return {user for part in in_parts(sorted(tokens)) for user in conn.execute(
+                sa.select(submissions.c.submitted_by).distinct().where(submissions.c.token.in_(part))).scalars()
+                } - {None, ""}
 
     def submissions(self, campaign_id: int, states: Sequence[str] | None = None) -> list[SubmissionRecord]:
         query = sa.select(submissions).where(submissions.c.campaign_id == campaign_id)
@@ -342,8 +344,8 @@ class Store:
 
     def set_attempt_resources(self, tokens: Sequence[str], resources_json: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(attempts.update().where(attempts.c.token.in_(tokens))
-                         .values(resources_json=resources_json))
+            for part in in_parts(tokens):
+                conn.execute(attempts.update().where(attempts.c.token.in_(part)).values(resources_json=resources_json))
 
     def set_attempt_causes(self, causes: Mapping[int, tuple[str, str]]) -> None:
         """(cause, evidence) by attempt id, as the runner wrote them into exit.json."""

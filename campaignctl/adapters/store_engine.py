@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import sqlalchemy as sa
@@ -208,6 +208,19 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
     if key is None:
         raise RuntimeError("the INSERT returned no primary key")
     return int(key[0])
+
+
+# Values bound in one `IN (…)`: SQLite before 3.32 allows 999 bound parameters in a statement (since,
+# 32,766; Debian builds 250,000), PostgreSQL's protocol 65,535. A chunk of 1,001 packed elements of
+# 500 tasks named its 500,500 tasks in one statement: "too many SQL variables" on SQLite.
+IN_LIMIT = 900
+_T = TypeVar("_T")
+
+
+def in_parts(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    """`values` in parts small enough for one `IN (…)` each (IN_LIMIT)."""
+    for start in range(0, len(values), IN_LIMIT):
+        yield values[start:start + IN_LIMIT]
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from campaignctl.adapters import identity
-from campaignctl.adapters.store_engine import inserted_id, utc_now
+from campaignctl.adapters.store_engine import in_parts, inserted_id, utc_now
 from campaignctl.adapters.store_schema import attempts, submissions, tasks
 from campaignctl.core.decisions.actions import SubmissionIntent
 
@@ -17,11 +17,15 @@ def insert_submission(conn: sa.Connection, campaign_id: int, intent: SubmissionI
     is its asked params from now on, whatever else shares its array: a retry's attempt keeps its
     own on the attempt row)."""
     now, token, chunk, task_params = utc_now(), intent.token, intent.chunk, intent.task_params
-    task_ids = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
-        tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(chunk.task_indices))).all())
-    numbers = dict(conn.execute(
-        sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
-        .where(attempts.c.task_id.in_(task_ids.values())).group_by(attempts.c.task_id)).all())
+    task_ids: dict[int, int] = {}
+    for part in in_parts(chunk.task_indices):
+        task_ids.update(dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.id).where(
+            tasks.c.campaign_id == campaign_id, tasks.c.task_index.in_(part))).all()))
+    numbers: dict[int, int] = {}
+    for ids in in_parts(list(task_ids.values())):
+        numbers.update(dict(conn.execute(
+            sa.select(attempts.c.task_id, sa.func.max(attempts.c.attempt_number))
+            .where(attempts.c.task_id.in_(ids)).group_by(attempts.c.task_id)).all()))
     submission_id = inserted_id(conn.execute(submissions.insert().values(
         campaign_id=campaign_id, revision=intent.revision, token=token, state="intent",
         array_spec=chunk.array_spec, size=chunk.size, folder=intent.folder, resources_json=intent.resources_json,

@@ -8,15 +8,12 @@ from collections.abc import Collection, Iterable, Sequence
 import sqlalchemy as sa
 
 from campaignctl.adapters.metrics_store import reads_behind
-from campaignctl.adapters.store_engine import upsert, utc_now
+from campaignctl.adapters.store_engine import IN_LIMIT, in_parts, upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.usage.telemetry import Summary, summary_from_dict, summary_to_dict
 
-_CHUNK = 900  # SQLite's default limit on bound parameters is 999
-
-
-ONLY_MAX = 1000  # tasks named in one query; more: the campaign's every task, filtered in Python
+ONLY_MAX = IN_LIMIT  # tasks named in one query; more: the campaign's every task
 
 
 class TelemetryStore:
@@ -26,9 +23,8 @@ class TelemetryStore:
     def load(self, attempt_ids: Sequence[int]) -> dict[int, tuple[Position, Summary]]:
         out: dict[int, tuple[Position, Summary]] = {}
         with self.engine.connect() as conn:
-            for start in range(0, len(attempt_ids), _CHUNK):
-                rows = conn.execute(sa.select(telemetry).where(
-                    telemetry.c.attempt_id.in_(attempt_ids[start:start + _CHUNK]))).all()
+            for part in in_parts(attempt_ids):
+                rows = conn.execute(sa.select(telemetry).where(telemetry.c.attempt_id.in_(part))).all()
                 out.update({r.attempt_id: (Position(r.inode, r.file_offset, bool(r.behind)),
                                            summary_from_dict(json.loads(r.summary_json))) for r in rows})
         return out
@@ -50,8 +46,8 @@ class TelemetryStore:
 
     def by_task(self, campaign_id: int, only: Collection[int] | None = None) -> dict[int, Summary]:
         """The latest attempt's summary per task index (attempts without telemetry left out);
-        `only`: those tasks (a screen's page), not the campaign's every task; at most ONLY_MAX of
-        them, one bound parameter each (SQLite allows 32,766 in a statement)."""
+        `only`: those tasks (a screen's page), not the campaign's every task, when there are at
+        most ONLY_MAX of them (one bound parameter each)."""
         query = (sa.select(tasks.c.task_index, attempts.c.attempt_number, telemetry.c.summary_json)
                  .join(attempts, attempts.c.id == telemetry.c.attempt_id)
                  .join(tasks, tasks.c.id == attempts.c.task_id)
