@@ -47,9 +47,11 @@ from campaignctl.services import reconcile as reconcile_mod
 from campaignctl.services import status as status_mod
 
 PG_URL_VAR = "CAMPAIGNCTL_TEST_PG_URL"
-# what `campaignctl status NAME` asks for: a page of rows (a tree from before pages, run with
-# PYTHONPATH=<its checkout> to compare, builds every row as its status did)
-PAGE = {"limit": 100} if "limit" in inspect.signature(status_mod.status).parameters else {}
+# what `campaignctl status NAME` asks for: a page of rows and no campaign-wide efficiency (no
+# table shows it); a tree from before either (run with PYTHONPATH=<its checkout> to compare) does
+# what its status did
+_ASKS = inspect.signature(status_mod.status).parameters
+PAGE = {k: v for k, v in (("limit", 100), ("campaign_figures", False)) if k in _ASKS}
 MEASURES = (("tick", "tick, every attempt changed"), ("steady", "tick, nothing changed since the last"),
             ("status", f"status {CAMPAIGN} (store reads + one stub sacct)"))
 

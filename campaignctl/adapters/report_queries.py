@@ -3,11 +3,12 @@ first observed, and the last finished reconcile tick."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store_engine import driver_sql
+from campaignctl.adapters.store_engine import IN_LIMIT, driver_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ SELECT a.id, t.task_index, a.attempt_number, a.token, a.state, a.created_at, a.e
        COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.max_rss, a.consumed_energy_j, a.nodes,
        a.job_id, s.pack != ''
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
-WHERE t.campaign_id = ? ORDER BY t.task_index, a.attempt_number"""
+WHERE t.campaign_id = ?{only} ORDER BY t.task_index, a.attempt_number"""
 
 _FIRST_SEEN_SQL = """
 SELECT o.attempt_id, o.state, MIN(o.observed_at)
@@ -52,9 +53,16 @@ class ReportQueries:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    def attempts(self, campaign_id: int) -> list[AttemptTimes]:
+    def attempts(self, campaign_id: int, only: Collection[int] | None = None) -> list[AttemptTimes]:
+        """Every attempt of the campaign, by task then attempt number; `only`: those tasks' (a
+        screen's page), when there are at most IN_LIMIT of them (one bound parameter each)."""
+        named = sorted(only) if only is not None and len(only) <= IN_LIMIT else None
+        if named == []:
+            return []
+        listed = "" if named is None else f" AND t.task_index IN ({', '.join('?' * len(named))})"
+        sql = _ATTEMPTS_SQL.format(only=listed)
         with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, _ATTEMPTS_SQL), (campaign_id,)).fetchall()
+            rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id, *(named or ()))).fetchall()
         return [AttemptTimes(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
                              r[13], bool(r[14])) for r in rows]
 

@@ -37,6 +37,7 @@ from campaignctl.adapters.store_engine import (
 from campaignctl.adapters.store_schema import attempts, campaigns, decisions, revisions, submissions, tasks
 from campaignctl.adapters.submission_rows import insert_submission
 from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.adapters.usage_queries import UsageQueries
 from campaignctl.core.decisions.actions import SubmissionIntent
 from campaignctl.core.model.params import Scalar, TaskSpec
 from campaignctl.core.model.records import (
@@ -47,14 +48,12 @@ from campaignctl.core.model.records import (
     RevisionRecord,
     SubmissionRecord,
 )
-from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.spec.spec import CampaignSpec
-from campaignctl.core.usage.cost import UsageGroup, phase_of
 
 
 class Store:
     """Campaigns, revisions, submissions and attempts; the other stores on the same database
-    through their doors (`log`, `metrics`, `telemetry`, `profiles`, `notices`, `histories`, `nodes`)."""
+    through their doors (`log`, `metrics`, `telemetry`, `profiles`, `notices`, `histories`, `nodes`, `usage`)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -88,6 +87,10 @@ class Store:
     @cached_property
     def nodes(self) -> NodeMarks:
         return NodeMarks(self.engine)
+
+    @cached_property
+    def usage(self) -> UsageQueries:
+        return UsageQueries(self.engine)
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
@@ -258,14 +261,18 @@ class Store:
                               submission_state=r.submission_state, created_at=r.created_at)
                 for r in rows]
 
-    def history(self, campaign_id: int, done_tasks: bool = True) -> list[HistoryRow]:
+    def history(self, campaign_id: int, done_tasks: bool = True, only: Sequence[int] | None = None) -> list[HistoryRow]:
         """Attempts of the campaign, oldest first per task, with their effective resources.
         `done_tasks=False` leaves out tasks whose one attempt COMPLETED: nothing about them can
         change or matter to a decision, and in a long campaign they are most of the rows.
-        Plain SQL through the driver, repeated strings shared: a tick may read 100,000 rows."""
-        sql = _HISTORY_SQL.format(filter="" if done_tasks else _UNDONE_FILTER)
+        `only`: those tasks' (at most IN_LIMIT). Plain SQL through the driver, repeated strings
+        shared: a tick may read 100,000 rows."""
+        if only is not None and not only:
+            return []
+        named = f" AND t.task_index IN ({', '.join('?' * len(only))})" if only is not None else ""
+        sql = _HISTORY_SQL.format(filter=("" if done_tasks else _UNDONE_FILTER) + named)
         with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id,)).fetchall()
+            rows = conn.exec_driver_sql(driver_sql(conn, sql), (campaign_id, *(only or ()))).fetchall()
         share: Callable[[Any, Any], Any] = {}.setdefault  # one object per distinct value; a C call
         return [HistoryRow(i, task, number, index, token, job, share(state, state), share(slurm, slurm), code,
                            share(nodes, nodes), elapsed, rss, ended, missing, share(res, res), share(sub, sub),
@@ -273,6 +280,13 @@ class Store:
                            evidence or "", bool(packed))
                 for (i, task, number, index, token, job, state, slurm, code, nodes, elapsed, rss, ended, missing,
                      res, sub, sub_state, created, params, own, cause, evidence, packed) in rows]
+
+    def first_done(self, campaign_id: int, first: int) -> list[int]:
+        """The indices of the first `first` tasks history(done_tasks=False) leaves out (one
+        attempt, COMPLETED): a screen shows a page of them and counts the rest."""
+        with self.engine.connect() as conn:
+            return [int(i) for i in conn.exec_driver_sql(driver_sql(conn, _FIRST_DONE_SQL),
+                                                         (campaign_id, first)).scalars()]
 
     def tasks_started(self, campaign_id: int, below: int | None = None, abandoned: bool = True) -> int:
         """The campaign's tasks (under index `below`) with an attempt (one abandoned before Slurm, if `abandoned`)."""
@@ -308,25 +322,6 @@ class Store:
                     conn, "INSERT INTO observations (attempt_id, tick_id, state, slurm_state, exit_code, "
                     "nodes, elapsed_s, observed_at, max_rss, ended_at, missing_since) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"), moved)
-
-    def usage_groups(self, campaign_id: int) -> list[UsageGroup]:
-        """Every attempt that reached Slurm, grouped by phase and resources: what spend is computed
-        from (one GROUP BY, a handful of rows however many attempts)."""
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, _USAGE_SQL), (campaign_id,)).fetchall()
-        parse = resources_parser()
-        return [UsageGroup(phase_of(state), parse(res), tres, n, int(elapsed or 0), float(energy or 0.0))
-                for state, res, tres, n, elapsed, energy in rows]
-
-    def attempt_usage_groups(self, campaign_id: int) -> list[tuple[str, UsageGroup]]:
-        """usage_groups one attempt at a time, each with its job id: `status` moves each into the
-        phase sacct says now, so the spend line agrees with the task table it prints."""
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, _ATTEMPT_USAGE_SQL), (campaign_id,)).fetchall()
-        parse = resources_parser()
-        return [(job_id, UsageGroup(phase_of(state), parse(res), tres or "", 1, int(elapsed or 0),
-                                    float(energy or 0.0)))
-                for job_id, state, res, tres, elapsed, energy in rows]
 
     def array_throttles(self, campaign_id: int) -> dict[str, int | None]:
         """Current throttle per submitted array job id (the `%N` of its array spec)."""
@@ -375,22 +370,6 @@ class Store:
         return {r.task_index: json.loads(r.params_json) for r in rows}
 
 
-# every attempt of a campaign that reached Slurm, with its submission's resources and its energy
-_USAGE_FROM = """
-FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
-LEFT JOIN telemetry tl ON tl.attempt_id = a.id
-WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
-_USAGE_SQL = """
-SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, COUNT(*), SUM(a.elapsed_s),
-       SUM(COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0))""" + _USAGE_FROM + """
-GROUP BY a.state, res, a.alloc_tres"""
-
-
-_ATTEMPT_USAGE_SQL = """
-SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s,
-       COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)""" + _USAGE_FROM
-
-
 _HISTORY_SQL = """
 SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a.state, a.slurm_state,
        a.exit_code, a.nodes, a.elapsed_s, a.max_rss, a.ended_at, a.missing_since,
@@ -398,5 +377,9 @@ SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a
        COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence, s.pack != ''
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ?{filter} ORDER BY t.task_index, a.attempt_number"""
+# the complement of _UNDONE_FILTER among tasks with an attempt
+_FIRST_DONE_SQL = """SELECT t.task_index FROM tasks t JOIN attempts a ON a.task_id = t.id WHERE t.campaign_id = ?
+GROUP BY t.id, t.task_index HAVING MAX(a.attempt_number) = 1 AND MIN(a.state) = 'COMPLETED'
+AND MAX(a.state) = 'COMPLETED' ORDER BY t.task_index LIMIT ?"""
 _UNDONE_FILTER = """ AND EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id
                    AND (x.state != 'COMPLETED' OR x.attempt_number > 1))"""

@@ -61,7 +61,7 @@ def status(
     rows = limit if limit is not None else None if json_out else PAGE
 
     def build() -> StatusResult:
-        return status_service(campaign, state or (), task or (), limit=rows)
+        return status_service(campaign, state or (), task or (), limit=rows, campaign_figures=json_out)
 
     if watch:
         from campaignctl.cli import live

@@ -48,7 +48,7 @@ def export_metrics(name: str | None = None, textfile: Path | None = None) -> Met
 def snapshot(store: Store, queries: ReportQueries, record: CampaignRecord) -> CampaignSnapshot:
     policy, settings = current_policy(store, record)
     attempts = store.attempts(record.id)
-    spend = campaign_spend(store.usage_groups(record.id), policy.prices)
+    spend = campaign_spend(store.usage.groups(record.id), policy.prices)
     budget = settings.budget
     latest = {a.task_index: a.state for a in attempts}  # ordered by task, then attempt
     running = {t for t, state in latest.items() if state == "RUNNING"}

@@ -71,11 +71,11 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
         [AttemptSamples(a.task_index, max(1, int(rates[a.id].cpu_hours)), samples[a.id])
          for a in attempts if samples.get(a.id)],
         sources, store.metrics.rows(record.id), store.log.entries(record.id),
-        campaign_spend(store.usage_groups(record.id), policy.prices),
+        campaign_spend(store.usage.groups(record.id), policy.prices),
         task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
         {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts),
-        {c: campaign_spend([g for _, g in pairs], policy.prices) for c, pairs in by_cluster(
-            store.attempt_usage_groups(record.id), [c.name for c in settings.clusters]).items()}
+        {c: campaign_spend(groups, policy.prices) for c, groups in by_cluster(
+            store.usage.groups_by_cluster(record.id), [c.name for c in settings.clusters]).items()}
         if settings.clusters else {})
 
 

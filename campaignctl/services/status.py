@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
-from datetime import timedelta
 
-from campaignctl.adapters import identity, slurm
+from campaignctl.adapters import slurm
 from campaignctl.adapters.decision_log import LoggedDecision
 from campaignctl.adapters.output_log import program_printed
 from campaignctl.adapters.store import Store
 from campaignctl.adapters.tick_failures import TickFailures
-from campaignctl.core.base.clock import read_time
-from campaignctl.core.base.errors import NotFoundError, SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.base.errors import NotFoundError
 from campaignctl.core.model.attempt_paths import AttemptPaths
 from campaignctl.core.model.records import CampaignRecord, HistoryRow
 from campaignctl.core.nodes.ledger import recorded_exclusion
@@ -22,17 +20,17 @@ from campaignctl.core.screens.stall import TickHealth
 from campaignctl.core.screens.status import (
     NOT_SUBMITTED,
     QUIET_STATES,
+    SETTLED,
     TaskRow,
     count_states,
     index_ranges,
     live,
     select_rows,
     sparkline,
-    task_rows,
     with_clusters,
 )
 from campaignctl.core.slurm.observe import resources_parser
-from campaignctl.core.slurm.sacct import Observed, element_key
+from campaignctl.core.slurm.sacct import element_key
 from campaignctl.core.slurm.sacct_records import JobObservation
 from campaignctl.core.slurm.site_limits import WAITING
 from campaignctl.core.spec.settings import CampaignSettings
@@ -40,14 +38,15 @@ from campaignctl.core.spec.spec import Resources
 from campaignctl.core.tick.budget import assess
 from campaignctl.core.tick.utilisation import classify, silent_while_working, window_of
 from campaignctl.core.tuning.ladder import NOT_PROMOTED, RungProgress, ladder_progress
-from campaignctl.core.usage.cost import UsageGroup, campaign_spend, phase_of
+from campaignctl.core.usage.cost import UsageGroup, campaign_spend, energy_source, phase_of
 from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency, memo, task_efficiency
 from campaignctl.core.usage.telemetry import Summary
+from campaignctl.services import status_reads
 from campaignctl.services.campaigns import current_policy, find_campaigns, promotions, unstarted_labels
 from campaignctl.services.cron import CronEntry, cron_entry
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.ticks import tick_health
-from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
+from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task, on_clusters
 from campaignctl.services.usage import by_cluster as usage_by_cluster
 
 
@@ -115,54 +114,6 @@ class StatusResult:
         return data
 
 
-# status is read by people at a prompt: a Slurm that does not answer costs one retry and at most
-# STATUS_SACCT_TIMEOUT_S, then the stored state is shown, marked stale. With slurmdbd down, sacct
-# fails at once ("sacct: error: Problem talking to the database: Connection refused", 22.05); the
-# tick's four tries with backoff made status exit 75 after 13 s, showing nothing.
-STATUS_SACCT_TRIES = 2
-STATUS_SACCT_TIMEOUT_S = 20.0
-
-
-def _observe(store: Store, attempts: list[HistoryRow]) -> tuple[Observed, int]:
-    """sacct's view of `attempts`, only their elements folded (and packed ones' steps)."""
-    keyed = {key: a for a in attempts if a.job_id and (key := element_key(a.job_id)) is not None}
-    if not keyed:
-        return Observed(), 0
-    # an hour of slack covers clock skew between store and controller
-    since = min(read_time(a.created_at) for a in keyed.values()) - timedelta(hours=1)
-    return slurm.observe(sorted({job for job, _ in keyed}), since, wanted=keyed.keys(),
-                         timeout=STATUS_SACCT_TIMEOUT_S, attempts=STATUS_SACCT_TRIES,
-                         step_tokens={a.token for a in attempts if a.packed},
-                         owners=identity.uids_of(store.submitters({a.submission_token for a in attempts}))), 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    observed: Observed
-    calls: int
-    skipped: list[str]
-    stale: str = ""  # why the stored state is shown instead: Slurm's error
-    stored: bool = False  # Slurm was not asked: every row as the last tick stored it
-
-
-_STORED = _Seen(Observed(), 0, [], stored=True)
-
-
-def _look(store: Store, attempts: list[HistoryRow]) -> _Seen:
-    mark = slurm.skipped_mark()
-    try:
-        observed, calls = _observe(store, attempts)
-    except (SlurmTransientError, SlurmUnavailableError) as exc:
-        return _Seen(Observed(), 1, [], exc.message)
-    return _Seen(observed, calls, slurm.skipped_since(mark))
-
-
-def _rows(store: Store, record: CampaignRecord, history: list[HistoryRow], seen: _Seen) -> list[TaskRow]:
-    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed,
-                     stale=bool(seen.stale) or seen.stored,
-                     steps=seen.observed.steps)
-
-
 @dataclass(frozen=True, slots=True)
 class _Said:
     last_decision: str = ""
@@ -210,28 +161,34 @@ def _said(entry: LoggedDecision | None) -> str:
 
 
 def status(name: str | None = None, states: Collection[str] = (), tasks: Collection[int] = (),
-           ask_slurm: bool = True, limit: int | None = None) -> StatusResult:
+           ask_slurm: bool = True, limit: int | None = None, campaign_figures: bool = True) -> StatusResult:
     """The campaigns (or one campaign's tasks, those in `states` and `tasks` when given) from one
     sacct call; from the store, marked stale, when Slurm does not answer. `ask_slurm` False: as the
     last tick stored them, with no Slurm call (`top`'s refreshes). `limit`: a page, the first that
     many rows worth a line (the QUIET_STATES ones, a line per state, come whole unless `states`
-    names them): only those rows get their decisions, figures and telemetry."""
+    names them): only those rows get their decisions, figures and telemetry. `campaign_figures`
+    False: no campaign-wide efficiency (a fold over every attempt, which no table shows)."""
     store = Store.open()
     records = find_campaigns(store, name)
-    history = {r.id: store.history(r.id) for r in records}
+    # the campaigns list counts; a campaign's table reads the attempts of its page (and of every task not done)
+    page = (limit or None) if name is not None else 0
+    reads = {r.id: status_reads.read(store, r, page, tasks) for r in records}
     # attempts the last tick stored settled are shown as stored; sacct is asked for the rest
-    seen = _look(store, [a for group in history.values() for a in live(group)]) if ask_slurm else _STORED
+    seen = (status_reads.look(store, [a for r in reads.values() for a in live(r.history)]) if ask_slurm
+            else status_reads.STORED)
     log = store.log
     summaries, detail = [], []
     entries: list[LoggedDecision] = []
     for record in records:
+        done = reads[record.id].done
         entries = log.entries(record.id)
         enforced = [e for e in entries if e.mode == "enforce"]
-        rows, rungs = _ladder(store, record, _rows(store, record, history[record.id], seen))
-        usage = attempt_usage(store, record.id)
-        efficiency = _campaign_efficiency(store, record, usage)
+        rows, rungs = _ladder(store, record, status_reads.rows_of(store, record, reads[record.id].history, seen))
+        usage = attempt_usage(store, record.id) if campaign_figures else None
+        efficiency = _campaign_efficiency(store, record, usage) if usage is not None else None
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,
-                                         len(rows), count_states(rows), len(history[record.id]),
+                                         len(rows) + done, count_states(rows, {"COMPLETED": done}),
+                                         len(reads[record.id].history) + done,
                                          dict(Counter(e.action for e in enforced)),
                                          dict(Counter(e.action for e in entries if e.mode == "shadow")),
                                          sum(e.status == "awaiting-approval" for e in enforced), rungs,
@@ -245,16 +202,19 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
         return base
     _check_tasks(name, detail, tasks)
     record = records[0]
-    page, matched = _page(select_rows(detail, states, tasks), limit, bool(states))
+    # the done tasks not read match unless --task names others or --state leaves COMPLETED out
+    unread = 0 if tasks or (states and "COMPLETED" not in {s.upper() for s in states}) else reads[record.id].done
+    page_rows, matched = _page(select_rows(detail, states, tasks), limit, bool(states))
     said = _decisions(entries, detail)
-    figures = _task_figures(store, record, page, usage)
-    page = [_annotated(r, said.get(r.index, _NOT_SAID), figures.get(r.index, _NO_FIGURES)) for r in page]
+    figures = _task_figures(store, record, page_rows, usage if usage is not None else
+                            attempt_usage(store, record.id, {r.index for r in page_rows}))
+    page_rows = [_annotated(r, said.get(r.index, _NOT_SAID), figures.get(r.index, _NO_FIGURES)) for r in page_rows]
     policy, settings = current_policy(store, record)
-    shown = _with_usage(store, record, page, policy, history[record.id])
+    shown = _with_usage(store, record, page_rows, policy, reads[record.id].history)
     if settings.clusters:
         shown = with_clusters(shown, slurm.cluster_name())
-    return replace(base, tasks=shown, rows_matched=matched,
-                   spend=_spend(store, record, policy, settings, summaries[0].efficiency, seen.observed),
+    return replace(base, tasks=shown, rows_matched=matched + unread,
+                   spend=_spend(store, record, policy, settings, seen.observed),
                    silent=_silent(record, shown), unmatched=unmatched_pattern_warnings(store, record))
 
 
@@ -360,22 +320,25 @@ def _ladder(store: Store, record: CampaignRecord, rows: list[TaskRow]) -> tuple[
 
 
 def _spend(store: Store, record: CampaignRecord, policy: Policy, settings: CampaignSettings,
-           efficiency: Efficiency | None, observed: dict[tuple[str, int | None], JobObservation]) -> SpendView:
+           observed: dict[tuple[str, int | None], JobObservation]) -> SpendView:
     """The spend as of what sacct says now (the task table's states), not as of the last tick:
-    an attempt the table shows COMPLETED commits nothing more, and its time counts as spent."""
-    groups = store.attempt_usage_groups(record.id)
-    spend = campaign_spend(_live_groups(groups, observed), policy.prices)
+    an attempt the table shows COMPLETED commits nothing more, and its time counts as spent.
+    Attempts the last tick stored settled come grouped by the store (a handful of rows however
+    many); the others one by one, each moved into the phase sacct says now."""
+    groups = store.usage.groups_by_cluster(record.id, SETTLED)
+    groups += on_clusters(_live_groups(store.usage.each(record.id, except_states=SETTLED), observed))
+    spend = campaign_spend([g for _, g in groups], policy.prices)
     budget = settings.budget
-    by_cluster = {c: asdict(campaign_spend(_live_groups(pairs, observed), policy.prices).spent)
-                  for c, pairs in usage_by_cluster(groups, [c.name for c in settings.clusters]).items()
+    by_cluster = {c: asdict(campaign_spend(there, policy.prices).spent)
+                  for c, there in usage_by_cluster(groups, [c.name for c in settings.clusters]).items()
                   } if settings.clusters else {}
     return SpendView(asdict(spend.spent), asdict(spend.committed), asdict(spend.projected), budget.limits(),
                      bool(budget.limits()) and assess(budget, spend).exhausted,
-                     (efficiency.energy_source if efficiency else None) or "", by_cluster)
+                     energy_source(g for _, g in groups), by_cluster)
 
 
 def _live_groups(groups: list[tuple[str, UsageGroup]],
-                 observed: dict[tuple[str, int | None], JobObservation]) -> list[UsageGroup]:
+                 observed: dict[tuple[str, int | None], JobObservation]) -> list[tuple[str, UsageGroup]]:
     out = []
     for job_id, group in groups:
         key = element_key(job_id)
@@ -383,7 +346,7 @@ def _live_groups(groups: list[tuple[str, UsageGroup]],
         if seen is not None:
             group = replace(group, phase=phase_of(seen.state.value),
                             elapsed_s=seen.elapsed_s if seen.elapsed_s is not None else group.elapsed_s)
-        out.append(group)
+        out.append((job_id, group))
     return out
 
 

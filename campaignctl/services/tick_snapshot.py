@@ -70,7 +70,7 @@ def gather(store: Store, log: DecisionLog, record: CampaignRecord, views: Sequen
         requests=facts.requests,
         pending_since=when_pending(rows),
         summaries=summaries,
-        usage=tuple(store.usage_groups(record.id)) if budgeted else (),
+        usage=tuple(store.usage.groups(record.id)) if budgeted else (),
         alerted=facts.alerted,
         released_limits=facts.released_limits,
         array_throttles=store.array_throttles(record.id) if read and (settings.max_parallel or budgeted) else {},

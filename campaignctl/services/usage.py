@@ -3,7 +3,7 @@ telemetry summaries; no Slurm call): the input of every efficiency figure (core/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters import slurm
@@ -22,9 +22,10 @@ class AttemptUsage:
     use: AttemptUse
 
 
-def attempt_usage(store: Store, campaign_id: int) -> list[AttemptUsage]:
-    """Every attempt of the campaign, by task then attempt number."""
-    attempts = ReportQueries(store.engine).attempts(campaign_id)
+def attempt_usage(store: Store, campaign_id: int, only: Collection[int] | None = None) -> list[AttemptUsage]:
+    """Every attempt of the campaign (of tasks `only`, when given), by task then attempt number."""
+    attempts = [a for a in ReportQueries(store.engine).attempts(campaign_id, only)
+                if only is None or a.task_index in only]
     summaries = store.telemetry.load([a.id for a in attempts])
     parse = resources_parser()
     return [AttemptUsage(a, AttemptUse(a.state, a.elapsed_s, parse(a.resources_json), a.alloc_tres, a.max_rss,
@@ -43,14 +44,17 @@ def task_efficiencies(usage: Sequence[AttemptUsage], prices: Prices) -> dict[int
     return {task: task_efficiency(uses, prices) for task, uses in by_task(usage).items()}
 
 
-Pairs = list[tuple[str, UsageGroup]]  # usage groups with their job ids (Store.attempt_usage_groups)
-
-
-def by_cluster(groups: Pairs, clusters: Sequence[str]) -> dict[str, Pairs]:
-    """A campaign's usage groups (with their job ids) by the cluster each ran on, every cluster of
-    `clusters` listed: a plain job id is on the cluster SLURM_CONF names (core/slurm/job_ref.py)."""
+def by_cluster(groups: Iterable[tuple[str, UsageGroup]], clusters: Sequence[str]) -> dict[str, list[UsageGroup]]:
+    """Usage groups, each with the cluster it ran on ('' the default: the one SLURM_CONF names),
+    by cluster name, every cluster of `clusters` listed."""
     default = slurm.cluster_name()
-    out: dict[str, Pairs] = {c: [] for c in clusters}
-    for job_id, group in groups:
-        out.setdefault(job_ref.cluster_of(job_id or "") or default, []).append((job_id, group))
+    out: dict[str, list[UsageGroup]] = {c: [] for c in clusters}
+    for cluster, group in groups:
+        out.setdefault(cluster or default, []).append(group)
     return out
+
+
+def on_clusters(groups: Iterable[tuple[str, UsageGroup]]) -> list[tuple[str, UsageGroup]]:
+    """UsageQueries.each's (job id, group) pairs as (cluster, group): a plain job id is on the
+    default cluster, a qualified one names its own (core/slurm/job_ref.py)."""
+    return [(job_ref.cluster_of(job_id or ""), group) for job_id, group in groups]

@@ -53,7 +53,7 @@ def test_the_textfile_reads_back_as_the_store_has_it(tmp_path: Path, fake_slurm:
     record = store.campaign(NAME)
     assert record is not None
     policy, _ = current_policy(store, record)
-    spend = campaign_spend(store.usage_groups(record.id), policy.prices)
+    spend = campaign_spend(store.usage.groups(record.id), policy.prices)
     c = ("campaign", NAME)
     assert samples[("campaignctl_tasks", (c, ("state", "COMPLETED")))] == 3
     assert samples[("campaignctl_tasks", (c, ("state", "FAILED")))] == 1

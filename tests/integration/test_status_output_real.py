@@ -13,7 +13,8 @@ import pytest
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
 from campaignctl.services.reconcile import reconcile
-from campaignctl.services.status import STATUS_SACCT_TRIES, status
+from campaignctl.services.status import status
+from campaignctl.services.status_reads import STATUS_SACCT_TRIES
 from campaignctl.services.submit import submit
 from tests.conftest import write_spec
 from tests.integration.test_real_cluster import cli

@@ -214,8 +214,11 @@ def stored_states(tasks: Iterable[int], attempts: Iterable[AttemptRecord],
     return dict(Counter(latest[t] if t in latest else unstarted(t) or NOT_SUBMITTED for t in tasks).most_common())
 
 
-def count_states(rows: Iterable[TaskRow]) -> dict[str, int]:
-    return dict(Counter(row.state for row in rows).most_common())
+def count_states(rows: Iterable[TaskRow], more: Mapping[str, int] | None = None) -> dict[str, int]:
+    """{state: tasks}, most first; `more`: tasks counted without a row (a screen reads a page of them)."""
+    counts = Counter(row.state for row in rows)
+    counts.update({state: n for state, n in (more or {}).items() if n})
+    return dict(counts.most_common())
 
 
 BARS = "▁▂▃▄▅▆▇█"

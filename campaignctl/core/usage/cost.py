@@ -58,6 +58,8 @@ class UsageGroup:
     attempts: int
     elapsed_s: int  # summed over the group
     energy_j: float = 0.0  # summed over the group: each attempt's sacct energy, else its GPUs' (NVML)
+    node_energy: int = 0  # attempts whose energy sacct measured (the node)
+    gpu_energy: int = 0  # attempts whose energy their GPUs' NVML readings measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,13 @@ def energy_rate_kw(groups: Iterable[UsageGroup]) -> float:
     ran = [g for g in groups if g.phase != "pending"]
     hours = sum(g.elapsed_s for g in ran) / 3600
     return kwh(sum(g.energy_j for g in ran)) / hours if hours > 0 else 0.0
+
+
+def energy_source(groups: Iterable[UsageGroup]) -> str:
+    """What measured the energy of these attempts: node (sacct), gpu (NVML), node+gpu, or ''."""
+    groups = list(groups)
+    return "+".join(name for name, n in (("node", sum(g.node_energy for g in groups)),
+                                         ("gpu", sum(g.gpu_energy for g in groups))) if n)
 
 
 def campaign_spend(groups: Iterable[UsageGroup], prices: Prices) -> Spend:

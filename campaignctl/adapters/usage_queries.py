@@ -1,0 +1,66 @@
+"""What spend is computed from: a campaign's attempts that reached Slurm, grouped by state and
+resources (one GROUP BY: a handful of rows however many attempts), or one row per attempt for
+the few whose phase sacct may tell differently now (`status` moves those into the phase it says,
+so the spend line agrees with the task table it prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import sqlalchemy as sa
+
+from campaignctl.adapters.store_engine import driver_sql
+from campaignctl.core.slurm.observe import resources_parser
+from campaignctl.core.usage.cost import UsageGroup, phase_of
+
+# every attempt of a campaign that reached Slurm, with its submission's resources and its energy:
+# sacct's ConsumedEnergyRaw (the node) where the site accounts it, else its GPUs' (NVML)
+_FROM = """
+FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
+LEFT JOIN telemetry tl ON tl.attempt_id = a.id
+WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
+# an attempt's energy, and whether the node (sacct) or its GPUs (NVML) measured it
+_ENERGY = ("COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)",
+           "CASE WHEN a.consumed_energy_j IS NOT NULL THEN 1 ELSE 0 END",
+           "CASE WHEN a.consumed_energy_j IS NULL AND tl.gpu_energy_j > 0 THEN 1 ELSE 0 END")
+_GROUPED = ("SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, "
+            "COALESCE(s.cluster, '') AS cl, COUNT(*), SUM(a.elapsed_s), "
+            + ", ".join(f"SUM({e})" for e in _ENERGY) + _FROM + "{filter} GROUP BY a.state, res, a.alloc_tres, cl")
+_EACH = ("SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s, "
+         + ", ".join(_ENERGY) + _FROM + "{filter}")
+
+def _in(states: Collection[str], negate: bool) -> str:
+    if not states:
+        return ""
+    return f" AND a.state {'NOT ' if negate else ''}IN ({', '.join('?' * len(states))})"
+
+
+class UsageQueries:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def groups(self, campaign_id: int, states: Collection[str] = ()) -> list[UsageGroup]:
+        """The attempts (in `states`, when given) grouped by state and resources."""
+        return [group for _, group in self.groups_by_cluster(campaign_id, states)]
+
+    def groups_by_cluster(self, campaign_id: int, states: Collection[str] = ()) -> list[tuple[str, UsageGroup]]:
+        """groups, each with the cluster its submission went to ('' the default one, SLURM_CONF's)."""
+        wanted = sorted(states)
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _GROUPED.format(filter=_in(wanted, False))),
+                                        (campaign_id, *wanted)).fetchall()
+        parse = resources_parser()
+        return [(cluster, UsageGroup(phase_of(state), parse(res), tres or "", n, int(elapsed or 0),
+                                     float(energy or 0.0), int(node or 0), int(gpu or 0)))
+                for state, res, tres, cluster, n, elapsed, energy, node, gpu in rows]
+
+    def each(self, campaign_id: int, except_states: Collection[str] = ()) -> list[tuple[str, UsageGroup]]:
+        """One group per attempt (not in `except_states`), with its job id."""
+        unwanted = sorted(except_states)
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(driver_sql(conn, _EACH.format(filter=_in(unwanted, True))),
+                                        (campaign_id, *unwanted)).fetchall()
+        parse = resources_parser()
+        return [(job_id, UsageGroup(phase_of(state), parse(res), tres or "", 1, int(elapsed or 0),
+                                    float(energy or 0.0), int(node or 0), int(gpu or 0)))
+                for job_id, state, res, tres, elapsed, energy, node, gpu in rows]
