@@ -377,9 +377,11 @@ SELECT a.id, t.task_index, a.attempt_number, a.array_index, a.token, a.job_id, a
        COALESCE(a.params_json, t.params_json), a.params_json IS NOT NULL, a.cause, a.evidence, s.pack != ''
 FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id
 WHERE t.campaign_id = ?{filter} ORDER BY t.task_index, a.attempt_number"""
-# the complement of _UNDONE_FILTER among tasks with an attempt
-_FIRST_DONE_SQL = """SELECT t.task_index FROM tasks t JOIN attempts a ON a.task_id = t.id WHERE t.campaign_id = ?
-GROUP BY t.id, t.task_index HAVING MAX(a.attempt_number) = 1 AND MIN(a.state) = 'COMPLETED'
-AND MAX(a.state) = 'COMPLETED' ORDER BY t.task_index LIMIT ?"""
+# the complement of _UNDONE_FILTER among tasks with an attempt, in index order: the scan of the
+# tasks' (campaign_id, task_index) index stops at the LIMIT (100 of 100,000: under 1 ms)
+_FIRST_DONE_SQL = """SELECT t.task_index FROM tasks t WHERE t.campaign_id = ?
+AND EXISTS (SELECT 1 FROM attempts a WHERE a.task_id = t.id)
+AND NOT EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id AND (x.state != 'COMPLETED' OR x.attempt_number > 1))
+ORDER BY t.task_index LIMIT ?"""
 _UNDONE_FILTER = """ AND EXISTS (SELECT 1 FROM attempts x WHERE x.task_id = t.id
                    AND (x.state != 'COMPLETED' OR x.attempt_number > 1))"""

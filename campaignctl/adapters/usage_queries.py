@@ -13,21 +13,25 @@ from campaignctl.adapters.store_engine import driver_sql
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.usage.cost import UsageGroup, phase_of
 
-# every attempt of a campaign that reached Slurm, with its submission's resources and its energy:
-# sacct's ConsumedEnergyRaw (the node) where the site accounts it, else its GPUs' (NVML)
+# every attempt of a campaign that reached Slurm (found by its submissions: attempts_submission),
+# with its energy: sacct's ConsumedEnergyRaw (the node) where the site accounts it, else its GPUs' (NVML)
 _FROM = """
-FROM attempts a JOIN submissions s ON s.id = a.submission_id JOIN tasks t ON t.id = a.task_id
-LEFT JOIN telemetry tl ON tl.attempt_id = a.id
-WHERE t.campaign_id = ? AND a.job_id IS NOT NULL"""
-# an attempt's energy, and whether the node (sacct) or its GPUs (NVML) measured it
+FROM attempts a LEFT JOIN telemetry tl ON tl.attempt_id = a.id{join}
+WHERE a.submission_id IN (SELECT id FROM submissions WHERE campaign_id = ?) AND a.job_id IS NOT NULL"""
 _ENERGY = ("COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)",
            "CASE WHEN a.consumed_energy_j IS NOT NULL THEN 1 ELSE 0 END",
            "CASE WHEN a.consumed_energy_j IS NULL AND tl.gpu_energy_j > 0 THEN 1 ELSE 0 END")
-_GROUPED = ("SELECT a.state, COALESCE(a.resources_json, s.resources_json) AS res, a.alloc_tres, "
-            "COALESCE(s.cluster, '') AS cl, COUNT(*), SUM(a.elapsed_s), "
-            + ", ".join(f"SUM({e})" for e in _ENERGY) + _FROM + "{filter} GROUP BY a.state, res, a.alloc_tres, cl")
+# grouped by the attempt's own resources (set by an in-place resize) and its submission, whose
+# resources and cluster are joined to the groups: grouping 100,000 rows by the JSON text took twice as long
+_GROUPED = ("SELECT g.state, COALESCE(g.res, s.resources_json), g.alloc_tres, COALESCE(s.cluster, ''), g.n, "
+            "g.elapsed, g.energy, g.node, g.gpu FROM (SELECT a.state, a.resources_json AS res, "
+            "a.submission_id AS sub, a.alloc_tres, COUNT(*) AS n, SUM(a.elapsed_s) AS elapsed, "
+            + ", ".join(f"SUM({e}) AS {name}" for e, name in zip(_ENERGY, ("energy", "node", "gpu"), strict=True))
+            + _FROM.format(join="") + "{filter} GROUP BY a.state, a.resources_json, a.submission_id, a.alloc_tres) g "
+            "JOIN submissions s ON s.id = g.sub")
 _EACH = ("SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s, "
-         + ", ".join(_ENERGY) + _FROM + "{filter}")
+         + ", ".join(_ENERGY) + _FROM.format(join=" JOIN submissions s ON s.id = a.submission_id")
+         + "{filter}")
 
 def _in(states: Collection[str], negate: bool) -> str:
     if not states:
