@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from dataclasses import replace
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,6 +29,9 @@ class Goal(str, Enum):
     max = "max"
 
 
+PAGE = 100  # configs a table shows unless --top says otherwise: a screen, not 100,000 lines
+
+
 def results(
     campaign: Annotated[str, typer.Argument(help="Campaign name.", show_default=False)],
     metric: Annotated[str | None, typer.Option(
@@ -40,11 +44,15 @@ def results(
                                                          "config).")] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Add the efficiency columns: cpu, mem, time, gpu, "
                                                       "gpu mem (% of what Slurm allocated).")] = False,
+    top: Annotated[int | None, typer.Option("--top", min=0, help=f"The first N configs of the ranking (default "
+                                            f"{PAGE} in the table, every one with --csv or --json; 0: all).")] = None,
     json_out: JsonOption = False,
 ) -> None:
     """One row per config, the winner first: its params, the rung it reached, its state, its final
     and best value of the metric, and what it used (cpu, mem, time, gpu: % of what Slurm
     allocated; GPU-hours, cost). Reads the store only (states as of the last reconcile tick).
+
+    A table shows the top of the ranking (--top); the campaign's figures below it are of every config.
 
     Example: campaignctl results lr-sweep --metric val_loss --by best --csv > results.csv
     """
@@ -53,6 +61,10 @@ def results(
     from campaignctl.services.results import results as results_service
 
     result = results_service(campaign, metric, by.value, goal.value if goal else None)
+    shown = top if top is not None else None if json_out or csv_out else PAGE
+    ranked = len(result.configs)
+    if shown:
+        result = replace(result, configs=result.configs[:shown])
     if json_out:
         print_json("results", result.to_dict())
     elif csv_out:
@@ -60,6 +72,9 @@ def results(
     else:
         with whole_rows(wide):
             console.print(view(result, wide))
+        if ranked > len(result.configs):
+            console.print(Text(f"the top {len(result.configs)} of {ranked:,} configs: --top 0 shows every one",
+                               style="dim"))
 
 
 def write_csv(rows: list[dict[str, object]]) -> None:

@@ -25,7 +25,7 @@ from campaignctl.core.screens.results import (
 from campaignctl.core.screens.status import NOT_SUBMITTED
 from campaignctl.core.slurm import job_ref
 from campaignctl.core.spec.settings import CampaignSettings
-from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
+from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency, memo
 from campaignctl.services.campaigns import current_policy, find_campaign, unstarted_labels
 from campaignctl.services.metric_warnings import unmatched_pattern_warnings
 from campaignctl.services.usage import AttemptUsage, attempt_usage, by_task
@@ -71,10 +71,11 @@ def results(name: str, metric: str | None = None, by: str = "last", goal: str | 
         (objective.goal, objective.source) if objective and objective.metric == chosen else ("min", ASSUMED_GOAL))
     curves = curves_by_task(((t, s, n, v) for t, _, s, n, v, _ in reported), chosen) if chosen else {}
     usage, params = attempt_usage(store, record.id), store.task_params(record.id)
+    of = memo(policy.prices)  # each attempt's figures once, for its config and for the campaign
     configs = config_results(settings, params, _task_facts(store, record, settings, usage, params),
-                             curves, goal, by, policy.prices)
+                             curves, goal, by, policy.prices, of)
     return ResultsResult(record.name, chosen, goal, source, by, names, configs,
-                         campaign_efficiency([u.use for u in usage], policy.prices),
+                         campaign_efficiency([u.use for u in usage], policy.prices, of),
                          unmatched_pattern_warnings(store, record))
 
 

@@ -103,6 +103,25 @@ def test_the_table_names_the_winner_and_the_unit(driven: Path, monkeypatch: pyte
     assert code == 0 and "18%" in out  # task 2's GPU utilisation
 
 
+def test_top_shows_the_head_of_the_ranking_and_says_how_many_there_are(
+        driven: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A table of 100,000 configs took 77 s to draw: it shows the top (100 by default); --csv and
+    --json get every row unless --top is given."""
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, _ = run_main(monkeypatch, capsys, "results", NAME, "--top", "2")
+    assert code == 0
+    ranked = [line.split()[:2] for line in out.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"], ["4"])]
+    assert ranked == [["1", "0"], ["2", "1"]]
+    assert "the top 2 of 4 configs: --top 0 shows every one" in out
+    assert "winner: config 0 (lr=0.1)" in out
+    code, out, _ = run_main(monkeypatch, capsys, "results", NAME)
+    assert code == 0 and "the top" not in out  # 4 configs fit the default page
+    assert [r["config"] for r in json_rows(monkeypatch, capsys, "--top", "3")] == [0, 1, 2]
+    code, out, _ = run_main(monkeypatch, capsys, "results", NAME, "--csv", "--top", "1")
+    assert code == 0 and [row["config"] for row in csv.DictReader(io.StringIO(out))] == ["0"]
+    assert len(json_rows(monkeypatch, capsys)) == 4 and len(json_rows(monkeypatch, capsys, "--top", "0")) == 4
+
+
 def test_an_unknown_metric_exits_3_naming_the_known_ones(driven: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(monkeypatch, capsys, "results", NAME, "--metric", "val_loss")

@@ -8,7 +8,7 @@ best value it reported in any rung. Without rungs a config is a task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from campaignctl.core.model.params import Scalar
@@ -72,9 +72,10 @@ class TaskFacts:
 
 def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str, Scalar]],
                    tasks: Mapping[int, TaskFacts], curves: Mapping[int, Curve], goal: str, by: str,
-                   prices: Prices) -> list[ConfigResult]:
+                   prices: Prices, of: Callable[[AttemptUse], Efficiency] | None = None) -> list[ConfigResult]:
     """Every config, the winner first: ranked by its final (`by` last) or best value in the goal's
-    direction; configs without a value last, in config order."""
+    direction; configs without a value last, in config order. `of`: each attempt's efficiency
+    (core/usage/efficiency.memo, shared with the campaign's figure)."""
     configs = settings.configs or len(params)
     names = rung_names(settings)
     rows = []
@@ -87,7 +88,7 @@ def config_results(settings: CampaignSettings, params: Mapping[int, Mapping[str,
             config, reached, params.get(reached, {}), names[chain.index(reached)],
             facts.state, sum(tasks.get(t, TaskFacts("", 0)).attempts for t in chain),
             final_value(curves.get(reached, ())), (min(values) if goal == "min" else max(values)) if values else None,
-            task_efficiency([u for t in chain for u in tasks.get(t, TaskFacts("", 0)).uses], prices),
+            task_efficiency([u for t in chain for u in tasks.get(t, TaskFacts("", 0)).uses], prices, of),
             shared=facts.shared, cluster=facts.cluster))
     return _ranked(rows, goal, by)
 
