@@ -54,7 +54,7 @@ def report(name: str, out_dir: Path, metric: str | None = None, now: float | Non
     page = Page(f"Campaign {record.name}", f"campaignctl report, {_local(inputs.now)}",
                 summary_rows(inputs), charts, [task_table(inputs), *cluster_table(inputs), *node_table(inputs),
                                                 *ledger_table(inputs), decision_table(inputs)],
-                results_table(record.name, metric))
+                results_table(record.name, metric) if inputs.metric_rows else [])  # none reported: no ranking
     files = write_report(out_dir, render_page(page), charts)
     return ReportResult(record.name, str(out_dir), str(out_dir / PAGE), files,
                         {c.id: c.note for c in charts}, drawn)

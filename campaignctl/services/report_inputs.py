@@ -22,7 +22,7 @@ from campaignctl.core.screens.timeline import DecisionPoint, Span, TimelineFacts
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.spec.settings import CampaignSettings
 from campaignctl.core.usage.cost import Amount, Spend, campaign_spend, hourly
-from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency
+from campaignctl.core.usage.efficiency import Efficiency, campaign_efficiency, memo
 from campaignctl.core.usage.node_telemetry import NodeLine, node_line
 from campaignctl.core.usage.telemetry import Sample, samples_of
 from campaignctl.services.campaigns import current_policy
@@ -59,6 +59,7 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
     policy, settings = current_policy(store, record)
     queries = ReportQueries(store.engine)
     usage = attempt_usage(store, record.id)
+    of = memo(policy.prices)  # each attempt's figures once, for its task and for the campaign
     attempts = [u.times for u in usage]
     samples, sources = _samples(store, record.run_dir, attempts)
     first_seen = queries.first_seen(record.id)
@@ -72,7 +73,7 @@ def gather(store: Store, record: CampaignRecord, now: float) -> ReportInputs:
          for a in attempts if samples.get(a.id)],
         sources, store.metrics.rows(record.id), store.log.entries(record.id),
         campaign_spend(store.usage.groups(record.id), policy.prices),
-        task_efficiencies(usage, policy.prices), campaign_efficiency([u.use for u in usage], policy.prices),
+        task_efficiencies(usage, policy.prices, of), campaign_efficiency([u.use for u in usage], policy.prices, of),
         {a.task_index: a.nodes or "" for a in attempts}, _node_lines(record.run_dir, attempts),
         {c: campaign_spend(groups, policy.prices) for c, groups in by_cluster(
             store.usage.groups_by_cluster(record.id), [c.name for c in settings.clusters]).items()}

@@ -3,7 +3,7 @@ telemetry summaries; no Slurm call): the input of every efficiency figure (core/
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from campaignctl.adapters import slurm
@@ -40,8 +40,10 @@ def by_task(usage: Sequence[AttemptUsage]) -> dict[int, list[AttemptUse]]:
     return out
 
 
-def task_efficiencies(usage: Sequence[AttemptUsage], prices: Prices) -> dict[int, Efficiency]:
-    return {task: task_efficiency(uses, prices) for task, uses in by_task(usage).items()}
+def task_efficiencies(usage: Sequence[AttemptUsage], prices: Prices,
+                      of: Callable[[AttemptUse], Efficiency] | None = None) -> dict[int, Efficiency]:
+    """Each task's efficiency; `of`: each attempt's (efficiency.memo, shared with the campaign's figure)."""
+    return {task: task_efficiency(uses, prices, of) for task, uses in by_task(usage).items()}
 
 
 def by_cluster(groups: Iterable[tuple[str, UsageGroup]], clusters: Sequence[str]) -> dict[str, list[UsageGroup]]:
