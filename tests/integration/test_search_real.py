@@ -128,14 +128,17 @@ def test_a_trial_whose_node_fails_and_one_preempted_are_retried_as_the_same_tria
 
 def test_a_budget_hold_stops_asking_and_the_search_finishes_after_a_raise_and_resume(
         slurm_conf: str, state_home: Path, tmp_path: Path) -> None:
+    steps = 20
     name = f"search-budget-{uuid.uuid4().hex[:6]}"
-    # a trial at its 1-minute limit costs 1/60 GPU-h; two running commit 0.033
-    spec = search_spec(tmp_path, name, trials=6, parallel=2, steps=8, time="00:01:00",
+    # a trial at its 1-minute limit costs 1/60 GPU-h; two running commit 0.033. Each runs 20 s: a
+    # tick must see both running at once, and a loaded machine's ticks come 10 s or more apart (CI
+    # run 38, 22.05: trials of 8 s were never seen running together in 120 s)
+    spec = search_spec(tmp_path, name, trials=6, parallel=2, steps=steps, time="00:01:00",
                        extra="budget: {gpu_hours: 1.0}\n")
     assert cli("submit", str(spec)).returncode == 0
     env = cron_env(state_home, slurm_conf)
     tick_until(name, env, lambda: sum(r.state == "RUNNING" for r in history(name)) == 2, "two trials to run", 120)
-    search_spec(tmp_path, name, trials=6, parallel=2, steps=8, time="00:01:00", extra="budget: {gpu_hours: 0.02}\n")
+    search_spec(tmp_path, name, trials=6, parallel=2, steps=steps, time="00:01:00", extra="budget: {gpu_hours: 0.02}\n")
     assert cli("submit", str(spec)).returncode == 0  # the budget cut: revision 2
     tick_until(name, env, lambda: state_of(name) == "paused", "the budget hold", 60)
     asked_before = sum(e.action == "ask" for e in logged(name))
@@ -146,7 +149,7 @@ def test_a_budget_hold_stops_asking_and_the_search_finishes_after_a_raise_and_re
     assert sum(e.action == "tell" for e in entries) == asked_before  # ...but the ending trials were told
     assert state_of(name) == "paused"
 
-    search_spec(tmp_path, name, trials=6, parallel=2, steps=8, time="00:01:00", extra="budget: {gpu_hours: 1.0}\n")
+    search_spec(tmp_path, name, trials=6, parallel=2, steps=steps, time="00:01:00", extra="budget: {gpu_hours: 1.0}\n")
     assert cli("submit", str(spec)).returncode == 0
     resumed = cli("resume", name, "--reason", "raised to 1 GPU-h")
     assert resumed.returncode == 0, resumed.stderr
