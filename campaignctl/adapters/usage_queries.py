@@ -23,13 +23,14 @@ _ENERGY = ("COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)",
            "CASE WHEN a.consumed_energy_j IS NULL AND tl.gpu_energy_j > 0 THEN 1 ELSE 0 END")
 # grouped by the attempt's own resources (set by an in-place resize) and its submission, whose
 # resources and cluster are joined to the groups: grouping 100,000 rows by the JSON text took twice as long
-_GROUPED = ("SELECT g.state, COALESCE(g.res, s.resources_json), g.alloc_tres, COALESCE(s.cluster, ''), g.n, "
+# both: (cluster or job id, state, resources, AllocTRES, attempts, elapsed, energy, by node, by GPU)
+_GROUPED = ("SELECT COALESCE(s.cluster, ''), g.state, COALESCE(g.res, s.resources_json), g.alloc_tres, g.n, "
             "g.elapsed, g.energy, g.node, g.gpu FROM (SELECT a.state, a.resources_json AS res, "
             "a.submission_id AS sub, a.alloc_tres, COUNT(*) AS n, SUM(a.elapsed_s) AS elapsed, "
             + ", ".join(f"SUM({e}) AS {name}" for e, name in zip(_ENERGY, ("energy", "node", "gpu"), strict=True))
             + _FROM.format(join="") + "{filter} GROUP BY a.state, a.resources_json, a.submission_id, a.alloc_tres) g "
             "JOIN submissions s ON s.id = g.sub")
-_EACH = ("SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, a.elapsed_s, "
+_EACH = ("SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, 1, a.elapsed_s, "
          + ", ".join(_ENERGY) + _FROM.format(join=" JOIN submissions s ON s.id = a.submission_id")
          + "{filter}")
 
@@ -49,22 +50,19 @@ class UsageQueries:
 
     def groups_by_cluster(self, campaign_id: int, states: Collection[str] = ()) -> list[tuple[str, UsageGroup]]:
         """groups, each with the cluster its submission went to ('' the default one, SLURM_CONF's)."""
-        wanted = sorted(states)
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, _GROUPED.format(filter=_in(wanted, False))),
-                                        (campaign_id, *wanted)).fetchall()
-        parse = resources_parser()
-        return [(cluster, UsageGroup(phase_of(state), parse(res), tres or "", n, int(elapsed or 0),
-                                     float(energy or 0.0), int(node or 0), int(gpu or 0)))
-                for state, res, tres, cluster, n, elapsed, energy, node, gpu in rows]
+        return self._read(_GROUPED, campaign_id, states, negate=False)
 
     def each(self, campaign_id: int, except_states: Collection[str] = ()) -> list[tuple[str, UsageGroup]]:
         """One group per attempt (not in `except_states`), with its job id."""
-        unwanted = sorted(except_states)
+        return self._read(_EACH, campaign_id, except_states, negate=True)
+
+    def _read(self, template: str, campaign_id: int, states: Collection[str],
+              negate: bool) -> list[tuple[str, UsageGroup]]:
+        listed = sorted(states)
         with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(driver_sql(conn, _EACH.format(filter=_in(unwanted, True))),
-                                        (campaign_id, *unwanted)).fetchall()
+            rows = conn.exec_driver_sql(driver_sql(conn, template.format(filter=_in(listed, negate))),
+                                        (campaign_id, *listed)).fetchall()
         parse = resources_parser()
-        return [(job_id, UsageGroup(phase_of(state), parse(res), tres or "", 1, int(elapsed or 0),
-                                    float(energy or 0.0), int(node or 0), int(gpu or 0)))
-                for job_id, state, res, tres, elapsed, energy, node, gpu in rows]
+        return [(key, UsageGroup(phase_of(state), parse(res), tres or "", int(n), int(elapsed or 0),
+                                 float(energy or 0.0), int(node or 0), int(gpu or 0)))
+                for key, state, res, tres, n, elapsed, energy, node, gpu in rows]
