@@ -19,7 +19,7 @@ from campaignctl.core.decisions.action_records import RECORD, ActionRecord, Canc
 from campaignctl.core.decisions.actions import SubmissionIntent
 from campaignctl.core.decisions.answers import ACTING, ANSWERS
 from campaignctl.core.decisions.decision import Decision
-from campaignctl.core.decisions.decision_rows import GROUPED, collapse, expand
+from campaignctl.core.decisions.decision_rows import GROUPED, MEMBERS, collapse, expand
 from campaignctl.core.governance import chain
 from campaignctl.core.governance.chain import DECISION_FIELDS, EMPTY, OUTCOME_FIELDS, Head
 from campaignctl.core.policy.policy import Policy
@@ -198,9 +198,12 @@ class DecisionLog:
     def entries(self, campaign_id: int | None = None, task_index: int | None = None,
                 open_only: bool = False, limit: int | None = None,
                 actions: Sequence[str] | None = None, ids: Sequence[int] | None = None,
-                grouped: bool = False) -> list[LoggedDecision]:
+                grouped: bool = False, params: bool = True) -> list[LoggedDecision]:
         """The log's decisions with their outcomes, oldest first: one per task (a grouped row
-        expanded, each copy with the row's id), or with `grouped` one per row as written."""
+        expanded, each copy with the row's id), or with `grouped` one per row as written.
+        `params` False: each decision's params left empty, but for a grouped row's members (a
+        1,000,000-task campaign's `start` and `pack` list their tasks: 16 MB of JSON `status`
+        never shows)."""
         d, o = decisions.c, decision_outcomes.c
         query = (sa.select(d.id, d.tick_id, campaigns.c.name, d.task_index, d.attempt_token, d.policy,
                            d.policy_digest, d.rule, d.action, d.params_json, d.inputs_json, d.reason,
@@ -224,10 +227,10 @@ class DecisionLog:
             rows = conn.execute(query).all()
         out = [LoggedDecision(
             r.id, r.tick_id, r.name, task, token, r.policy, r.policy_digest, r.rule,
-            r.action, params, inputs, r.reason, r.mode,
+            r.action, said, inputs, r.reason, r.mode,
             r.group_token, r.created_at, r.status or ("awaiting-approval" if r.gate else "pending"),
             json.loads(r.detail_json or "{}"), r.error or "", r.outcome_at, r.revision, r.gate)
-            for r in rows for task, token, params, inputs in _decisions_of(r, grouped)
+            for r in rows for task, token, said, inputs in _decisions_of(r, grouped, params)
             if task_index is None or task == task_index]
         return sorted(out, key=lambda e: e.id)
 
@@ -236,8 +239,10 @@ def _seen(p: Cancel | Stop) -> str:
     return p.seen if isinstance(p, Stop) else ""
 
 
-def _decisions_of(row: Any, grouped: bool) -> list[tuple[int, str, dict[str, object], dict[str, object]]]:
-    params, inputs = json.loads(row.params_json), json.loads(row.inputs_json)
+def _decisions_of(row: Any, grouped: bool, wanted: bool) -> list[tuple[int, str, dict[str, object], dict[str, object]]]:
+    text = row.params_json
+    params = json.loads(text) if wanted or (not grouped and f'"{MEMBERS}"' in text) else {}
+    inputs = json.loads(row.inputs_json)
     if grouped:
         return [(row.task_index, row.attempt_token, params, inputs)]
     return expand(row.task_index, row.attempt_token, params, inputs)

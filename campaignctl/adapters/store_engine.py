@@ -214,6 +214,11 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
 # 32,766; Debian builds 250,000), PostgreSQL's protocol 65,535. A chunk of 1,001 packed elements of
 # 500 tasks named its 500,500 tasks in one statement: "too many SQL variables" on SQLite.
 IN_LIMIT = 900
+# A task is open while one of its attempts did not COMPLETE or is a retry: the tick and a screen
+# read every attempt of the open tasks and count the others. The attempts_open partial index holds
+# the attempts this matches (store_migrations._021_SCREENS); SQLite uses such an index only for a
+# query that names its condition in these words. `{a}`: the attempts table's alias.
+OPEN = "({a}.state != 'COMPLETED' OR {a}.attempt_number > 1)"
 _T = TypeVar("_T")
 
 

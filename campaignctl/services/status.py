@@ -181,9 +181,9 @@ def status(name: str | None = None, states: Collection[str] = (), tasks: Collect
     entries: list[LoggedDecision] = []
     for record in records:
         done = reads[record.id].done
-        entries = log.entries(record.id)
+        entries = log.entries(record.id, params=False)
         enforced = [e for e in entries if e.mode == "enforce"]
-        rows, rungs = _ladder(store, record, status_reads.rows_of(store, record, reads[record.id].history, seen))
+        rows, rungs = _ladder(store, record, status_reads.rows_of(reads[record.id], seen))
         usage = attempt_usage(store, record.id) if campaign_figures else None
         efficiency = _campaign_efficiency(store, record, usage) if usage is not None else None
         summaries.append(CampaignSummary(record.name, record.state, record.current_revision,

@@ -12,6 +12,7 @@ from campaignctl.adapters.store import Store
 from campaignctl.adapters.store_engine import IN_LIMIT
 from campaignctl.core.base.clock import read_time
 from campaignctl.core.base.errors import SlurmTransientError, SlurmUnavailableError
+from campaignctl.core.model.params import Scalar
 from campaignctl.core.model.records import CampaignRecord, HistoryRow
 from campaignctl.core.screens.status import TaskRow, task_rows
 from campaignctl.core.slurm.sacct import Observed, element_key
@@ -21,6 +22,7 @@ from campaignctl.services.campaigns import current_policy
 @dataclass(frozen=True, slots=True)
 class Read:
     history: list[HistoryRow]
+    unstarted: dict[int, dict[str, Scalar]]  # the params of the tasks with no attempt
     done: int = 0  # tasks left out of `history`, each with one attempt, stored COMPLETED
 
 
@@ -32,15 +34,17 @@ def read(store: Store, record: CampaignRecord, page: int | None, tasks: Collecti
     COMPLETED: the rows of the first `page` of them are all a page of rows in index order can
     hold (any later one has `page` done tasks before it)."""
     settings = current_policy(store, record)[1]
+    started = store.tasks_started(record.id)
+    unstarted = store.unstarted_params(record.id, started)
     if page is None or settings.progressive or settings.search or len(tasks) + page > IN_LIMIT:
-        return Read(store.history(record.id))
+        return Read(store.history(record.id), unstarted)
     undone = store.history(record.id, done_tasks=False)
     open_ = {h.task_index for h in undone}
     # every task with an attempt is one or the other
-    done = store.tasks_started(record.id) - len(open_)
+    done = started - len(open_)
     wanted = sorted((set(store.first_done(record.id, page) if page and done else ()) | set(tasks)) - open_)
     extra = store.history(record.id, only=wanted)
-    return Read(undone + extra, done - len({h.task_index for h in extra}))
+    return Read(undone + extra, unstarted, done - len({h.task_index for h in extra}))
 
 
 # status is read by people at a prompt: a Slurm that does not answer costs one retry and at most
@@ -86,9 +90,8 @@ def look(store: Store, attempts: list[HistoryRow]) -> Seen:
     return Seen(observed, calls, slurm.skipped_since(mark))
 
 
-def rows_of(store: Store, record: CampaignRecord, history: list[HistoryRow], seen: Seen) -> list[TaskRow]:
+def rows_of(read: Read, seen: Seen) -> list[TaskRow]:
     """A row per task: its latest attempt as sacct shows it now (as stored when settled or when
     Slurm did not answer); tasks with no attempt NOT_SUBMITTED."""
-    return task_rows(store.task_params(record.id, unstarted=True), history, seen.observed,
-                     stale=bool(seen.stale) or seen.stored,
+    return task_rows(read.unstarted, read.history, seen.observed, stale=bool(seen.stale) or seen.stored,
                      steps=seen.observed.steps)

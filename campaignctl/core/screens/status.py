@@ -86,6 +86,7 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
     parse = params_parser()
     rows = [TaskRow(index, params, NOT_SUBMITTED, 0, None, "", None, None) for index, params in unstarted.items()
             if index not in latest]
+    sharers = sharing((row.job_id, row.packed) for row, _ in latest.values())
     for index, (row, count) in latest.items():
         # the latest attempt's params: a rule may have changed them (a smaller batch after a GPU OOM)
         params = parse(row.params_json)
@@ -93,20 +94,18 @@ def task_rows(unstarted: Mapping[int, Mapping[str, Scalar]], history: Iterable[H
         obs = observed.get(key) if key is not None else None
         if obs is not None and row.packed:
             obs = packed_observation(obs, (steps or {}).get(row.token), 1)
+        shared = sharers.get(row.job_id, 1) if row.job_id is not None else 1
         if obs is not None:
             state = obs.state.value
             rows.append(TaskRow(index, params, state, count, row.job_id, obs.nodes, obs.elapsed_s,
-                                shown_exit(state, obs.exit_code), token=row.token))
+                                shown_exit(state, obs.exit_code), token=row.token, shared=shared))
         elif stale or row.state in SETTLED or row.job_id is None:
             # before Slurm: SUBMITTING, or ABANDONED once its submission was given up
             rows.append(TaskRow(index, params, row.state, count, row.job_id, row.nodes, row.elapsed_s,
-                                shown_exit(row.state, row.exit_code), token=row.token))
+                                shown_exit(row.state, row.exit_code), token=row.token, shared=shared))
         else:
-            rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token))
-    shared = sharing((row.job_id, row.packed) for row, _ in latest.values())
-    if shared:
-        rows = [replace(r, shared=shared[r.job_id]) if r.job_id is not None and r.job_id in shared else r
-                for r in rows]
+            rows.append(TaskRow(index, params, "UNKNOWN", count, row.job_id, "", None, None, token=row.token,
+                                shared=shared))
     rows.sort(key=_index)
     return rows
 
