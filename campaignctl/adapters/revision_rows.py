@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from campaignctl.adapters.store_engine import utc_now
+from campaignctl.adapters.store_engine import insert_many, utc_now
 from campaignctl.adapters.store_schema import revisions, tasks
 from campaignctl.core.model.params import TaskSpec
 from campaignctl.core.model.records import RevisionRecord
@@ -30,8 +30,7 @@ def sync_tasks(conn: sa.Connection, campaign_id: int, task_specs: Sequence[TaskS
     known = dict(conn.execute(sa.select(tasks.c.task_index, tasks.c.params_json)
                               .where(tasks.c.campaign_id == campaign_id)).all())
     added = [task_row(campaign_id, t) for t in task_specs if t.index not in known]
-    if added:
-        conn.execute(tasks.insert(), added)
+    insert_many(conn, tasks, added)
     for t in task_specs:
         row = task_row(campaign_id, t)
         if t.index in known and known[t.index] != row["params_json"]:

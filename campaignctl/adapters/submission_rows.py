@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from campaignctl.adapters import identity
-from campaignctl.adapters.store_engine import in_parts, inserted_id, utc_now
+from campaignctl.adapters.store_engine import in_parts, insert_many, inserted_id, utc_now
 from campaignctl.adapters.store_schema import attempts, submissions, tasks
 from campaignctl.core.decisions.actions import SubmissionIntent
 
@@ -32,7 +32,7 @@ def insert_submission(conn: sa.Connection, campaign_id: int, intent: SubmissionI
         kind=intent.kind, requeue=int(intent.requeue), created_at=now, updated_at=now,
         submitted_by=identity.user_name(), pack=chunk.pack.to_json() if chunk.pack else "", cluster=intent.cluster)))
     shares = intent.shares()
-    conn.execute(attempts.insert(), [
+    insert_many(conn, attempts, [
         {"task_id": task_ids[t], "submission_id": submission_id,
          "attempt_number": numbers.get(task_ids[t], 0) + 1, "array_index": chunk.element_of(i),
          "token": f"{token}.{i}", "state": "SUBMITTING", "created_at": now,

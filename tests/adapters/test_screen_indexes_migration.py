@@ -1,6 +1,6 @@
 """A store from before the screens' indexes (migration 021): its GPUs' energy, kept on the
-telemetry rows, moves onto the attempts that spend's GROUP BY reads, and the tasks it counts as
-open (a failure, a retry) are the ones the partial index holds."""
+telemetry rows, moves onto the attempts that spend's GROUP BY reads; the open tasks (a failure, a
+retry) and the done ones are those the partial indexes hold, and spend sums both."""
 
 from __future__ import annotations
 
@@ -49,10 +49,11 @@ def test_the_gpu_energy_moves_onto_the_attempts_and_the_open_tasks_are_indexed(
 
     with engine.connect() as conn:
         energy = dict(conn.exec_driver_sql("SELECT id, gpu_energy_j FROM attempts").all())
-        open_tasks = sorted({r[0] for r in conn.exec_driver_sql(
-            "SELECT task_id FROM attempts INDEXED BY attempts_open WHERE "
-            + store_engine.OPEN.format(a="attempts")).all()})
+        open_tasks, done_tasks = (sorted({r[0] for r in conn.exec_driver_sql(
+            f"SELECT task_id FROM attempts INDEXED BY attempts_{kind} WHERE {condition.format(a='attempts')}").all()})
+            for kind, condition in (("open", store_engine.OPEN), ("done", store_engine.DONE)))
     assert energy == {1: 1500.0, 2: None, 3: 500.0, 4: None}
     assert open_tasks == [2, 3]  # a failure, and a retry that completed; not the task done at once
+    assert done_tasks == [1]
     completed = [g for g in UsageQueries(engine).groups(1, ("COMPLETED",))]
     assert [(g.attempts, g.energy_j, g.gpu_energy) for g in completed] == [(2, 2000.0, 2)]
