@@ -23,7 +23,7 @@ CAPTURED_ENV = "captured_env"
 
 def task_row(campaign_id: int, task: TaskSpec) -> dict[str, object]:
     return {"campaign_id": campaign_id, "task_index": task.index, "params_json": json.dumps(dict(task.params)),
-            "argv_json": json.dumps(list(task.argv)), "env_json": json.dumps(dict(task.env))}
+            "argv_json": json.dumps(list(task.argv)), "env_json": json.dumps(dict(task.env)) if task.env else "{}"}
 
 
 def sync_tasks(conn: sa.Connection, campaign_id: int, task_specs: Sequence[TaskSpec]) -> None:

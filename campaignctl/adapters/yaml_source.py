@@ -24,12 +24,14 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
-_MAX_NODES = 1_000_000  # alias expansion bound ("billion laughs")
+# alias expansion bound ("billion laughs"): a list of 1,000,000 tasks of two params each is 3,000,000
+_MAX_NODES = 5_000_000
 # PyYAML's composer recurses once per nesting level and hits Python's recursion limit near 490
 # levels; no spec needs more than a handful.
 MAX_DEPTH = 64
-# Parsing runs at about 1 MB/s; 100,000 explicit tasks (the most a spec may expand to) take ~3 MB.
-MAX_BYTES = 4 * 1024 * 1024
+# libyaml composes about 5 MB/s here; 1,000,000 explicit tasks (the most a spec may expand to)
+# take ~20 MB as `- {seed: 123456}` lines.
+MAX_BYTES = 32 * 1024 * 1024
 # Only plain data: a tag such as `!custom` or `!!python/name:` has no meaning in a spec, and
 # SafeLoader answers one it cannot build with an exception rather than a value.
 _PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge")}

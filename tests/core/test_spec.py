@@ -91,8 +91,8 @@ def test_invalid_keys_say_what_is_allowed(text: str, fragment: str | None) -> No
 
 def test_grid_size_is_bounded_before_expansion() -> None:
     values = ",".join(map(str, range(1000)))
-    message = problems_of(f"name: big\ncommand: [x]\nmatrix: {{a: [{values}], b: [{values}]}}\n")
-    assert f"expands to 1,000,000 tasks (1000 × 1000); at most {MAX_TASKS:,}" in message
+    message = problems_of(f"name: big\ncommand: [x]\nmatrix: {{a: [{values}], b: [{values}], c: [1, 2]}}\n")
+    assert f"expands to 2,000,000 tasks (1000 × 1000 × 2); at most {MAX_TASKS:,}" in message
 
 
 HOSTILE = ["evil\nname", "$(touch /tmp/x)", "`id`", "a;rm -rf ~", "%x", "../up"]

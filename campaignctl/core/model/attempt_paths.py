@@ -47,6 +47,8 @@ def task_dir(run_dir: str, task_index: int) -> Path:
 def checkpoint_dir(run_dir: str, config: int) -> str:
     """A config's checkpoint directory, shared by its attempts and its rungs (a rung's task of the
     config is the config's first task: `<run_dir>/tasks/<config>/checkpoint`)."""
+    if run_dir[-1:] not in ("", "/"):  # posixpath.join's answer, without its checks per part
+        return f"{run_dir}/{TASKS}/{config}/{CHECKPOINT}"
     return posixpath.join(run_dir, TASKS, str(config), CHECKPOINT)
 
 

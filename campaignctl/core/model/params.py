@@ -32,7 +32,7 @@ from campaignctl.core.model.tracker import RUN_ID, run_identity
 
 Scalar = str | int | float | bool
 SCALAR_TYPES = (str, int, float, bool)  # for isinstance
-MAX_TASKS = 100_000
+MAX_TASKS = 1_000_000
 # a placeholder may hold one level of `{name}`s (a `{resume?…}`'s THEN and ELSE)
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{((?:[^{}]|\{[^{}]*\})*)\}|[{}]")
 _RESERVED_ENV = ("CAMPAIGNCTL_", "SLURM_", "SUBMITIT_")

@@ -31,6 +31,8 @@ class Profile:
 
 def group_of(rung: int, params: Mapping[str, object], by: Sequence[str]) -> str:
     """`rung 0`, or `rung 0, model=gpt2` with `by: [model]`."""
+    if not by:
+        return f"rung {rung}"
     return ", ".join([f"rung {rung}", *(f"{k}={params.get(k)}" for k in by)])
 
 
