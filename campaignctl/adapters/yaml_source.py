@@ -24,6 +24,7 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]{0,4000})")  # int() takes at most 4,300 digits
 # alias expansion bound ("billion laughs"): a list of 1,000,000 tasks of two params each is 3,000,000
 _MAX_NODES = 5_000_000
 # PyYAML's composer recurses once per nesting level and hits Python's recursion limit near 490
@@ -57,6 +58,11 @@ class _Converter:
         if len(path) > MAX_DEPTH:
             raise SpecError([f"line {node.start_mark.line + 1}: {format_path(path[:3])}…: nested more than "
                              f"{MAX_DEPTH} levels deep; a spec needs a few"], self.source)
+        if (node.tag == _INT_TAG and isinstance(node, yaml.ScalarNode) and not node.style
+                and _DECIMAL.fullmatch(node.value)):
+            # a plain decimal integer, no YAML 1.1 trap: what the constructor would make of it (a
+            # list of 1,000,000 seeds spent half its reading there)
+            return int(node.value)
         if not _plain(node):
             self.problem(node, path, f"YAML tag {node.tag!r} is not allowed; use {_ALLOWED}")
             return node.value if isinstance(node, yaml.ScalarNode) else None

@@ -84,19 +84,22 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     sides = [[render(spec.tasks[t], spec.command, spec.env, (params or {}).get(i), numbers[i], spec.run_dir, resume)
               for resume in ((None,) if either else (False, True))] for i, t in enumerate(chunk.task_indices)]
     tasks_root = str(tasks_dir(spec.run_dir))
-    return [TaskLaunch(campaign=spec.name, task_index=t, attempt_token=f"{token}.{i}",
-                       argv=sides[i][0].argv, env=sides[i][0].env, workdir=spec.workdir,
-                       resume_check=checkpoint_marker(spec.checkpoint, spec.tasks[t], spec.run_dir),
+    # what every launch of the spec shares, made once: one object each, which pickle then writes
+    # once per payload (the policy's causes were a new tuple per task)
+    same: dict[str, Any] = {
+        "campaign": spec.name, "workdir": spec.workdir, "telemetry_interval_s": spec.telemetry_interval_s,
+        "env_file": spec.captured_env, "from_node": spec.env_capture.from_node, "setup": spec.setup,
+        "output_metrics": spec.output_metrics, "causes": tuple(spec.policy.causes.items()),
+        "shared": spec.share_group is not None}
+    chunk_tasks = [spec.tasks[t] for t in chunk.task_indices]
+    return [TaskLaunch(task_index=t, attempt_token=f"{token}.{i}",
+                       argv=sides[i][0].argv, env=sides[i][0].env,
+                       resume_check=checkpoint_marker(spec.checkpoint, task, spec.run_dir),
                        resume_argv=sides[i][-1].argv, resume_env=sides[i][-1].env,
                        task_dir=f"{tasks_root}/{t}", attempt_number=n,
-                       telemetry_interval_s=spec.telemetry_interval_s,
-                       checkpoint_dir=checkpoint_dir(spec.run_dir, spec.tasks[t].config),
-                       rung=spec.tasks[t].rung, env_file=spec.captured_env,
-                       from_node=spec.env_capture.from_node, setup=spec.setup,
-                       output_metrics=spec.output_metrics,
-                       causes=tuple(spec.policy.causes.items()), shared=spec.share_group is not None,
-                       **_tracking(spec, spec.tasks[t].config), **_layout(spec.resources_of(t)))
-            for i, (t, n) in enumerate(zip(chunk.task_indices, numbers, strict=True))]
+                       checkpoint_dir=checkpoint_dir(spec.run_dir, task.config), rung=task.rung,
+                       **same, **_tracking(spec, task.config), **_layout(spec.resources_of(t)))
+            for i, (t, n, task) in enumerate(zip(chunk.task_indices, numbers, chunk_tasks, strict=True))]
 
 
 def _tracking(spec: CampaignSpec, config: int) -> dict[str, Any]:
