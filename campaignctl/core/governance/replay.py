@@ -64,7 +64,7 @@ from campaignctl.core.model.records import AttemptFacts, HistoryRow
 from campaignctl.core.model.sacct_values import rss_mb
 from campaignctl.core.model.training_metrics import curves_by_task
 from campaignctl.core.nodes.evidence import CLEAR, SUSPECT, Completion
-from campaignctl.core.nodes.ledger import recorded_exclusion
+from campaignctl.core.nodes.ledger import Exclusion, recorded_exclusion
 from campaignctl.core.packing.profile import group_of
 from campaignctl.core.placement.moves import RULE as MOVE
 from campaignctl.core.placement.replayed import recorded_moves, recorded_placement
@@ -121,9 +121,12 @@ class Timeline:
         self._moves = [d for d in enforced if d.rule == MOVE and d.action == "cancel"]
         self._shapes = {d.tick_id: d.inputs["node_shapes"] for d in enforced if "node_shapes" in d.inputs}
         self._ledgers: dict[int, list[Mapping[str, object]]] = {}  # tick → inputs that recorded the node ledger
+        self._let_back: dict[int, set[str]] = {}  # tick → nodes its pending work was given back
         for d in enforced:
             if "node_ledger" in d.inputs:
                 self._ledgers.setdefault(d.tick_id, []).append(d.inputs)
+            if isinstance(back := d.inputs.get("let_back"), list):
+                self._let_back.setdefault(d.tick_id, set()).update(str(n) for n in back)
         self._throttle_changes: dict[str, list[tuple[int, int | None, int | None]]] = {}
         for d in enforced:
             if d.status == "applied" and isinstance(p := d.typed, Throttle):
@@ -232,10 +235,27 @@ class Timeline:
                           moves=recorded_moves([d for d in self._moves if d.tick_id == tick.id],
                                                        snapshot.settings.clusters)
                           if wanted.moves else None,
-                          exclusion=recorded_exclusion(self._ledgers.get(tick.id, ())) if wanted.nodes else None,
+                          exclusion=self._exclusion(tick.id) if wanted.nodes else None,
                           completions=self._completions(tick, snapshot.settings) if wanted.completions else None,
                           last_completed=max((r.ended_at or "" for r in self.rows(tick) if r.state == "COMPLETED"),
                                              default="") if wanted.last_completed else None)
+
+    def _exclusion(self, tick_id: int) -> Exclusion | None:
+        """The node ledger's exclusion as the tick read it: what its decisions recorded, else what
+        the last tick that recorded one did, less the nodes given back since. A tick that
+        decided nothing of the ledger read the same exclusion (another would have resized its
+        pending work, in a decision that says so); read as none, its pending elements were given
+        back every node a start had left out (seen when a tick came while one waited)."""
+        recorded = recorded_exclusion(self._ledgers.get(tick_id, ()))
+        if recorded is not None:
+            return recorded
+        earlier = max((t for t in self._ledgers if t < tick_id), default=None)
+        carried = recorded_exclusion(self._ledgers[earlier]) if earlier is not None else None
+        if earlier is None or carried is None:
+            return None
+        back = {n for t, nodes in self._let_back.items() if earlier < t <= tick_id for n in nodes}
+        return replace(carried, nodes=tuple(n for n in carried.nodes if n not in back),
+                       probation=tuple(n for n in carried.probation if n not in back))
 
     def _completions(self, tick: RecordedTick, settings: CampaignSettings) -> list[Completion]:
         """The attempts completed by the tick, with the last step each reported."""
