@@ -278,6 +278,9 @@ def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy, cluster: 
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
 
 
+_PlanKey = tuple[Resources, tuple[int, ...], frozenset[str]]  # (request, raises reaching it, nodes kept out)
+
+
 class _ByCluster(dict[str, frozenset[str]]):
     """campaign_excluded_nodes of each cluster, worked out when first asked for."""
 
@@ -334,27 +337,27 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
         return []  # nothing to add, nothing to give back
     out = []
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
-    plans: dict[tuple[Resources, tuple[int, ...], frozenset[str]], _SiblingPlan | None] = {}
+    plans: dict[_PlanKey, _SiblingPlan | None] = {}
     firsts: dict[tuple[str, str | None], frozenset[str]] = {}
-    said: dict[tuple[tuple[Resources, tuple[int, ...], frozenset[str]], bool], Decision] = {}
+    said: dict[tuple[_PlanKey, bool], Decision] = {}
+    # a first attempt is planned by its cluster, request and the raises reaching it alone: the
+    # request by its object's identity (every task is alive through the loop), not a hash of every field
+    alike: dict[tuple[str, int, tuple[int, ...]], tuple[_PlanKey, _SiblingPlan | None]] = {}
     for task in pending:
         latest = task.latest
-        here = job_ref.cluster_of(latest.job_id or "")
+        job_id = latest.job_id or ""
+        here = job_ref.cluster_of(job_id) if job_ref.SEP in job_id else ""
         reaching = tuple(i for i, (_, r, array) in enumerate(raises)
-                         if (array is None or array == latest.array_job_id) and r.group.holds(latest.params))
-        base = base_exclude if not here else None
-        if len(task.attempts) == 1:  # no failure of its own: what it keeps out is its cluster's (most are)
-            first = (here, None if base is not None else latest.resources.exclude)
-            if first not in firsts:
-                firsts[first] = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here], base)
-            keep = firsts[first]
+                         if (array is None or array == latest.array_job_id) and r.group.holds(latest.params)
+                         ) if raises else ()
+        same = (here, id(latest.resources), reaching) if len(task.attempts) == 1 else None
+        if same is not None and same in alike:
+            key, plan = alike[same]
         else:
-            keep = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes[here], base)
-        key = (latest.resources, reaching, keep)
-        if key not in plans:
-            plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], keep,
-                                       exclude_nodes[here])
-        plan = plans[key]
+            key, plan = _planned(task, here, reaching, raises, policy, now, exclude_nodes[here],
+                                 base_exclude if not here else None, firsts, plans)
+            if same is not None:
+                alike[same] = key, plan
         if plan is None:
             continue
         typed = ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "", resources=plan.resources)
@@ -367,6 +370,25 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
                             {"job_id": latest.job_id, "state": latest.state, **plan.inputs, **told.inputs},
                             typed, plan.resources))
     return out
+
+
+def _planned(task: TaskView, here: str, reaching: tuple[int, ...], raises: Sequence[tuple[Decision, Raise, str | None]],
+             policy: Policy, now: datetime | None, exclude_nodes: frozenset[str], base: frozenset[str] | None,
+             firsts: dict[tuple[str, str | None], frozenset[str]],
+             plans: dict[_PlanKey, _SiblingPlan | None]) -> tuple[_PlanKey, _SiblingPlan | None]:
+    """A pending task's (plan key, plan), plans shared by key."""
+    latest = task.latest
+    if len(task.attempts) == 1:  # no failure of its own: what it keeps out is its cluster's (most are)
+        first = (here, None if base is not None else latest.resources.exclude)
+        if first not in firsts:
+            firsts[first] = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes, base)
+        keep = firsts[first]
+    else:
+        keep = kept_out(task, policy, now or NO_TIME_LIMIT, exclude_nodes, base)
+    key = (latest.resources, reaching, keep)
+    if key not in plans:
+        plans[key] = _sibling_plan(latest.resources, [raises[i][:2] for i in reaching], keep, exclude_nodes)
+    return key, plans[key]
 
 
 @dataclass(frozen=True, slots=True)
