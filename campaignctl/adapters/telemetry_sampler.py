@@ -3,16 +3,23 @@
 a crash) until the runner stops it after the program exits.
 
     {"event": "start", "t": 1717000000.0, "interval_s": 10.0, "nvml": "ok", "gpus": [0, 1]}
-    {"t": 1717000010.0, "cpu_pct": 187.3, "rss_mb": 2048.5, "nproc": 5, "cgroup_mem_peak_mb": 1830.2,
+    {"t": 1717000010.0, "cpu_pct": 187.3, "cpu_sys_pct": 12.0, "rss_mb": 2048.5, "nproc": 5,
+     "cgroup_mem_peak_mb": 1830.2, "io_read_mb": 512.0, "io_write_mb": 0.3, "io_disk_read_mb": 0.0,
+     "io_disk_write_mb": 0.1,
      "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3}]}
     {"event": "end", "t": 1717000020.0, "samples": 2}
 
 `cpu_pct` is % of ONE core summed over the task's process tree over the interval (so 4 busy
-workers read ~400); memory is in MiB (2**20 bytes, nvidia-smi's unit); a metric NVML refuses is
-null. `cgroup_mem_peak_mb` is the peak usage of the memory cgroup that enforces the task's Slurm
-limit (adapters/cgroup_memory.py; the start line has that limit as `cgroup_mem_limit_mb`); both
-are absent where no cgroup limits the task. Without NVML, "nvml" holds the reason (also written
-once to output.log) and "gpus" is [].
+workers read ~400), `cpu_sys_pct` the part of it spent in the kernel (system time: copying a
+read's bytes, page faults); `io_*_mb` are the tree's I/O over the interval (ProcessTree.read):
+`io_read_mb`/`io_write_mb` every read/write syscall's bytes (`rchar`/`wchar` of /proc/<pid>/io:
+page cache, network filesystems, pipes and sockets included), `io_disk_*` what the storage layer
+fetched or was sent (`read_bytes`/`write_bytes`, "accurate for block-backed filesystems", proc(5));
+absent where no process's /proc/<pid>/io could be read. Memory is in MiB (2**20 bytes,
+nvidia-smi's unit); a metric NVML refuses is null. `cgroup_mem_peak_mb` is the peak usage of the
+memory cgroup that enforces the task's Slurm limit (adapters/cgroup_memory.py; the start line has
+that limit as `cgroup_mem_limit_mb`); both are absent where no cgroup limits the task. Without
+NVML, "nvml" holds the reason (also written once to output.log) and "gpus" is [].
 The last sample is taken after the program has exited and been reaped, so it usually reads
 nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
 """
@@ -26,7 +33,7 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psutil
 
@@ -172,11 +179,27 @@ def _device(nvml: ModuleType, gpu_id: str, position: int) -> tuple[int, Any]:
         return position, handle
 
 
+class TreeReading(NamedTuple):
+    cpu_s: float  # CPU seconds since the last read, user + system
+    cpu_sys_s: float  # of them, system (kernel) seconds
+    rss: float  # bytes, summed over the tree
+    nproc: int  # processes measured
+    io: tuple[int, int, int, int] | None  # bytes since the last read: rchar, wchar, read_bytes, write_bytes
+
+
 class ProcessTree:
-    """CPU seconds and RSS of a process and all its descendants, read repeatedly.
+    """CPU seconds, RSS and I/O of a process and all its descendants, read repeatedly.
 
     psutil.Process objects are kept by pid between reads with their last CPU total; equality
     of Process compares (pid, create time), so a reused pid counts as a new process.
+
+    I/O is counted by the tree's total, not per process: when a parent reaps a child, Linux adds
+    the child's counters to the parent's /proc/<pid>/io (wait_task_zombie, kernel/exit.c), so a
+    shell loop's short-lived `cat`s, born and reaped between two reads, still count — in their
+    shell's figure. The total is compared with the highest seen so far: a child that is a zombie
+    at one read (its counters unreadable) and reaped into its parent by the next is not counted
+    twice. What an orphan re-parented out of the tree did after the last read is lost, as is its
+    CPU time.
     """
 
     def __init__(self, root_pid: int) -> None:
@@ -185,33 +208,47 @@ class ProcessTree:
             self._root: psutil.Process | None = psutil.Process(root_pid)
         except _GONE:
             self._root = None
-        self._known: dict[int, tuple[psutil.Process, float]] = {}
+        self._known: dict[int, tuple[psutil.Process, float, float]] = {}
+        self._io_high: tuple[int, int, int, int] | None = None
 
-    def read(self) -> tuple[float, float, int]:
-        """(CPU seconds since the last read, RSS bytes, processes measured)."""
-        cpu_s, rss, known = 0.0, 0.0, {}
+    def read(self) -> TreeReading:
+        """The tree's use since the last read (the first read: since each process started)."""
+        cpu_s, sys_s, rss, known = 0.0, 0.0, 0.0, {}
+        io_total: list[int] | None = None
         for member in self._members():
-            proc, before = self._previous(member)
+            proc, before, before_sys = self._previous(member)
             measured = _measure(proc)
             if measured is None:
                 continue
-            total, proc_rss = measured
+            total, system, proc_rss, io = measured
             cpu_s += max(0.0, total - before)
+            sys_s += max(0.0, system - before_sys)
             rss += proc_rss
-            known[proc.pid] = (proc, total)
+            known[proc.pid] = (proc, total, system)
+            if io is not None:
+                io_total = [a + b for a, b in zip(io_total, io, strict=True)] if io_total else list(io)
         self._known = known
-        return cpu_s, rss, len(known)
+        return TreeReading(cpu_s, sys_s, rss, len(known), self._io_since(io_total))
 
     @property
     def pids(self) -> Collection[int]:
         """The processes measured at the last read."""
         return self._known.keys()
 
-    def _previous(self, proc: psutil.Process) -> tuple[psutil.Process, float]:
-        """The cached Process and its CPU total at the last read; (proc, 0.0) for a new process,
-        whose whole CPU time falls in this interval (it was not there at the last read)."""
+    def _io_since(self, total: list[int] | None) -> tuple[int, int, int, int] | None:
+        if total is None:
+            return None
+        high = self._io_high or (0, 0, 0, 0)
+        self._io_high = (total[0], total[1], total[2], total[3]) if self._io_high is None else \
+            (max(high[0], total[0]), max(high[1], total[1]), max(high[2], total[2]), max(high[3], total[3]))
+        return (max(0, total[0] - high[0]), max(0, total[1] - high[1]), max(0, total[2] - high[2]),
+                max(0, total[3] - high[3]))
+
+    def _previous(self, proc: psutil.Process) -> tuple[psutil.Process, float, float]:
+        """The cached Process and its CPU totals at the last read; (proc, 0.0, 0.0) for a new
+        process, whose whole CPU time falls in this interval (it was not there at the last read)."""
         cached = self._known.get(proc.pid)
-        return cached if cached is not None and cached[0] == proc else (proc, 0.0)
+        return cached if cached is not None and cached[0] == proc else (proc, 0.0, 0.0)
 
     def _members(self) -> list[psutil.Process]:
         if self._root is None:
@@ -219,16 +256,29 @@ class ProcessTree:
         return [self._root, *descendants(self._root)]  # adapters/process_tree.py: the sampler's main cost
 
 
-def _measure(proc: psutil.Process) -> tuple[float, float] | None:
-    # No proc.oneshot(): on Linux cpu_times reads /proc/<pid>/stat and memory_info /proc/<pid>/statm,
-    # so there is nothing to share and the context manager only adds its own cost.
+def _measure(proc: psutil.Process) -> tuple[float, float, float, tuple[int, int, int, int] | None] | None:
+    """(CPU seconds, of them system, RSS bytes, I/O counters or None) of one process; None when it is gone."""
+    # No proc.oneshot(): on Linux cpu_times reads /proc/<pid>/stat, memory_info /proc/<pid>/statm and
+    # io_counters /proc/<pid>/io, so there is nothing to share and the context manager only adds its own cost.
     try:
         times = proc.cpu_times()
         # Summed RSS counts pages shared by forked workers once per process (PSS from
         # /proc/<pid>/smaps would not, at ~100x the read cost), so it can exceed the cgroup figure.
-        return times.user + times.system, float(proc.memory_info().rss)
+        rss = float(proc.memory_info().rss)
     except _GONE:
         return None
+    return times.user + times.system, times.system, rss, _io_counters(proc)
+
+
+def _io_counters(proc: psutil.Process) -> tuple[int, int, int, int] | None:
+    """rchar, wchar, read_bytes, write_bytes of /proc/<pid>/io; None where it cannot be read: the
+    file needs ptrace-read access (a setuid program's, with hidepid or a Yama scope, is refused
+    even to its user) and a kernel without CONFIG_TASK_IO_ACCOUNTING has none."""
+    try:
+        io = proc.io_counters()
+    except (*_GONE, AttributeError, NotImplementedError, OSError):
+        return None
+    return io.read_chars, io.write_chars, io.read_bytes, io.write_bytes
 
 
 class TelemetrySampler:
@@ -284,7 +334,7 @@ class TelemetrySampler:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
                                 "nvml": status, "gpus": gpus.indices if gpus else [], **limit,
                                 **({"node": self.node} if self.node else {})})
-            self._tree.read()  # baseline for the first interval's CPU delta
+            self._tree.read()  # baseline for the first interval's CPU and I/O deltas
             self.setup_cpu_s = time.thread_time() - started
             self._loop(write, gpus)
             _write_line(write, {"event": "end", "t": time.time(), "samples": self.samples})
@@ -302,15 +352,24 @@ class TelemetrySampler:
 
     def _take_sample(self, write: Callable[[bytes], object], gpus: GpuProbe | None, last: float) -> float:
         now = time.monotonic()
-        cpu_s, rss, nproc = self._tree.read()
+        tree = self._tree.read()
         wall_s = max(now - last, 1e-6)
         peak = self._cgroup.peak_bytes() if self._cgroup else None
-        _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * cpu_s / wall_s, 1),
-                            "rss_mb": round(rss / MIB, 1), "nproc": nproc,
+        _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * tree.cpu_s / wall_s, 1),
+                            "cpu_sys_pct": round(100.0 * tree.cpu_sys_s / wall_s, 1),
+                            "rss_mb": round(tree.rss / MIB, 1), "nproc": tree.nproc,
                             **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
+                            **_io_fields(tree.io),
                             "gpus": gpus.read(self._tree.pids) if gpus else []})
         self.samples += 1
         return now
+
+
+def _io_fields(io: tuple[int, int, int, int] | None) -> dict[str, float]:
+    if io is None:
+        return {}
+    names = ("io_read_mb", "io_write_mb", "io_disk_read_mb", "io_disk_write_mb")
+    return {name: round(value / MIB, 3) for name, value in zip(names, io, strict=True)}
 
 
 def _next_deadline(deadline: float, interval_s: float, now: float) -> float:

@@ -43,7 +43,8 @@ def results(
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (a header, then one line per "
                                                          "config).")] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Add the efficiency columns: cpu, mem, time, gpu, "
-                                                      "gpu mem (% of what Slurm allocated).")] = False,
+                                                      "gpu mem (% of what Slurm allocated), kWh, and "
+                                                      "bound (compute, io, memory, idle).")] = False,
     top: Annotated[int | None, typer.Option("--top", min=0, help=f"The first N configs of the ranking (default "
                                             f"{PAGE} in the table, every one with --csv or --json; 0: all).")] = None,
     json_out: JsonOption = False,

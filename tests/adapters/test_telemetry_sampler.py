@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from campaignctl.adapters.runner import run_task
-from campaignctl.adapters.telemetry_sampler import TelemetrySampler, visible_gpu_ids
+from campaignctl.adapters.telemetry_sampler import ProcessTree, TelemetrySampler, visible_gpu_ids
 from campaignctl.core.task_launch import TaskLaunch
 from campaignctl.core.usage.telemetry import to_sample
 
@@ -347,3 +347,48 @@ def test_run_task_with_interval_zero_writes_no_telemetry(tmp_path: Path, keep_si
 ])
 def test_visible_gpu_ids_reads_cuda_visible_devices_like_cuda(value: str | None, ids: list[str] | None) -> None:
     assert visible_gpu_ids(value) == ids
+
+
+def test_the_io_of_short_lived_children_counts_once_their_shell_reaps_them(tmp_path: Path) -> None:
+    """Five `cat`s, each born and reaped between two reads, read an 8 MiB file each: the kernel
+    adds a reaped child's /proc/<pid>/io counters to its parent's, so the tree's figure holds them
+    though no read saw a `cat` alive; the next read, with nothing new done, adds nothing."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"\0" * (8 * 2**20))
+    shell = subprocess.Popen(["sh", "-c", f'read go; for i in 1 2 3 4 5; do cat "{data}" > /dev/null; done; '
+                                          'echo done; read end'],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        tree = ProcessTree(shell.pid)
+        tree.read()  # the baseline: the shell waits for its go
+        assert shell.stdin is not None and shell.stdout is not None
+        shell.stdin.write("go\n")
+        shell.stdin.flush()
+        assert shell.stdout.readline() == "done\n"
+        io = tree.read().io
+        assert io is not None
+        read_chars, write_chars, _, _ = io
+        assert read_chars >= 5 * 8 * 2**20  # every cat's read of the file
+        assert write_chars >= 5 * 8 * 2**20  # and its copy to /dev/null
+        again = tree.read().io
+        assert again is not None and again[0] < 2**20  # counted once
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+def test_a_sample_carries_the_kernel_s_cpu_share_and_the_io_of_the_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"\0" * (4 * 2**20))
+    reader = subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + 1.5\n"
+                               f"while time.time() < end:\n    open({str(data)!r}, 'rb').read()\n"])
+    sampler = TelemetrySampler(tmp_path / "t.jsonl", reader.pid, 0.3, cuda_visible=None).start()
+    reader.wait()
+    sampler.stop()
+    _start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    live = [s for s in samples if s["nproc"]]
+    assert live and all({"cpu_sys_pct", "io_read_mb", "io_write_mb", "io_disk_read_mb", "io_disk_write_mb"} <= set(s)
+                        for s in live)
+    assert sum(s["io_read_mb"] for s in live) > 4 * 5  # the file, read again and again from the page cache

@@ -8,11 +8,19 @@ import pytest
 from campaignctl.core.policy.policy_sections import Prices
 from campaignctl.core.screens.prometheus import campaign_families, exposition
 from campaignctl.core.spec.spec import Resources
-from campaignctl.core.usage.efficiency import AttemptUse, campaign_efficiency, cells, efficiency_text, task_efficiency
+from campaignctl.core.usage.efficiency import (
+    COLUMNS,
+    AttemptUse,
+    campaign_efficiency,
+    cells,
+    efficiency_text,
+    task_efficiency,
+)
 from campaignctl.core.usage.telemetry import Summary
 from tests.core.test_prometheus import parse_exposition, snapshot
 
 PRICES = Prices(gpu_hour={"default": 2.0}, cpu_hour=0.1)
+KWH = COLUMNS.index("kWh")
 TWO_GPUS = Resources(gpus=2, cpus_per_task=2, time_min=120)
 
 
@@ -34,19 +42,19 @@ def test_a_task_sums_its_attempts_energy_and_says_what_measured_it() -> None:
     node = AttemptUse("COMPLETED", 122, TWO_GPUS, consumed_energy_j=101_630)
     task = task_efficiency([gpu, node], PRICES)
     assert task.energy_kwh == pytest.approx(0.55 + 0.0282306, abs=1e-6) and task.energy_source == "node+gpu"
-    assert cells(task)[-1] == "0.578 node+gpu"
-    assert cells(task_efficiency([gpu], PRICES))[-1] == "0.55 gpu"
+    assert cells(task)[KWH] == "0.578 node+gpu"
+    assert cells(task_efficiency([gpu], PRICES))[KWH] == "0.55 gpu"
     assert "kWh 0.55 gpu" in efficiency_text(campaign_efficiency([gpu], PRICES))
 
 
 def test_no_energy_measured_shows_a_dash() -> None:
     cpu_only = AttemptUse("COMPLETED", 60, Resources(), telemetry=Summary(samples=3))
     e = task_efficiency([cpu_only], PRICES)
-    assert (e.energy_kwh, e.energy_source, cells(e)[-1]) == (None, None, "-")
+    assert (e.energy_kwh, e.energy_source, cells(e)[KWH]) == (None, None, "-")
 
 
 def test_energy_with_gaps_between_readings_reads_as_a_lower_bound() -> None:
     gappy = AttemptUse("COMPLETED", 3600, TWO_GPUS,
                        telemetry=Summary(samples=1, gpu_energy_j=1_800_000.0, energy_gap_s=120.0))
     e = task_efficiency([gappy], PRICES)
-    assert e.energy_partial and cells(e)[-1] == "≥0.5 gpu" and e.to_dict()["energy_partial"] is True
+    assert e.energy_partial and cells(e)[KWH] == "≥0.5 gpu" and e.to_dict()["energy_partial"] is True

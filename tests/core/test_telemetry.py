@@ -61,3 +61,15 @@ def test_the_sample_taken_after_the_program_was_reaped_is_not_an_idle_interval()
     reaped = json.dumps({"t": 30.0, "cpu_pct": 0.0, "rss_mb": 0.0, "nproc": 0, "gpus": []})
     s = fold(Summary(), [sample(10, 100.0), sample(20, 100.0), reaped])
     assert (s.samples, s.cpu_mean, s.bad_lines) == (2, 100.0, 0)
+
+
+def test_io_is_summed_over_the_samples_that_carry_it_into_a_rate() -> None:
+    def io_sample(t: float, read_mb: float) -> str:
+        return json.dumps({"t": t, "cpu_pct": 80.0, "cpu_sys_pct": 60.0, "rss_mb": 10.0, "nproc": 1, "gpus": [],
+                           "io_read_mb": read_mb, "io_write_mb": 1.0, "io_disk_read_mb": 0.5, "io_disk_write_mb": 0.0})
+    old = sample(10, 50.0)  # a sampler before I/O: no figure, no seconds
+    s = fold(Summary(), [START, old, io_sample(20, 300.0), io_sample(30, 500.0)])
+    assert (s.io_read_mb, s.io_write_mb, s.io_disk_read_mb, s.io_s) == (800.0, 2.0, 1.0, 20.0)
+    assert s.io_mbps == pytest.approx(40.1) and s.cpu_sys_mean == 60.0
+    assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
+    assert fold(Summary(), [START, old]).io_mbps is None

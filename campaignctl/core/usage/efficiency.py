@@ -19,6 +19,10 @@
   site accounts energy, else by its GPUs' NVML power (core/usage/energy.py); `energy_source` says
   which: node, gpu, or node+gpu for a task or campaign whose attempts differ; `energy_partial`
   that some NVML readings were too far apart to integrate (the figure is a lower bound, `≥`).
+- io_mbps: read/write syscalls' bytes per second (the sampler's `rchar`/`wchar` deltas).
+- bottleneck: what held the attempt back, compute | io | memory | idle, and `bottleneck_why`
+  the figures behind it (core/usage/bottleneck.py: the thresholds); a task's is its latest
+  attempt's, a campaign has none.
 
 A figure that was not measured is None, never 0: a job that ran without the sampler has no CPU
 figure, a pending one no time figure, a CPU-only one no GPU figures.
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from campaignctl.core.model.sacct_values import rss_mb
 from campaignctl.core.policy.policy_sections import Prices
 from campaignctl.core.spec.spec import Resources
+from campaignctl.core.usage.bottleneck import bottleneck
 from campaignctl.core.usage.cost import hourly, parse_alloc_tres, phase_of
 from campaignctl.core.usage.energy import attempt_energy
 from campaignctl.core.usage.telemetry import Summary
@@ -66,6 +71,9 @@ class Efficiency:
     energy_kwh: float | None = None
     energy_source: str | None = None  # node (sacct) | gpu (NVML) | node+gpu
     energy_partial: bool = False  # NVML readings had gaps: the energy is a lower bound
+    io_mbps: float | None = None  # read + written through syscalls, MiB/s
+    bottleneck: str | None = None  # compute | io | memory | idle (core/usage/bottleneck.py)
+    bottleneck_why: str | None = None
 
     def to_dict(self) -> dict[str, float | str | None]:
         return {k: v if v is None or isinstance(v, (str, bool)) else round(v, 6 if k == "energy_kwh" else 4)
@@ -114,6 +122,7 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
     rate = hourly(use.resources, use.alloc_tres, prices)
     energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None,
                             use.telemetry.energy_gap_s if use.telemetry else 0.0)
+    held = bottleneck(t, alloc.cores, alloc.mem_mb, alloc.gpus, peak)
     return Efficiency(
         cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
         mem=_ratio(mem_peak, alloc.mem_mb),
@@ -128,7 +137,9 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
         cost=None if ran is None else rate.money * ran / 3600,
         energy_kwh=energy.kwh if energy else None,
         energy_source=energy.source if energy else None,
-        energy_partial=bool(energy and energy.gap_s))
+        energy_partial=bool(energy and energy.gap_s),
+        io_mbps=t.io_mbps if t else None,
+        bottleneck=held.label if held else None, bottleneck_why=held.why if held else None)
 
 
 
@@ -220,16 +231,17 @@ def _highest(values: Iterable[float | None]) -> float | None:
 
 # --- text: the same cells in `status --wide`, `results` and the report's task table ---------
 
-COLUMNS = ("cpu", "mem", "time", "gpu", "gpu mem", "GPU-h", "cost", "kWh")
+COLUMNS = ("cpu", "mem", "time", "gpu", "gpu mem", "GPU-h", "cost", "kWh", "bound")
 
 
 def cells(e: Efficiency | None) -> tuple[str, ...]:
-    """`('45%', '12%', '80%', '-', '-', '0.25', '0.75', '0.55 gpu')`: percentages of what Slurm
-    allocated, `-` for what was not measured; energy with what measured it."""
+    """`('45%', '12%', '80%', '-', '-', '0.25', '0.75', '0.55 gpu', 'io')`: percentages of what
+    Slurm allocated, `-` for what was not measured; energy with what measured it; the bottleneck."""
     e = e or Efficiency()
     return (_pct(e.cpu), _pct(e.mem), _pct(e.time), _pct(e.gpu_util), _gpu_mem(e),
             "-" if e.gpu_hours is None else f"{e.gpu_hours:.3g}", "-" if e.cost is None else f"{e.cost:.3g}",
-            "-" if e.energy_kwh is None else f"{'≥' if e.energy_partial else ''}{e.energy_kwh:.3g} {e.energy_source}")
+            "-" if e.energy_kwh is None else f"{'≥' if e.energy_partial else ''}{e.energy_kwh:.3g} {e.energy_source}",
+            e.bottleneck or "-")
 
 
 def _pct(value: float | None) -> str:
@@ -244,5 +256,7 @@ def _gpu_mem(e: Efficiency) -> str:
 
 
 def efficiency_text(e: Efficiency | None) -> str:
-    """`cpu 45%, mem 12%, time 80%, gpu -, gpu mem -, GPU-h 0.25, cost 0.75, kWh 0.55 gpu`; one line."""
-    return ", ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, cells(e), strict=True))
+    """`cpu 45%, mem 12%, time 80%, gpu -, gpu mem -, GPU-h 0.25, cost 0.75, kWh 0.55 gpu`; one
+    line, its bottleneck (`, bound io`) where it has one (a campaign has none)."""
+    return ", ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, cells(e), strict=True)
+                     if name != "bound" or cell != "-")

@@ -4,14 +4,16 @@ so a tick only reads what was appended since the last one.
 
 Line format (one JSON object per line):
   {"event": "start", "t": 1.7e9, "interval_s": 10, "nvml": "ok" | "<why not>", "gpus": [0]}
-  {"t": 1.7e9, "cpu_pct": 187.5, "rss_mb": 2048.0, "nproc": 3, "cgroup_mem_peak_mb": 1830.2,
+  {"t": 1.7e9, "cpu_pct": 187.5, "cpu_sys_pct": 9.5, "rss_mb": 2048.0, "nproc": 3, "cgroup_mem_peak_mb": 1830.2,
+   "io_read_mb": 51.2, "io_write_mb": 0.1, "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.0,
    "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0,
              "proc_mem_mb": 1.1e4}]}
   {"event": "end", "t": 1.7e9, "samples": 42}
 
 A task's GPU memory is what its own processes hold (`proc_mem_mb`, from NVML's list of compute
 processes) where the sampler could read it, else the device's: on a GPU that packed tasks share,
-the device's figure is all of theirs.
+the device's figure is all of theirs. I/O (adapters/telemetry_sampler.py says what each counter
+counts) is summed over the samples that carry it, with the seconds they cover: a rate.
 """
 
 from __future__ import annotations
@@ -60,10 +62,26 @@ class Summary:
     gpu_energy_j: float = 0.0  # NVML power integrated per GPU (core/usage/energy.py)
     energy_gap_s: float = 0.0  # seconds between readings too far apart to integrate
     power_last: tuple[Reading, ...] = ()  # each GPU's last reading: where the next tick goes on
+    cpu_sys_sum: float = 0.0  # the kernel's part of cpu_sum, over cpu_sys_samples samples
+    cpu_sys_samples: int = 0
+    io_read_mb: float = 0.0  # read/write syscalls' bytes (rchar, wchar) ...
+    io_write_mb: float = 0.0
+    io_disk_read_mb: float = 0.0  # ... and the storage layer's (read_bytes, write_bytes)
+    io_disk_write_mb: float = 0.0
+    io_s: float = 0.0  # seconds the io_* sums cover (0: no sample carried I/O)
 
     @property
     def cpu_mean(self) -> float | None:
         return self.cpu_sum / self.samples if self.samples else None
+
+    @property
+    def cpu_sys_mean(self) -> float | None:
+        return self.cpu_sys_sum / self.cpu_sys_samples if self.cpu_sys_samples else None
+
+    @property
+    def io_mbps(self) -> float | None:
+        """Syscall bytes read and written per second, MiB/s; None where no sample carried I/O."""
+        return (self.io_read_mb + self.io_write_mb) / self.io_s if self.io_s > 0 else None
 
     @property
     def gpu_util_mean(self) -> float | None:
@@ -133,6 +151,7 @@ def fold(summary: Summary, lines: Iterable[str]) -> Summary:
             acc["bad_lines"] += 1
         else:
             _add(acc, sample)
+            _add_io(acc, record)
             recent.append(sample)
     acc["recent"] = tuple(recent[-WINDOW_KEEP:])
     return Summary(**acc)
@@ -161,6 +180,29 @@ def _add_cgroup_peak(acc: dict[str, Any], record: dict[str, object]) -> None:
         acc["cgroup_mem_peak_mb"] = max(acc["cgroup_mem_peak_mb"], float(peak))
 
 
+_IO = ("io_read_mb", "io_write_mb", "io_disk_read_mb", "io_disk_write_mb")
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _add_io(acc: dict[str, Any], record: dict[str, Any] | None) -> None:
+    """The kernel's CPU share and the I/O of one sample; a sample's I/O covers one interval."""
+    if record is None:
+        return
+    system = _number(record.get("cpu_sys_pct"))
+    if system is not None:
+        acc["cpu_sys_sum"] += system
+        acc["cpu_sys_samples"] += 1
+    values = [_number(record.get(name)) for name in _IO]
+    if all(v is None for v in values) or not acc["interval_s"]:
+        return
+    for name, value in zip(_IO, values, strict=True):
+        acc[name] += value or 0.0
+    acc["io_s"] += acc["interval_s"]
+
+
 def _add(acc: dict[str, Any], x: Sample) -> None:
     acc["samples"] += 1
     acc["first_t"] = x.t if acc["first_t"] is None else acc["first_t"]
@@ -187,13 +229,16 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
             "ended": s.ended, "bad_lines": s.bad_lines, "interval_s": s.interval_s,
             "gpu_energy_j": s.gpu_energy_j, "energy_gap_s": s.energy_gap_s,
             "power_last": [list(r) for r in s.power_last],
+            "cpu_sys_sum": s.cpu_sys_sum, "cpu_sys_samples": s.cpu_sys_samples, "io_read_mb": s.io_read_mb,
+            "io_write_mb": s.io_write_mb, "io_disk_read_mb": s.io_disk_read_mb,
+            "io_disk_write_mb": s.io_disk_write_mb, "io_s": s.io_s,
             "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
                        for x in s.recent]}
 
 
 def summary_from_dict(d: dict[str, object]) -> Summary:
     """Also reads summaries stored before `gpu_mem_total_mb` existed (5-field samples), before
-    energy (no `gpu_energy_j`: 0) and before the cgroup peak (0: not reported)."""
+    energy (no `gpu_energy_j`: 0), before the cgroup peak (0: not reported) and before I/O (0 s)."""
     stored: dict[str, Any] = dict(d)  # the store's own JSON, written by summary_to_dict
     recent = tuple(Sample(*row) for row in stored.get("recent", []))
     last = tuple((int(i), float(t), float(w)) for i, t, w in stored.get("power_last", []))

@@ -1,0 +1,72 @@
+"""What held an attempt back, from its telemetry: one label and the figures that gave it. Pure.
+
+The labels, tried in this order (the first whose test holds wins):
+
+- memory: the task's own memory (summed RSS, the larger of the sampler's and sacct's MaxRSS)
+  reached MEMORY_SHARE of what it was allocated. RSS, not the cgroup's peak: the cgroup counts
+  page cache, which the kernel reclaims before it kills, so a task that streams a large file
+  fills its cgroup without being short of memory.
+- io: it moved at least IO_MBPS through read/write syscalls (page cache, network filesystems and
+  pipes included: adapters/telemetry_sampler.py), and what it was given to compute with was not
+  kept busy: a GPU task's GPUs under BUSY_SHARE utilised; a CPU task's cores under BUSY_SHARE
+  used, or more of its CPU time spent in the kernel (copying the bytes it reads) than in its own
+  code.
+- idle: its CPU use under IDLE_CPU_PCT of one core, its GPUs (if any) under IDLE_GPU_PCT, and
+  under IDLE_IO_MBPS of I/O: it held its allocation and did nothing with it.
+- compute: anything else that ran: its time went to its own code on its CPUs or GPUs.
+- communication: not given yet. It needs the interconnect's figures (NVML's PCIe and NVLink
+  counters, the network interfaces of a multi-node task's ranks), which the sampler does not read.
+
+None where the sampler left no sample (no telemetry: a job run without it, or still pending).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from campaignctl.core.usage.telemetry import Summary
+
+MEMORY_SHARE = 0.9
+IO_MBPS = 20.0  # MiB/s read + written, over the attempt
+BUSY_SHARE = 0.5
+IDLE_CPU_PCT = 10.0  # % of one core, summed over the task's processes
+IDLE_GPU_PCT = 5.0
+IDLE_IO_MBPS = 1.0
+
+LABELS = ("compute", "io", "communication", "memory", "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    label: str  # one of LABELS
+    why: str  # the figures and the threshold that decided it
+
+
+def bottleneck(t: Summary | None, cores: float, mem_mb: float, gpus: float,
+               rss_peak_mb: float | None) -> Bottleneck | None:
+    """The label of an attempt allocated `cores`, `mem_mb` and `gpus`, whose telemetry is `t`."""
+    if t is None or not t.samples or t.cpu_mean is None:
+        return None
+    cpu = t.cpu_mean
+    util = t.gpu_util_mean if gpus > 0 else None
+    io = t.io_mbps
+    if rss_peak_mb is not None and mem_mb > 0 and rss_peak_mb >= MEMORY_SHARE * mem_mb:
+        return Bottleneck("memory", f"its processes' memory peaked at {rss_peak_mb:.0f} of {mem_mb:.0f} MB "
+                                    f"(≥ {MEMORY_SHARE:.0%})")
+    if io is not None and io >= IO_MBPS:
+        if util is not None and util < 100 * BUSY_SHARE:
+            return Bottleneck("io", f"{io:.0f} MB/s of I/O while its GPUs were {util:.0f} % utilised "
+                                    f"(≥ {IO_MBPS:g} MB/s, < {BUSY_SHARE:.0%})")
+        kernel = t.cpu_sys_mean
+        if util is None and cores > 0 and (cpu < 100 * BUSY_SHARE * cores or (kernel is not None and kernel * 2 > cpu)):
+            used = f"{cpu:.0f} % of a core, {kernel:.0f} of it in the kernel" if kernel is not None \
+                else f"{cpu:.0f} % of a core"
+            return Bottleneck("io", f"{io:.0f} MB/s of I/O on {used} of {cores:g} cores (≥ {IO_MBPS:g} MB/s, its "
+                                    f"cores under {BUSY_SHARE:.0%} used or mostly in the kernel)")
+    if cpu < IDLE_CPU_PCT and (util is None or util < IDLE_GPU_PCT) and (io is None or io < IDLE_IO_MBPS):
+        gpu = f", GPUs {util:.0f} %" if util is not None else ""
+        return Bottleneck("idle", f"{cpu:.1f} % of a core{gpu}, {io or 0:.1f} MB/s of I/O "
+                                  f"(< {IDLE_CPU_PCT:g} %, < {IDLE_GPU_PCT:g} %, < {IDLE_IO_MBPS:g} MB/s)")
+    gpu = f", GPUs {util:.0f} % utilised" if util is not None else ""
+    return Bottleneck("compute", f"{cpu:.0f} % of a core on {cores:g} cores{gpu}"
+                                 + (f", {io:.1f} MB/s of I/O" if io is not None else ""))
