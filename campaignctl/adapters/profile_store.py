@@ -21,6 +21,7 @@ from campaignctl.core.model.sacct_values import rss_mb
 from campaignctl.core.packing.profile import group_of
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.tick.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
+from campaignctl.core.usage.bottleneck import bottleneck
 from campaignctl.core.usage.telemetry import summary_from_dict
 
 # settings_json is written by json.dumps with its default separators (": ")
@@ -85,12 +86,14 @@ class ProfileStore:
             summary = summary_from_dict(json.loads(summary_json)) if summary_json else None
             peaks = [v for v in (rss_mb(max_rss or ""), summary.rss_max_mb if summary and summary.samples else None)
                      if v is not None and plausible_peak(v, requested.mem_mb)]
+            peak = max(peaks) if peaks else None
+            held = bottleneck(summary, requested.cpus_per_task, requested.mem_mb, requested.gpus, peak)
             out.append(UsageSample(
-                name, group_of(rung, json.loads(params), by), state, max(peaks) if peaks else None, elapsed,
+                name, group_of(rung, json.loads(params), by), state, peak, elapsed,
                 requested, gpu_mem_mb=summary.gpu_mem_max_mb if summary and summary.gpu_samples else None,
                 cpu_pct=summary.cpu_mean if summary else None, right_sized=token in sized or sub in sized,
                 gpu_mem_total_mb=summary.gpu_mem_total_mb or None if summary else None,
-                gpu_util_pct=summary.gpu_util_mean if summary else None))
+                gpu_util_pct=summary.gpu_util_mean if summary else None, bottleneck=held.label if held else None))
         return out
 
     def lowered(self, campaign_id: int) -> set[str]:

@@ -3,6 +3,8 @@ compute or the spec, and no packing on too little evidence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from campaignctl.core.packing.packing import (
     MIN_SAMPLES,
     Measured,
@@ -91,3 +93,20 @@ def test_auto_leaves_long_or_unmeasured_cpu_tasks_unpacked_and_says_why() -> Non
     long = choose_shape(PackSpec(auto=True), each, runs(300, 400, 500, gpus=0))
     assert long.shape is None and "only when they are short" in long.why
     assert choose_shape(PackSpec(auto=True), each, runs(5, 5, gpus=0)).shape is None  # two: too few
+
+
+def test_auto_never_puts_two_io_bound_tasks_side_by_side_and_says_so() -> None:
+    """Most of the group's labelled completed attempts were I/O-bound: not packed on a GPU nor as
+    a job's steps, and short ones run one at a time; a minority of I/O-bound ones changes nothing."""
+    each = Resources(gpus=1, cpus_per_task=1, mem_mb=500)
+    streaming = [replace(sample(10_000), bottleneck="io")] * 3 + [replace(sample(10_000), bottleneck="compute")]
+    apart = choose_shape(PackSpec(per_gpu=8, auto=True), each, streaming)
+    assert apart.shape is None and "3 of 4 measured attempts of the group were I/O-bound" in apart.why
+    assert apart.evidence == {"io_bound": 3, "labelled": 4}
+    assert choose_shape(PackSpec(per_gpu=8, per_job=4, auto=True), each, streaming).shape is None
+    short = [replace(r, bottleneck="io") for r in runs(1, 1, 2, gpus=0)]
+    cpu = choose_shape(PackSpec(auto=True, cpus=8), Resources(cpus_per_task=2, mem_mb=200, time_min=1), short)
+    assert cpu.shape is not None and cpu.shape.processes == 1 and "1 at a time" in cpu.why and "I/O-bound" in cpu.why
+    mixed = [replace(sample(10_000), bottleneck=b) for b in ("io", "compute", "compute", None)]
+    packed = choose_shape(PackSpec(per_gpu=8, auto=True), each, mixed)
+    assert packed.shape is not None and packed.shape.per_gpu == 3

@@ -15,7 +15,12 @@ plain processes (core/pack_plan.py): as many at once as it would have packed sid
 tasks) or as the pack's `cpus` hold (CPU tasks), and as many rounds of them to a job as fit
 ELEMENT_TARGET_S at the tasks' time limit (an element's limit is its rounds' limits: a task that
 used its whole limit must not cut the rest short; right_size lowers a generous limit) — a step, an
-accounting row and a scheduling pass per task cost more than such a task runs."""
+accounting row and a scheduling pass per task cost more than such a task runs.
+
+I/O-bound groups: where most of the group's measured completed attempts (MIN_SAMPLES or more with
+a bottleneck label, core/usage/bottleneck.py) were I/O-bound, `auto` never runs two of its tasks
+side by side — not on one GPU, not as plain processes at once: they would share one node's
+filesystem client and disks, each then slower, and the pack no faster than one after another."""
 
 from __future__ import annotations
 
@@ -102,10 +107,14 @@ def choose_shape(spec: PackSpec, each: Resources, samples: Sequence[UsageSample]
         shape = PackShape(spec.per_job if spec.per_job > 1 else spec.per_gpu, spec.per_gpu, spec.cpus, spec.processes)
         return PackChoice(shape, f"{_describe(shape)}, as the spec's pack: says", {"spec": spec.to_settings()})
     m = measured(samples)
-    packing = choose_per_gpu(m, spec.per_gpu) if each.gpus else Packing(1, "CPU tasks share no GPU", {})
+    apart = io_bound(samples)
+    packing = Packing(1, apart[0], apart[1]) if apart is not None else \
+        choose_per_gpu(m, spec.per_gpu) if each.gpus else Packing(1, "CPU tasks share no GPU", {})
     short = _short_runs(samples)
     if short is not None:
         return _plain_processes(spec, each, packing, short, m)
+    if apart is not None:  # a job's tasks run at once, on one node
+        return PackChoice(None, f"not packed: {apart[0]}", apart[1])
     if not each.gpus:
         return PackChoice(None, "not packed: CPU tasks are packed by `auto` only when they are short (a median "
                                 f"run under {SHORT_S} s over {MIN_SAMPLES} or more completed attempts)",
@@ -116,6 +125,16 @@ def choose_shape(spec: PackSpec, each: Resources, samples: Sequence[UsageSample]
     cpus = spec.cpus or _cpus(m, each, per_element)
     shape = PackShape(per_element, packing.per_gpu, cpus)
     return PackChoice(shape, f"{_describe(shape)}: {packing.why}", {**packing.evidence, "cpus": cpus})
+
+
+def io_bound(samples: Sequence[UsageSample]) -> tuple[str, dict[str, object]] | None:
+    """(why, evidence) when most of the group's completed attempts that have a label were I/O-bound."""
+    labelled = [s.bottleneck for s in samples if s.state == "COMPLETED" and s.bottleneck is not None]
+    found = labelled.count("io")
+    if len(labelled) < MIN_SAMPLES or 2 * found <= len(labelled):
+        return None
+    return (f"{found} of {len(labelled)} measured attempts of the group were I/O-bound: two side by side "
+            "would share one node's I/O, so none is", {"io_bound": found, "labelled": len(labelled)})
 
 
 def _short_runs(samples: Sequence[UsageSample]) -> tuple[float, float, int] | None:
@@ -131,7 +150,8 @@ def _plain_processes(spec: PackSpec, each: Resources, packing: Packing,
                      short: tuple[float, float, int], m: Measured) -> PackChoice:
     median, p95, count = short
     cpus = spec.cpus or each.cpus_per_task
-    at_once = packing.per_gpu if each.gpus else max(1, cpus // each.cpus_per_task)
+    at_once = 1 if packing.evidence.get("io_bound") else packing.per_gpu if each.gpus else \
+        max(1, cpus // each.cpus_per_task)
     rounds = max(1, ELEMENT_TARGET_S // (each.time_min * 60))
     per_job = min(MAX_PER_JOB, max(2, at_once * rounds))
     if spec.per_job > 1:
@@ -142,7 +162,8 @@ def _plain_processes(spec: PackSpec, each: Resources, packing: Packing,
     shape = PackShape(per_job, packing.per_gpu if each.gpus else 1, cpus if each.gpus else spec.cpus, at_once)
     why = (f"median run {median:.0f} s (p95 {p95:.0f} s) over {count} completed attempts, under {SHORT_S} s: "
            f"too short for a job step each; {at_once} at a time"
-           + (f" ({packing.why})" if each.gpus else "") + f" on {cpus} CPU{'s' if cpus > 1 else ''}"
+           + (f" ({packing.why})" if each.gpus or packing.evidence.get("io_bound") else "")
+           + f" on {cpus} CPU{'s' if cpus > 1 else ''}"
            + f", {per_job // at_once} round{'s' if per_job // at_once > 1 else ''} of {each.time_min} min to a job")
     return PackChoice(shape, f"{_describe(shape)}: {why}", {**packing.evidence, "median_run_s": median,
                                                            "p95_run_s": p95, "completed": count})

@@ -61,6 +61,7 @@ class UsageSample:
     gpu_mem_total_mb: float | None = None  # its GPUs' memory, as NVML reported it
     gpu_util_pct: float | None = None  # mean GPU utilisation over the attempt
     right_sized: bool = False  # its limits came from a right_size decision
+    bottleneck: str | None = None  # what held it back (core/usage/bottleneck.py); None: no telemetry
 
     @property
     def mem_need_mb(self) -> float | None:
