@@ -15,6 +15,14 @@ Slurm's task/cgroup (ConstrainRAMSpace=yes) sets the limit on the job's cgroup a
   memory.current.
 So the reader walks up from the process's cgroup to the nearest one with a limit. Where none has
 one (ConstrainRAMSpace=no, a login node), there is nothing to read: the caller falls back to RSS.
+
+The working set is the usage less the page cache the kernel would drop first: `memory.stat`'s
+inactive file pages (v1 `total_inactive_file`, the hierarchy's, as usage is; v2 `inactive_file`).
+It is what Kubernetes evicts on and cAdvisor reports as working_set_bytes: anonymous memory,
+shared memory (/dev/shm, which a data loader's tensors live in and RSS may not count), and the
+file pages in active use (a file read again and again). A file read once fills the cgroup's usage
+up to its limit, inactive, without adding to it. The kernel keeps no high-water mark of it: the
+sampler's highest reading is the figure.
 """
 
 from __future__ import annotations
@@ -32,11 +40,13 @@ class _Files:
     peak: str  # the kernel's own high-water mark; absent on v2 before Linux 5.19
     current: str
     events: str  # its `oom_kill N` line: processes the kernel's OOM killer ended in this cgroup
+    inactive_file: str  # memory.stat's key for the inactive page cache of the whole subtree
 
 
 # v1's memory.oom_control has `oom_kill` since Linux 4.13; v2's memory.events always
-_V1 = _Files("memory.limit_in_bytes", "memory.max_usage_in_bytes", "memory.usage_in_bytes", "memory.oom_control")
-_V2 = _Files("memory.max", "memory.peak", "memory.current", "memory.events")
+_V1 = _Files("memory.limit_in_bytes", "memory.max_usage_in_bytes", "memory.usage_in_bytes", "memory.oom_control",
+             "total_inactive_file")
+_V2 = _Files("memory.max", "memory.peak", "memory.current", "memory.events", "inactive_file")
 
 
 def own_cgroup(proc_self_cgroup: str) -> tuple[str, str] | None:
@@ -75,17 +85,15 @@ class CgroupMemory:
                 return self._peak
         return self._peak or None
 
+    def working_set_bytes(self) -> int | None:
+        """The usage now less its inactive page cache; None where either cannot be read."""
+        usage = _read_int(self.directory / self._files.current)
+        inactive = _keyed(self.directory / "memory.stat", self._files.inactive_file)
+        return None if usage is None or inactive is None else max(0, usage - inactive)
+
     def oom_kills(self) -> int | None:
         """Processes the kernel's OOM killer has ended in this cgroup, or None where unreadable."""
-        try:
-            text = (self.directory / self._files.events).read_text()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            if name == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return None
+        return _keyed(self.directory / self._files.events, "oom_kill")
 
 
 def locate(proc_self_cgroup: str | None = None, root: Path = CGROUP_ROOT) -> CgroupMemory | None:
@@ -108,6 +116,19 @@ def locate(proc_self_cgroup: str | None = None, root: Path = CGROUP_ROOT) -> Cgr
         if directory == base or base not in directory.parents:
             return None
         directory = directory.parent
+
+
+def _keyed(path: Path, key: str) -> int | None:
+    """The value of a `key value` line of a cgroup file (memory.stat, memory.events)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def _read_int(path: Path) -> int | None:

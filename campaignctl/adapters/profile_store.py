@@ -1,6 +1,9 @@
 """A profile's history, read from the facts the store already holds: every ended attempt of the
 campaigns whose revision names the profile (`settings_json`), with sacct's MaxRSS and Elapsed and
-the sampler's summary. No copy: a profile is a query.
+the sampler's summary. A sample's peak memory is the largest of sacct's MaxRSS, the sampler's
+summed RSS and the working set of the memory cgroup that enforced its limit (its usage less the
+inactive page cache, adapters/cgroup_memory.py: shared memory and file pages in use count, a file
+read once does not). No copy: a profile is a query.
 
 Read for a viewer, a profile pools the viewer's own campaigns, those shared with a group of
 theirs, and other users' that say `profile: {shared: true}`. A peak memory that cannot be a
@@ -22,7 +25,7 @@ from campaignctl.core.packing.profile import group_of
 from campaignctl.core.slurm.observe import resources_parser
 from campaignctl.core.tick.right_size import ENDED, RULE, SIZE_FIRST, UsageSample, plausible_peak
 from campaignctl.core.usage.bottleneck import bottleneck
-from campaignctl.core.usage.telemetry import summary_from_dict
+from campaignctl.core.usage.telemetry import Summary, summary_from_dict
 
 # settings_json is written by json.dumps with its default separators (": ")
 _SAMPLES_SQL = """
@@ -84,8 +87,7 @@ class ProfileStore:
             requested = parse(res)
             rung = index // int(settings["configs"]) if settings.get("rungs") else 0
             summary = summary_from_dict(json.loads(summary_json)) if summary_json else None
-            peaks = [v for v in (rss_mb(max_rss or ""), summary.rss_max_mb if summary and summary.samples else None)
-                     if v is not None and plausible_peak(v, requested.mem_mb)]
+            peaks = [v for v in _peaks(max_rss, summary) if v is not None and plausible_peak(v, requested.mem_mb)]
             peak = max(peaks) if peaks else None
             held = bottleneck(summary, requested.cpus_per_task, requested.mem_mb, requested.gpus, peak)
             out.append(UsageSample(
@@ -120,3 +122,16 @@ def _pooled(viewer: Identity, owner: str, settings: dict[str, Any]) -> bool:
 def _profile(settings_json: str) -> tuple[str, tuple[str, ...]]:
     value = json.loads(settings_json).get("profile") or {}
     return str(value.get("name", "")), tuple(value.get("by", ()))
+
+
+def _peaks(max_rss: str | None, summary: Summary | None) -> tuple[float | None, ...]:
+    """What a sample's peak memory is the largest of. Where the sampler read the cgroup's working
+    set, that and its RSS: sacct's MaxRSS means different things by site and version (the summed
+    RSS of the step's processes under jobacct_gather/linux; under jobacct_gather/cgroup on cgroup
+    v1, the cgroup's usage page cache included on the lab's Slurm 24.11 — 147 MB for a task of
+    14 MB that read a 256 MiB file once —, not on its 22.05), and the working set already holds
+    every anonymous page of the cgroup. Without it, MaxRSS and the sampler's RSS."""
+    sampled = summary if summary is not None and summary.samples else None
+    if sampled is not None and sampled.cgroup_ws_peak_mb > 0:
+        return sampled.rss_max_mb, sampled.cgroup_ws_peak_mb
+    return rss_mb(max_rss or ""), sampled.rss_max_mb if sampled else None

@@ -4,8 +4,8 @@ a crash) until the runner stops it after the program exits.
 
     {"event": "start", "t": 1717000000.0, "interval_s": 10.0, "nvml": "ok", "gpus": [0, 1]}
     {"t": 1717000010.0, "cpu_pct": 187.3, "cpu_sys_pct": 12.0, "rss_mb": 2048.5, "nproc": 5,
-     "cgroup_mem_peak_mb": 1830.2, "io_read_mb": 512.0, "io_write_mb": 0.3, "io_disk_read_mb": 0.0,
-     "io_disk_write_mb": 0.1,
+     "cgroup_mem_peak_mb": 1830.2, "cgroup_mem_ws_mb": 1702.0, "io_read_mb": 512.0, "io_write_mb": 0.3,
+     "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.1,
      "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3}]}
     {"event": "end", "t": 1717000020.0, "samples": 2}
 
@@ -18,7 +18,8 @@ fetched or was sent (`read_bytes`/`write_bytes`, "accurate for block-backed file
 absent where no process's /proc/<pid>/io could be read. Memory is in MiB (2**20 bytes,
 nvidia-smi's unit); a metric NVML refuses is null. `cgroup_mem_peak_mb` is the peak usage of the
 memory cgroup that enforces the task's Slurm limit (adapters/cgroup_memory.py; the start line has
-that limit as `cgroup_mem_limit_mb`); both are absent where no cgroup limits the task. Without
+that limit as `cgroup_mem_limit_mb`), `cgroup_mem_ws_mb` its working set now (the usage less its
+inactive page cache); all absent where no cgroup limits the task. Without
 NVML, "nvml" holds the reason (also written once to output.log) and "gpus" is [].
 The last sample is taken after the program has exited and been reaped, so it usually reads
 nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
@@ -355,10 +356,12 @@ class TelemetrySampler:
         tree = self._tree.read()
         wall_s = max(now - last, 1e-6)
         peak = self._cgroup.peak_bytes() if self._cgroup else None
+        working = self._cgroup.working_set_bytes() if self._cgroup else None
         _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * tree.cpu_s / wall_s, 1),
                             "cpu_sys_pct": round(100.0 * tree.cpu_sys_s / wall_s, 1),
                             "rss_mb": round(tree.rss / MIB, 1), "nproc": tree.nproc,
                             **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
+                            **({} if working is None else {"cgroup_mem_ws_mb": round(working / MIB, 1)}),
                             **_io_fields(tree.io),
                             "gpus": gpus.read(self._tree.pids) if gpus else []})
         self.samples += 1

@@ -68,3 +68,35 @@ def test_a_cgroup_removed_under_the_reader_keeps_the_peak_it_read(tmp_path: Path
     for child in step.iterdir():
         child.unlink()
     assert found.peak_bytes() == 777  # the step ended and Slurm removed its cgroup
+
+
+# lines of a v1 memory.stat in the kernel's format and order (taken from this machine's
+# /sys/fs/cgroup/memory/memory.stat, cgroup v1, 2026-12-01; the total_* values set for a 150M cgroup)
+V1_STAT = """\
+cache 11395072
+rss 3219456
+inactive_file 352256
+active_file 1974272
+hierarchical_memory_limit 157286400
+total_cache 146800640
+total_rss 14450688
+total_inactive_file 125829120
+total_active_file 8388608
+"""
+
+
+def test_the_working_set_is_the_usage_less_the_subtree_s_inactive_page_cache(tmp_path: Path) -> None:
+    step = tmp_path / "memory/slurm_node1/uid_0/job_9023/step_batch"
+    files(step / "task_0", memory_limit_in_bytes="9223372036854771712")
+    files(step, memory_limit_in_bytes="157286400", memory_max_usage_in_bytes="154337280",
+          memory_usage_in_bytes="150994944")
+    (step / "memory.stat").write_text(V1_STAT)
+    found = locate(V1_SELF, tmp_path)
+    assert found is not None and found.working_set_bytes() == 150994944 - 125829120  # total_, not the cgroup's own
+    job = tmp_path / "system.slice/slurmstepd.scope/job_77"
+    files(job / "step_0/user/task_0", memory_max="max")
+    files(job, memory_max="1073741824", memory_current="5000000")
+    v2 = locate(V2_SELF, tmp_path)
+    assert v2 is not None and v2.working_set_bytes() is None  # no memory.stat: no figure, no error
+    (job / "memory.stat").write_text("anon 1000000\nfile 4000000\nactive_file 1000000\ninactive_file 3000000\n")
+    assert v2.working_set_bytes() == 2000000

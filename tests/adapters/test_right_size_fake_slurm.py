@@ -11,6 +11,9 @@ import pytest
 
 from campaignctl.adapters.decision_log import DecisionLog
 from campaignctl.adapters.store import Store
+from campaignctl.adapters.telemetry_files import Position
+from campaignctl.adapters.telemetry_store import TelemetryStore
+from campaignctl.core.usage.telemetry import Summary
 from campaignctl.services import submit as submit_service
 from tests.conftest import write_spec
 from tests.fakeslurm import FakeSlurm
@@ -60,6 +63,22 @@ def test_the_next_campaign_of_a_profile_is_sized_from_its_history(
         ("size_first", mode, status, "rung 0, model=a"), ("size_first", mode, status, "rung 0, model=b")]
     assert logged[0].inputs["samples"] == 3 and logged[0].inputs["campaigns"] == ["first"]
     assert logged[0].params["mem_mb"] == 192 and logged[0].params["time_min"] == 2
+
+
+def test_where_the_cgroup_s_working_set_was_sampled_it_sizes_the_next_campaign_not_maxrss(
+        tmp_path: Path, fake_slurm: FakeSlurm) -> None:
+    """MaxRSS of 900M that counts page cache (Slurm 24.11's jobacct_gather/cgroup on cgroup v1,
+    tests/integration/test_cgroup_memory_real.py); the sampler read the cgroup's working set at
+    150 MB and its processes' RSS at 20 MB: the request follows the working set (× 1.2, to 64M)."""
+    submit_service.submit(spec(tmp_path, "first"))
+    ended_history("first", "921600K")
+    store = Store.open()
+    with store.engine.connect() as conn:
+        ids = [i for (i,) in conn.exec_driver_sql("SELECT id FROM attempts")]
+    summary = Summary(samples=5, rss_max_mb=20.0, cgroup_mem_peak_mb=1000.0, cgroup_ws_peak_mb=150.0)
+    TelemetryStore(store.engine).save([(i, Position(1, 100), summary) for i in ids])
+    submit_service.submit(spec(tmp_path, "second", "{use: default, right_size: {min_samples: 3, mode: enforce}}"))
+    assert submitted_mem("second") == [192, 192]
 
 
 def test_too_few_samples_leave_the_spec_as_it_is(tmp_path: Path, fake_slurm: FakeSlurm) -> None:

@@ -73,3 +73,11 @@ def test_io_is_summed_over_the_samples_that_carry_it_into_a_rate() -> None:
     assert s.io_mbps == pytest.approx(40.1) and s.cpu_sys_mean == 60.0
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
     assert fold(Summary(), [START, old]).io_mbps is None
+
+
+def test_the_cgroup_s_working_set_keeps_its_highest_reading() -> None:
+    def ws(t: float, mb: float) -> str:
+        return json.dumps({"t": t, "cpu_pct": 1.0, "rss_mb": 10.0, "nproc": 1, "gpus": [], "cgroup_mem_peak_mb": 140.0,
+                           "cgroup_mem_ws_mb": mb})
+    s = fold(Summary(), [START, ws(10, 80.0), ws(20, 20.0)])
+    assert (s.cgroup_mem_peak_mb, s.cgroup_ws_peak_mb) == (140.0, 80.0)

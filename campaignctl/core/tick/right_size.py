@@ -4,8 +4,9 @@ memory and time limits that follow from it. Pure.
     right_size: {mem: {quantile: 0.95, margin: 1.2}, time: {quantile: 0.95, margin: 1.3},
                  min_samples: 5, lower: true, raise: true, mode: shadow}
 
-A sample is one ended attempt of the profile: COMPLETED gives its peak RSS (the larger of sacct
-MaxRSS and the sampler's) and elapsed time; OUT_OF_MEMORY says the task needed at least its
+A sample is one ended attempt of the profile: COMPLETED gives its peak memory (the largest of
+sacct MaxRSS, the sampler's RSS and its memory cgroup's working set: adapters/profile_store.py)
+and elapsed time; OUT_OF_MEMORY says the task needed at least its
 memory limit, TIMEOUT at least its time limit, so such an attempt counts with that limit (and a
 right-sized attempt that failed so raises the next proposal: the profile learns from it).
 Samples are grouped by rung, and by the parameters `profile: {name: p, by: [model]}` names.
@@ -53,7 +54,7 @@ class UsageSample:
     campaign: str
     group: str  # rung and `by` parameters, e.g. "rung 0, model=gpt2"
     state: str  # COMPLETED | OUT_OF_MEMORY | TIMEOUT
-    rss_mb: float | None  # peak
+    rss_mb: float | None  # peak: RSS, or the cgroup's working set where larger
     elapsed_s: int | None
     requested: Resources
     gpu_mem_mb: float | None = None

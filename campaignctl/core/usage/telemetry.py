@@ -5,6 +5,7 @@ so a tick only reads what was appended since the last one.
 Line format (one JSON object per line):
   {"event": "start", "t": 1.7e9, "interval_s": 10, "nvml": "ok" | "<why not>", "gpus": [0]}
   {"t": 1.7e9, "cpu_pct": 187.5, "cpu_sys_pct": 9.5, "rss_mb": 2048.0, "nproc": 3, "cgroup_mem_peak_mb": 1830.2,
+   "cgroup_mem_ws_mb": 1702.0,
    "io_read_mb": 51.2, "io_write_mb": 0.1, "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.0,
    "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0,
              "proc_mem_mb": 1.1e4}]}
@@ -49,6 +50,7 @@ class Summary:
     cpu_max: float = 0.0
     rss_max_mb: float = 0.0
     cgroup_mem_peak_mb: float = 0.0  # peak of the memory cgroup enforcing the limit (0: not reported)
+    cgroup_ws_peak_mb: float = 0.0  # the highest working set of that cgroup sampled (usage less inactive cache)
     gpu_samples: int = 0
     gpu_util_sum: float = 0.0
     gpu_util_max: float = 0.0
@@ -175,9 +177,10 @@ def _add_energy(acc: dict[str, Any], record: dict[str, object]) -> None:
 
 
 def _add_cgroup_peak(acc: dict[str, Any], record: dict[str, object]) -> None:
-    peak = record.get("cgroup_mem_peak_mb")
-    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
-        acc["cgroup_mem_peak_mb"] = max(acc["cgroup_mem_peak_mb"], float(peak))
+    for field_, stored in (("cgroup_mem_peak_mb", "cgroup_mem_peak_mb"), ("cgroup_mem_ws_mb", "cgroup_ws_peak_mb")):
+        value = _number(record.get(field_))
+        if value:
+            acc[stored] = max(acc[stored], value)
 
 
 _IO = ("io_read_mb", "io_write_mb", "io_disk_read_mb", "io_disk_write_mb")
@@ -223,6 +226,7 @@ def _add(acc: dict[str, Any], x: Sample) -> None:
 def summary_to_dict(s: Summary) -> dict[str, object]:
     return {"samples": s.samples, "first_t": s.first_t, "last_t": s.last_t, "cpu_sum": s.cpu_sum,
             "cpu_max": s.cpu_max, "rss_max_mb": s.rss_max_mb, "cgroup_mem_peak_mb": s.cgroup_mem_peak_mb,
+            "cgroup_ws_peak_mb": s.cgroup_ws_peak_mb,
             "gpu_samples": s.gpu_samples,
             "gpu_util_sum": s.gpu_util_sum, "gpu_util_max": s.gpu_util_max,
             "gpu_mem_max_mb": s.gpu_mem_max_mb, "gpu_mem_total_mb": s.gpu_mem_total_mb, "nvml": s.nvml,
