@@ -55,6 +55,17 @@ def test_propose_takes_the_quantile_times_margin_within_the_spec_and_caps(
     assert sizing.evidence["samples"] == 3 and sizing.evidence["rss_q_mb"] in (160, 182.6)
 
 
+def test_an_io_bound_group_s_evidence_counts_its_labels_and_says_its_gpus_stay() -> None:
+    streaming = [replace(s, bottleneck=b) for s, b in zip(USED_150, ("io", "io", "compute"), strict=True)]
+    sizing = propose(streaming, ON, ASKED)
+    assert sizing is not None and sizing.evidence["bottlenecks"] == {"compute": 1, "io": 2}
+    assert sizing.evidence["gpus"] == ("kept as asked: 2 of 3 attempts of the group were bound by I/O; "
+                                       "more GPUs would wait on the same I/O")
+    computing = propose([replace(s, bottleneck="compute") for s in USED_150], ON, ASKED)
+    assert computing is not None and "gpus" not in computing.evidence
+    assert "bottlenecks" not in (propose(USED_150, ON, ASKED) or sizing).evidence  # no telemetry, no label
+
+
 def test_too_few_samples_propose_nothing() -> None:
     assert propose(USED_150[:2], ON, ASKED) is None
     assert propose(USED_150, replace(ON, min_samples=4), ASKED) is None

@@ -15,6 +15,7 @@ Samples are grouped by rung, and by the parameters `profile: {name: p, by: [mode
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -119,8 +120,24 @@ def propose(samples: Sequence[UsageSample], section: RightSize, asked: Resources
                 "elapsed_q_s": round(time_q), "asked": {"mem_mb": asked.mem_mb, "time_min": asked.time_min},
                 "proposed": {"mem_mb": mem_mb, "time_min": time_min},
                 # how often a limit right_size chose was too small: the attempt ended OOM/TIMEOUT
-                "right_sized": sum(s.right_sized for s in samples), "wrong": sum(s.wrong for s in samples)}
+                "right_sized": sum(s.right_sized for s in samples), "wrong": sum(s.wrong for s in samples),
+                **_held_back(samples)}
     return Sizing(mem_mb, time_min, evidence)
+
+
+def _held_back(samples: Sequence[UsageSample]) -> dict[str, object]:
+    """What held the group's attempts back (core/usage/bottleneck.py), and, where most were bound
+    by I/O or communication, why their GPUs stay as asked: right_size sizes memory and time and
+    never adds GPUs, and a GPU more would wait on the same I/O."""
+    labels = Counter(s.bottleneck for s in samples if s.bottleneck is not None)
+    if not labels:
+        return {}
+    label, count = labels.most_common(1)[0]
+    what = "I/O" if label == "io" else "network"
+    kept = {"gpus": f"kept as asked: {count} of {sum(labels.values())} attempts of the group were bound by "
+                    f"{'I/O' if label == 'io' else 'communication'}; more GPUs would wait on the same {what}"} \
+        if label in ("io", "communication") and 2 * count > sum(labels.values()) else {}
+    return {"bottlenecks": dict(sorted(labels.items())), **kept}
 
 
 def _bounded(value: int, asked: int, cap: int | None, section: RightSize) -> int:
