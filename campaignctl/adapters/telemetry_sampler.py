@@ -6,7 +6,8 @@ a crash) until the runner stops it after the program exits.
     {"t": 1717000010.0, "cpu_pct": 187.3, "cpu_sys_pct": 12.0, "rss_mb": 2048.5, "nproc": 5,
      "cgroup_mem_peak_mb": 1830.2, "cgroup_mem_ws_mb": 1702.0, "io_read_mb": 512.0, "io_write_mb": 0.3,
      "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.1,
-     "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3}]}
+     "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3,
+               "pcie_tx_kbs": 1200.0, "pcie_rx_kbs": 35100.0, "nvlink_tx_mb": 2048.0, "nvlink_rx_mb": 2047.5}]}
     {"event": "end", "t": 1717000020.0, "samples": 2}
 
 `cpu_pct` is % of ONE core summed over the task's process tree over the interval (so 4 busy
@@ -16,7 +17,10 @@ read's bytes, page faults); `io_*_mb` are the tree's I/O over the interval (Proc
 page cache, network filesystems, pipes and sockets included), `io_disk_*` what the storage layer
 fetched or was sent (`read_bytes`/`write_bytes`, "accurate for block-backed filesystems", proc(5));
 absent where no process's /proc/<pid>/io could be read. Memory is in MiB (2**20 bytes,
-nvidia-smi's unit); a metric NVML refuses is null. `cgroup_mem_peak_mb` is the peak usage of the
+nvidia-smi's unit); a metric NVML refuses is null. Each GPU's interconnect (adapters/gpu_links.py):
+`pcie_tx_kbs`/`pcie_rx_kbs` NVML's PCIe throughput over its own 20 ms window, KB/s;
+`nvlink_tx_mb`/`nvlink_rx_mb` the NVLink payload since the previous sample, all links summed;
+absent where NVML has none. `cgroup_mem_peak_mb` is the peak usage of the
 memory cgroup that enforces the task's Slurm limit (adapters/cgroup_memory.py; the start line has
 that limit as `cgroup_mem_limit_mb`), `cgroup_mem_ws_mb` its working set now (the usage less its
 inactive page cache); all absent where no cgroup limits the task. Without
@@ -39,6 +43,7 @@ from typing import Any, NamedTuple, TypeVar
 import psutil
 
 from campaignctl.adapters.cgroup_memory import CgroupMemory, locate
+from campaignctl.adapters.gpu_links import LinkReader
 from campaignctl.adapters.process_tree import descendants
 
 MIB = float(2**20)
@@ -71,6 +76,7 @@ class GpuProbe:
     def __init__(self, nvml: ModuleType, devices: list[tuple[int, Any]]) -> None:
         self._nvml = nvml
         self._devices = devices
+        self._links = {index: LinkReader(nvml, handle) for index, handle in devices}  # adapters/gpu_links.py
 
     @property
     def indices(self) -> list[int]:
@@ -99,6 +105,7 @@ class GpuProbe:
             "mem_total_mb": None if memory is None else round(memory.total / MIB, 1),
             "power_w": None if milliwatts is None else round(milliwatts / 1000.0, 1),
             **({} if (own := self._own_memory(handle, pids)) is None else {"proc_mem_mb": own}),
+            **self._links[index].read(),
         }
 
     def _own_memory(self, handle: Any, pids: Collection[int]) -> float | None:

@@ -44,7 +44,7 @@ def results(
                                                          "config).")] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Add the efficiency columns: cpu, mem, time, gpu, "
                                                       "gpu mem (% of what Slurm allocated), kWh, and "
-                                                      "bound (compute, io, memory, idle).")] = False,
+                                                      "bound (compute, io, communication, memory, idle).")] = False,
     top: Annotated[int | None, typer.Option("--top", min=0, help=f"The first N configs of the ranking (default "
                                             f"{PAGE} in the table, every one with --csv or --json; 0: all).")] = None,
     json_out: JsonOption = False,

@@ -62,6 +62,10 @@ class FakeGpu:
     mig: bool = False  # a MIG device: utilisation and power are NotSupported, no NVML index
     failing: tuple[str, ...] = ()  # pynvml function names that raise NVMLError here
     processes: dict[int, int] | None = None  # pid → bytes, NVML's compute processes (None: no such call)
+    pcie_kbs: tuple[int, int] | None = None  # (tx, rx) KB/s; None: no such call
+    nvlink_kib_per_read: int | None = None  # each link's counters grow by this between reads; None: no NVLink
+    nvlink_links: int = 2
+    nvlink_reads: int = 0
 
 
 def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) -> ModuleType:
@@ -122,6 +126,25 @@ def fake_pynvml(gpus: Sequence[FakeGpu], init_error: NVMLError | None = None) ->
         call("nvmlDeviceGetComputeRunningProcesses", gpu)
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in (gpu.processes or {}).items()]
 
+    def pcie(gpu: FakeGpu, counter: int) -> int:
+        call("nvmlDeviceGetPcieThroughput", gpu)
+        if gpu.pcie_kbs is None:
+            raise NVMLError_NotSupported()
+        return gpu.pcie_kbs[counter]
+
+    def field_values(gpu: FakeGpu, fields: list[tuple[int, int]]) -> list[SimpleNamespace]:
+        """pynvml's c_nvmlFieldValue_t, as read: fieldId, scopeId, nvmlReturn, value.ullVal."""
+        call("nvmlDeviceGetFieldValues", gpu)
+        gpu.nvlink_reads += 1
+        have = gpu.nvlink_kib_per_read is not None
+        return [SimpleNamespace(fieldId=field, scopeId=link,
+                                nvmlReturn=0 if have and link < gpu.nvlink_links else 3,  # 3: NOT_SUPPORTED
+                                value=SimpleNamespace(ullVal=gpu.nvlink_reads * (gpu.nvlink_kib_per_read or 0)))
+                for field, link in fields]
+
+    if any(gpu.pcie_kbs is not None or gpu.nvlink_kib_per_read is not None for gpu in gpus):
+        nvml.__dict__.update(nvmlDeviceGetPcieThroughput=pcie, nvmlDeviceGetFieldValues=field_values,
+                             NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1)
     nvml.__dict__.update(
         calls=calls, nvmlInit=init, nvmlShutdown=lambda: call("nvmlShutdown"), nvmlDeviceGetCount=count,
         nvmlDeviceGetHandleByIndex=by_index, nvmlDeviceGetHandleByUUID=by_uuid, nvmlDeviceGetIndex=index_of,
@@ -392,3 +415,21 @@ def test_a_sample_carries_the_kernel_s_cpu_share_and_the_io_of_the_interval(
     assert live and all({"cpu_sys_pct", "io_read_mb", "io_write_mb", "io_disk_read_mb", "io_disk_write_mb"} <= set(s)
                         for s in live)
     assert sum(s["io_read_mb"] for s in live) > 4 * 5  # the file, read again and again from the page cache
+
+
+def test_each_gpu_s_pcie_rate_and_nvlink_bytes_since_the_last_sample_are_read_where_nvml_has_them(
+        tmp_path: Path, install_nvml: Callable[..., ModuleType], sleeper: subprocess.Popen[bytes]) -> None:
+    """GPU 0: PCIe and two NVLink links, each link's TX and RX counters 1,024 KiB on at each read;
+    GPU 1: PCIe only, its field values all NOT_SUPPORTED, so NVLink is not asked again."""
+    linked = FakeGpu("GPU-aaaa", pcie_kbs=(1200, 35100), nvlink_kib_per_read=1024)
+    plain = FakeGpu("GPU-bbbb", pcie_kbs=(10, 20))
+    nvml = install_nvml([linked, plain])
+    sample_briefly(tmp_path / "t.jsonl", sleeper.pid, cuda_visible=None, seconds=0.3)
+    _start, samples, _end = read_telemetry(tmp_path / "t.jsonl")
+    first, later = samples[0]["gpus"], samples[1:]
+    assert (first[0]["pcie_tx_kbs"], first[0]["pcie_rx_kbs"]) == (1200.0, 35100.0)
+    assert "nvlink_tx_mb" not in first[0]  # the first reading is the baseline
+    assert later and all(s["gpus"][0]["nvlink_tx_mb"] == s["gpus"][0]["nvlink_rx_mb"] == 2.0 for s in later)
+    assert all("nvlink_tx_mb" not in s["gpus"][1] and s["gpus"][1]["pcie_rx_kbs"] == 20.0 for s in samples)
+    assert plain.nvlink_reads == 1 and linked.nvlink_reads == len(samples)
+    assert nvml.calls["nvmlDeviceGetFieldValues"] == len(samples) + 1

@@ -48,3 +48,10 @@ def test_memory_is_the_processes_own_near_their_limit_not_page_cache() -> None:
     assert label(TEN_S, mem_mb=1000, rss_mb=950) == "memory"
     cached = replace(io(TEN_S, 900.0), cpu_sys_sum=10 * 80.0, cgroup_mem_peak_mb=990.0)  # the cgroup full of cache
     assert label(cached, mem_mb=1000, rss_mb=30) == "io"
+
+
+def test_gpus_waiting_on_each_other_over_nvlink_are_communication_bound() -> None:
+    talking = replace(TEN_S, gpu_samples=10, gpu_util_sum=10 * 30.0, nvlink_mb=30_000.0, nvlink_s=10.0)
+    assert label(talking, gpus=8) == "communication"
+    assert label(replace(talking, gpu_util_sum=10 * 90.0), gpus=8) == "compute"  # busy while they talk
+    assert label(replace(talking, nvlink_mb=500.0), gpus=8) == "compute"  # 50 MB/s: not what holds them

@@ -81,3 +81,15 @@ def test_the_cgroup_s_working_set_keeps_its_highest_reading() -> None:
                            "cgroup_mem_ws_mb": mb})
     s = fold(Summary(), [START, ws(10, 80.0), ws(20, 20.0)])
     assert (s.cgroup_mem_peak_mb, s.cgroup_ws_peak_mb) == (140.0, 80.0)
+
+
+def test_the_gpus_interconnect_is_averaged_and_summed_into_rates() -> None:
+    def linked(t: float, nvlink_mb: float | None) -> str:
+        gpus = [{"index": i, "util_pct": 30, "pcie_tx_kbs": 1000.0, "pcie_rx_kbs": 3000.0,
+                 **({"nvlink_tx_mb": nvlink_mb, "nvlink_rx_mb": nvlink_mb} if nvlink_mb is not None else {})}
+                for i in range(2)]
+        return json.dumps({"t": t, "cpu_pct": 50.0, "rss_mb": 10.0, "nproc": 1, "gpus": gpus})
+    s = fold(Summary(), [START, linked(10, None), linked(20, 2500.0), linked(30, 2500.0)])
+    assert s.pcie_kbs_mean == 8000.0 and s.pcie_samples == 3
+    assert (s.nvlink_mb, s.nvlink_s, s.nvlink_mbps) == (20_000.0, 20.0, 1000.0)
+    assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s

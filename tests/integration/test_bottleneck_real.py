@@ -110,3 +110,31 @@ def sampled_span(attempt_dir: Path) -> tuple[float, float]:
     [start] = [e["t"] for e in events if e.get("event") == "start"]
     [end] = [e["t"] for e in events if e.get("event") == "end"]
     return start, end
+
+
+def test_gpus_that_wait_on_nvlink_are_communication_bound(
+        slurm_conf: str, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU task (the lab's GPUs answer through tests/integration/fake_nvml) whose GPUs sit at
+    20 % while NVLink carries 2 GiB/s each way on each of two links; beside it one whose GPU is
+    busy at 95 % with the same traffic: communication, then compute."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "fake_nvml"))
+    monkeypatch.setenv("FAKE_NVML_NVLINK_KIBS", str(2 * 2**20))
+    (tmp_path / "work.py").write_text(WORK)
+    rows = {}
+    for util in (20, 95):
+        monkeypatch.setenv("FAKE_NVML_UTIL", str(util))  # sbatch exports the environment to the job
+        name = f"links-{util}"
+        submit(write_spec(tmp_path, f"""\
+name: {name}
+command: [python3, work.py, sleep, none, "5"]
+tasks: [{{}}]
+resources: {{gpus: 1, cpus_per_task: 1, mem: 300M, time: "00:05:00"}}
+telemetry: {{interval: 1s}}
+""", f"{name}.yaml"))
+        ticking_until_finished(name, timeout_s=120)
+        [rows[util]] = status(name).tasks
+    found = {util: (row.efficiency.bottleneck, row.efficiency.bottleneck_why) if row.efficiency else None
+             for util, row in rows.items()}
+    assert found[20] is not None and found[20][0] == "communication", found
+    assert found[95] is not None and found[95][0] == "compute", found
+    assert "MB/s over NVLink while its GPUs were 20 % utilised" in (found[20][1] or ""), found

@@ -14,8 +14,10 @@ The labels, tried in this order (the first whose test holds wins):
 - idle: its CPU use under IDLE_CPU_PCT of one core, its GPUs (if any) under IDLE_GPU_PCT, and
   under IDLE_IO_MBPS of I/O: it held its allocation and did nothing with it.
 - compute: anything else that ran: its time went to its own code on its CPUs or GPUs.
-- communication: not given yet. It needs the interconnect's figures (NVML's PCIe and NVLink
-  counters, the network interfaces of a multi-node task's ranks), which the sampler does not read.
+- communication: its GPUs moved at least NVLINK_MBPS over NVLink (NVML's payload counters,
+  adapters/gpu_links.py) while under BUSY_SHARE utilised: they waited on each other. Tried before
+  io. The network between the nodes of a multi-node task is not read yet, so a task starved by it
+  reads io (its ranks' sockets are syscalls) or idle.
 
 None where the sampler left no sample (no telemetry: a job run without it, or still pending).
 """
@@ -32,6 +34,7 @@ BUSY_SHARE = 0.5
 IDLE_CPU_PCT = 10.0  # % of one core, summed over the task's processes
 IDLE_GPU_PCT = 5.0
 IDLE_IO_MBPS = 1.0
+NVLINK_MBPS = 1000.0  # MiB/s sent + received over NVLink by the task's GPUs, over the attempt
 
 LABELS = ("compute", "io", "communication", "memory", "idle")
 
@@ -53,6 +56,10 @@ def bottleneck(t: Summary | None, cores: float, mem_mb: float, gpus: float,
     if rss_peak_mb is not None and mem_mb > 0 and rss_peak_mb >= MEMORY_SHARE * mem_mb:
         return Bottleneck("memory", f"its processes' memory peaked at {rss_peak_mb:.0f} of {mem_mb:.0f} MB "
                                     f"(≥ {MEMORY_SHARE:.0%})")
+    nvlink = t.nvlink_mbps
+    if util is not None and util < 100 * BUSY_SHARE and nvlink is not None and nvlink >= NVLINK_MBPS:
+        return Bottleneck("communication", f"{nvlink:.0f} MB/s over NVLink while its GPUs were {util:.0f} % "
+                                           f"utilised (≥ {NVLINK_MBPS:g} MB/s, < {BUSY_SHARE:.0%})")
     if io is not None and io >= IO_MBPS:
         if util is not None and util < 100 * BUSY_SHARE:
             return Bottleneck("io", f"{io:.0f} MB/s of I/O while its GPUs were {util:.0f} % utilised "

@@ -20,7 +20,8 @@
   which: node, gpu, or node+gpu for a task or campaign whose attempts differ; `energy_partial`
   that some NVML readings were too far apart to integrate (the figure is a lower bound, `≥`).
 - io_mbps: read/write syscalls' bytes per second (the sampler's `rchar`/`wchar` deltas).
-- bottleneck: what held the attempt back, compute | io | memory | idle, and `bottleneck_why`
+- bottleneck: what held the attempt back, compute | io | communication | memory | idle,
+  and `bottleneck_why`
   the figures behind it (core/usage/bottleneck.py: the thresholds); a task's is its latest
   attempt's, a campaign has none.
 
@@ -72,7 +73,7 @@ class Efficiency:
     energy_source: str | None = None  # node (sacct) | gpu (NVML) | node+gpu
     energy_partial: bool = False  # NVML readings had gaps: the energy is a lower bound
     io_mbps: float | None = None  # read + written through syscalls, MiB/s
-    bottleneck: str | None = None  # compute | io | memory | idle (core/usage/bottleneck.py)
+    bottleneck: str | None = None  # compute | io | communication | memory | idle
     bottleneck_why: str | None = None
 
     def to_dict(self) -> dict[str, float | str | None]:

@@ -71,6 +71,10 @@ class Summary:
     io_disk_read_mb: float = 0.0  # ... and the storage layer's (read_bytes, write_bytes)
     io_disk_write_mb: float = 0.0
     io_s: float = 0.0  # seconds the io_* sums cover (0: no sample carried I/O)
+    pcie_kbs_sum: float = 0.0  # each sample's PCIe TX + RX over the task's GPUs (NVML KB/s), summed ...
+    pcie_samples: int = 0  # ... over this many samples
+    nvlink_mb: float = 0.0  # NVLink payload sent + received by the task's GPUs
+    nvlink_s: float = 0.0  # the seconds nvlink_mb covers
 
     @property
     def cpu_mean(self) -> float | None:
@@ -84,6 +88,14 @@ class Summary:
     def io_mbps(self) -> float | None:
         """Syscall bytes read and written per second, MiB/s; None where no sample carried I/O."""
         return (self.io_read_mb + self.io_write_mb) / self.io_s if self.io_s > 0 else None
+
+    @property
+    def pcie_kbs_mean(self) -> float | None:
+        return self.pcie_kbs_sum / self.pcie_samples if self.pcie_samples else None
+
+    @property
+    def nvlink_mbps(self) -> float | None:
+        return self.nvlink_mb / self.nvlink_s if self.nvlink_s > 0 else None
 
     @property
     def gpu_util_mean(self) -> float | None:
@@ -198,12 +210,27 @@ def _add_io(acc: dict[str, Any], record: dict[str, Any] | None) -> None:
     if system is not None:
         acc["cpu_sys_sum"] += system
         acc["cpu_sys_samples"] += 1
+    _add_links(acc, record)
     values = [_number(record.get(name)) for name in _IO]
     if all(v is None for v in values) or not acc["interval_s"]:
         return
     for name, value in zip(_IO, values, strict=True):
         acc[name] += value or 0.0
     acc["io_s"] += acc["interval_s"]
+
+
+def _add_links(acc: dict[str, Any], record: dict[str, Any]) -> None:
+    """The GPUs' interconnect in one sample (adapters/gpu_links.py)."""
+    listed = record.get("gpus")
+    gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
+    pcie = [v for g in gpus for k in ("pcie_tx_kbs", "pcie_rx_kbs") if (v := _number(g.get(k))) is not None]
+    if pcie:
+        acc["pcie_kbs_sum"] += sum(pcie)
+        acc["pcie_samples"] += 1
+    nvlink = [v for g in gpus for k in ("nvlink_tx_mb", "nvlink_rx_mb") if (v := _number(g.get(k))) is not None]
+    if nvlink and acc["interval_s"]:
+        acc["nvlink_mb"] += sum(nvlink)
+        acc["nvlink_s"] += acc["interval_s"]
 
 
 def _add(acc: dict[str, Any], x: Sample) -> None:
@@ -235,7 +262,8 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
             "power_last": [list(r) for r in s.power_last],
             "cpu_sys_sum": s.cpu_sys_sum, "cpu_sys_samples": s.cpu_sys_samples, "io_read_mb": s.io_read_mb,
             "io_write_mb": s.io_write_mb, "io_disk_read_mb": s.io_disk_read_mb,
-            "io_disk_write_mb": s.io_disk_write_mb, "io_s": s.io_s,
+            "io_disk_write_mb": s.io_disk_write_mb, "io_s": s.io_s, "pcie_kbs_sum": s.pcie_kbs_sum,
+            "pcie_samples": s.pcie_samples, "nvlink_mb": s.nvlink_mb, "nvlink_s": s.nvlink_s,
             "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
                        for x in s.recent]}
 

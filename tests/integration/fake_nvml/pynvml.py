@@ -6,11 +6,15 @@ GPU 0, GPU 1 each their own, e.g. "250,300"). Only the calls the sampler makes.
 GPU memory: a process "holds" some by writing a file FAKE_NVML_DIR/<node>/<gpu>/<pid> with the MB
 (tests/integration/toy_trainer.py does). A GPU's used memory is 2 GiB plus what the live
 processes' files say, and its compute processes are those pids, as NVML lists them. <node> is
-SLURMD_NODENAME: the lab's nodes are one machine, so they share the directory."""
+SLURMD_NODENAME: the lab's nodes are one machine, so they share the directory.
+
+Interconnect: PCIe throughput FAKE_NVML_PCIE_KBS, NVLink counters FAKE_NVML_NVLINK_KIBS (below),
+with the names, units and per-field errors of NVML's calls (adapters/gpu_links.py cites them)."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -75,3 +79,25 @@ def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[SimpleNamespace]:
 def nvmlDeviceGetPowerUsage(handle: int) -> int:
     watts = os.environ.get("FAKE_NVML_POWER_W", "61").split(",")
     return int(float(watts[min(handle, len(watts) - 1)]) * 1000)  # milliwatts
+
+
+NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
+
+
+def nvmlDeviceGetPcieThroughput(handle: int, counter: int) -> int:
+    """FAKE_NVML_PCIE_KBS "tx,rx" in KB/s (default 1200,35100), as NVML's 20-ms window rate."""
+    rates = os.environ.get("FAKE_NVML_PCIE_KBS", "1200,35100").split(",")
+    return int(float(rates[min(counter, len(rates) - 1)]))
+
+
+def nvmlDeviceGetFieldValues(handle: int, fields: list[tuple[int, int]]) -> list[SimpleNamespace]:
+    """NVLink data counters (fields 138 TX, 139 RX, scopeId the link): two links, each counting
+    FAKE_NVML_NVLINK_KIBS KiB a second since the epoch; unset or 0, a GPU without NVLink (every
+    field NOT_SUPPORTED, as NVML answers it per field)."""
+    rate = float(os.environ.get("FAKE_NVML_NVLINK_KIBS", "0"))
+    counted = int(time.time() * rate)
+    return [SimpleNamespace(fieldId=field, scopeId=link, timestamp=0, latencyUsec=0, valueType=3,
+                            nvmlReturn=NVML_SUCCESS if rate and link < 2 else NVML_ERROR_NOT_SUPPORTED,
+                            value=SimpleNamespace(ullVal=counted if rate and link < 2 else 0))
+            for field, link in fields]
