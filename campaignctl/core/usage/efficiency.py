@@ -20,10 +20,9 @@
   which: node, gpu, or node+gpu for a task or campaign whose attempts differ; `energy_partial`
   that some NVML readings were too far apart to integrate (the figure is a lower bound, `≥`).
 - io_mbps: read/write syscalls' bytes per second (the sampler's `rchar`/`wchar` deltas).
-- bottleneck: what held the attempt back, compute | io | communication | memory | idle,
-  and `bottleneck_why`
-  the figures behind it (core/usage/bottleneck.py: the thresholds); a task's is its latest
-  attempt's, a campaign has none.
+- bottleneck: what held the attempt back, compute | io | communication | memory | idle, and
+  `bottleneck_why` the figures behind it (core/usage/bottleneck.py: the thresholds); a task's is
+  its latest attempt's, a campaign has none.
 
 A figure that was not measured is None, never 0: a job that ran without the sampler has no CPU
 figure, a pending one no time figure, a CPU-only one no GPU figures.
