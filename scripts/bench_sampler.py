@@ -5,7 +5,8 @@ A busy process tree stands in for a training task: a python root that sleeps, wi
 2 busy-looping and 2 sleeping (5 processes, like a trainer with data-loader workers). The
 sampler runs against it for --duration seconds at interval 10 s and 1 s, once with NVML as this
 machine has it (no driver: CPU and memory only) and once with a fake `pynvml` module of 2 GPUs
-whose calls return at once, so the Python side of the NVML calls is counted but not the driver.
+(PCIe and NVLink counters included) whose calls return at once, so the Python side of the NVML
+calls is counted but not the driver.
 
 Measured in the sampler thread with `time.thread_time()` (CPU of that thread only): per sample
 (median and max over the run), the setup (NVML init + baseline read), and the whole thread as %
@@ -90,6 +91,11 @@ def fake_pynvml(gpu_count: int = 2) -> ModuleType:
         nvmlDeviceGetUtilizationRates=lambda _h: SimpleNamespace(gpu=90, memory=40),
         nvmlDeviceGetMemoryInfo=lambda _h: SimpleNamespace(used=30 * 2**30, total=80 * 2**30, free=50 * 2**30),
         nvmlDeviceGetPowerUsage=lambda _h: 300_000,
+        # the interconnect (adapters/gpu_links.py): PCIe rates, and NVLink counters on 12 of the links asked
+        NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1, nvmlDeviceGetPcieThroughput=lambda _h, c: 1000 + c,
+        nvmlDeviceGetFieldValues=lambda _h, fields: [
+            SimpleNamespace(fieldId=f, scopeId=link, nvmlReturn=0 if link < 12 else 3,
+                            value=SimpleNamespace(ullVal=int(time.time()) * 1024)) for f, link in fields],
     )
     return nvml
 
