@@ -24,21 +24,38 @@ CREATE_TIMEOUT_S = 120
 # MlflowClient.create_run under the experiment the environment names (MLFLOW_EXPERIMENT_NAME, made
 # if missing; or MLFLOW_EXPERIMENT_ID; else MLflow's default experiment "0"); prints the run id.
 # A campaign's first attempts start together: all find no experiment, one makes it, the others'
-# create_experiment raises "Experiment '…' already exists." and they read it again.
+# create_experiment raises "Experiment '…' already exists." and they read it again. MLflow's file
+# store checks the name and writes the experiment's directory in two steps, so two at once made two
+# experiments of one name (seen in this project's tests under load): there, the lookup and the
+# making hold a POSIX lock (which NFS carries) on a file in the store. A database store's UNIQUE
+# name constraint does that itself.
 _CREATE = """\
-import os, sys
+import contextlib, fcntl, os, sys
+from urllib.parse import urlparse
+import mlflow
 from mlflow import MlflowClient
 client = MlflowClient()
 name, eid = os.environ.get("MLFLOW_EXPERIMENT_NAME"), os.environ.get("MLFLOW_EXPERIMENT_ID")
+uri = urlparse(mlflow.get_tracking_uri())
+@contextlib.contextmanager
+def alone():
+    if uri.scheme not in ("", "file"):
+        yield
+        return
+    os.makedirs(uri.path, exist_ok=True)
+    with open(os.path.join(uri.path, ".campaignctl-experiment.lock"), "a") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        yield
 if name:
-    found = client.get_experiment_by_name(name)
-    if found is None:
-        try:
-            eid = client.create_experiment(name)
-        except Exception:
-            found = client.get_experiment_by_name(name)
-            if found is None:
-                raise
+    with alone():
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            try:
+                eid = client.create_experiment(name)
+            except Exception:
+                found = client.get_experiment_by_name(name)
+                if found is None:
+                    raise
     eid = found.experiment_id if found is not None else eid
 run = client.create_run(eid or "0", run_name=sys.argv[1], tags={"campaignctl.campaign": sys.argv[2],
                                                                  "campaignctl.run_id": sys.argv[3]})
