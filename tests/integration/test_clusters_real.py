@@ -267,8 +267,12 @@ telemetry: {interval: 0}
         "RUNNING"})[1], 120)
     os.kill(slurmctld_pid(Path(slurm_conf).parent.parent / "run" / "slurmctld.pid"), signal.SIGTERM)
     try:
-        wait_for("lab's slurmctld to stop", lambda: proc.run(["scontrol", "ping"], check=False).returncode != 0
-                 or "DOWN" in proc.run(["scontrol", "ping"], check=False).stdout, 30)
+        # stopped for squeue too, which is what the tick asks: a slurmctld that `scontrol ping` already
+        # reads DOWN was once still answering the tick's squeue (CI run 41, 24.11: tasks kept RUNNING)
+        wait_for("lab's slurmctld to stop", lambda: (
+            proc.run(["scontrol", "ping"], check=False).returncode != 0
+            or "DOWN" in proc.run(["scontrol", "ping"], check=False).stdout)
+            and proc.run(["squeue", "-M", "lab", "-h"], check=False).returncode != 0, 30)
         ticks("outage")
         assert set(latest_states("outage").values()) == {"UNKNOWN"}  # not failed, not lost
         # a campaign submitted meanwhile goes where a slurmctld answers
