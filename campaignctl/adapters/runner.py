@@ -166,7 +166,9 @@ def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env:
             for sig in FORWARDED_SIGNALS:
                 signal.signal(sig, forward)
         # one sampler per node, in its first process (a node's line: core/usage/telemetry.py)
-        sampler = _start_sampler(launch, child.pid, env, log, where) if not where or where.local_rank == 0 else None
+        # a pack's runner (`watch`) runs its tasks in the element's cgroup, together: not the task's own
+        sampler = _start_sampler(launch, child.pid, env, log, where, own_cgroup=watch is None) \
+            if not where or where.local_rank == 0 else None
         try:
             return (child.wait(), None) if watch is None else watch(child)
         finally:
@@ -175,13 +177,14 @@ def _run_program(launch: TaskLaunch, argv: tuple[str, ...], log_path: Path, env:
 
 
 def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: BinaryIO,
-                   where: Placement | None) -> TelemetrySampler | None:
+                   where: Placement | None, own_cgroup: bool) -> TelemetrySampler | None:
     interval = launch.telemetry_interval_s
     if interval <= 0:
         return None
     sampler = TelemetrySampler(launch.paths.telemetry(where.node_rank if where else 0), pid, interval,
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
                                note=lambda text: log.write(text.encode()),
-                               node=os.environ.get("SLURMD_NODENAME", "") if where else "")
+                               node=os.environ.get("SLURMD_NODENAME", "") if where else "",
+                               own_cgroup=own_cgroup)
     return sampler.start()
 

@@ -297,8 +297,12 @@ class TelemetrySampler:
     """
 
     def __init__(self, path: Path, root_pid: int, interval_s: float, *,
-                 cuda_visible: str | None, note: Note = lambda _text: None, node: str = "") -> None:
+                 cuda_visible: str | None, note: Note = lambda _text: None, node: str = "",
+                 own_cgroup: bool = True) -> None:
         self.path = path
+        # False: the memory cgroup above the task is not its own (a plain-process pack's element
+        # holds the tasks running at once): its figures would be theirs together, so none are read
+        self.own_cgroup = own_cgroup
         self.node = node  # a multi-node attempt's node, named in the start line
         self.interval_s = float(interval_s)
         self.samples = 0
@@ -336,7 +340,7 @@ class TelemetrySampler:
         gpus, status = open_gpus(self._cuda_visible)
         if gpus is None:
             self._note(f"campaignctl: GPU telemetry off: {status}\n")
-        self._cgroup = locate()
+        self._cgroup = locate() if self.own_cgroup else None
         limit = {"cgroup_mem_limit_mb": round(self._cgroup.limit_bytes / MIB, 1)} if self._cgroup else {}
         try:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,

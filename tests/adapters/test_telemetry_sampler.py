@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from campaignctl.adapters.cgroup_memory import locate
 from campaignctl.adapters.runner import run_task
 from campaignctl.adapters.telemetry_sampler import ProcessTree, TelemetrySampler, visible_gpu_ids
 from campaignctl.core.task_launch import TaskLaunch
@@ -433,3 +434,24 @@ def test_each_gpu_s_pcie_rate_and_nvlink_bytes_since_the_last_sample_are_read_wh
     assert all("nvlink_tx_mb" not in s["gpus"][1] and s["gpus"][1]["pcie_rx_kbs"] == 20.0 for s in samples)
     assert plain.nvlink_reads == 1 and linked.nvlink_reads == len(samples)
     assert nvml.calls["nvmlDeviceGetFieldValues"] == len(samples) + 1
+
+
+def test_a_task_in_a_cgroup_it_shares_reads_no_cgroup_figure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleeper: subprocess.Popen[bytes]) -> None:
+    """A plain-process pack's tasks run in their element's cgroup, together: the pack's runner
+    starts each task's sampler with own_cgroup=False, and its lines carry no cgroup figure."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    step = tmp_path / "memory" / "step"
+    step.mkdir(parents=True)
+    for name, value in (("memory.limit_in_bytes", "209715200"), ("memory.max_usage_in_bytes", "104857600"),
+                        ("memory.usage_in_bytes", "94371840"), ("memory.stat", "total_inactive_file 10485760")):
+        (step / name).write_text(value + "\n")
+    found = locate("4:memory:/step\n", tmp_path)
+    monkeypatch.setattr("campaignctl.adapters.telemetry_sampler.locate", lambda: found)
+    for own, name in ((True, "own.jsonl"), (False, "shared.jsonl")):
+        TelemetrySampler(tmp_path / name, sleeper.pid, 0.05, cuda_visible=None, own_cgroup=own).start().stop()
+    start, samples, _ = read_telemetry(tmp_path / "own.jsonl")
+    assert start["cgroup_mem_limit_mb"] == 200.0
+    assert (samples[-1]["cgroup_mem_peak_mb"], samples[-1]["cgroup_mem_ws_mb"]) == (100.0, 80.0)
+    start, samples, _ = read_telemetry(tmp_path / "shared.jsonl")
+    assert "cgroup_mem_limit_mb" not in start and not [s for s in samples if "cgroup_mem_peak_mb" in s]
