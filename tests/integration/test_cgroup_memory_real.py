@@ -64,8 +64,8 @@ telemetry: {interval: 1s}
     assert row.efficiency.mem is not None and 0.3 < row.efficiency.mem < 1.0
 
 
-# one program, two tasks: a file larger than the limit read once (page cache fills the cgroup, all
-# of it inactive) and a smaller one read again and again (its pages turn active: a working set)
+# one program, two tasks: a file larger than the limit read once (page cache fills the cgroup,
+# mostly inactive) and a smaller one read again and again (its pages turn active: a working set)
 READER = """\
 import subprocess, sys, time
 path, times = sys.argv[1], int(sys.argv[2])
@@ -99,8 +99,10 @@ telemetry: {{interval: 1s}}
     assert once.cgroup_mem_peak_mb > 0.8 * 150 and once.rss_max_mb < 40, figures  # the cache, not the task
     [row, _] = status("cached").tasks
     assert row.efficiency is not None and row.efficiency.mem_source == "cgroup" and (row.efficiency.mem or 0) > 0.8
-    # the working set: the file read once is inactive cache, the one read six times is not
-    assert once.cgroup_ws_peak_mb > 0 and again.cgroup_ws_peak_mb > once.cgroup_ws_peak_mb + 40, figures
+    # the working set holds the file read six times (active cache) though RSS does not. The file
+    # read once is mostly inactive cache (22 MB quiet), but its sampled peak can catch the kernel's
+    # lists behind a stream: 139 MB in CI run 43 (22.05, loaded). No bound is asserted on it
+    assert once.cgroup_ws_peak_mb > 0 and again.cgroup_ws_peak_mb > again.rss_max_mb + 50, figures
     # sacct's MaxRSS of the same attempt (jobacct_gather/cgroup, cgroup v1) differs by version:
     # Slurm 24.11 reports the cgroup's usage, page cache included; 22.05 what the processes hold
     max_rss = rss_mb(latest("cached")[0].max_rss)
