@@ -143,3 +143,14 @@ def test_campaign_figures_are_weighted_by_what_each_attempt_held_for_how_long() 
     assert e.gpu_util is None and e.gpu_mem is None  # no GPU was sampled: unknown, not 0 %
     assert campaign_efficiency([pending], PRICES) == Efficiency()
     assert efficiency_text(e).startswith("cpu 31%, mem 10%, time 33%, gpu -, gpu mem -")
+
+
+def test_a_maxrss_that_counts_page_cache_does_not_make_a_streaming_task_memory_bound() -> None:
+    """sacct's MaxRSS of 146 MB under a 150M limit (Slurm 24.11, jobacct_gather/cgroup, cgroup v1,
+    a task that streamed a file: tests/integration/test_cgroup_memory_real.py), the sampler's RSS
+    14 MB while it read 900 MB/s mostly in the kernel: I/O-bound, not memory-bound."""
+    streaming = Summary(samples=10, cpu_sum=10 * 95.0, cpu_sys_samples=10, cpu_sys_sum=10 * 80.0, rss_max_mb=14.0,
+                        interval_s=1.0, io_read_mb=9000.0, io_s=10.0)
+    use = AttemptUse("COMPLETED", 10, Resources(cpus_per_task=1, mem_mb=150), max_rss="149504K", telemetry=streaming)
+    e = attempt_efficiency(use, Prices())
+    assert e.bottleneck == "io" and e.rss_peak_mb == 146.0

@@ -2,8 +2,8 @@
 
 The labels, tried in this order (the first whose test holds wins):
 
-- memory: the task's own memory (summed RSS, the larger of the sampler's and sacct's MaxRSS)
-  reached MEMORY_SHARE of what it was allocated. RSS, not the cgroup's peak: the cgroup counts
+- memory: the task's own memory (the sampler's summed RSS; not sacct's MaxRSS, which counts page
+  cache on some sites) reached MEMORY_SHARE of what it was allocated. RSS, not the cgroup's peak: the cgroup counts
   page cache, which the kernel reclaims before it kills, so a task that streams a large file
   fills its cgroup without being short of memory.
 - io: it moved at least IO_MBPS through read/write syscalls (page cache, network filesystems and

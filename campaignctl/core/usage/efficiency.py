@@ -122,7 +122,10 @@ def attempt_efficiency(use: AttemptUse, prices: Prices) -> Efficiency:
     rate = hourly(use.resources, use.alloc_tres, prices)
     energy = attempt_energy(use.consumed_energy_j, use.telemetry.gpu_energy_j if use.telemetry else None,
                             use.telemetry.energy_gap_s if use.telemetry else 0.0)
-    held = bottleneck(t, alloc.cores, alloc.mem_mb, alloc.gpus, peak)
+    # the sampler's RSS, not sacct's MaxRSS, which counts page cache on some sites (Slurm 24.11's
+    # jobacct_gather/cgroup on cgroup v1: tests/integration/test_cgroup_memory_real.py) and would
+    # call a streaming task short of memory
+    held = bottleneck(t, alloc.cores, alloc.mem_mb, alloc.gpus, t.rss_max_mb if t else None)
     return Efficiency(
         cpu=_ratio(t.cpu_mean, 100.0 * alloc.cores) if t else None,
         mem=_ratio(mem_peak, alloc.mem_mb),
