@@ -39,7 +39,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from campaignctl.adapters.telemetry_sampler import GpuProbe, TelemetrySampler
+from campaignctl.adapters.gpu_probe import GpuProbe
+from campaignctl.adapters.telemetry_sampler import TelemetrySampler
 
 TREE = """
 import subprocess, sys, time

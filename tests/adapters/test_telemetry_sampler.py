@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from campaignctl.adapters.cgroup_memory import locate
+from campaignctl.adapters.gpu_probe import visible_gpu_ids
 from campaignctl.adapters.runner import run_task
-from campaignctl.adapters.telemetry_sampler import ProcessTree, TelemetrySampler, visible_gpu_ids
+from campaignctl.adapters.telemetry_sampler import ProcessTree, TelemetrySampler
 from campaignctl.core.task_launch import TaskLaunch
 from campaignctl.core.usage.telemetry import to_sample
 
