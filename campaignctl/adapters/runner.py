@@ -185,6 +185,6 @@ def _start_sampler(launch: TaskLaunch, pid: int, env: Mapping[str, str], log: Bi
                                cuda_visible=env.get("CUDA_VISIBLE_DEVICES"),
                                note=lambda text: log.write(text.encode()),
                                node=os.environ.get("SLURMD_NODENAME", "") if where else "",
-                               own_cgroup=own_cgroup)
+                               own_cgroup=own_cgroup, interfaces=launch.net_interfaces if where else None)
     return sampler.start()
 

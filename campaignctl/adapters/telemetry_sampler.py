@@ -5,7 +5,7 @@ a crash) until the runner stops it after the program exits.
     {"event": "start", "t": 1717000000.0, "interval_s": 10.0, "nvml": "ok", "gpus": [0, 1]}
     {"t": 1717000010.0, "cpu_pct": 187.3, "cpu_sys_pct": 12.0, "rss_mb": 2048.5, "nproc": 5,
      "cgroup_mem_peak_mb": 1830.2, "cgroup_mem_ws_mb": 1702.0, "io_read_mb": 512.0, "io_write_mb": 0.3,
-     "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.1,
+     "io_disk_read_mb": 0.0, "io_disk_write_mb": 0.1, "node_net_rx_mb": 880.2, "node_net_tx_mb": 879.9,
      "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 30120.0, "mem_total_mb": 40960.0, "power_w": 251.3,
                "pcie_tx_kbs": 1200.0, "pcie_rx_kbs": 35100.0, "nvlink_tx_mb": 2048.0, "nvlink_rx_mb": 2047.5}]}
     {"event": "end", "t": 1717000020.0, "samples": 2}
@@ -20,11 +20,14 @@ absent where no process's /proc/<pid>/io could be read. Memory is in MiB (2**20 
 nvidia-smi's unit); a metric NVML refuses is null. Each GPU's interconnect (adapters/gpu_links.py):
 `pcie_tx_kbs`/`pcie_rx_kbs` NVML's PCIe throughput over its own 20 ms window, KB/s;
 `nvlink_tx_mb`/`nvlink_rx_mb` the NVLink payload since the previous sample, all links summed;
-absent where NVML has none. `cgroup_mem_peak_mb` is the peak usage of the
-memory cgroup that enforces the task's Slurm limit (adapters/cgroup_memory.py; the start line has
-that limit as `cgroup_mem_limit_mb`), `cgroup_mem_ws_mb` its working set now (the usage less its
-inactive page cache); all absent where no cgroup limits the task. Without
-NVML, "nvml" holds the reason (also written once to output.log) and "gpus" is [].
+absent where NVML has none. `node_net_rx_mb`/`node_net_tx_mb` (a multi-node attempt's only) and
+`node_lustre_read_mb`/`node_lustre_write_mb` (where a Lustre client's stats can be read) are the
+node's counters over the interval, every job on it included (adapters/node_io.py).
+`cgroup_mem_peak_mb` is the peak usage of the memory cgroup that enforces the task's Slurm limit
+(adapters/cgroup_memory.py; the start line has that limit as `cgroup_mem_limit_mb`),
+`cgroup_mem_ws_mb` its working set now (the usage less its inactive page cache); all absent
+where no cgroup limits the task. Without NVML, "nvml" holds the reason (also written once to
+output.log) and "gpus" is [].
 The last sample is taken after the program has exited and been reaped, so it usually reads
 nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
 """
@@ -43,6 +46,7 @@ import psutil
 
 from campaignctl.adapters.cgroup_memory import CgroupMemory, locate
 from campaignctl.adapters.gpu_probe import MIB, GpuProbe, open_gpus
+from campaignctl.adapters.node_io import NodeIO
 from campaignctl.adapters.process_tree import descendants
 
 # A process can exit (or become a zombie) between `children()` and the reads: its last interval
@@ -163,12 +167,14 @@ class TelemetrySampler:
 
     def __init__(self, path: Path, root_pid: int, interval_s: float, *,
                  cuda_visible: str | None, note: Note = lambda _text: None, node: str = "",
-                 own_cgroup: bool = True) -> None:
+                 own_cgroup: bool = True, interfaces: Collection[str] | None = None) -> None:
         self.path = path
         # False: the memory cgroup above the task is not its own (a plain-process pack's element
         # holds the tasks running at once): its figures would be theirs together, so none are read
         self.own_cgroup = own_cgroup
         self.node = node  # a multi-node attempt's node, named in the start line
+        # a multi-node attempt's network interfaces (adapters/node_io.py; None: no network read)
+        self.interfaces = interfaces
         self.interval_s = float(interval_s)
         self.samples = 0
         self.setup_cpu_s = 0.0  # the sampler thread's own CPU: NVML init + baseline read
@@ -177,6 +183,7 @@ class TelemetrySampler:
         self._note = note
         self._tree = ProcessTree(root_pid)
         self._cgroup: CgroupMemory | None = None
+        self._node_io: NodeIO | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="campaignctl-telemetry", daemon=True)
 
@@ -211,7 +218,9 @@ class TelemetrySampler:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
                                 "nvml": status, "gpus": gpus.indices if gpus else [], **limit,
                                 **({"node": self.node} if self.node else {})})
+            self._node_io = NodeIO(self.interfaces)
             self._tree.read()  # baseline for the first interval's CPU and I/O deltas
+            self._node_io.read()
             self.setup_cpu_s = time.thread_time() - started
             self._loop(write, gpus)
             _write_line(write, {"event": "end", "t": time.time(), "samples": self.samples})
@@ -238,7 +247,7 @@ class TelemetrySampler:
                             "rss_mb": round(tree.rss / MIB, 1), "nproc": tree.nproc,
                             **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
                             **({} if working is None else {"cgroup_mem_ws_mb": round(working / MIB, 1)}),
-                            **_io_fields(tree.io),
+                            **_io_fields(tree.io), **(self._node_io.read() if self._node_io else {}),
                             "gpus": gpus.read(self._tree.pids) if gpus else []})
         self.samples += 1
         return now

@@ -59,6 +59,9 @@ class TaskLaunch:
     run_id: str = ""  # the task's tracker run identity, `{run_id}` (core/model/tracker.py)
     mlflow_run_file: str = ""  # `tracker: mlflow`: where the config's MLflow run id is kept
     version: int = LAUNCH_VERSION  # of these fields' meaning (`current_launch`); absent: 1
+    # fields added after `version` come last: an older payload's state list ends before them
+    # a multi-node attempt's network interfaces to count (spec telemetry.interfaces; (): every device-backed one)
+    net_interfaces: tuple[str, ...] = ()
 
     def __getstate__(self) -> list[Any]:
         """What pickle keeps: the field values in order, as dataclasses' own __getstate__ returns

@@ -88,6 +88,7 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
     # once per payload (the policy's causes were a new tuple per task)
     same: dict[str, Any] = {
         "campaign": spec.name, "workdir": spec.workdir, "telemetry_interval_s": spec.telemetry_interval_s,
+        "net_interfaces": spec.telemetry_interfaces,
         "env_file": spec.captured_env, "from_node": spec.env_capture.from_node, "setup": spec.setup,
         "output_metrics": spec.output_metrics, "causes": tuple(spec.policy.causes.items()),
         "shared": spec.share_group is not None}

@@ -176,3 +176,12 @@ def test_an_exclude_naming_more_nodes_than_any_cluster_has_is_an_error_and_its_n
     assert "resources.exclude: names 100,000 nodes, more than 10,000" in problems
     spec = spec_of(with_line('resources: {exclude: "gpu[3-4],cpu1"}'))
     assert spec.settings()["exclude"] == ["cpu1", "gpu3", "gpu4"]  # what a tick keeps out of retries
+
+
+def test_telemetry_interfaces_name_the_network_a_multi_node_task_counts() -> None:
+    spec = spec_of(with_line('telemetry: {interval: 5s, interfaces: [ib0, "mlx5_0:1", lo]}'))
+    assert spec.telemetry_interfaces == ("ib0", "mlx5_0:1", "lo") and spec.telemetry_interval_s == 5
+    assert spec_of(GOOD).telemetry_interfaces == ()  # every device-backed interface and InfiniBand port
+    message = problems_of(with_line('telemetry: {interfaces: ["eth0; rm -rf ~"]}'))
+    assert "telemetry.interfaces" in message and "must be a list of interface names" in message
+    assert "must be a list" in problems_of(with_line("telemetry: {interfaces: eth0}"))

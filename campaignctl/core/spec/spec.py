@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -38,7 +39,9 @@ from campaignctl.core.tuning.output_metrics import read_output_patterns
 TOP_KEYS = ("name", "command", "matrix", "tasks", "env", "resources", "array", "policy", "budget",
             "workdir", "run_dir", "description", "telemetry", "rungs", "env_capture", "setup", "metrics", "notify",
             "share", "profile", "objective", "pack", "search", "checkpoint", "tracker", "clusters")
-TELEMETRY_KEYS = ("interval",)
+TELEMETRY_KEYS = ("interval", "interfaces")
+# a network interface (`ib0`), an InfiniBand HCA (`mlx5_0`) or one of its ports (`mlx5_0:1`)
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}(?::[0-9]{1,3})?$")
 DEFAULT_TELEMETRY_S = 10
 RESOURCE_KEYS = ("partition", "gpus", "min_gpus", "gpu_type", "cpus_per_task", "mem", "time", "cpu_bind",
                  "gpu_bind", "account", "qos", "constraint", "exclude", "nodes", "tasks_per_node", "launcher")
@@ -77,6 +80,8 @@ class CampaignSpec:
     description: str
     spec_hash: str
     telemetry_interval_s: int = DEFAULT_TELEMETRY_S  # 0: no sampler in the job
+    # a multi-node attempt's network: the interfaces its sampler counts (): every device-backed one
+    telemetry_interfaces: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()  # acceptable GPU types, preferred first; resources.gpu_type is the first
     min_gpus: int = 0  # utilisation rules never give a task fewer GPUs than this
     rungs: tuple[Rung, ...] = ()  # a progressive campaign: tasks are configs × rungs (params.expand_tasks)
@@ -187,7 +192,7 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
         _check_search_rungs(r, rungs)
     tasks = expand_tasks(r, top, [rung.params for rung in rungs], run_dir, as_trials(search) if search else None)
     _check_rule_params(r, policy, tasks, top)
-    telemetry_s = _telemetry_interval(r)
+    telemetry_s, interfaces = _telemetry_interval(r), _telemetry_interfaces(r)
     env_capture, setup, output_metrics = read_env_capture(r), read_setup(r), read_output_patterns(r)
     share_group = read_share(r)
     profile = read_profile(r, tasks)
@@ -199,7 +204,8 @@ def validate_spec(doc: RawDoc, spec_dir: str, base_policy: Policy | None = None)
                         policy_ref=policy_reference(doc), policy=policy, budget=budget,
                         workdir=workdir, run_dir=run_dir, description=description,
                         spec_hash=spec_hash({"spec": doc.data, "policy": policy.digest}),
-                        telemetry_interval_s=telemetry_s, gpu_types=gpu_types, min_gpus=min_gpus,
+                        telemetry_interval_s=telemetry_s, telemetry_interfaces=interfaces,
+                        gpu_types=gpu_types, min_gpus=min_gpus,
                         rungs=rungs, env_capture=env_capture, setup=setup, output_metrics=output_metrics,
                         command=tuple(str(a) for a in top.get("command") or ()),
                         env={str(k): str(v) for k, v in (top.get("env") or {}).items()},
@@ -312,6 +318,17 @@ def _telemetry_interval(r: Reader) -> int:
     if seconds > 3600:
         r.problem(("telemetry", "interval"), f"must be at most 1h (0 turns sampling off), got {seconds} s")
     return seconds
+
+
+def _telemetry_interfaces(r: Reader) -> tuple[str, ...]:
+    value = r.get(("telemetry", "interfaces"))
+    if value is Reader.MISSING or value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and _INTERFACE.match(v) for v in value):
+        r.problem(("telemetry", "interfaces"), f"must be a list of interface names (ib0, eth0, mlx5_0, mlx5_0:1), "
+                                               f"got {value!r}")
+        return ()
+    return tuple(value)
 
 
 def _max_parallel(r: Reader) -> int | None:

@@ -15,9 +15,10 @@ The labels, tried in this order (the first whose test holds wins):
   under IDLE_IO_MBPS of I/O: it held its allocation and did nothing with it.
 - compute: anything else that ran: its time went to its own code on its CPUs or GPUs.
 - communication: its GPUs moved at least NVLINK_MBPS over NVLink (NVML's payload counters,
-  adapters/gpu_links.py) while under BUSY_SHARE utilised: they waited on each other. Tried before
-  io. The network between the nodes of a multi-node task is not read yet, so a task starved by it
-  reads io (its ranks' sockets are syscalls) or idle.
+  adapters/gpu_links.py) while under BUSY_SHARE utilised: they waited on each other. Or, a
+  multi-node attempt: its first node's network interfaces (adapters/node_io.py) moved at least
+  NET_MBPS while what it computes with was not kept busy, as io says. Tried before io: the ranks'
+  socket reads and writes are syscalls, which the io figure counts too.
 
 None where the sampler left no sample (no telemetry: a job run without it, or still pending).
 """
@@ -35,6 +36,7 @@ IDLE_CPU_PCT = 10.0  # % of one core, summed over the task's processes
 IDLE_GPU_PCT = 5.0
 IDLE_IO_MBPS = 1.0
 NVLINK_MBPS = 1000.0  # MiB/s sent + received over NVLink by the task's GPUs, over the attempt
+NET_MBPS = 100.0  # MiB/s received + sent by a multi-node attempt's node (0.8 Gbit/s), over the attempt
 
 LABELS = ("compute", "io", "communication", "memory", "idle")
 
@@ -60,16 +62,13 @@ def bottleneck(t: Summary | None, cores: float, mem_mb: float, gpus: float,
     if util is not None and util < 100 * BUSY_SHARE and nvlink is not None and nvlink >= NVLINK_MBPS:
         return Bottleneck("communication", f"{nvlink:.0f} MB/s over NVLink while its GPUs were {util:.0f} % "
                                            f"utilised (≥ {NVLINK_MBPS:g} MB/s, < {BUSY_SHARE:.0%})")
-    if io is not None and io >= IO_MBPS:
-        if util is not None and util < 100 * BUSY_SHARE:
-            return Bottleneck("io", f"{io:.0f} MB/s of I/O while its GPUs were {util:.0f} % utilised "
-                                    f"(≥ {IO_MBPS:g} MB/s, < {BUSY_SHARE:.0%})")
-        kernel = t.cpu_sys_mean
-        if util is None and cores > 0 and (cpu < 100 * BUSY_SHARE * cores or (kernel is not None and kernel * 2 > cpu)):
-            used = f"{cpu:.0f} % of a core, {kernel:.0f} of it in the kernel" if kernel is not None \
-                else f"{cpu:.0f} % of a core"
-            return Bottleneck("io", f"{io:.0f} MB/s of I/O on {used} of {cores:g} cores (≥ {IO_MBPS:g} MB/s, its "
-                                    f"cores under {BUSY_SHARE:.0%} used or mostly in the kernel)")
+    waiting = _underused(t, cores, util)
+    net = t.net_mbps
+    if waiting and net is not None and net >= NET_MBPS:
+        return Bottleneck("communication", f"{net:.0f} MB/s through its node's network while {waiting} "
+                                           f"(≥ {NET_MBPS:g} MB/s)")
+    if waiting and io is not None and io >= IO_MBPS:
+        return Bottleneck("io", f"{io:.0f} MB/s of I/O while {waiting} (≥ {IO_MBPS:g} MB/s)")
     if cpu < IDLE_CPU_PCT and (util is None or util < IDLE_GPU_PCT) and (io is None or io < IDLE_IO_MBPS):
         gpu = f", GPUs {util:.0f} %" if util is not None else ""
         return Bottleneck("idle", f"{cpu:.1f} % of a core{gpu}, {io or 0:.1f} MB/s of I/O "
@@ -77,3 +76,16 @@ def bottleneck(t: Summary | None, cores: float, mem_mb: float, gpus: float,
     gpu = f", GPUs {util:.0f} % utilised" if util is not None else ""
     return Bottleneck("compute", f"{cpu:.0f} % of a core on {cores:g} cores{gpu}"
                                  + (f", {io:.1f} MB/s of I/O" if io is not None else ""))
+
+
+def _underused(t: Summary, cores: float, util: float | None) -> str:
+    """Why what the attempt computes with was not kept busy ('' when it was): its GPUs under
+    BUSY_SHARE utilised; without GPUs, its cores under BUSY_SHARE used or more of its CPU time in
+    the kernel (copying the bytes it reads or sends) than in its own code."""
+    if util is not None:
+        return f"its GPUs were {util:.0f} % utilised (< {BUSY_SHARE:.0%})" if util < 100 * BUSY_SHARE else ""
+    cpu, kernel = t.cpu_mean or 0.0, t.cpu_sys_mean
+    if cores <= 0 or not (cpu < 100 * BUSY_SHARE * cores or (kernel is not None and kernel * 2 > cpu)):
+        return ""
+    used = f"{cpu:.0f} % of a core" + (f", {kernel:.0f} of it in the kernel" if kernel is not None else "")
+    return f"it used {used} of {cores:g} cores (under {BUSY_SHARE:.0%}, or mostly in the kernel)"

@@ -10,6 +10,8 @@ Line format (one JSON object per line):
    "gpus": [{"index": 0, "util_pct": 35, "mem_used_mb": 1.2e4, "mem_total_mb": 4.0e4, "power_w": 180.0,
              "proc_mem_mb": 1.1e4}]}
   {"event": "end", "t": 1.7e9, "samples": 42}
+(each node of a multi-node attempt writes such a file; the attempt's summary folds the first
+node's, core/usage/node_telemetry.py the others for the report: `net_mbps` is that node's)
 
 A task's GPU memory is what its own processes hold (`proc_mem_mb`, from NVML's list of compute
 processes) where the sampler could read it, else the device's: on a GPU that packed tasks share,
@@ -75,6 +77,10 @@ class Summary:
     pcie_samples: int = 0  # ... over this many samples
     nvlink_mb: float = 0.0  # NVLink payload sent + received by the task's GPUs
     nvlink_s: float = 0.0  # the seconds nvlink_mb covers
+    net_mb: float = 0.0  # a multi-node attempt's node's network bytes, received + sent
+    net_s: float = 0.0  # the seconds net_mb covers
+    lustre_mb: float = 0.0  # the node's Lustre client's bytes read + written
+    lustre_s: float = 0.0
 
     @property
     def cpu_mean(self) -> float | None:
@@ -96,6 +102,15 @@ class Summary:
     @property
     def nvlink_mbps(self) -> float | None:
         return self.nvlink_mb / self.nvlink_s if self.nvlink_s > 0 else None
+
+    @property
+    def net_mbps(self) -> float | None:
+        """The node's network bytes per second, MiB/s; None where unread (not a multi-node attempt)."""
+        return self.net_mb / self.net_s if self.net_s > 0 else None
+
+    @property
+    def lustre_mbps(self) -> float | None:
+        return self.lustre_mb / self.lustre_s if self.lustre_s > 0 else None
 
     @property
     def gpu_util_mean(self) -> float | None:
@@ -219,8 +234,18 @@ def _add_io(acc: dict[str, Any], record: dict[str, Any] | None) -> None:
     acc["io_s"] += acc["interval_s"]
 
 
+_NODE = (("net_mb", "net_s", ("node_net_rx_mb", "node_net_tx_mb")),
+         ("lustre_mb", "lustre_s", ("node_lustre_read_mb", "node_lustre_write_mb")))
+
+
 def _add_links(acc: dict[str, Any], record: dict[str, Any]) -> None:
-    """The GPUs' interconnect in one sample (adapters/gpu_links.py)."""
+    """The GPUs' interconnect in one sample (adapters/gpu_links.py), and the node's network and
+    Lustre counters (adapters/node_io.py)."""
+    for total, seconds, names in _NODE:
+        values = [v for name in names if (v := _number(record.get(name))) is not None]
+        if values and acc["interval_s"]:
+            acc[total] += sum(values)
+            acc[seconds] += acc["interval_s"]
     listed = record.get("gpus")
     gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
     pcie = [v for g in gpus for k in ("pcie_tx_kbs", "pcie_rx_kbs") if (v := _number(g.get(k))) is not None]
@@ -264,6 +289,7 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
             "io_write_mb": s.io_write_mb, "io_disk_read_mb": s.io_disk_read_mb,
             "io_disk_write_mb": s.io_disk_write_mb, "io_s": s.io_s, "pcie_kbs_sum": s.pcie_kbs_sum,
             "pcie_samples": s.pcie_samples, "nvlink_mb": s.nvlink_mb, "nvlink_s": s.nvlink_s,
+            "net_mb": s.net_mb, "net_s": s.net_s, "lustre_mb": s.lustre_mb, "lustre_s": s.lustre_s,
             "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
                        for x in s.recent]}
 
