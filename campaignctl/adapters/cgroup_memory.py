@@ -73,6 +73,7 @@ class CgroupMemory:
 
     def __init__(self, directory: Path, files: _Files, limit_bytes: int) -> None:
         self.directory = directory
+        self.version = "v1" if files is _V1 else "v2"
         self.limit_bytes = limit_bytes
         self._files = files
         self._peak = 0

@@ -26,8 +26,9 @@ node's counters over the interval, every job on it included (adapters/node_io.py
 `cgroup_mem_peak_mb` is the peak usage of the memory cgroup that enforces the task's Slurm limit
 (adapters/cgroup_memory.py; the start line has that limit as `cgroup_mem_limit_mb`),
 `cgroup_mem_ws_mb` its working set now (the usage less its inactive page cache); all absent
-where no cgroup limits the task. Without NVML, "nvml" holds the reason (also written once to
-output.log) and "gpus" is [].
+where no cgroup limits the task; on cgroup v2 `cgroup_io_read_mb`/`cgroup_io_write_mb` are the
+block I/O charged to that cgroup over the interval (adapters/cgroup_io.py). Without NVML,
+"nvml" holds the reason (also written once to output.log) and "gpus" is [].
 The last sample is taken after the program has exited and been reaped, so it usually reads
 nproc 0 (nothing left to measure); a reader should not count it as an idle interval.
 """
@@ -44,6 +45,7 @@ from typing import NamedTuple
 
 import psutil
 
+from campaignctl.adapters.cgroup_io import CgroupIO, locate_io
 from campaignctl.adapters.cgroup_memory import CgroupMemory, locate
 from campaignctl.adapters.gpu_probe import MIB, GpuProbe, open_gpus
 from campaignctl.adapters.node_io import NodeIO
@@ -184,6 +186,7 @@ class TelemetrySampler:
         self._tree = ProcessTree(root_pid)
         self._cgroup: CgroupMemory | None = None
         self._node_io: NodeIO | None = None
+        self._cgroup_io: CgroupIO | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="campaignctl-telemetry", daemon=True)
 
@@ -213,6 +216,7 @@ class TelemetrySampler:
         if gpus is None:
             self._note(f"campaignctl: GPU telemetry off: {status}\n")
         self._cgroup = locate() if self.own_cgroup else None
+        self._cgroup_io = locate_io(self._cgroup.directory, self._cgroup.version) if self._cgroup else None
         limit = {"cgroup_mem_limit_mb": round(self._cgroup.limit_bytes / MIB, 1)} if self._cgroup else {}
         try:
             _write_line(write, {"event": "start", "t": time.time(), "interval_s": self.interval_s,
@@ -221,6 +225,8 @@ class TelemetrySampler:
             self._node_io = NodeIO(self.interfaces)
             self._tree.read()  # baseline for the first interval's CPU and I/O deltas
             self._node_io.read()
+            if self._cgroup_io:
+                self._cgroup_io.read()
             self.setup_cpu_s = time.thread_time() - started
             self._loop(write, gpus)
             _write_line(write, {"event": "end", "t": time.time(), "samples": self.samples})
@@ -242,11 +248,14 @@ class TelemetrySampler:
         wall_s = max(now - last, 1e-6)
         peak = self._cgroup.peak_bytes() if self._cgroup else None
         working = self._cgroup.working_set_bytes() if self._cgroup else None
+        block = self._cgroup_io.read() if self._cgroup_io else None
         _write_line(write, {"t": time.time(), "cpu_pct": round(100.0 * tree.cpu_s / wall_s, 1),
                             "cpu_sys_pct": round(100.0 * tree.cpu_sys_s / wall_s, 1),
                             "rss_mb": round(tree.rss / MIB, 1), "nproc": tree.nproc,
                             **({} if peak is None else {"cgroup_mem_peak_mb": round(peak / MIB, 1)}),
                             **({} if working is None else {"cgroup_mem_ws_mb": round(working / MIB, 1)}),
+                            **({} if block is None else {"cgroup_io_read_mb": round(block[0] / MIB, 3),
+                                                         "cgroup_io_write_mb": round(block[1] / MIB, 3)}),
                             **_io_fields(tree.io), **(self._node_io.read() if self._node_io else {}),
                             "gpus": gpus.read(self._tree.pids) if gpus else []})
         self.samples += 1

@@ -95,13 +95,14 @@ def test_the_gpus_interconnect_is_averaged_and_summed_into_rates() -> None:
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
 
 
-def test_the_nodes_network_and_lustre_counters_are_summed_into_rates() -> None:
+def test_the_nodes_network_lustre_and_the_cgroups_block_io_are_summed_into_rates() -> None:
     def node(t: float, **counters: float) -> str:
         return json.dumps({"t": t, "cpu_pct": 150.0, "rss_mb": 10.0, "nproc": 2, "gpus": [], **counters})
     s = fold(Summary(), [START, node(10), node(20, node_net_rx_mb=4000.0, node_net_tx_mb=4000.0),
                          node(30, node_net_rx_mb=1000.0, node_net_tx_mb=1000.0, node_lustre_read_mb=50.0,
-                              node_lustre_write_mb=0.0)])
+                              node_lustre_write_mb=0.0, cgroup_io_read_mb=3.0, cgroup_io_write_mb=1.0)])
     assert (s.net_mb, s.net_s, s.net_mbps) == (10_000.0, 20.0, 500.0)
+    assert (s.cgroup_io_mb, s.cgroup_io_s) == (4.0, 10.0)
     assert (s.lustre_mb, s.lustre_s, s.lustre_mbps) == (50.0, 10.0, 5.0)
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(s)))) == s
     assert fold(Summary(), [START, node(10)]).net_mbps is None  # a one-node attempt: no network read

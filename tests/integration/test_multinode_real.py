@@ -18,6 +18,7 @@ from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.core.model.attempt_paths import task_dir
 from campaignctl.core.model.records import HistoryRow
 from campaignctl.services.reconcile import reconcile
+from campaignctl.services.status import status
 from campaignctl.services.submit import submit
 from tests.conftest import REPO, write_spec
 from tests.integration.test_real_cluster import cli
@@ -41,13 +42,13 @@ def torch_python() -> str:
 
 
 def allreduce_campaign(tmp_path: Path, name: str, python: str, launcher: str, hold_s: int = 0,
-                       tasks: int = 1, extra: str = "", hang: str = "") -> str:
+                       tasks: int = 1, extra: str = "", hang: str = "", loop_s: int = 0) -> str:
     bindir = Path(python).parent  # torchrun lives beside the Python that has torch
     submit(write_spec(tmp_path, f"""\
 name: {name}
 command: [{python}, {PROGRAM}, "4", "2", "{hold_s}"{hang}]
 tasks: [{", ".join(f"{{n: {i}}}" for i in range(tasks))}]
-env: {{PATH: "{bindir}:/usr/bin:/bin"}}
+env: {{PATH: "{bindir}:/usr/bin:/bin", ALLREDUCE_LOOP_S: "{loop_s}"}}
 resources: {{nodes: 2, tasks_per_node: 2, launcher: {launcher}, cpus_per_task: 1, mem: 1500M, time: "00:10:00"}}
 {extra}""", name=f"{name}.yaml"))
     return name
@@ -81,9 +82,20 @@ def check_allreduce_lines(attempt: Path) -> None:
 
 def test_two_nodes_two_processes_each_all_reduce_with_srun(
         slurm_conf: str, state_home: Path, tmp_path: Path, torch_python: str) -> None:
-    name = allreduce_campaign(tmp_path, "mn-srun-multinode", torch_python, "srun")
+    """…and then all-reduce 32 MiB again and again for 8 s: communication-bound, from the bytes
+    through the first node's network. The lab's nodes share the host's network namespace and talk
+    through its loopback, so the spec names `lo` (a site names ib0 or its HCA, or leaves the
+    default: every device-backed interface and InfiniBand port)."""
+    name = allreduce_campaign(tmp_path, "mn-srun-multinode", torch_python, "srun", loop_s=8,
+                              extra="telemetry: {interval: 1s, interfaces: [lo]}\n")
     ticking_until_finished(name, timeout_s=900)
     attempt = check_allreduce(tmp_path / "runs" / name, name)
+    [row] = status(name).tasks
+    held = row.efficiency
+    assert held is not None and held.bottleneck == "communication", held
+    assert "MB/s through its node's network while" in held.bottleneck_why, held.bottleneck_why
+    samples = [json.loads(line) for line in (attempt / "telemetry.node1.jsonl").read_text().splitlines()]
+    assert max(s.get("node_net_rx_mb", 0) for s in samples) > 100, samples  # node 1's sampler counts too
     ranks = {json.loads(p.read_text())["node"] for p in attempt.glob("exit*.json")}
     assert len(ranks) == 2 and len(list(attempt.glob("exit*.json"))) == 4  # one exit file per rank
     assert (attempt / "telemetry.node1.jsonl").exists()  # node rank 1

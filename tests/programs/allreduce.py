@@ -10,7 +10,9 @@ all-reduce sum is wrong. HOLD_S: seconds every rank waits before the all-reduce 
 first attempt (CAMPAIGNCTL_ATTEMPT=1, as a program that resumes from a checkpoint reads it) the
 ranks of that node stall for 3 ×
 TIMEOUT_S before the all-reduce, so the other ranks' collective times out (Gloo's timeout is the
-process group's, TIMEOUT_S, 60 by default). Rank 0 reports the sum as a metric."""
+process group's, TIMEOUT_S, 60 by default). Rank 0 reports the sum as a metric. With
+ALLREDUCE_LOOP_S set, every rank then all-reduces a 32 MiB tensor again and again for that many
+seconds, as data-parallel training does its gradients: the time goes to the network."""
 
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ def main() -> int:
         time.sleep(3 * timeout)
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)
+    gradients, until = torch.ones(8 * 2**20), time.time() + float(os.environ.get("ALLREDUCE_LOOP_S", "0"))
+    while time.time() < until:
+        dist.all_reduce(gradients)
     names: list[object] = [None] * size
     dist.all_gather_object(names, node)
     dist.destroy_process_group()

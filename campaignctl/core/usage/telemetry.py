@@ -81,6 +81,8 @@ class Summary:
     net_s: float = 0.0  # the seconds net_mb covers
     lustre_mb: float = 0.0  # the node's Lustre client's bytes read + written
     lustre_s: float = 0.0
+    cgroup_io_mb: float = 0.0  # block I/O charged to the task's cgroup (v2 io.stat), read + written
+    cgroup_io_s: float = 0.0
 
     @property
     def cpu_mean(self) -> float | None:
@@ -234,14 +236,15 @@ def _add_io(acc: dict[str, Any], record: dict[str, Any] | None) -> None:
     acc["io_s"] += acc["interval_s"]
 
 
-_NODE = (("net_mb", "net_s", ("node_net_rx_mb", "node_net_tx_mb")),
-         ("lustre_mb", "lustre_s", ("node_lustre_read_mb", "node_lustre_write_mb")))
+_COUNTED = (("net_mb", "net_s", ("node_net_rx_mb", "node_net_tx_mb")),
+            ("lustre_mb", "lustre_s", ("node_lustre_read_mb", "node_lustre_write_mb")),
+            ("cgroup_io_mb", "cgroup_io_s", ("cgroup_io_read_mb", "cgroup_io_write_mb")))
 
 
 def _add_links(acc: dict[str, Any], record: dict[str, Any]) -> None:
-    """The GPUs' interconnect in one sample (adapters/gpu_links.py), and the node's network and
-    Lustre counters (adapters/node_io.py)."""
-    for total, seconds, names in _NODE:
+    """The GPUs' interconnect in one sample (adapters/gpu_links.py), the node's network and
+    Lustre counters (adapters/node_io.py) and the cgroup's block I/O (adapters/cgroup_io.py)."""
+    for total, seconds, names in _COUNTED:
         values = [v for name in names if (v := _number(record.get(name))) is not None]
         if values and acc["interval_s"]:
             acc[total] += sum(values)
@@ -290,6 +293,7 @@ def summary_to_dict(s: Summary) -> dict[str, object]:
             "io_disk_write_mb": s.io_disk_write_mb, "io_s": s.io_s, "pcie_kbs_sum": s.pcie_kbs_sum,
             "pcie_samples": s.pcie_samples, "nvlink_mb": s.nvlink_mb, "nvlink_s": s.nvlink_s,
             "net_mb": s.net_mb, "net_s": s.net_s, "lustre_mb": s.lustre_mb, "lustre_s": s.lustre_s,
+            "cgroup_io_mb": s.cgroup_io_mb, "cgroup_io_s": s.cgroup_io_s,
             "recent": [[x.t, x.cpu_pct, x.rss_mb, x.gpu_util_pct, x.gpu_mem_mb, x.gpu_mem_total_mb]
                        for x in s.recent]}
 
