@@ -6,7 +6,9 @@ A busy process tree stands in for a training task: a python root that sleeps, wi
 sampler runs against it for --duration seconds at interval 10 s and 1 s, once with NVML as this
 machine has it (no driver: CPU and memory only) and once with a fake `pynvml` module of 2 GPUs
 (PCIe and NVLink counters included) whose calls return at once, so the Python side of the NVML
-calls is counted but not the driver.
+calls is counted but not the driver. The "as found" runs are made twice more as a multi-node
+attempt's sampler, which also reads the node's network counters (/proc/net/dev and any
+InfiniBand port, adapters/node_io.py): the `network` column.
 
 Measured in the sampler thread with `time.thread_time()` (CPU of that thread only): per sample
 (median and max over the run), the setup (NVML init + baseline read), and the whole thread as %
@@ -68,6 +70,7 @@ class TimedSampler(TelemetrySampler):
 @dataclass(frozen=True, slots=True)
 class Row:
     nvml: str
+    network: bool
     interval_s: float
     samples: int
     sample_ms_median: float
@@ -128,10 +131,10 @@ def busy_tree() -> Iterator[subprocess.Popen[bytes]]:
         root.wait()
 
 
-def run_one(nvml: str, interval_s: float, duration_s: float, workdir: Path) -> Row:
-    path = workdir / f"{nvml.replace(' ', '_')}-{interval_s:g}.jsonl"
+def run_one(nvml: str, network: bool, interval_s: float, duration_s: float, workdir: Path) -> Row:
+    path = workdir / f"{nvml.replace(' ', '_')}-{network}-{interval_s:g}.jsonl"
     with nvml_module(nvml), busy_tree() as root:
-        sampler = TimedSampler(path, root.pid, interval_s, cuda_visible=None)
+        sampler = TimedSampler(path, root.pid, interval_s, cuda_visible=None, interfaces=() if network else None)
         started = time.monotonic()
         sampler.start()
         time.sleep(duration_s)
@@ -141,7 +144,7 @@ def run_one(nvml: str, interval_s: float, duration_s: float, workdir: Path) -> R
     live = [sample for sample in samples if sample["nproc"]]
     per_sample_ms = [s * 1000 for s in sampler.sample_cpu_s]
     status = json.loads(path.read_text().splitlines()[0])["nvml"]
-    return Row(nvml=nvml if status == "ok" else f"{nvml}: off",
+    return Row(nvml=nvml if status == "ok" else f"{nvml}: off", network=network,
                interval_s=interval_s, samples=sampler.samples,
                sample_ms_median=round(statistics.median(per_sample_ms), 3),
                sample_ms_max=round(max(per_sample_ms), 3), setup_ms=round(sampler.setup_cpu_s * 1000, 3),
@@ -165,7 +168,7 @@ def idle_processes(count: int) -> Iterator[None]:
 def print_table(rows: list[Row], duration_s: float, node_procs: int) -> None:
     print(f"sampler self-cost over {duration_s:g} s per run; node: {psutil.cpu_count()} CPUs, "
           f"{node_procs} processes during the runs; python {sys.version.split()[0]}, psutil {psutil.__version__}")
-    header = ("nvml", "interval s", "samples", "per-sample ms (median)", "per-sample ms (max)", "setup ms",
+    header = ("nvml", "network", "interval s", "samples", "per-sample ms (median)", "per-sample ms (max)", "setup ms",
               "thread CPU ms", "% of one core", "tree cpu_pct (median)", "tree nproc")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -181,8 +184,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-sampler-") as workdir, idle_processes(args.node_procs):
         node_procs = len(psutil.pids()) + 5  # + the tree, started per run
-        rows = [run_one(nvml, interval, args.duration, Path(workdir))
-                for nvml in ("as found", "fake 2 GPUs") for interval in (10.0, 1.0)]
+        runs = [("as found", False), ("as found", True), ("fake 2 GPUs", False)]
+        rows = [run_one(nvml, network, interval, args.duration, Path(workdir))
+                for nvml, network in runs for interval in (10.0, 1.0)]
     if args.json:
         print(json.dumps([asdict(row) for row in rows], indent=2))
     else:

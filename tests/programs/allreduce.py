@@ -48,7 +48,7 @@ def main() -> int:
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)
     gradients, until = torch.ones(8 * 2**20), time.time() + float(os.environ.get("ALLREDUCE_LOOP_S", "0"))
-    while time.time() < until:
+    while _all_still(time.time() < until):  # every rank makes the same number of calls, or they hang
         dist.all_reduce(gradients)
     names: list[object] = [None] * size
     dist.all_gather_object(names, node)
@@ -62,6 +62,14 @@ def main() -> int:
         with open(os.environ["CAMPAIGNCTL_METRICS"], "a") as out:
             out.write(json.dumps({"step": 1, "allreduce_sum": value.item(), "nodes": len(set(names))}) + "\n")
     return 0
+
+
+def _all_still(going: bool) -> bool:
+    """Whether every rank is still going: each rank's clock reaches the deadline after its own
+    number of calls, and a rank that left the loop would call the next collective alone."""
+    flag = torch.tensor([1.0 if going else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 if __name__ == "__main__":
