@@ -71,18 +71,24 @@ class MetricsStore:
         with self.engine.connect() as conn:
             return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(query)]
 
-    def completions(self, campaign_id: int) -> list[tuple[int, str, str, str, int, str, int]]:
+    def completions(self, campaign_id: int, window: int) -> list[tuple[int, str, str, str, int, str, int]]:
         """(task index, token, nodes, ended_at, elapsed_s, params JSON, last step reported) of the
-        campaign's completed attempts (what the slow-node rule compares, core/nodes/evidence.py)."""
+        campaign's `window` completed attempts that ended last (what the slow-node rule compares,
+        core/nodes/evidence.py `latest`: ties by token; an attempt without an end time sorts
+        first on both engines), by task and attempt."""
         completed = (attempts.c.state == "COMPLETED", tasks.c.campaign_id == campaign_id)
+        ended = sa.func.coalesce(attempts.c.ended_at, "")
+        chosen = (sa.select(attempts.c.id).join(tasks, tasks.c.id == attempts.c.task_id).where(*completed)
+                  .order_by(ended.desc(), attempts.c.token.desc()).limit(window).subquery())
         last = (sa.select(metrics.c.attempt_id, sa.func.max(metrics.c.step).label("step"))
-                .join(attempts, attempts.c.id == metrics.c.attempt_id).join(tasks, tasks.c.id == attempts.c.task_id)
-                .where(*completed).group_by(metrics.c.attempt_id).subquery())
+                .where(metrics.c.attempt_id.in_(sa.select(chosen.c.id)))
+                .group_by(metrics.c.attempt_id).subquery())
         query = (sa.select(tasks.c.task_index, attempts.c.token, attempts.c.nodes, attempts.c.ended_at,
                            attempts.c.elapsed_s, attempts.c.params_json, last.c.step)
                  .join(tasks, tasks.c.id == attempts.c.task_id)
+                 .join(chosen, chosen.c.id == attempts.c.id)
                  .outerjoin(last, last.c.attempt_id == attempts.c.id)
-                 .where(*completed).order_by(tasks.c.task_index, attempts.c.attempt_number))
+                 .order_by(tasks.c.task_index, attempts.c.attempt_number))
         with self.engine.connect() as conn:
             return [(r[0], r[1], r[2] or "", r[3] or "", r[4] or 0, r[5] or "{}", r[6] or 0)
                     for r in conn.execute(query)]

@@ -21,7 +21,7 @@ from campaignctl.core.decisions.decision import TaskView
 from campaignctl.core.decisions.log_facts import FACT_ACTIONS, log_facts, when_pending
 from campaignctl.core.governance.governance import Awaiting, RevisionRun
 from campaignctl.core.model.records import CampaignRecord, HistoryRow
-from campaignctl.core.nodes.evidence import Completion
+from campaignctl.core.nodes.evidence import COMPLETIONS_WINDOW, Completion
 from campaignctl.core.nodes.node_rules import NodeRules
 from campaignctl.core.packing.profile import group_of
 from campaignctl.core.placement.moves import MoveFacts
@@ -113,7 +113,8 @@ def fill(store: Store, record: CampaignRecord, snapshot: TickSnapshot, wanted: N
         snapshot = with_facts(snapshot, completions=[
             Completion(task, token, nodes_, ended, elapsed, step,
                        group_of(rung_of(task, snapshot.settings), json.loads(params), by))
-            for task, token, nodes_, ended, elapsed, params, step in store.metrics.completions(record.id)])
+            for task, token, nodes_, ended, elapsed, params, step
+            in store.metrics.completions(record.id, COMPLETIONS_WINDOW)])
     if wanted.starts:  # the spec's tasks: their resources and groups
         started = set() if fresh else {a.task_index for a in store.attempts(record.id)
                                        if not (restart_abandoned and a.state == "ABANDONED")}

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from campaignctl.core.decisions.decision import AttemptView, TaskView
 from campaignctl.core.nodes.crash_loop import crash_loop, signature
-from campaignctl.core.nodes.evidence import Completion, node_decisions
+from campaignctl.core.nodes.evidence import Completion, latest, node_decisions
 from campaignctl.core.nodes.ledger import (
     EXCLUDED,
     FORGIVEN,
@@ -97,6 +97,14 @@ def test_a_slow_node_is_suspected_against_its_groups_median_on_other_nodes() -> 
     # twice slow reaches the threshold: excluded
     marks = [NodeMark("node3", NOW, "slow", d.typed.weight) for d in found]  # type: ignore[union-attr]
     assert standings(marks, NOW, RULES)[0].state == EXCLUDED
+
+
+def test_the_rules_read_the_completions_that_ended_last_in_the_order_given() -> None:
+    done = [Completion(i, f"t{i}.1", "node1", f"2026-11-30T10:0{9 - i}:00", 100, 100) for i in range(6)]
+    assert [c.task for c in latest(done, 3)] == [0, 1, 2]  # ended 10:09, 10:08, 10:07
+    tied = [Completion(i, f"t{i}.1", "node1", "2026-11-30T10:00:00", 100, 100) for i in range(4)]
+    assert [c.task for c in latest(tied, 2)] == [2, 3]  # ties by token, as the store orders them
+    assert latest(done) == done  # fewer than the window: all of them
 
 
 def test_a_tick_excludes_the_ledgers_nodes_from_retries_and_pending_elements_and_clears_on_probation() -> None:

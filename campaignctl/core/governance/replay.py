@@ -63,7 +63,7 @@ from campaignctl.core.governance.governance import ProposalKey, proposal_key
 from campaignctl.core.model.records import AttemptFacts, HistoryRow
 from campaignctl.core.model.sacct_values import rss_mb
 from campaignctl.core.model.training_metrics import curves_by_task
-from campaignctl.core.nodes.evidence import CLEAR, SUSPECT, Completion
+from campaignctl.core.nodes.evidence import CLEAR, SUSPECT, Completion, latest
 from campaignctl.core.nodes.ledger import Exclusion, recorded_exclusion
 from campaignctl.core.packing.profile import group_of
 from campaignctl.core.placement.moves import RULE as MOVE
@@ -258,7 +258,8 @@ class Timeline:
                        probation=tuple(n for n in carried.probation if n not in back))
 
     def _completions(self, tick: RecordedTick, settings: CampaignSettings) -> list[Completion]:
-        """The attempts completed by the tick, with the last step each reported."""
+        """The attempts completed by the tick, the latest window of them as the live tick reads
+        them (core/nodes/evidence.py), with the last step each reported."""
         done = [r for r in self.rows(tick) if r.state == "COMPLETED"]
         ids = {r.id for r in done}
         last: dict[int, int] = {}
@@ -267,9 +268,9 @@ class Timeline:
                 last[p.attempt_id] = max(last.get(p.attempt_id, 0), p.step)
         by = settings.profile.by if settings.profile else ()
         parse = params_parser()
-        return [Completion(r.task_index, r.token, r.nodes or "", r.ended_at or "", r.elapsed_s or 0,
-                           last.get(r.id, 0), group_of(rung_of(r.task_index, settings), parse(r.params_json), by))
-                for r in done]
+        return latest([Completion(r.task_index, r.token, r.nodes or "", r.ended_at or "", r.elapsed_s or 0,
+                                  last.get(r.id, 0), group_of(rung_of(r.task_index, settings), parse(r.params_json),
+                                                              by)) for r in done])
 
     def _start_facts(self, tick: RecordedTick, settings: CampaignSettings) -> StartFacts:
         """The unstarted tasks as the tick's start decisions recorded them (the spec's request, the

@@ -17,7 +17,11 @@ Evidence, by kind (weights in the policy's `nodes.weights`):
   reported, its time sacct's Elapsed (the campaign's own attempts of the same resources and
   parameters group, core/tick/right_size.groups). campaignctl cannot tell a slow node from a slow
   configuration that only ran there: the comparison is within a group, on other nodes, and a node
-  is excluded only when its score reaches the threshold (twice slow by default)."""
+  is excluded only when its score reaches the threshold (twice slow by default).
+The slow and probation rules read the campaign's last COMPLETIONS_WINDOW completed attempts (by
+end time, `latest`), not all of them: a tick of a 100,000-task campaign would otherwise read
+every completed attempt and its metrics again, and a node's new completions are compared with
+its group's recent ones."""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ RULE = "nodes"
 SUSPECT, CLEAR = "suspect_node", "clear_node"
 NODE_STATES = ("NODE_FAIL", "BOOT_FAIL")
 UNNAMED_FAILURES = ("FAILED", "LOST")  # failures no cause names: the node's doing as much as the task's
+COMPLETIONS_WINDOW = 200  # completed attempts the slow-node and probation rules read, the latest ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,15 @@ class Completion:
     elapsed_s: int
     steps: int  # the last step it reported (0: it reported none)
     group: str = ""  # core/tick/right_size.groups: attempts of like resources and parameters
+
+
+def latest(completions: Sequence[Completion], window: int = COMPLETIONS_WINDOW) -> list[Completion]:
+    """The `window` that ended last (ties by token, as the store's query orders them), in the
+    order given."""
+    if len(completions) <= window:
+        return list(completions)
+    kept = {c.token for c in sorted(completions, key=lambda c: (c.ended_at, c.token))[-window:]}
+    return [c for c in completions if c.token in kept]
 
 
 def node_decisions(views: Sequence[TaskView], completions: Sequence[Completion], exclusion: Exclusion,

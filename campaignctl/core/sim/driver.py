@@ -27,7 +27,8 @@ The node ledger (core/nodes/) is the run's own: it starts empty, its marks are t
 and clear_node decisions the policy made, scored at each tick's clock, and its exclusions reach
 retries and pending elements as the live tick's do. A completed attempt reports one step per
 minute of its task's drawn run time: a slow node's attempts make fewer steps per second. The
-slow-node rule compares each tick's completions with the last SLOW_WINDOW completed attempts."""
+slow-node rule compares each tick's completions with the last COMPLETIONS_WINDOW completed
+attempts, as the live tick reads them (core/nodes/evidence.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from campaignctl.core.base.clock import stamp
 from campaignctl.core.base.hostlist import split_nodes
 from campaignctl.core.decisions.action_records import ClearNode, GiveUp, NodeSuspect, Resubmit
 from campaignctl.core.decisions.decision import Decision, TaskView
-from campaignctl.core.nodes.evidence import Completion
+from campaignctl.core.nodes.evidence import COMPLETIONS_WINDOW, Completion
 from campaignctl.core.nodes.ledger import (
     CLEARED,
     NO_EXCLUSION,
@@ -69,7 +70,6 @@ from campaignctl.core.tick.tick_facts import TickSnapshot, with_facts
 from campaignctl.core.tuning.search import Sampler
 from campaignctl.core.usage.cost import UsageGroup
 
-SLOW_WINDOW = 200  # completed attempts the slow-node rule compares a new completion with
 ATTEMPT_SCALED = "attempt-scaled"
 ATTEMPT_SCALED_RETRIES = 3  # Snakemake `--retries 3`, Nextflow `maxRetries 3`
 
@@ -114,7 +114,7 @@ class SimLedger:
     rules: NodeRules
     marks: list[NodeMark] = field(default_factory=list)
     suspected: set[tuple[str, str]] = field(default_factory=set)
-    recent: deque[Completion] = field(default_factory=lambda: deque(maxlen=SLOW_WINDOW))
+    recent: deque[Completion] = field(default_factory=lambda: deque(maxlen=COMPLETIONS_WINDOW))
     last_completed: str | None = None
 
     def facts(self, engine: Engine, now: datetime) -> NodeFacts:
