@@ -20,9 +20,14 @@ process, with wall time and peak RSS (VmHWM of the child's own address space; it
 imports and after reading the text are printed too; ru_maxrss is reported alongside, but Linux
 carries the parent's peak into it across fork+exec), and the tick's phases at that size.
 Setup is not measured. State lives under a temporary XDG_STATE_HOME, never the user's.
+With --max-parallel N the spec has `array: {max_parallel: N}`: the priming tick sees the
+campaign's first N elements RUNNING and the rest PENDING (squeue lists the waiting arrays, and
+the tick throttles the arrays after the first, once), and the timed tick sees those N end (the
+mix above) and the next N start: the tick of a throttled campaign, whose pending elements sacct
+prints as one line per array.
 
 Usage: .venv/bin/python scripts/bench_reconcile.py [--tasks 10000] [--big 100000] [--repeat 5]
-       [--json] [--profile] [--tracemalloc]
+       [--max-parallel 0] [--json] [--profile] [--tracemalloc]
 """
 
 from __future__ import annotations
@@ -129,10 +134,25 @@ def element_lines(chunk: Chunk, index: int, state: str, elapsed_s: int, node: st
     )
 
 
-def sacct_text(chunks: Sequence[Chunk], states: Sequence[str], elapsed_shift_s: int, submit: datetime) -> str:
+def pending_line(chunk: Chunk, first: int, throttle: int | None, submit: datetime) -> str:
+    """The one line sacct prints for an array's elements that have not started (from `first` on,
+    JobIDRaw the array's own id; shape of tests/fixtures/sacct: `54_[0-9%2]|54|…|PENDING|…`)."""
+    cap = f"%{throttle}" if throttle else ""
+    return (f"{chunk.job_id}_[{first}-{chunk.size - 1}{cap}]|{chunk.job_id}|cc.{chunk.token}.{CAMPAIGN}|batch|PENDING"
+            f"|0:0||00:00:00|04:00:00|None assigned||16G||{submit.isoformat(timespec='seconds')}|Unknown|Unknown|0"
+            f"|campaignctl campaign={CAMPAIGN} revision=1 token={chunk.token}\n")
+
+
+def sacct_text(chunks: Sequence[Chunk], states: Sequence[str], elapsed_shift_s: int, submit: datetime,
+               throttle: int | None = None) -> str:
+    """Each element's lines; a chunk's PENDING elements (its last ones) as one array line."""
     parts, k = [], 0
     for chunk in chunks:
         for i in range(chunk.size):
+            if states[k] == "PENDING":
+                parts.append(pending_line(chunk, i, throttle, submit))
+                k += chunk.size - i
+                break
             node = f"gpu{k % 64 + 1:03d}"
             parts.append(element_lines(chunk, i, states[k], 600 + k % 3000 + elapsed_shift_s, node, submit))
             k += 1
@@ -153,15 +173,44 @@ def tick_states(n: int, seed: int) -> list[str]:
     return out
 
 
+def throttled(states: Sequence[str], throttle: int | None, started: int) -> list[str]:
+    """`states` under the campaign's throttle: the first (`started` - 1) × throttle elements take
+    theirs (they ran by this tick: the earlier ones ended), the next throttle are RUNNING (they
+    took the freed slots) and the rest are PENDING. No throttle: as given."""
+    if not throttle:
+        return list(states)
+    return [states[k] if k < (started - 1) * throttle else "RUNNING" if k < started * throttle else "PENDING"
+            for k in range(len(states))]
+
+
 # ---------------------------------------------------------------------------------------------
 # fake Slurm and the primed campaign
 
 
-class RecordedSlurm:
-    """`proc.EXECUTOR`: sacct answers the recorded text; squeue nothing; MaxArraySize 1001."""
+def queue_file(sacct_file: Path) -> Path:
+    """Beside the sacct text: what `squeue --me -r` prints for the arrays that still wait."""
+    return sacct_file.with_name(sacct_file.name.replace("sacct-", "squeue-", 1))
 
-    def __init__(self, sacct: str) -> None:
+
+def queue_text(chunks: Sequence[Chunk], states: Sequence[str]) -> str:
+    """One squeue line (QUEUE_FORMAT `%F|%T|%j|%i|%r|%S`) per array with waiting elements: the
+    throttle section acts only on arrays squeue shows as this user's."""
+    lines, k = [], 0
+    for chunk in chunks:
+        waiting = [i for i in range(chunk.size) if states[k + i] == "PENDING"]
+        if waiting:
+            lines.append(f"{chunk.job_id}|PENDING|cc.{chunk.token}.{CAMPAIGN}|{chunk.job_id}_[{waiting[0]}-"
+                         f"{waiting[-1]}]|JobArrayTaskLimit|N/A\n")
+        k += chunk.size
+    return "".join(lines)
+
+
+class RecordedSlurm:
+    """`proc.EXECUTOR`: sacct answers the recorded text, squeue the queue's; MaxArraySize 1001."""
+
+    def __init__(self, sacct: str, queue: str = "") -> None:
         self.sacct = sacct
+        self.queue = queue
         self.calls: Counter[str] = Counter()
 
     def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> ProcResult:
@@ -172,9 +221,11 @@ class RecordedSlurm:
         if name == "sacct":
             return ProcResult(tuple(argv), 0, self.sacct, "")
         if name == "squeue":
-            return ProcResult(tuple(argv), 0, "", "")
+            return ProcResult(tuple(argv), 0, self.queue, "")
         if name == "scontrol" and list(argv[1:3]) == ["show", "config"]:
             return ProcResult(tuple(argv), 0, f"MaxArraySize            = {MAX_ARRAY}\n", "")
+        if name == "scontrol" and argv[1] == "update":  # an array's throttle (the priming tick's only action)
+            return ProcResult(tuple(argv), 0, "", "")
         raise RuntimeError(f"bench: unexpected Slurm call {list(argv)} (acting is not benchmarked)")
 
 
@@ -186,7 +237,9 @@ class StubSlurm:
     def __init__(self, directory: Path, sacct_file: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         version = "if [ \"$1\" = --version ]; then echo 'slurm 22.05.8'; exit 0; fi\n"
-        for name, body in (("sacct", f"{version}exec cat '{sacct_file}'"), ("squeue", "exit 0"),
+        queue = queue_file(sacct_file)
+        for name, body in (("sacct", f"{version}exec cat '{sacct_file}'"),
+                           ("squeue", f"cat '{queue}' 2>/dev/null; exit 0"),
                            ("scontrol", f"echo 'MaxArraySize            = {MAX_ARRAY}'")):
             path = directory / name
             path.write_text(f"#!/bin/sh\n{body}\n")
@@ -247,15 +300,18 @@ def use_state(directory: Path) -> None:
     os.environ["XDG_STATE_HOME"] = str(directory)
 
 
-def prepare(root: Path, n: int, seed: int, stores: Any = None) -> Prepared:
-    """Campaign of n tasks as `submit` leaves it, then one tick that saw every element RUNNING."""
+def prepare(root: Path, n: int, seed: int, stores: Any = None, max_parallel: int = 0) -> Prepared:
+    """Campaign of n tasks as `submit` leaves it, then one tick that saw every element RUNNING;
+    with `max_parallel`, each array's first max_parallel elements RUNNING and the rest PENDING, and
+    the timed tick sees those end (the mix) and the next max_parallel start."""
     stores = stores or SqliteStores()
     template = root / f"template-{n}"
     stores.use(template)
     spec_path = root / f"bench-{n}.yaml"
     values = ", ".join(str(i) for i in range(n))
     spec_path.write_text(f"name: {CAMPAIGN}\ncommand: [python3, -c, pass, \"{{i}}\"]\nmatrix: {{i: [{values}]}}\n"
-                         "resources: {gpus: 1, gpu_type: a100, cpus_per_task: 8, mem: 16G, time: \"04:00:00\"}\n")
+                         "resources: {gpus: 1, gpu_type: a100, cpus_per_task: 8, mem: 16G, time: \"04:00:00\"}\n"
+                         + (f"array: {{max_parallel: {max_parallel}}}\n" if max_parallel else ""))
     spec, text = load_spec(spec_path)
     store = Store.open()
     campaign_id = store.create_campaign(spec, text, str(spec_path), identity.user_name()).id  # its owner may tick it
@@ -270,21 +326,28 @@ def prepare(root: Path, n: int, seed: int, stores: Any = None) -> Prepared:
         job_id += plan.size  # the elements' JobIDRaw take the ids after the array's own
     store.engine.dispose()
     submit = datetime.now().replace(microsecond=0) - timedelta(hours=4)
-    fake = RecordedSlurm(sacct_text(chunks, ["RUNNING"] * n, 0, submit))
+    cap = max_parallel or None
+    first = throttled(["RUNNING"] * n, cap, 1)
+    fake = RecordedSlurm(sacct_text(chunks, first, 0, submit, cap), queue_text(chunks, first))
     proc.EXECUTOR = fake
     started = time.perf_counter()
     primed = reconcile_mod.reconcile(CAMPAIGN)
     prime_s = time.perf_counter() - started
     tick = primed.campaigns[0]
-    if (tick.observed, tick.changed, tick.decisions) != (n, n, []) or fake.calls != Counter(sacct=1):
+    # with a throttle, the tick holds the arrays after the first to the campaign's max_parallel
+    # (`scontrol update … ArrayTaskThrottle`, once) and asks squeue what waits
+    throttles = [d for d in tick.decisions if (d.rule, d.action, d.status) == ("max_parallel", "throttle", "applied")]
+    if (tick.observed, tick.changed, len(tick.decisions)) != (n, n, len(throttles)) or (not cap and throttles) or \
+            fake.calls - Counter(squeue=1, scontrol=len(throttles)) != Counter(sacct=1):
         raise RuntimeError(f"priming tick went wrong: {tick} {dict(fake.calls)}")
-    states = tick_states(n, seed)
+    states = throttled(tick_states(n, seed), cap, 2)
     del primed, fake
     proc.EXECUTOR = proc.subprocess_executor
     stores.seal(template)
-    text = sacct_text(chunks, states, 90, submit)
+    text = sacct_text(chunks, states, 90, submit, cap)
     sacct_file = root / f"sacct-{n}.txt"
     sacct_file.write_text(text)
+    queue_file(sacct_file).write_text(queue_text(chunks, states))
     return Prepared(n, template, text, sacct_file, Counter(states), prime_s, stores)
 
 
@@ -484,8 +547,8 @@ def run_child(kind: str, sacct_file: Path, state: Path | None, *flags: str) -> d
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def big_run(root: Path, n: int, seed: int, trace: bool) -> dict[str, Any]:
-    prepared = prepare(root, n, seed)
+def big_run(root: Path, n: int, seed: int, trace: bool, max_parallel: int = 0) -> dict[str, Any]:
+    prepared = prepare(root, n, seed, max_parallel=max_parallel)
     sacct_file = prepared.sacct_file
     out: dict[str, Any] = {"tasks": n, "sacct_lines": prepared.text.count("\n"),
                            "sacct_mb": len(prepared.text) / 2**20, "prime_s": prepared.prime_s}
@@ -512,6 +575,8 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=100_000, help="0 skips the big run")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-parallel", type=int, default=0,
+                        help="the spec's array throttle (0: none): each array's first N elements run, the rest wait")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--profile", action="store_true", help="cProfile one --tasks tick, top 10 entries")
     parser.add_argument("--tracemalloc", action="store_true", help="also the big run's tracemalloc peaks")
@@ -532,7 +597,7 @@ def main() -> None:
 
 
 def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    prepared = prepare(root, args.tasks, args.seed)
+    prepared = prepare(root, args.tasks, args.seed, max_parallel=args.max_parallel)
     with_header = "|".join(SACCT_FIELDS) + "\n" + prepared.text
     runs: dict[str, list[float]] = {"read_info": [], "parse": [], "tick": [], "steady": []}
     ticks: list[TickRun] = []
@@ -553,6 +618,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     last = ticks[-1]
     report: dict[str, Any] = {
         "tasks": args.tasks, "repeat": args.repeat, "python": sys.version.split()[0],
+        "max_parallel": args.max_parallel,
         "state_fs": paths.filesystem_type(root), "sacct_lines": prepared.text.count("\n"),
         "sacct_mb": len(prepared.text) / 2**20, "states": dict(prepared.states), "prime_s": prepared.prime_s,
         "median_s": medians, "runs_s": runs,
@@ -569,7 +635,7 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     del prepared, with_header
     gc.collect()
     if args.big:
-        report["big"] = big_run(root, args.big, args.seed, args.tracemalloc)
+        report["big"] = big_run(root, args.big, args.seed, args.tracemalloc, args.max_parallel)
     got_s = report["big"]["tick"]["wall_s"] if args.big else None
     got_mb = report["big"]["tick"]["peak_rss_mb"] if args.big else None
     report["targets"] = {"ratio": [TARGET_RATIO, report["ratio_tick_vs_read_info"]],
@@ -580,7 +646,8 @@ def run_all(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def print_report(r: dict[str, Any]) -> None:
     n, med = r["tasks"], r["median_s"]
-    print(f"{n:,} tasks, sacct text {r['sacct_lines']:,} lines ({r['sacct_mb']:.1f} MiB), states "
+    throttle = f", array: {{max_parallel: {r['max_parallel']}}}" if r.get("max_parallel") else ", no throttle"
+    print(f"{n:,} tasks{throttle}, sacct text {r['sacct_lines']:,} lines ({r['sacct_mb']:.1f} MiB), states "
           + ", ".join(f"{k} {v}" for k, v in sorted(r["states"].items()))
           + f"; Python {r['python']}, state on {r['state_fs']}")
     print(f"{'what':<52} {'elements':>8} {'median s':>9} {'x read_info':>11} {'runs':>5}")
