@@ -103,6 +103,7 @@ def test_two_nodes_two_processes_each_all_reduce_with_srun(
     page = (tmp_path / "report" / "index.html").read_text()
     nodes_table = page[page.index("Nodes of multi-node attempts"):]
     assert all(f"<td>{node}</td>" in nodes_table for node in ranks), nodes_table[:2000]  # one line per node
+    assert "network MB/s (mean)" in nodes_table, nodes_table[:2000]
 
 
 def test_two_nodes_two_processes_each_all_reduce_with_torchrun(
