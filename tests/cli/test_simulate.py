@@ -96,7 +96,7 @@ def test_a_hostile_cluster_file_is_exit_3_naming_the_key(
 
 
 @pytest.mark.parametrize("workload, said", [
-    ("synthetic:tasks=3e6", "tasks: 3e6 is out of range (0 to 500000)"),
+    ("synthetic:tasks=3e6", "tasks: 3e6 is out of range (0 to 1,000,000)"),
     ("synthetic:oom=nan", "oom: nan is out of range"),
     ("synthetic:mem_mean=inf", "mem_mean: inf is out of range"),
     ("synthetic:dur_mean=1e400", "dur_mean: 1e400 is out of range"),

@@ -13,6 +13,7 @@ from campaignctl.core.policy.policy import Policy, Rule
 from campaignctl.core.spec.spec import Resources
 from campaignctl.core.tick.decide import (
     campaign_excluded_nodes,
+    count_node_failures,
     decide,
     decide_task,
     resize_pending_siblings,
@@ -404,6 +405,20 @@ def test_nodes_the_campaign_excludes_join_every_pending_tasks_exclude() -> None:
     resizes = [d for d in decide(failed + pending, POLICY, NOW) if d.action == "resize_pending"]
     assert [(d.task_index, d.resources.exclude if d.resources else None) for d in resizes] == [(2, "node1,node3")]
     assert resizes[0].rule == "node_fail" and resizes[0].params["changes"] == {"exclude": ["node1", "node1,node3"]}
+
+
+def test_node_failures_a_caller_counted_exclude_as_the_views_would() -> None:
+    # the simulator counts NODE_FAIL attempts as they end and passes no view of the tasks behind them
+    failed = [TaskView(i, (attempt("NODE_FAIL", nodes="node3", index=i),)) for i in range(2)]
+    pending = [TaskView(2, (attempt("PENDING", index=2, exclude="node1"),))]
+    counted = {"": count_node_failures(failed)[""]}
+    assert counted == {"": {"node3": 2}}
+    from_views = decide(failed + pending, POLICY, NOW)
+    from_counts = decide(pending, POLICY, NOW, node_failures=counted)
+    assert [(d.task_index, d.resources) for d in from_counts] == [
+        (d.task_index, d.resources) for d in from_views if d.action == "resize_pending"] == [
+        (2, Resources(mem_mb=1000, time_min=60, exclude="node1,node3"))]
+    assert decide(pending, POLICY, NOW, node_failures={"": {"node3": 1}}) == []  # under campaign_exclude_after
 
 
 def test_timeout_resizes_pending_siblings_time() -> None:

@@ -70,6 +70,8 @@ def standing_requests(rows: Iterable[LoggedRequest]) -> Requests:
 
 
 def with_requests(views: Sequence[TaskView], requests: Requests) -> list[TaskView]:
+    if not requests.adjust and not requests.replacements:
+        return list(views)
     return [replace(v, adjust=requests.adjust.get(v.index, {}),
                     replacements={a.token: requests.replacements[a.token] for a in v.attempts
                                   if a.token in requests.replacements})

@@ -25,7 +25,6 @@ its group's recent ones."""
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -140,18 +139,23 @@ def _repeated(attempts: Sequence[tuple[int, AttemptView]], rules: NodeRules,
 
 
 def _slow(completions: Sequence[Completion], rules: NodeRules) -> Iterable[tuple[Completion, str, str]]:
-    rated = [(c, split_nodes(c.nodes)[0], c.steps / c.elapsed_s) for c in completions
-             if c.steps > 0 and c.elapsed_s > 0 and len(split_nodes(c.nodes)) == 1]
     by_group: dict[str, list[tuple[Completion, str, float]]] = defaultdict(list)
-    for item in rated:
-        by_group[item[0].group].append(item)
+    for c in completions:
+        if c.steps > 0 and c.elapsed_s > 0 and len(nodes := split_nodes(c.nodes)) == 1:
+            by_group[c.group].append((c, nodes[0], c.steps / c.elapsed_s))
     for group in by_group.values():
         # the median of the group's rates on the other nodes, once per node (a long campaign's
         # group holds thousands of completions on a few nodes)
+        everyone = sorted(r for _, _, r in group)
+        on_node: dict[str, list[float]] = defaultdict(list)
+        for _, node, rate in group:
+            on_node[node].append(rate)
         others_of: dict[str, tuple[int, float]] = {}
-        for node in {n for _, n, _ in group}:
-            others = [r for _, n, r in group if n != node]
-            others_of[node] = (len(others), statistics.median(others) if others else 0.0)
+        for node, rates in on_node.items():
+            others = everyone.copy()  # sorted: removing the node's own rates keeps it so
+            for rate in rates:
+                others.remove(rate)
+            others_of[node] = (len(others), _median_of_sorted(others))
         for c, node, rate in group:
             count, median = others_of[node]
             if count < 2:
@@ -159,6 +163,14 @@ def _slow(completions: Sequence[Completion], rules: NodeRules) -> Iterable[tuple
             if rate * rules.slow_factor <= median:
                 yield c, node, (f"task {c.task} made {rate:.3g} steps/s there, {median / rate:.2g}× slower than "
                                 f"the median {median:.3g} of its group's {count} attempts on other nodes")
+
+
+def _median_of_sorted(values: Sequence[float]) -> float:
+    """statistics.median of an already sorted list (0.0 when empty)."""
+    n = len(values)
+    if not n:
+        return 0.0
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 def _clears(completions: Sequence[Completion], exclusion: Exclusion) -> list[Decision]:

@@ -7,8 +7,6 @@ view of every task at every 5-minute tick would cost more than the rest of the s
 tick is given:
 - the tasks whose latest attempt ended and is not yet answered (the cause rules' input; a task in
   backoff stays in until answered);
-- on a tick that decides, the tasks with a node failure behind them (what the campaign-wide node
-  exclusion counts);
 - the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/tick/siblings.py),
   only those still asking for less or lacking an excluded node (a second `decide_tick` over the
   same snapshot plus them); the raise is sized by the partition's nodes and the first attempts'
@@ -20,6 +18,9 @@ tick is given:
 - every pending task when the policy's right_size may lower them in place (a spec naming a
   `profile:`); its samples are the campaign's own ended attempts, their peak memory the task's
   drawn need. Sizing at submit from other campaigns' history is not simulated (one campaign runs).
+The campaign-wide node exclusion (`campaign_exclude_after`) counts the run's NODE_FAIL attempts
+by node as the engine ends them (reconcile counts them over its views of every task with one
+behind it): on every tick alike, a tick without a view of them excludes the same nodes.
 Utilisation and early stopping see no telemetry or metric curves here (the simulator models
 neither), so they decide nothing; a progressive campaign's ladder is not simulated.
 
@@ -60,7 +61,7 @@ from campaignctl.core.sim.engine import Decider, Engine
 from campaignctl.core.sim.scheduler import Job, Shape
 from campaignctl.core.sim.trials import SimSearch
 from campaignctl.core.spec.settings import CampaignSettings
-from campaignctl.core.tick.decide import campaign_excluded_nodes, sibling_raises
+from campaignctl.core.tick.decide import exclusion_of, sibling_raises
 from campaignctl.core.tick.right_size import ENDED, UsageSample, groups
 from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.tick.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
@@ -90,7 +91,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         whole = bool((settings.max_parallel and not counted) or settings.budget.limits() or right_sizes
                      or len(settings.clusters) > 1)
         changed = _changed(engine)
-        views = changed + _node_failed(engine, changed) + _recently_failed(engine, changed, policy.nodes.window_s) + (
+        views = changed + _recently_failed(engine, changed, policy.nodes.window_s) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         nodes = ledger.facts(engine, now)
         loads = _loads(engine) if counted and not whole else None
@@ -165,8 +166,9 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
             sampler: Sampler | None = None, nodes: NodeFacts | None = None, loads: Loads | None = None) -> TickPlan:
     snapshot = TickSnapshot(
         "paused" if engine.paused else "active", 1, settings, tuple(views), requests=engine.requests, loads=loads,
+        node_failures=engine.node_failures,
         pending_since={v.latest.token: engine.at(engine.active[v.latest.token].submit)
-                       for v in views if v.latest.state == "PENDING"},
+                       for v in views if v.latest.state == "PENDING"} if _falls_back(policy, settings) else {},
         usage=_usage(engine) if settings.budget.limits() else (),
         array_throttles=engine.throttles,
         tasks_started=sum(1 for jobs in engine.jobs if jobs) if search else settings.tasks,
@@ -190,6 +192,11 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
     if facts.siblings:
         snapshot = with_facts(snapshot, siblings=_sibling_facts(engine))
     return decide_tick(snapshot, policy, now)
+
+
+def _falls_back(policy: Policy, settings: CampaignSettings) -> bool:
+    """GPU-type fallback reads when each pending task was submitted (core/tick/fallback.py)."""
+    return bool(policy.fallback.after_s) and len(settings.gpu_types) > 1
 
 
 def _loads(engine: Engine) -> Loads:
@@ -221,21 +228,11 @@ def _active(engine: Engine) -> list[TaskView]:
 
 
 def _waiting(engine: Engine, policy: Policy, settings: CampaignSettings, now: datetime) -> list[TaskView]:
-    after = policy.fallback.after_s
-    if len(settings.gpu_types) < 2 or not after:
+    if not _falls_back(policy, settings):
         return []
-    since = engine.now - after
+    since = engine.now - policy.fallback.after_s
     return [engine.view(job.task) for job in engine.active.values()
             if job.state == "PENDING" and job.submit <= since and job.res.gpu_type != settings.gpu_types[-1]]
-
-
-def _node_failed(engine: Engine, changed: list[TaskView]) -> list[TaskView]:
-    """On a tick that decides, the tasks with a node failure behind them (not already seen): what
-    the campaign-wide node exclusion counts, as reconcile's views of every unfinished task hold."""
-    if not changed or not engine.node_failed:
-        return []
-    seen = {v.index for v in changed}
-    return [engine.view(task) for task in sorted(engine.node_failed - seen)]
 
 
 def _recently_failed(engine: Engine, changed: list[TaskView], window_s: int) -> list[TaskView]:
@@ -261,7 +258,8 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     triggers = [d for d in plan.decisions if d.action == "resubmit" and d.rule in ("out_of_memory", "timeout")]
     facts = _sibling_facts(engine) if triggers else None
     raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []
-    excluded = campaign_excluded_nodes(views, policy) if policy.rule("node_fail").exclude_failed_node else frozenset()
+    excluded = exclusion_of(engine.node_failures.get("", {}), policy) \
+        if policy.rule("node_fail").exclude_failed_node else frozenset()
     excluded |= set(ledger.nodes)
     mem = max((r.mem_mb for r in raises if r.mem_mb), default=0)
     time = max((r.time_min for r in raises if r.time_min), default=0)

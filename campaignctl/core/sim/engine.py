@@ -7,7 +7,7 @@ Simulated time is whole seconds from the start; the policy sees it as `EPOCH + t
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -25,6 +25,7 @@ from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.setup import Setup, attempt_view
 from campaignctl.core.sim.tally import Tally
 from campaignctl.core.sim.workload import fate, hazards
+from campaignctl.core.slurm import job_ref
 from campaignctl.core.tick.tick import TickPlan
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -57,7 +58,9 @@ class Engine:
     paused: bool = False
     first_ends: dict[str, int] = field(default_factory=dict)  # how first attempts ended: state → count
     first_started: int = 0  # first attempts that started (running or ended)
-    node_failed: set[int] = field(default_factory=set)  # tasks with an attempt ended NODE_FAIL
+    # attempts ended NODE_FAIL, by cluster ('' : the first, unqualified) and node: the campaign-wide
+    # exclusion counts them (core/tick/decide.py count_node_failures, as reconcile counts its views)
+    node_failures: dict[str, Counter[str]] = field(default_factory=dict)
     failed: deque[tuple[int, int]] = field(default_factory=deque)  # (when, task) of each attempt ended FAILED
     completed: list[Job] = field(default_factory=list)  # attempts completed since the driver last took them
     _views: dict[int, TaskView] = field(default_factory=dict)
@@ -269,8 +272,8 @@ class Engine:
         self._views.pop(job.task, None)
         if job.attempt == 1:
             self.first_ends[state] = self.first_ends.get(state, 0) + 1
-        if state == "NODE_FAIL":
-            self.node_failed.add(job.task)
+        if state == "NODE_FAIL" and job.node is not None:
+            self.node_failures.setdefault(job_ref.cluster_of(job.jid or ""), Counter())[self.queue.names[job.node]] += 1
         elif state == "FAILED":
             self.failed.append((self.now, job.task))
         if state == "COMPLETED":

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from campaignctl.core.model.params import MAX_TASKS
 from campaignctl.core.policy.output_causes import GPU_HARDWARE, GPU_OOM
 from campaignctl.core.resources import Resources
 
@@ -51,7 +52,8 @@ TRACE_OOM_NEED = 1.5  # an OUT_OF_MEMORY row without max_rss_mb needed this × i
 TRACE_TIMEOUT_RUN = 1.5  # a TIMEOUT row needed this × its limit
 
 
-MAX_TASKS = 500_000  # a simulation holds every task's truth and attempts in memory (3e6 ran out)
+# tasks: a spec's most (MAX_TASKS). A simulation holds every task's truth and attempts in memory:
+# 100,000 tasks peak near 260 MB; 3e6 ran out of memory
 # the largest value of each unbounded key: an hour-long mean is 60, a 64 TiB mean 6.7e7 MB
 MAX_VALUE = {"tasks": MAX_TASKS, "mem_mean": 64 * 2**20, "mem_sd": 64 * 2**20, "dur_mean": 525_600,
              "dur_sd": 525_600, "node_down": 525_600, "preemptor_min": 525_600, "submit_spread": 525_600,
@@ -126,7 +128,7 @@ def parse_synthetic(text: str) -> Synthetic:
             raise WorkloadError(f"synthetic workload key {key}: {value!r} is not a number") from None
         if not math.isfinite(number) or number < 0 or number > MAX_VALUE.get(key, 1):
             raise WorkloadError(f"synthetic workload key {key}: {value} is out of range "
-                                f"(0 to {MAX_VALUE.get(key, 1):g})")
+                                f"(0 to {MAX_VALUE.get(key, 1):,})")
         values[key] = int(number) if key == "tasks" else number
     return Synthetic(**values)
 

@@ -22,7 +22,7 @@ from campaignctl.core.policy.suspects import blamed, suspect_nodes
 from campaignctl.core.resources import with_fields
 from campaignctl.core.slurm import job_ref
 from campaignctl.core.spec.spec import Resources
-from campaignctl.core.tick.siblings import Raise, SiblingFacts, plan_raise
+from campaignctl.core.tick.siblings import CAMPAIGN, Raise, SiblingFacts, plan_raise
 
 NODE_CAUSES = ("node_fail", "boot_fail")
 NO_TIME_LIMIT = datetime.max.replace(tzinfo=timezone.utc)  # `now` of a caller that has none: every grace is over
@@ -31,13 +31,15 @@ LOST = "LOST"  # not in sacct nor squeue for longer than the policy's grace peri
 
 def decide(tasks: Sequence[TaskView], policy: Policy, now: datetime,
            gpu_types: Sequence[str] = (), siblings: SiblingFacts | None = None,
-           ledger: Exclusion = NO_EXCLUSION, base_exclude: frozenset[str] | None = None) -> list[Decision]:
+           ledger: Exclusion = NO_EXCLUSION, base_exclude: frozenset[str] | None = None,
+           node_failures: Mapping[str, Mapping[str, int]] | None = None) -> list[Decision]:
     """Decisions for every task whose latest attempt ended (or was lost) and is not yet answered,
     plus in-place resizes of pending siblings of tasks that hit OOM/TIMEOUT. `gpu_types`: the
     spec's acceptable GPU types, where a GPU OOM may move; `ledger`: the nodes the node ledger
     keeps new work from (a retry is one task: a node on probation may take it); `base_exclude`:
-    the nodes the spec leaves out (kept_out)."""
-    excluded = _ByCluster(tasks, policy)
+    the nodes the spec leaves out (kept_out); `node_failures`: the node failures by cluster and
+    node where the caller counted them (None: counted from `tasks`)."""
+    excluded = _ByCluster(tasks, policy, node_failures)
     decisions = []
     left = ledger  # a retry is one task: the first may go where the ledger has a node on probation, no later one
     for task in tasks:
@@ -269,12 +271,22 @@ def campaign_excluded_nodes(tasks: Iterable[TaskView], policy: Policy, cluster: 
     """Nodes of `cluster` ('': the one SLURM_CONF names; core/slurm/job_ref.py) where
     `campaign_exclude_after` attempts of this campaign died of a node failure. Node names are a
     cluster's own: Slurm refuses a job whose --exclude names a node it does not have."""
-    failures: Counter[str] = Counter()
+    return exclusion_of(count_node_failures(tasks).get(cluster, {}), policy)
+
+
+def count_node_failures(tasks: Iterable[TaskView]) -> dict[str, Counter[str]]:
+    """By cluster and node, the attempts that died of a node failure there (their suspect nodes)."""
+    failures: dict[str, Counter[str]] = {}
     for task in tasks:
         for attempt in task.attempts:
-            if (CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES
-                    and job_ref.cluster_of(attempt.job_id or "") == cluster):
-                failures.update(set(suspect_nodes(attempt.nodes, attempt.cause, attempt.evidence)))
+            if CAUSE_OF_STATE.get(attempt.state) in NODE_CAUSES:
+                failures.setdefault(job_ref.cluster_of(attempt.job_id or ""), Counter()).update(
+                    set(suspect_nodes(attempt.nodes, attempt.cause, attempt.evidence)))
+    return failures
+
+
+def exclusion_of(failures: Mapping[str, int], policy: Policy) -> frozenset[str]:
+    """The nodes with `campaign_exclude_after` node failures or more."""
     return frozenset(n for n, k in failures.items() if k >= policy.campaign_exclude_after)
 
 
@@ -284,12 +296,15 @@ _PlanKey = tuple[Resources, tuple[int, ...], frozenset[str]]  # (request, raises
 class _ByCluster(dict[str, frozenset[str]]):
     """campaign_excluded_nodes of each cluster, worked out when first asked for."""
 
-    def __init__(self, tasks: Sequence[TaskView], policy: Policy) -> None:
+    def __init__(self, tasks: Sequence[TaskView], policy: Policy,
+                 counted: Mapping[str, Mapping[str, int]] | None = None) -> None:
         super().__init__()
-        self._tasks, self._policy = tasks, policy
+        self._tasks, self._policy, self._counted = tasks, policy, counted
 
     def __missing__(self, cluster: str) -> frozenset[str]:
-        self[cluster] = campaign_excluded_nodes(self._tasks, self._policy, cluster)
+        if self._counted is None:
+            self._counted = count_node_failures(self._tasks)
+        self[cluster] = exclusion_of(self._counted.get(cluster, {}), self._policy)
         return self[cluster]
 
 
@@ -343,13 +358,13 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     # a first attempt is planned by its cluster, request and the raises reaching it alone: the
     # request by its object's identity (every task is alive through the loop), not a hash of every field
     alike: dict[tuple[str, int, tuple[int, ...]], tuple[_PlanKey, _SiblingPlan | None]] = {}
+    reached: dict[tuple[object, ...], tuple[int, ...]] = {}  # (array, parameter values) → raises reaching
+    names = tuple(sorted({r.group.key[0] for _, r, _ in raises if r.group.key != CAMPAIGN}))
     for task in pending:
         latest = task.latest
         job_id = latest.job_id or ""
         here = job_ref.cluster_of(job_id) if job_ref.SEP in job_id else ""
-        reaching = tuple(i for i, (_, r, array) in enumerate(raises)
-                         if (array is None or array == latest.array_job_id) and r.group.holds(latest.params)
-                         ) if raises else ()
+        reaching = _reaching(raises, latest, names, reached) if raises else ()
         same = (here, id(latest.resources), reaching) if len(task.attempts) == 1 else None
         if same is not None and same in alike:
             key, plan = alike[same]
@@ -370,6 +385,19 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
                             {"job_id": latest.job_id, "state": latest.state, **plan.inputs, **told.inputs},
                             typed, plan.resources))
     return out
+
+
+def _reaching(raises: Sequence[tuple[Decision, Raise, str | None]], latest: AttemptView, names: tuple[str, ...],
+              reached: dict[tuple[object, ...], tuple[int, ...]]) -> tuple[int, ...]:
+    """The indexes of the raises that reach a pending attempt: those of its array (or of any,
+    where facts were read) whose group holds its parameters. Worked out once per array and
+    values of `names`, the parameters the raises' groups split by (most groups are the campaign)."""
+    params = latest.params
+    key = (latest.array_job_id, *(str(params[name]) if name in params else None for name in names))
+    if key not in reached:
+        reached[key] = tuple(i for i, (_, r, array) in enumerate(raises)
+                             if (array is None or array == latest.array_job_id) and r.group.holds(params))
+    return reached[key]
 
 
 def _planned(task: TaskView, here: str, reaching: tuple[int, ...], raises: Sequence[tuple[Decision, Raise, str | None]],

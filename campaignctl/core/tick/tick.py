@@ -211,7 +211,8 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     settings = snapshot.settings
     fired = snapshot.requests.fired
     ledger = snapshot.exclusion or NO_EXCLUSION  # unread: nothing excluded (the ledger fails open)
-    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings, ledger, settings.exclude)
+    decisions = decide(views, policy, now, settings.gpu_types, snapshot.siblings, ledger, settings.exclude,
+                       snapshot.node_failures)
     assessment = _assessment(snapshot, policy)
     budget = _budget(snapshot, views, assessment)
     paused = snapshot.campaign_state == "paused" or budget.pause
@@ -235,7 +236,7 @@ def _sections(snapshot: TickSnapshot, policy: Policy, now: datetime, views: Sequ
     decisions += search.decisions
     paused = paused or search.pause
     max_parallel = _tighter(settings.max_parallel, budget.cap)
-    if not paused:
+    if not paused and max_parallel:
         why = f"budget admits {budget.cap} at once" if max_parallel == budget.cap else ""
         decisions += plan_throttles(snapshot.loads or loads_of(views), snapshot.array_throttles, max_parallel, why)
     decisions += node_decisions(views, snapshot.completions or (), ledger, snapshot.suspected, policy.nodes, now)

@@ -63,6 +63,9 @@ class TickSnapshot:
     # the arrays' running and pending elements where the caller counted them (the simulator, which
     # then needs no view of every waiting task); None: counted from `views`
     loads: Loads | None = None
+    # attempts that died of a node failure, by cluster and node, where the caller counted them (the
+    # simulator, which then needs no view of every task with one behind it); None: counted from `views`
+    node_failures: Mapping[str, Mapping[str, int]] | None = None
     proposal_keys: frozenset[ProposalKey] = frozenset()  # shadow proposals logged so far
     awaiting: tuple[Awaiting, ...] = ()  # decisions waiting for approval
     revision_run: RevisionRun | None = None  # None: the revision is known-good already (or unread)
