@@ -144,8 +144,11 @@ def _standing(node: str, marks: Sequence[NodeMark], now: datetime, rules: NodeRu
     if not evidence:
         return None
     expires = None
-    for i, m in enumerate(evidence):
-        if score_at(evidence[:i + 1], m.at, rules.half_life_s) >= rules.threshold * (1 - THRESHOLD_SLACK):
+    running, last = 0.0, evidence[0].at  # the score at each mark, carried forward (marks oldest first)
+    for m in evidence:
+        running = running * math.pow(0.5, (m.at - last).total_seconds() / rules.half_life_s) + m.weight
+        last = m.at
+        if running >= rules.threshold * (1 - THRESHOLD_SLACK):
             expires = m.at + timedelta(seconds=rules.exclude_for_s)
     score = score_at(evidence, now, rules.half_life_s)
     if score < rules.forgotten_below:

@@ -360,11 +360,13 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     alike: dict[tuple[str, int, tuple[int, ...]], tuple[_PlanKey, _SiblingPlan | None]] = {}
     reached: dict[tuple[object, ...], tuple[int, ...]] = {}  # (array, parameter values) → raises reaching
     names = tuple(sorted({r.group.key[0] for _, r, _ in raises if r.group.key != CAMPAIGN}))
+    # raises of the whole campaign, wherever their array (facts read): each reaches every pending task
+    everywhere = tuple(range(len(raises))) if not names and all(a is None for _, _, a in raises) else None
     for task in pending:
         latest = task.latest
         job_id = latest.job_id or ""
         here = job_ref.cluster_of(job_id) if job_ref.SEP in job_id else ""
-        reaching = _reaching(raises, latest, names, reached) if raises else ()
+        reaching = everywhere if everywhere is not None else _reaching(raises, latest, names, reached)
         same = (here, id(latest.resources), reaching) if len(task.attempts) == 1 else None
         if same is not None and same in alike:
             key, plan = alike[same]
