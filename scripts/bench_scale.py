@@ -14,14 +14,16 @@ main or HEAD~1) against this checkout, in one run, each beside its target and ma
 - submit: `submit` of --big tasks packed 500 to an element (MaxArraySize 1001), its sbatch calls
   against ⌈n / (K × array size)⌉, its wall time and peak RSS (scripts/bench_submit.py --lift);
 - simulate: --sim-tasks simulated tasks with the failure mix on 64 × 8 A100 and on the default
-  cluster, without a throttle and with max_parallel 512 (scripts/bench_simulate.py --only scale).
+  cluster (--sim-clusters), without a throttle and with max_parallel 512 (this checkout's
+  scripts/bench_simulate.py --only scale, against each side's code). 1,000,000 simulated tasks
+  are scripts/bench_simulate.py --only big (this side's alone: the older refuses more than 500,000).
 
 Each side runs in its own child processes with PYTHONPATH at its tree (the older one a temporary
 `git worktree`), one after the other; medians of --repeat where a part repeats. The simulate part
 takes the longest (four runs a side at 100,000 tasks, 2-5 minutes each): leave it out with --only.
 
 Usage: .venv/bin/python scripts/bench_scale.py [--old REF] [--only status,tick,submit,simulate]
-       [--big 1000000] [--sim-tasks 100000] [--repeat 3]
+       [--big 1000000] [--sim-tasks 100000] [--sim-clusters 64x8,default] [--repeat 3]
 Example (the figures of docs/performance.md#a-million-tasks-every-figure):
        .venv/bin/python scripts/bench_scale.py --old 52c369e --only status,tick,submit
 """
@@ -184,13 +186,13 @@ def tick_part(sides: dict[str, Path], repeat: int) -> list[tuple[str, dict[str, 
              {s: r["median_s"]["steady"] for s, r in capped.items()}, "—")]
 
 
-def _this_bench(tree: Path) -> Path:
-    """This checkout's bench_reconcile.py, inside `tree` (it imports the code beside it)."""
-    mine = Path(__file__).resolve().parent / "bench_reconcile.py"
-    there = tree / "scripts" / "bench_reconcile.py"
+def _this_bench(tree: Path, name: str = "bench_reconcile") -> Path:
+    """This checkout's scripts/<name>.py, inside `tree` (it imports the code beside it)."""
+    mine = Path(__file__).resolve().parent / f"{name}.py"
+    there = tree / "scripts" / f"{name}.py"
     if there.resolve() == mine:
         return there
-    copy = tree / "scripts" / "_bench_reconcile_now.py"
+    copy = tree / "scripts" / f"_{name}_now.py"
     shutil.copyfile(mine, copy)
     return copy
 
@@ -207,10 +209,11 @@ def submit_part(sides: dict[str, Path], big: int, work: Path) -> list[tuple[str,
 _SCALE = re.compile(r"scale: (\d+) tasks, default policy, (.+?): ([\d.]+) s wall \(([\d.]+) s CPU")
 
 
-def simulate_part(sides: dict[str, Path], tasks: int) -> list[tuple[str, dict[str, float], str]]:
+def simulate_part(sides: dict[str, Path], tasks: int, clusters: str) -> list[tuple[str, dict[str, float], str]]:
     found: dict[str, dict[str, float]] = {}
     for side, tree in sides.items():
-        out = run(tree, [str(tree / "scripts" / "bench_simulate.py"), "--only", "scale", "--tasks", str(tasks)])
+        out = run(tree, [str(_this_bench(tree, "bench_simulate")), "--only", "scale", "--tasks", str(tasks),
+                         "--clusters", clusters])
         for match in _SCALE.finditer(out):
             found.setdefault(f"simulate {int(match[1]):,} tasks, {match[2]} (s CPU)", {})[side] = float(match[4])
     return [(label, figures, "≤ 30" if "A100" in label or "64" in label else "≤ 120")
@@ -229,6 +232,8 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(PARTS), help=f"a comma-separated choice of {', '.join(PARTS)}")
     parser.add_argument("--big", type=int, default=1_000_000, help="tasks of the large status and submit")
     parser.add_argument("--sim-tasks", type=int, default=100_000)
+    parser.add_argument("--sim-clusters", default="64x8,default",
+                        help="the simulated clusters of the simulate part (64x8: 64 nodes x 8 A100; default: 8 nodes)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -256,7 +261,7 @@ def main() -> None:
             elif part == "submit":
                 rows += submit_part(sides, args.big, work)
             else:
-                rows += simulate_part(sides, args.sim_tasks)
+                rows += simulate_part(sides, args.sim_tasks, args.sim_clusters)
             print(f"    {part}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"old = {args.old}, new = this checkout; load average at the end {load}")

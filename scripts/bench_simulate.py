@@ -14,7 +14,7 @@
 Every scale figure is measured both ways, without a throttle and with --max-parallel.
 
     .venv/bin/python scripts/bench_simulate.py [--tasks 100000] [--ratio-tasks 5000] [--seeds 5]
-        [--max-parallel 512] [--throttle-tasks 10000] [--big-tasks 1000000]
+        [--max-parallel 512] [--throttle-tasks 10000] [--big-tasks 1000000] [--clusters 64x8,default]
         [--only scale|ratio|throttle|demo|big]
 """
 
@@ -66,8 +66,10 @@ def main() -> int:
             return 0
         if args.only in (None, "scale"):
             for each, how in ((spec, "no throttle"), (capped, f"max_parallel {args.max_parallel}")):
-                scale(each, args.tasks, cluster, f"64 nodes × 8 GPUs, {how}", 30)
-                scale(each, args.tasks, None, f"the default 8 nodes, {how}", 120)
+                if "64x8" in args.clusters:
+                    scale(each, args.tasks, cluster, f"64 nodes × 8 GPUs, {how}", 30)
+                if "default" in args.clusters:
+                    scale(each, args.tasks, None, f"the default 8 nodes, {how}", 120)
         if args.only == "big":  # not part of a plain run: two runs of many minutes
             for way in ("none", "capped"):
                 subprocess.run([sys.executable, __file__, "--way", way, "--big-tasks", str(args.big_tasks),
@@ -164,6 +166,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--max-parallel", type=int, default=512, help="the throttle the scale runs are measured with too")
     p.add_argument("--throttle-tasks", type=int, default=10_000)
     p.add_argument("--big-tasks", type=int, default=1_000_000)
+    p.add_argument("--clusters", default="64x8,default", help="the scale part's clusters: 64x8, default or both")
     p.add_argument("--only", choices=("scale", "ratio", "throttle", "demo", "big"), help="one part of the benchmark")
     p.add_argument("--way", choices=("none", "capped"), help=argparse.SUPPRESS)
     return p.parse_args()
