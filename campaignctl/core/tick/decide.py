@@ -354,7 +354,7 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
     plans: dict[_PlanKey, _SiblingPlan | None] = {}
     firsts: dict[tuple[str, str | None], frozenset[str]] = {}
-    said: dict[tuple[_PlanKey, bool], Decision] = {}
+    said: dict[tuple[int, str, bool], Decision] = {}
     # a first attempt is planned by its cluster, request and the raises reaching it alone: the
     # request by its object's identity (every task is alive through the loop), not a hash of every field
     alike: dict[tuple[str, int, tuple[int, ...]], tuple[_PlanKey, _SiblingPlan | None]] = {}
@@ -377,15 +377,18 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
                 alike[same] = key, plan
         if plan is None:
             continue
-        typed = ResizePending(changes=plan.changes, array_job_id=latest.array_job_id or "", resources=plan.resources)
-        said_key = (key, not here)
-        if said_key not in said:  # what the ledger adds to its reason and inputs: the same for the plan's tasks
-            said[said_key] = with_ledger(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason,
-                                                  {}, typed, plan.resources), ledger if not here else NO_EXCLUSION)
-        told = said[said_key]
+        array = job_id.partition("_")[0]
+        # a plan's tasks of one array share the record; the ledger adds the same to their reason and inputs
+        told_key = (id(plan), array, not here)  # plans live in `plans` through the loop: ids stay theirs
+        told = said.get(told_key)
+        if told is None:
+            typed = ResizePending(changes=plan.changes, array_job_id=array, resources=plan.resources)
+            told = said[told_key] = with_ledger(
+                Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason, plan.inputs, typed,
+                         plan.resources), ledger if not here else NO_EXCLUSION)
         out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", told.reason,
-                            {"job_id": latest.job_id, "state": latest.state, **plan.inputs, **told.inputs},
-                            typed, plan.resources))
+                            {"job_id": latest.job_id, "state": latest.state, **told.inputs},
+                            told.typed, plan.resources))
     return out
 
 
