@@ -7,6 +7,8 @@ view of every task at every 5-minute tick would cost more than the rest of the s
 tick is given:
 - the tasks whose latest attempt ended and is not yet answered (the cause rules' input; a task in
   backoff stays in until answered);
+- on a tick that decides, the tasks with an attempt ended FAILED within the node rules' window
+  (what `repeated` counts across tasks);
 - the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/tick/siblings.py),
   only those still asking for less or lacking an excluded node (a second `decide_tick` over the
   same snapshot plus them); the raise is sized by the partition's nodes and the first attempts'
