@@ -392,10 +392,7 @@ class Engine:
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
             job.array.resize(job, d.resources)
-            seen = self._views.get(task)  # a pending attempt's view holds no clock: only its request changed
-            if seen is not None and seen.latest.token == job.token:
-                shown = replace(seen.latest, resources=job.res)
-                self._views[task] = replace(seen, attempts=(*seen.attempts[:-1], shown))
+            self._views.pop(task, None)  # its view showed the old request
         elif d.action == "cancel" and job is not None:
             self._cancel(job, d)
         elif d.action == "stop" and job is not None and job.state == "RUNNING":
