@@ -32,8 +32,10 @@ def sync_tasks(conn: sa.Connection, campaign_id: int, task_specs: Sequence[TaskS
     added = [task_row(campaign_id, t) for t in task_specs if t.index not in known]
     insert_many(conn, tasks, added)
     for t in task_specs:
+        if t.index not in known:
+            continue
         row = task_row(campaign_id, t)
-        if t.index in known and known[t.index] != row["params_json"]:
+        if known[t.index] != row["params_json"]:
             conn.execute(tasks.update().where(tasks.c.campaign_id == campaign_id, tasks.c.task_index == t.index)
                          .values(params_json=row["params_json"], argv_json=row["argv_json"], env_json=row["env_json"]))
 

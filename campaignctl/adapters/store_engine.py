@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -242,7 +243,8 @@ def insert_many(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str
         return
     keys = list(rows[0])
     sql = f"INSERT INTO {table.name} ({', '.join(keys)}) VALUES ({', '.join('?' * len(keys))})"
-    conn.exec_driver_sql(sql, [tuple(row[k] for k in keys) for row in rows])
+    values = itemgetter(*keys)  # each row's values in C, a tuple (a lone key's value is not one)
+    conn.exec_driver_sql(sql, list(map(values, rows)) if len(keys) > 1 else [(values(row),) for row in rows])
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:

@@ -92,6 +92,8 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
         "env_file": spec.captured_env, "from_node": spec.env_capture.from_node, "setup": spec.setup,
         "output_metrics": spec.output_metrics, "causes": tuple(spec.policy.causes.items()),
         "shared": spec.share_group is not None}
+    if not spec.rungs:  # every task's resources are the campaign's
+        same.update(_layout(spec.resources))
     chunk_tasks = [spec.tasks[t] for t in chunk.task_indices]
     return [TaskLaunch(task_index=t, attempt_token=f"{token}.{i}",
                        argv=sides[i][0].argv, env=sides[i][0].env,
@@ -99,7 +101,7 @@ def launches(spec: CampaignSpec, token: str, chunk: ArrayChunk,
                        resume_argv=sides[i][-1].argv, resume_env=sides[i][-1].env,
                        task_dir=f"{tasks_root}/{t}", attempt_number=n,
                        checkpoint_dir=checkpoint_dir(spec.run_dir, task.config), rung=task.rung,
-                       **same, **_tracking(spec, task.config), **_layout(spec.resources_of(t)))
+                       **same, **_tracking(spec, task.config), **(_layout(spec.resources_of(t)) if spec.rungs else {}))
             for i, (t, n, task) in enumerate(zip(chunk.task_indices, numbers, chunk_tasks, strict=True))]
 
 

@@ -323,9 +323,12 @@ def _json(value: object) -> object:
         return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_json(v) for v in value]
+    if isinstance(value, (tuple, list)):  # a submission's task indices: a million ints, no call each
+        return [v if type(v) in _SCALARS else _json(v) for v in value]
     return value
+
+
+_SCALARS = frozenset((int, str, float, bool, type(None)))
 
 
 def _as_is(value: object) -> object:
