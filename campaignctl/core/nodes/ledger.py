@@ -6,9 +6,9 @@ A node's score is the sum of its evidence's weights, each halved every `half_lif
 (core/nodes/node_rules.py), counted since the last clean run or `nodes forgive`. Evidence that
 brings the score to the threshold (within 1 %: THRESHOLD_SLACK) excludes the node for
 `exclude_for` from that evidence; later evidence over the threshold extends it. After the
-exclusion the node is on probation: left out of arrays of more than one task, and out of every
-array once one one-task array was let onto it (a `probe` mark) until that probe has had
-`exclude_for` to run: one task at a time may run there. A clean run clears it, a failure there
+exclusion the node is on probation: left out of arrays of more than one task and of pending
+elements, and out of every array once one one-task array was let onto it (a `probe` mark) until
+that probe has had `exclude_for` to run: one task at a time may run there. A clean run clears it, a failure there
 excludes it again. A node whose score decayed below an eighth of the threshold is forgotten.
 Exclusions never take more than `max_share` of a partition's nodes (the highest scores first),
 never name a node the partition does not have (sbatch refuses an unknown node name), and the
@@ -99,7 +99,9 @@ def with_ledger(d: Decision, ledger: Exclusion, probing: Sequence[str] = ()) -> 
     """A decision whose new resources leave out nodes because of the ledger says which and why,
     and records the exclusion it applied (replay reads it back); `probing`: the nodes on
     probation it is the one task let onto (written to the ledger as `probe` marks)."""
-    nodes = [n for n in ledger.nodes if d.resources is not None and n in split_nodes(d.resources.exclude or "")]
+    left_out = split_nodes(d.resources.exclude or "") if d.resources is not None else []
+    # a node on probation in an exclude list is there for it: kept out of a pending element (decide.py)
+    nodes = [n for n in dict.fromkeys((*ledger.nodes, *ledger.probation)) if n in left_out]
     if not nodes and not probing:
         return d
     said = [f"the node ledger leaves out {'; '.join(ledger.why.get(n, n) for n in nodes)}"] if nodes else []

@@ -262,7 +262,7 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     raises = [r for _, r, _ in sibling_raises(views, triggers, policy, facts)] if facts else []
     excluded = exclusion_of(engine.node_failures.get("", {}), policy) \
         if policy.rule("node_fail").exclude_failed_node else frozenset()
-    excluded |= set(ledger.nodes)
+    excluded |= set(ledger.for_array(2))  # pending elements keep a node on probation out (decide.py)
     mem = max((r.mem_mb for r in raises if r.mem_mb), default=0)
     time = max((r.time_min for r in raises if r.time_min), default=0)
     # an excluded node is pushed once to everything pending, then only to arrays submitted since
