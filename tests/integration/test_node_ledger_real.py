@@ -7,8 +7,8 @@
   left out of the next submission;
 - a ledger that blames every node excludes a quarter of the partition and no more, and a job that
   needs every node is submitted as if the ledger said nothing (`sbatch --test-only` refused it);
-- elements waiting in the queue take a node the ledger comes to exclude and give it back once it
-  is forgiven, keeping the spec's own `exclude`;
+- elements waiting in the queue take a node the ledger comes to exclude, keep it out while it is
+  on probation, and give it back once it is forgiven, keeping the spec's own `exclude`;
 - a task failing with the same evidence each time holds the campaign after three attempts, and
   `policy replay` reproduces every decision, the ledger's included.
 
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -298,6 +298,15 @@ telemetry: {interval: 0}
     # two after sbatch: a tick straight after submit saw none (both SUBMITTED; 1 run in 3 on 22.05)
     wait_for("a tick to push the ledger's node onto both pending elements",
              lambda: cli("reconcile", "back").returncode == 0 and set(exclusions(array)) == {f"{mine},{bad}"}, 60)
+    # its exclusion over (the evidence made 31 minutes ago): on probation, one task at a time may
+    # run there, so the pending elements keep it out and nothing is resized
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(node_marks).where(node_marks.c.node == bad).values(
+            at=(datetime.now(timezone.utc) - timedelta(minutes=31)).isoformat(timespec="seconds")))
+    assert ledger(None)[bad]["state"] == "probation"
+    before = len(decisions("back", "resize_pending"))
+    assert cli("reconcile", "back").returncode == 0
+    assert set(exclusions(array)) == {f"{mine},{bad}"} and len(decisions("back", "resize_pending")) == before
     assert cli("nodes", "forgive", bad, "--reason", "replaced").returncode == 0
     assert cli("reconcile", "back").returncode == 0
     assert set(exclusions(array)) == {mine}
