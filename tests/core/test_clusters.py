@@ -42,6 +42,18 @@ def test_squeue_of_two_clusters_is_read_by_cluster_and_a_cluster_with_no_job_sti
     assert "lab3" not in sections  # a cluster that did not answer has no section
 
 
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_cluster_whose_slurmctld_hangs_has_a_heading_but_did_not_answer(version: str) -> None:
+    """squeue prints a cluster's heading before it asks; a slurmctld that is registered but does
+    not answer leaves the heading with no column header under it. Read as an answer with no job,
+    its queued jobs looked gone (a pending one could be declared lost and run twice)."""
+    text = (FIXTURES / f"squeue_two_clusters_one_hung_{version}.txt").read_text()
+    assert "CLUSTER: lab2" in text and "Socket timed out" in (
+        FIXTURES / f"squeue_two_clusters_one_hung_{version}.stderr").read_text()
+    sections = split_by_cluster(text)
+    assert list(sections) == ["lab"] and len(sections["lab"]) == 1  # lab answered with its one job
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_same_job_id_on_two_clusters_never_mixes(version: str) -> None:
     lines = (FIXTURES / f"sacct_colliding_ids_{version}.txt").read_text().splitlines(keepends=True)

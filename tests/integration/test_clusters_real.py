@@ -268,7 +268,8 @@ telemetry: {interval: 0}
     os.kill(slurmctld_pid(Path(slurm_conf).parent.parent / "run" / "slurmctld.pid"), signal.SIGTERM)
     try:
         # stopped for squeue too, which is what the tick asks: a slurmctld that `scontrol ping` already
-        # reads DOWN was once still answering the tick's squeue (CI run 41, 24.11: tasks kept RUNNING)
+        # reads DOWN was once still answering the tick's squeue (CI run 41, 24.11: tasks kept RUNNING);
+        # one still registered with slurmdbd gets a heading from `squeue -M` and no answer (core/slurm/clusters.py)
         wait_for("lab's slurmctld to stop", lambda: (
             proc.run(["scontrol", "ping"], check=False).returncode != 0
             or "DOWN" in proc.run(["scontrol", "ping"], check=False).stdout)

@@ -3,7 +3,12 @@
 Tested on the lab's two clusters behind one slurmdbd, Slurm 22.05 and 24.11 (scripts/slurmlab):
 - `squeue -M a,b` heads each cluster's lines with `CLUSTER: a` and that cluster's column header
   (also without --noheader's omission: --noheader drops both); a cluster whose slurmctld is down is
-  left out without a word and squeue exits 0;
+  left out without a word and squeue exits 0 — once slurmdbd has taken its deregistration. Before
+  that (a slurmctld just stopped, or killed without deregistering) squeue prints the heading, then
+  fails to reach it: no column header, `slurm_load_jobs error: …` on stderr, exit 1 (squeue.c's
+  `_multi_cluster` prints the heading before it asks). Recorded with a hung slurmctld (`kill
+  -STOP`, tests/fixtures/clusters); read as an answer with no job, a stopping slurmctld's running
+  tasks were kept RUNNING instead of UNKNOWN (CI run 50, 24.11);
 - `sacct -M a,b` reads slurmdbd, which answers for a cluster whose slurmctld is down (its jobs as
   they were last recorded): the `Cluster` column (first here) says whose each line is;
 - `sbatch -M a --test-only` prints `sbatch: Job 4 to start at 2026-11-30T01:34:46 using 1
@@ -30,16 +35,17 @@ UNREACHABLE = "does not answer"  # predicted_start's why-not for a cluster whose
 
 def split_by_cluster(text: str) -> dict[str, list[str]]:
     """`squeue -M a,b` output → its lines by cluster, headings and column headers dropped; every
-    cluster that answered is a key, with no lines when it has no job of ours."""
+    cluster that answered is a key, with no lines when it has no job of ours. A heading without a
+    column header under it is a cluster squeue could not reach: not a key."""
     out: dict[str, list[str]] = {}
     lines: list[str] | None = None
-    header_next = False
+    heading: str | None = None  # a cluster whose column header is the next line, if it answered
     for line in text.splitlines():
         if line.startswith(HEADING):
-            lines = out.setdefault(line[len(HEADING):].strip(), [])
-            header_next = True
-        elif header_next:
-            header_next = False  # the column header under the heading
+            heading, lines = line[len(HEADING):].strip(), None
+        elif heading is not None:
+            lines = out.setdefault(heading, []) if line.strip() else None  # blank: it did not answer
+            heading = None
         elif lines is not None and line.strip():
             lines.append(line)
     return out
