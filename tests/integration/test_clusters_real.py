@@ -11,7 +11,10 @@ counting shims in front of every Slurm client:
   `squeue -M` for both, and `policy replay` reproduces every placement and move;
 - lab's slurmctld stopped mid-campaign: its running tasks are UNKNOWN (not failed, not
   resubmitted), a campaign submitted meanwhile goes to lab2, and when lab's slurmctld returns its
-  tasks end as they ran, nothing duplicated."""
+  tasks end as they ran, nothing duplicated;
+- lab2's slurmctld hung (`kill -STOP`: still registered, squeue prints its heading and times
+  out): its running and pending tasks are UNKNOWN, not gone, and once it answers again they run
+  on, each once."""
 
 from __future__ import annotations
 
@@ -297,3 +300,31 @@ telemetry: {interval: 0}
     store, cid = store_of("outage")
     assert [e.action for e in store.log.entries(cid)] == ["start"]  # nothing resubmitted, nothing given up
     assert len(store.history(cid)) == 4  # one attempt per task
+
+
+def test_a_hung_slurmctld_leaves_its_tasks_unknown_and_they_run_on_when_it_answers(
+        slurm_conf: str, lab2: Path, state_home: Path, tmp_path: Path) -> None:
+    ticks = Ticks(tmp_path, slurm_conf)
+    # lab2's 4 nodes of 2 CPUs run 8 tasks of 1 CPU at once: 10 tasks leave 2 pending
+    subprocess.run([sys.executable, "-m", "campaignctl", "submit", str(write_spec(tmp_path, """\
+name: hung
+command: [python3, -c, "import time; time.sleep(30)"]
+matrix: {i: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+resources: {cpus_per_task: 1, mem: 100M, time: "00:05:00"}
+clusters: [lab2]
+telemetry: {interval: 0}
+"""))], check=True, capture_output=True, timeout=300, cwd=REPO)
+    wait_for("the tasks to run on lab2", lambda: (ticks("hung"), "RUNNING" in latest_states("hung").values())[1], 120)
+    pid = slurmctld_pid(lab2.parent.parent / "run" / "slurmctld.pid")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        ticks("hung")  # its squeue waits out MessageTimeout (10 s) for lab2
+        seen = set(latest_states("hung").values())
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert seen == {"UNKNOWN"}, seen  # running and pending alike: neither failed nor lost
+    wait_for("the tasks to end as they ran", lambda: (ticks("hung"), set(latest_states("hung").values()) == {
+        "COMPLETED"})[1], 240)
+    store, cid = store_of("hung")
+    assert [e.action for e in store.log.entries(cid)] == ["start"]  # nothing resubmitted, nothing given up
+    assert len(store.history(cid)) == 10  # one attempt per task
