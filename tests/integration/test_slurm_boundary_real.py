@@ -76,7 +76,8 @@ policy: {{use: default, rules: {{failed: {{retry_exit_codes: [143], backoff: 2s}
     # sacct's 15, not the runner's 143: the message says what the runner's exit.json held)
     exits = {t: sorted(p.read_text() for p in (tmp_path / "runs" / name / "tasks" / str(t)).glob("*/exit*.json"))
              for t in first}
-    assert {t: (first[t].state, first[t].exit_code) for t in first} == {0: ("FAILED", 143), 1: ("FAILED", 143)}, exits
+    assert {t: (first[t].state, first[t].exit_code) for t in first} == {0: ("FAILED", 143), 1: ("FAILED", 143)}, \
+        "\n".join(f"task {t}: {files}" for t, files in exits.items())  # text: pytest shortens a dict's repr
     final = latest(name)
     assert {t: (final[t].state, final[t].attempt_number) for t in final} == {0: ("COMPLETED", 2), 1: ("COMPLETED", 2)}
     # Slurm's own lines for attempt 1: ExitCode 15:0 (sacct prints 143 as 15), DerivedExitCode 143:0,
