@@ -197,6 +197,32 @@ def test_the_simulator_decides_through_decide_tick(monkeypatch: pytest.MonkeyPat
     assert seen  # tests/core/test_tick.py: core/sim/driver.py is decide_tick's only caller here
 
 
+def test_a_raise_reaches_every_pending_element_while_the_policy_is_shown_one_per_array_and_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Task 0 (1 CPU) needs 70 min of its 60: TIMEOUT at 3600 s, retried with 90 (× 1.5). Tasks
+    # 1-6 ask 2 CPUs each of the node's 2 and wait behind it, alike, in the same array. Task 1
+    # starts as task 0 ends, before the tick; the timeout's raise reaches the five still pending
+    # (the default policy resizes pending siblings). The tick that decides it is shown task 0 and
+    # one of the five, and all five run with 90 minutes.
+    shown = []
+    real = driver.decide_tick
+
+    def spy(snapshot: object, *args: object) -> object:
+        plan = real(snapshot, *args)  # type: ignore[arg-type]
+        if any(d.action == "resize_pending" for d in plan.decisions):
+            shown.append(sorted(v.index for v in snapshot.views))  # type: ignore[attr-defined]
+        return plan
+
+    monkeypatch.setattr(driver, "decide_tick", spy)
+    engine = run((task(70), *(task(30, cpus=2) for _ in range(6))), track=True)
+    assert [j.state for j in engine.jobs[0]] == ["TIMEOUT", "COMPLETED"]
+    assert [jobs[0].res.time_min for jobs in engine.jobs[1:]] == [60, 90, 90, 90, 90, 90]
+    assert all(len(jobs) == 1 and jobs[0].state == "COMPLETED" for jobs in engine.jobs[1:])
+    assert shown == [[0, 2]]
+    assert engine.tally.decisions["timeout → resize_pending"] == 5  # counted per task, as the log expands it
+    assert sorted(t for t, _, a in engine.tally.decided if a == "resize_pending") == [2, 3, 4, 5, 6]
+
+
 def test_synthetic_keys_are_checked() -> None:
     assert parse_synthetic("tasks=10,oom=0.2").oom == 0.2
     with pytest.raises(WorkloadError, match="unknown synthetic workload key 'ooms'; allowed: tasks, mem_mean"):

@@ -12,7 +12,9 @@ tick is given:
 - the pending tasks a retry's raise or the campaign's excluded nodes may reach (core/tick/siblings.py),
   only those still asking for less or lacking an excluded node (a second `decide_tick` over the
   same snapshot plus them); the raise is sized by the partition's nodes and the first attempts'
-  ends, the one group being the campaign (a simulated task has no parameters of its own);
+  ends, the one group being the campaign (a simulated task has no parameters of its own). Of the
+  first attempts of one array that ask the same, one is shown and stands for the rest: the
+  engine carries its resize out on them all (Engine.stand_ins), and the tally counts each;
 - every pending and running task when the sections need the whole picture: a campaign
   `max_parallel` (throttles count running and pending per array) or budget limits (the hold
   lists pending elements);
@@ -46,7 +48,6 @@ from campaignctl.core.decisions.action_records import ClearNode, GiveUp, NodeSus
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.nodes.evidence import COMPLETIONS_WINDOW, Completion
 from campaignctl.core.nodes.ledger import (
-    CLEARED,
     NO_EXCLUSION,
     PROBE,
     Exclusion,
@@ -87,6 +88,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
     ledger = SimLedger(policy.nodes)
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
+        engine.stand_ins.clear()
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
         # max_parallel alone needs no view of every waiting task: the queue counts what the throttles read
         counted = bool(settings.max_parallel) and settings.pack is None
@@ -115,7 +117,9 @@ class SimLedger:
     """The run's node ledger, and the completions the slow-node rule reads."""
 
     rules: NodeRules
-    marks: list[NodeMark] = field(default_factory=list)
+    # each node's marks that still count, oldest first: a cleared node's earlier ones and all but
+    # its latest probe are dropped as they are made (core/nodes/ledger.py `_standing` reads no more)
+    marks: dict[str, list[NodeMark]] = field(default_factory=dict)
     suspected: set[tuple[str, str]] = field(default_factory=set)
     recent: deque[Completion] = field(default_factory=lambda: deque(maxlen=COMPLETIONS_WINDOW))
     last_completed: str | None = None
@@ -131,8 +135,8 @@ class SimLedger:
             self.last_completed = max(c.ended_at for c in fresh)
         completions = (*self.recent, *fresh)
         self.recent.extend(fresh)
-        found = exclusion(standings(self.marks, now, self.rules), partition.nodes, self.rules) if self.marks \
-            else NO_EXCLUSION
+        found = exclusion(standings([m for ms in self.marks.values() for m in ms], now, self.rules),
+                          partition.nodes, self.rules) if self.marks else NO_EXCLUSION
         return NodeFacts(found, completions if fresh else (), len(fresh), frozenset(self.suspected),
                          self.last_completed)
 
@@ -145,13 +149,15 @@ class SimLedger:
         for d in decisions:
             if d.mode != "enforce" or d.gate:
                 continue
-            self.marks += [NodeMark(node, now, PROBE) for node in probing_of(d)]
+            for node in probing_of(d):  # only a node's latest probe counts
+                kept = [m for m in self.marks.get(node, ()) if m.kind != PROBE]
+                self.marks[node] = [*kept, NodeMark(node, now, PROBE)]
             match d.typed:
                 case NodeSuspect(node=node, kind=kind, weight=weight):
-                    self.marks.append(NodeMark(node, now, kind, weight))
+                    self.marks.setdefault(node, []).append(NodeMark(node, now, kind, weight))
                     self.suspected.add((d.attempt_token, node))
                 case ClearNode(node=node):
-                    self.marks.append(NodeMark(node, now, CLEARED))
+                    self.marks.pop(node, None)  # a clean run wipes the slate: no standing until new evidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +292,24 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
     arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]
-    tasks = sorted(job.task for array in arrays if any(reached(k) for k in array.shapes)
-                   for job in array.pending.values() if job.task >= 0 and job.task not in seen and reached(job.key))
-    return [engine.view(task) for task in tasks]
+    alone: list[int] = []
+    alike: dict[tuple[str, Shape], list[Job]] = {}
+    for array in arrays:
+        if not any(reached(k) for k in array.shapes):
+            continue
+        for job in array.pending.values():
+            if job.task < 0 or job.task in seen or not reached(job.key):
+                continue
+            if job.params or len(engine.jobs[job.task]) > 1:
+                alone.append(job.task)
+            else:
+                alike.setdefault((array.id, job.key), []).append(job)
+    # A first attempt's resize depends on its cluster, its request and the raises reaching its
+    # array alone (decide.py plans them once, `alike`): one element stands for the others of its
+    # array that ask the same, and the engine carries its decision out on them all, as one
+    # `scontrol update JobId=<array>_[…]` would. A wave costs a view per array and request.
+    engine.stand_ins.update({jobs[0].token: jobs for jobs in alike.values() if len(jobs) > 1})
+    return [engine.view(task) for task in sorted([*alone, *(jobs[0].task for jobs in alike.values())])]
 
 
 def _sibling_facts(engine: Engine) -> SiblingFacts:
@@ -323,6 +344,7 @@ def attempt_scaled_decider(retries: int = ATTEMPT_SCALED_RETRIES) -> Decider:
     attempt` with `--retries`; Nextflow `memory { 2.GB * task.attempt }`, `maxRetries`)."""
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
+        engine.stand_ins.clear()
         decisions = [_scaled(engine.view(task), engine.jobs[task][0].res, retries)
                      for task in sorted(engine.unanswered)]
         return TickPlan(tuple(decisions), (), (), False, False, None, None, None, None, None)

@@ -63,6 +63,9 @@ class Engine:
     node_failures: dict[str, Counter[str]] = field(default_factory=dict)
     failed: deque[tuple[int, int]] = field(default_factory=deque)  # (when, task) of each attempt ended FAILED
     completed: list[Job] = field(default_factory=list)  # attempts completed since the driver last took them
+    # a pending element's token → the elements of its array that ask the same, itself first: the
+    # decider gave the policy the first alone this tick (core/sim/driver.py `_siblings`)
+    stand_ins: dict[str, list[Job]] = field(default_factory=dict)
     _views: dict[int, TaskView] = field(default_factory=dict)
     _heap: list[tuple[int, int, int, object, int]] = field(default_factory=list)
     _seq: int = 0
@@ -320,7 +323,7 @@ class Engine:
 
     def _tick(self) -> bool:
         plan = self.decider(self, self.at(self.now))
-        self.tally.tick(plan)
+        self.tally.tick(plan, self.stand_ins)
         return self._apply(plan)
 
     def at(self, t: int) -> datetime:
@@ -391,8 +394,10 @@ class Engine:
             return True
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
-            job.array.resize(job, d.resources)
-            self._views.pop(task, None)  # its view showed the old request
+            for alike in self.stand_ins.get(d.attempt_token, (job,)):
+                if alike.state == "PENDING":
+                    alike.array.resize(alike, d.resources)
+                self._views.pop(alike.task, None)  # its view showed the old request
         elif d.action == "cancel" and job is not None:
             self._cancel(job, d)
         elif d.action == "stop" and job is not None and job.state == "RUNNING":

@@ -4,6 +4,7 @@ end. Pure."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,7 +75,9 @@ class Tally:
     def settle(self, now: int) -> None:
         self.makespan_s = now
 
-    def tick(self, plan: TickPlan) -> None:
+    def tick(self, plan: TickPlan, stand_ins: Mapping[str, Sequence[Job]] | None = None) -> None:
+        """Count the plan's decisions: one that stands for several pending elements (the engine's
+        `stand_ins`) counts once for each, as the log would expand its row."""
         self.ticks += 1
         shared: set[tuple[object, ...]] = set()  # one row per scontrol update, rule and reason
         for d in plan.decisions:
@@ -85,9 +88,11 @@ class Tally:
                     shared.add(row)
             key = f"{d.rule} → {d.action}"
             if d.mode == "enforce" and not d.gate:
-                self.decisions[key] += 1
+                alike = stand_ins.get(d.attempt_token) if stand_ins and d.action in GROUPED else None
+                self.decisions[key] += len(alike) if alike else 1
                 if self.track:
-                    self.decided.append((d.task_index, d.rule, d.action))
+                    self.decided += [(j.task, d.rule, d.action) for j in alike] if alike else [
+                        (d.task_index, d.rule, d.action)]
             else:
                 self.proposals[key] += 1
         for d in plan.proposals:
