@@ -394,10 +394,10 @@ class Engine:
             return True
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
-            for alike in self.stand_ins.get(d.attempt_token, (job,)):
-                if alike.state == "PENDING":
-                    alike.array.resize(alike, d.resources)
-                self._views.pop(alike.task, None)  # its view showed the old request
+            alike = [j for j in self.stand_ins.get(d.attempt_token, (job,)) if j.state == "PENDING"]
+            job.array.resize(alike, d.resources)
+            for j in alike:
+                self._views.pop(j.task, None)  # its view showed the old request
         elif d.action == "cancel" and job is not None:
             self._cancel(job, d)
         elif d.action == "stop" and job is not None and job.state == "RUNNING":

@@ -16,7 +16,7 @@ What it follows from Slurm 22.05 (slurm.conf(5), sched/backfill):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from campaignctl.core.model.params import Scalar
@@ -111,10 +111,22 @@ class Array:
         if not self.shapes[key]:
             del self.shapes[key]
 
-    def resize(self, job: Job, res: Resources) -> None:
-        self.remove(job)
-        job.res = res
-        self.add(job)
+    def resize(self, jobs: Sequence[Job], res: Resources) -> None:
+        """Pending elements of this array, to `res` (one `scontrol update JobId=<array>_[…]`).
+        Each goes behind the array's other pending elements (Slurm splits an updated element off
+        the array's meta record into a job record of its own, with a job id of its own)."""
+        shapes, pending = self.shapes, self.pending
+        for job in jobs:
+            shapes[job.key] -= 1
+            if not shapes[job.key]:
+                del shapes[job.key]
+            del pending[job.jid]
+            pending[job.jid] = job
+            job.res = res
+            job.key = key = shape(job)
+            shapes[key] = shapes.get(key, 0) + 1
+        need = self.need
+        self.need = (min(need[0], res.cpus_per_task), min(need[1], res.mem_mb), min(need[2], res.gpus))
 
 
 # pinned node, partition, cpus, mem_mb, gpus, gpu_type, exclude, time_min
