@@ -17,6 +17,7 @@ from campaignctl.core.sim import driver
 from campaignctl.core.sim.cluster import Cluster, Node, Partition, default_cluster
 from campaignctl.core.sim.driver import attempt_scaled_decider, policy_decider
 from campaignctl.core.sim.engine import Engine
+from campaignctl.core.sim.scheduler import Array, Job, Queue
 from campaignctl.core.sim.setup import Setup
 from campaignctl.core.sim.workload import (
     Synthetic,
@@ -70,6 +71,31 @@ def test_a_job_whose_time_limit_passes_the_reservation_does_not_backfill() -> No
     engine = run((task(60), task(30, cpus=2, limit_min=30), task(30, limit_min=90)))
     assert starts(engine) == [0, 3600, 5400]
     assert engine.tally.makespan_s == 7200
+
+
+def test_a_request_lowered_in_place_starts_where_the_old_one_could_not() -> None:
+    # One node, 4000 MB. Task 0 (2500 MB) runs; task 1 asks 3000 and waits: a pass stops early,
+    # as no node has room (1500) for the least request its array made (2500). right_size lowers
+    # task 1 to 1500 in place: the next pass must start it, not stop at the least request as it was.
+    queue = Queue(ONE_NODE)
+    array = Array("1", 1, 0, "batch", None)
+    jobs = [Job(f"1_{i}", array, i, 1, f"t{i}a1", replace(BASE, mem_mb=mem), 0) for i, mem in enumerate((2500, 3000))]
+    for job in jobs:
+        array.add(job)
+    queue.add_array(array)
+    started: list[int] = []
+
+    def start(job: Job, node: int) -> None:
+        queue.allocate(job, node)
+        started.append(job.task)
+
+    queue.schedule(0, start, lambda _: None)
+    assert started == [0]
+    queue.schedule(60, start, lambda _: None)
+    assert started == [0]
+    queue.resize(array, [jobs[1]], replace(BASE, mem_mb=1500))
+    queue.schedule(120, start, lambda _: None)
+    assert started == [0, 1]
 
 
 def test_an_array_throttle_runs_one_at_a_time() -> None:

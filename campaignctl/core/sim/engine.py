@@ -395,7 +395,7 @@ class Engine:
         job = self.active.get(d.attempt_token)
         if d.action == "resize_pending" and job is not None and job.state == "PENDING" and d.resources:
             alike = [j for j in self.stand_ins.get(d.attempt_token, (job,)) if j.state == "PENDING"]
-            job.array.resize(alike, d.resources)
+            self.queue.resize(job.array, alike, d.resources)
             for j in alike:
                 self._views.pop(j.task, None)  # its view showed the old request
         elif d.action == "cancel" and job is not None:

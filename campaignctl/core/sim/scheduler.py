@@ -167,8 +167,8 @@ class Queue:
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
-        # the least any pending job asks for (a lower bound): elements only grow (resize_pending)
-        # or return (requeue), so it falls only with a new array; recomputed when arrays are dropped
+        # the least any pending job asks for (a lower bound): it falls with a new array or a request
+        # lowered in place (`resize`); recomputed when arrays are dropped
         self._floor_cached: tuple[int, int, int] | None = None
         self._floor_stale = True
         self._excluded: dict[str, frozenset[int]] = {}
@@ -182,6 +182,14 @@ class Queue:
         if array.tier > self.lowest_tier or self._floor_stale or self._floor_cached is None:
             self._floor_stale = True
         else:
+            f, n = self._floor_cached, array.need
+            self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
+
+    def resize(self, array: Array, jobs: Sequence[Job], res: Resources) -> None:
+        """`scontrol update` of pending elements: a request lowered in place (right_size) lowers
+        the floor a pass reads, or the pass would stop before the element that now fits."""
+        array.resize(jobs, res)
+        if self._floor_cached is not None and not self._floor_stale:
             f, n = self._floor_cached, array.need
             self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
 
