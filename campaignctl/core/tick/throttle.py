@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from campaignctl.core.decisions.action_records import Throttle
 from campaignctl.core.decisions.decision import Decision, TaskView
 from campaignctl.core.slurm import job_ref
 
 
-@dataclass(frozen=True, slots=True)
-class ArrayLoad:
+class ArrayLoad(NamedTuple):  # a tuple: the simulator makes one per array with pending work each tick
     array_job_id: str
     running: int
     pending: int
@@ -66,6 +66,7 @@ def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
     # what runs in arrays with nothing left to start is spent; the rest is shared out oldest first
     available = max_parallel - (loads.running - sum(a.running for a in loads.arrays if a.pending))
     decisions = []
+    seen: dict[str, list[int]] | None = None  # every array's load, as each decision records it (one dict)
     for load in loads.arrays:
         if load.pending == 0 or load.first_pending_token is None or load.first_pending_task is None:
             continue
@@ -78,10 +79,12 @@ def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
         reason = (f"{why or f'campaign max_parallel {max_parallel}'}: array {load.array_job_id} "
                   f"({load.running} running, {load.pending} pending) may run {wanted} at once "
                   f"(was {current if current else 'unlimited'}).")
+        if seen is None:
+            seen = {a.array_job_id: [a.running, a.pending] for a in loads.arrays}
         decisions.append(Decision(
             load.first_pending_task, load.first_pending_token, "max_parallel", "throttle", reason,
             {"array_job_id": load.array_job_id, "running": load.running, "pending": load.pending,
              "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
-             "arrays": {a.array_job_id: [a.running, a.pending] for a in loads.arrays}},
+             "arrays": seen},
             Throttle(array_job_id=load.array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
     return decisions
