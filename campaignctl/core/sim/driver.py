@@ -15,9 +15,9 @@ tick is given:
   ends, the one group being the campaign (a simulated task has no parameters of its own). Of the
   first attempts of one array that ask the same, one is shown and stands for the rest: the
   engine carries its resize out on them all (Engine.stand_ins), and the tally counts each;
-- every pending and running task when the sections need the whole picture: a campaign
-  `max_parallel` (throttles count running and pending per array) or budget limits (the hold
-  lists pending elements);
+- every pending and running task when the sections need the whole picture: a packed campaign's
+  `max_parallel` (throttles count running and pending per array; an unpacked campaign's are
+  counted from the queue) or budget limits (the hold lists pending elements);
 - pending tasks waiting longer than `fallback.after` when the spec lists several GPU types;
 - every pending task when the policy's right_size may lower them in place (a spec naming a
   `profile:`); its samples are the campaign's own ended attempts, their peak memory the task's
