@@ -85,6 +85,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
     pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and when
+    loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | None]] = {}  # each array's load, by its version
     ledger = SimLedger(policy.nodes)
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
@@ -98,7 +99,7 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         views = changed + _recently_failed(engine, changed, policy.nodes.window_s) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         nodes = ledger.facts(engine, now)
-        loads = _loads(engine) if counted and not whole else None
+        loads = _loads(engine, loaded) if counted and not whole else None
         plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes, loads)
         siblings = [] if whole else _siblings(engine, plan, views, policy, pushed, nodes.exclusion, settings.exclude)
         if siblings:
@@ -207,13 +208,26 @@ def _falls_back(policy: Policy, settings: CampaignSettings) -> bool:
     return bool(policy.fallback.after_s) and len(settings.gpu_types) > 1
 
 
-def _loads(engine: Engine) -> Loads:
+def _loads(engine: Engine, loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | None]]) -> Loads:
     """What the throttles read (core/tick/throttle.py), from the queue rather than from a view of
     every task: each campaign array with pending elements (the first of them in Slurm's order, a
-    requeued one last) and the running tasks. An element is a task: unpacked campaigns only."""
-    arrays = [ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token) for a in engine.queue.arrays
-              if a.pending and (first := next(iter(a.pending.values()))).task >= 0]
-    return Loads(tuple(sorted(arrays, key=lambda a: int(a.array_job_id))), engine.tally.running)
+    requeued one last) and the running tasks. An element is a task: unpacked campaigns only.
+    `loaded` keeps each array's load until the array changes: each tick's retries are an array,
+    and a throttled campaign's wait by the thousand, most of them unchanged from tick to tick."""
+    arrays = []
+    for a in engine.queue.arrays:
+        if not a.pending:
+            continue
+        seen = loaded.get(a.id)
+        if seen is None or seen[0] != a.version:
+            first = next(iter(a.pending.values()))
+            load = (int(a.id), ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token)) \
+                if first.task >= 0 else None
+            seen = loaded[a.id] = (a.version, load)
+        if seen[1] is not None:
+            arrays.append(seen[1])
+    arrays.sort()  # oldest first: ids are unique, so the loads themselves are never compared
+    return Loads(tuple(load for _, load in arrays), engine.tally.running)
 
 
 def _samples(engine: Engine, settings: CampaignSettings) -> list[UsageSample]:

@@ -87,7 +87,7 @@ class Job:
 class Array:
     """One sbatch --array: its pending elements in index order and its throttle."""
 
-    __slots__ = ("id", "need", "partition", "pending", "running", "shapes", "submit", "throttle", "tier")
+    __slots__ = ("id", "need", "partition", "pending", "running", "shapes", "submit", "throttle", "tier", "version")
 
     def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
         self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
@@ -96,8 +96,10 @@ class Array:
         self.running = 0
         self.throttle = throttle
         self.need = (1 << 30, 1 << 60, 1 << 30)  # at least this much (CPUs, MB, GPUs) for any element
+        self.version = 0  # counts the changes of its pending and running elements (what a load reads)
 
     def add(self, job: Job) -> None:
+        self.version += 1
         self.pending[job.jid] = job
         r = job.res
         job.key = key = shape(job)
@@ -105,6 +107,7 @@ class Array:
         self.shapes[key] = self.shapes.get(key, 0) + 1
 
     def remove(self, job: Job) -> None:
+        self.version += 1
         del self.pending[job.jid]
         key = job.key
         self.shapes[key] -= 1
@@ -115,6 +118,7 @@ class Array:
         """Pending elements of this array, to `res` (one `scontrol update JobId=<array>_[…]`).
         Each goes behind the array's other pending elements (Slurm splits an updated element off
         the array's meta record into a job record of its own, with a job id of its own)."""
+        self.version += 1
         shapes, pending = self.shapes, self.pending
         for job in jobs:
             shapes[job.key] -= 1
@@ -222,6 +226,7 @@ class Queue:
         self.on_node[i][job.jid] = job
         job.node = i
         job.array.running += 1
+        job.array.version += 1
 
     def release(self, job: Job) -> None:
         i = job.node
@@ -232,6 +237,7 @@ class Queue:
         self.free_gpus[i] += r.gpus
         del self.on_node[i][job.jid]
         job.array.running -= 1
+        job.array.version += 1
 
     def schedule(self, now: int, start: Callable[[Job, int], None],
                  preempt: Callable[[Job], None]) -> None:
