@@ -32,5 +32,10 @@ with mlflow.start_run() as active:
         run.log({"loss": loss}, step=step)
         mlflow.log_metric("loss", loss, step=step)
         print(f"step {step} loss {loss:.6f} wandb-run {run.id} mlflow-run {active.info.run_id}", flush=True)
-        saved.write_text(str(step))  # after the line: a retry repeats at most the step it printed last
+        # After the line: a retry repeats at most the step it printed last. Written aside and renamed,
+        # as checkpointing trainers do: a reader (the test, a retry after a kill) never sees it half
+        # written (CI once read '' between write_text's truncate and its write).
+        partial = saved.with_name("step.partial")
+        partial.write_text(str(step))
+        os.replace(partial, saved)
 run.finish()
