@@ -3,8 +3,12 @@ expire into probation and are capped, and the crash-loop breaker — as a tick d
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from campaignctl.core.decisions.decision import AttemptView, TaskView
 from campaignctl.core.nodes.crash_loop import crash_loop, signature
@@ -209,6 +213,23 @@ def test_across_tasks_only_named_failures_since_the_last_completion_make_a_loop(
     xid = [TaskView(i, (ended(i, "FAILED", f"node{i}", minutes_ago=10 - i, exit_code=1, cause="gpu_hardware",
                               evidence="[NVIDIA Xid] NVRM: Xid (PCI:0000:3b:00): 79"),)) for i in range(3)]
     assert crash_loop(xid, 3, frozenset()) is None  # a GPU's failures are the node ledger's
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(FOUR), st.sampled_from((50, 100, 100, 150, 220, 400))),
+                min_size=1, max_size=40))
+def test_a_node_is_slow_exactly_when_its_rate_is_a_factor_below_the_median_elsewhere(
+        runs: list[tuple[str, int]]) -> None:
+    """Against statistics.median over the group's attempts on the other nodes, ties and all (the
+    rule takes that median without copying the group once per node)."""
+    done = [Completion(i, f"t{i}.1", n, NOW.isoformat(), elapsed, 100) for i, (n, elapsed) in enumerate(runs)]
+    expected = set()
+    for c in done:
+        others = [100 / o.elapsed_s for o in done if o.nodes != c.nodes]
+        if len(others) >= 2 and 100 / c.elapsed_s * RULES.slow_factor <= statistics.median(others):
+            expected.add((c.task, c.nodes))
+    found = node_decisions([], done, Exclusion(), frozenset(), RULES, NOW)
+    assert {(d.task_index, d.typed.node) for d in found if d.typed.kind == "slow"} == expected  # type: ignore[union-attr]
 
 
 def test_a_slow_run_on_probation_does_not_clear_the_node() -> None:

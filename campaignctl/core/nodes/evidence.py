@@ -25,6 +25,7 @@ its group's recent ones."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -150,12 +151,8 @@ def _slow(completions: Sequence[Completion], rules: NodeRules) -> Iterable[tuple
         on_node: dict[str, list[float]] = defaultdict(list)
         for _, node, rate in group:
             on_node[node].append(rate)
-        others_of: dict[str, tuple[int, float]] = {}
-        for node, rates in on_node.items():
-            others = everyone.copy()  # sorted: removing the node's own rates keeps it so
-            for rate in rates:
-                others.remove(rate)
-            others_of[node] = (len(others), _median_of_sorted(others))
+        others_of = {node: (len(everyone) - len(rates), _median_without(everyone, rates))
+                     for node, rates in on_node.items()}
         for c, node, rate in group:
             count, median = others_of[node]
             if count < 2:
@@ -165,12 +162,27 @@ def _slow(completions: Sequence[Completion], rules: NodeRules) -> Iterable[tuple
                                 f"the median {median:.3g} of its group's {count} attempts on other nodes")
 
 
-def _median_of_sorted(values: Sequence[float]) -> float:
-    """statistics.median of an already sorted list (0.0 when empty)."""
-    n = len(values)
-    if not n:
+def _median_without(everyone: Sequence[float], removed: Sequence[float]) -> float:
+    """statistics.median of sorted `everyone` less the values `removed` (each one of its
+    elements), without copying it: the slow-node rule takes it for every node of every group on
+    every tick that saw a completion (0.0 when nothing is left)."""
+    n = len(everyone) - len(removed)
+    if n <= 0:
         return 0.0
-    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+    gaps: list[int] = []  # the positions removed, ascending (equal values take successive positions)
+    for rate in sorted(removed):
+        at = bisect_left(everyone, rate)
+        while gaps and at <= gaps[-1]:
+            at = gaps[-1] + 1
+        gaps.append(at)
+
+    def nth(k: int) -> float:  # the k-th (from 0) value left
+        for at in gaps:
+            if at > k:
+                break
+            k += 1
+        return everyone[k]
+    return nth(n // 2) if n % 2 else (nth(n // 2 - 1) + nth(n // 2)) / 2
 
 
 def _clears(completions: Sequence[Completion], exclusion: Exclusion) -> list[Decision]:

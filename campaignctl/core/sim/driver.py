@@ -215,19 +215,19 @@ def _loads(engine: Engine, loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | 
     `loaded` keeps each array's load until the array changes: each tick's retries are an array,
     and a throttled campaign's wait by the thousand, most of them unchanged from tick to tick."""
     arrays = []
+    get = loaded.get
     for a in engine.queue.arrays:
-        if not a.pending:
-            continue
-        seen = loaded.get(a.id)
-        if seen is None or seen[0] != a.version:
-            first = next(iter(a.pending.values()))
-            load = (int(a.id), ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token)) \
-                if first.task >= 0 else None
-            seen = loaded[a.id] = (a.version, load)
-        if seen[1] is not None:
-            arrays.append(seen[1])
+        if a.pending:
+            seen = get(a.id)
+            if seen is None or seen[0] != a.version:
+                first = next(iter(a.pending.values()))
+                load = (int(a.id), ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token)) \
+                    if first.task >= 0 else None
+                seen = loaded[a.id] = (a.version, load)
+            if seen[1] is not None:
+                arrays.append(seen[1])
     arrays.sort()  # oldest first: ids are unique, so the loads themselves are never compared
-    return Loads(tuple(load for _, load in arrays), engine.tally.running)
+    return Loads(tuple([load for _, load in arrays]), engine.tally.running)
 
 
 def _samples(engine: Engine, settings: CampaignSettings) -> list[UsageSample]:
@@ -289,7 +289,8 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
     fresh = excluded != pushed.get("excluded")
     at = pushed.get("at", 0)
     since = 0 if fresh or not isinstance(at, int) else at
-    pushed.update(excluded=excluded, at=engine.now + 1)
+    made = pushed.get("made", 0)  # arrays added before the last tick's push were submitted before `at`
+    pushed.update(excluded=excluded, at=engine.now + 1, made=len(engine.queue.added))
     if not (mem or time or excluded or (base is not None and fresh)):
         return []
     seen = {v.index for v in views}
@@ -305,7 +306,8 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
         return key[3] < mem or key[7] < time or lacks(key[6])
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
-    arrays = engine.queue.arrays if mem or time else [a for a in engine.queue.arrays if a.submit >= since]
+    arrays = engine.queue.arrays if mem or time else [
+        a for a in engine.queue.added[made if since and isinstance(made, int) else 0:] if a.submit >= since]
     alone: list[int] = []
     alike: dict[tuple[str, Shape], list[Job]] = {}
     for array in arrays:

@@ -442,7 +442,7 @@ class Engine:
                       lambda: predictions(self.queue, self.setup.clusters, self.now, self.setup.resources, self.at))
 
     def _throttle(self, array_id: str, value: int | None) -> None:
-        for array in self.queue.arrays:
-            if array.id == array_id:
-                array.throttle = value if value is not None and value > 0 else None
-                self.throttles[array_id] = array.throttle
+        array = self.queue.by_id.get(array_id)
+        if array is not None:
+            array.throttle = value if value is not None and value > 0 else None
+            self.throttles[array_id] = array.throttle

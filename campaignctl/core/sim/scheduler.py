@@ -170,6 +170,8 @@ class Queue:
         self.tiers = {p.name: p.priority_tier for p in cluster.partitions}
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
+        self.by_id: dict[str, Array] = {}  # the arrays listed, by id
+        self.added: list[Array] = []  # every array ever added, in the order added
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
         # the least any pending job asks for (a lower bound): it falls with a new array or a request
         # lowered in place (`resize`); recomputed when arrays are dropped
@@ -183,6 +185,8 @@ class Queue:
         while at > 0 and self.arrays[at - 1].tier < array.tier:
             at -= 1
         self.arrays.insert(at, array)
+        self.by_id[array.id] = array
+        self.added.append(array)
         if array.tier > self.lowest_tier or self._floor_stale or self._floor_cached is None:
             self._floor_stale = True
         else:
@@ -250,6 +254,7 @@ class Queue:
         blocked: Job | None = None  # the first job that could not start: its reservation is made when needed
         if len(self.arrays) > 2 * self._live:
             self.arrays = [a for a in self.arrays if a.pending]
+            self.by_id = {a.id: a for a in self.arrays}
             self._live = max(len(self.arrays), 64)
             self._floor_stale = True
         room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))

@@ -64,27 +64,30 @@ def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
     if not max_parallel:
         return []
     # what runs in arrays with nothing left to start is spent; the rest is shared out oldest first
-    available = max_parallel - (loads.running - sum(a.running for a in loads.arrays if a.pending))
+    available = max_parallel - (loads.running - sum(running for _, running, pending, _, _ in loads.arrays if pending))
     decisions = []
     seen: dict[str, list[int]] | None = None  # every array's load, as each decision records it (one dict)
     for load in loads.arrays:
-        if load.pending == 0 or load.first_pending_token is None or load.first_pending_task is None:
+        array_job_id, running, pending, first_task, first_token = load
+        if not pending or first_token is None or first_task is None:
             continue
-        work = load.running + load.pending
+        work = running + pending
+        current = throttles.get(array_job_id)
+        if available <= 0 and (current == 1 or work == 1):
+            continue  # the cap is used up and it runs one at a time already (a throttled campaign's retries)
         wanted = max(1, available)
         available = max(0, available - work)
-        current = throttles.get(load.array_job_id)
         if min(current or work, work) == min(wanted, work):
             continue  # both let every remaining element run: no change worth a Slurm call
-        reason = (f"{why or f'campaign max_parallel {max_parallel}'}: array {load.array_job_id} "
-                  f"({load.running} running, {load.pending} pending) may run {wanted} at once "
+        reason = (f"{why or f'campaign max_parallel {max_parallel}'}: array {array_job_id} "
+                  f"({running} running, {pending} pending) may run {wanted} at once "
                   f"(was {current if current else 'unlimited'}).")
         if seen is None:
-            seen = {a.array_job_id: [a.running, a.pending] for a in loads.arrays}
+            seen = {array: [running, pending] for array, running, pending, _, _ in loads.arrays}
         decisions.append(Decision(
-            load.first_pending_task, load.first_pending_token, "max_parallel", "throttle", reason,
-            {"array_job_id": load.array_job_id, "running": load.running, "pending": load.pending,
+            first_task, first_token, "max_parallel", "throttle", reason,
+            {"array_job_id": array_job_id, "running": running, "pending": pending,
              "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
              "arrays": seen},
-            Throttle(array_job_id=load.array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
+            Throttle(array_job_id=array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
     return decisions
