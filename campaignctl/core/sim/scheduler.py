@@ -16,6 +16,7 @@ What it follows from Slurm 22.05 (slurm.conf(5), sched/backfill):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -150,8 +151,16 @@ class Reservation:
     at: int  # seconds: when the blocked job can start there, by time limits
 
 
-def _blocked(array: Array, nofit: set[tuple[object, ...]], late: set[tuple[object, ...]]) -> bool:
-    return all(key[:-1] in nofit or key in late for key in array.shapes)
+def _blocked(array: Array, nofit: set[tuple[object, ...]], late: set[tuple[object, ...]], passed: set[Shape]) -> bool:
+    """Whether every shape of the array's pending elements is passed over for the rest of the pass
+    (`passed` keeps the shapes found so: a pass asks this of ~100 retry arrays on a busy cluster)."""
+    for key in array.shapes:
+        if key not in passed:
+            if key[:-1] in nofit or key in late:
+                passed.add(key)
+            else:
+                return False
+    return True
 
 
 class Queue:
@@ -173,22 +182,21 @@ class Queue:
         self.by_id: dict[str, Array] = {}  # the arrays listed, by id
         self.added: list[Array] = []  # every array ever added, in the order added
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
-        # the least any pending job asks for (a lower bound): it falls with a new array or a request
-        # lowered in place (`resize`); recomputed when arrays are dropped
-        self._floor_cached: tuple[int, int, int] | None = None
-        self._floor_stale = True
+        # the least any pending job of the lowest tier asks for (a lower bound, what a pass may stop
+        # at): it falls with a new array or a request lowered in place (`resize`); recomputed when
+        # arrays are dropped. A higher tier's pending job may preempt its way in: no floor then.
+        self._floor_cached: tuple[int, int, int] = (1 << 60, 1 << 60, 1 << 60)
+        self._higher: list[Array] = []  # arrays of a higher tier that may still pend
         self._excluded: dict[str, frozenset[int]] = {}
 
     def add_array(self, array: Array) -> None:
         """Place an array by priority (tier, then age); a new one is the youngest of its tier."""
-        at = len(self.arrays)
-        while at > 0 and self.arrays[at - 1].tier < array.tier:
-            at -= 1
-        self.arrays.insert(at, array)
+        # the list runs from the highest tier down: after every array of its tier or a higher one
+        self.arrays.insert(bisect_right(self.arrays, -array.tier, key=lambda a: -a.tier), array)
         self.by_id[array.id] = array
         self.added.append(array)
-        if array.tier > self.lowest_tier or self._floor_stale or self._floor_cached is None:
-            self._floor_stale = True
+        if array.tier > self.lowest_tier:
+            self._higher.append(array)
         else:
             f, n = self._floor_cached, array.need
             self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
@@ -197,9 +205,8 @@ class Queue:
         """`scontrol update` of pending elements: a request lowered in place (right_size) lowers
         the floor a pass reads, or the pass would stop before the element that now fits."""
         array.resize(jobs, res)
-        if self._floor_cached is not None and not self._floor_stale:
-            f, n = self._floor_cached, array.need
-            self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
+        f, n = self._floor_cached, array.need
+        self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
 
     def fits(self, job: Job, i: int) -> bool:
         r = job.res
@@ -250,17 +257,18 @@ class Queue:
         tested = 0
         nofit: set[tuple[object, ...]] = set()  # shapes no node can take now
         late: set[tuple[object, ...]] = set()  # shapes (with time limits) that would delay the reservation
+        passed: set[Shape] = set()  # shapes found in either: both only grow during a pass
         reservation: Reservation | None = None
         blocked: Job | None = None  # the first job that could not start: its reservation is made when needed
         if len(self.arrays) > 2 * self._live:
             self.arrays = [a for a in self.arrays if a.pending]
             self.by_id = {a.id: a for a in self.arrays}
             self._live = max(len(self.arrays), 64)
-            self._floor_stale = True
+            self._floor_cached = self._floor()
         room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
-        if self._floor_stale:
-            self._floor_cached, self._floor_stale = self._floor(), False
-        floor = self._floor_cached
+        if self._higher:
+            self._higher = [a for a in self._higher if a.pending]
+        floor = None if self._higher else self._floor_cached
         for array in list(self.arrays):
             if floor is not None and (floor[0] > room[0] or floor[1] > room[1] or floor[2] > room[2]):
                 return  # no node has room for the smallest request pending: nothing can start
@@ -268,7 +276,7 @@ class Queue:
                 continue
             need = array.need
             short = array.tier <= self.lowest_tier and (need[0] > room[0] or need[1] > room[1] or need[2] > room[2])
-            if short or _blocked(array, nofit, late):  # (a higher tier may preempt its way in)
+            if short or _blocked(array, nofit, late, passed):  # (a higher tier may preempt its way in)
                 # nothing of it can start now: Slurm would try them all
                 tested += len(array.pending)
                 if tested > BF_MAX_JOB_TEST:
@@ -284,7 +292,10 @@ class Queue:
                 if tested > BF_MAX_JOB_TEST:
                     break
                 key = job.key
+                if key in passed:
+                    continue
                 if key[:-1] in nofit or key in late:
+                    passed.add(key)
                     continue
                 node = self._place(job, now, None)
                 if node is not None and blocked is not None:
@@ -305,21 +316,18 @@ class Queue:
                     nofit.add(key[:-1])
                 else:
                     late.add(key)
-                if _blocked(array, nofit, late):
+                if _blocked(array, nofit, late, passed):
                     break
             for job in started:
                 array.remove(job)
             if tested > BF_MAX_JOB_TEST:
                 return
 
-    def _floor(self) -> tuple[int, int, int] | None:
-        """The least CPUs, memory and GPUs any pending job asks for (None: a job of a higher tier
-        pends, which may preempt its way in)."""
+    def _floor(self) -> tuple[int, int, int]:
+        """The least CPUs, memory and GPUs any pending job of the lowest tier asks for."""
         cpus = mem = gpus = 1 << 60
         for a in self.arrays:
-            if a.pending:
-                if a.tier > self.lowest_tier:
-                    return None
+            if a.pending and a.tier == self.lowest_tier:
                 cpus, mem, gpus = min(cpus, a.need[0]), min(mem, a.need[1]), min(gpus, a.need[2])
         return cpus, mem, gpus
 
