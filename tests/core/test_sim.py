@@ -98,6 +98,32 @@ def test_a_request_lowered_in_place_starts_where_the_old_one_could_not() -> None
     assert started == [0, 1]
 
 
+def test_a_requeued_element_of_an_older_array_starts_before_a_younger_array_s() -> None:
+    # One node with room for one 2500 MB job. Array 1's only element runs; array 2's waits. The
+    # running one is requeued (preempted): older, it must start first, though passes since began
+    # past array 1 (nothing of it pended), and array 1 is listed once among the arrays submitted.
+    queue = Queue(ONE_NODE)
+    arrays = [Array(str(i), 1, 0, "batch", None) for i in (1, 2)]
+    jobs = [Job(f"{a.id}_0", a, i, 1, f"t{i}a1", replace(BASE, mem_mb=2500), 0) for i, a in enumerate(arrays)]
+    for array, job in zip(arrays, jobs, strict=True):
+        array.add(job)
+        queue.add_array(array)
+    started: list[int] = []
+
+    def start(job: Job, node: int) -> None:
+        queue.allocate(job, node)
+        started.append(job.task)
+
+    queue.schedule(0, start, lambda _: None)
+    queue.schedule(60, start, lambda _: None)
+    assert started == [0]
+    queue.release(jobs[0])
+    queue.requeue(jobs[0])
+    queue.schedule(120, start, lambda _: None)
+    assert started == [0, 0]
+    assert queue.added == arrays
+
+
 def test_an_array_throttle_runs_one_at_a_time() -> None:
     # max_parallel 1 → --array=0-2%1: three 30-minute tasks one after the other on 2 CPUs.
     truths = (task(30), task(30), task(30))

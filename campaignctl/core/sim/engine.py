@@ -314,9 +314,7 @@ class Engine:
         self.queue.release(victim)
         self.tally.stopped(victim, self.now, "PREEMPTED")
         victim.state, victim.begin = "PENDING", self.now + REQUEUE_DELAY_S
-        victim.array.add(victim)
-        if victim.array not in self.queue.arrays:
-            self.queue.add_array(victim.array)
+        self.queue.requeue(victim)
         self._views.pop(victim.task, None)
 
     # --- the policy's tick ----------------------------------------------------------------------

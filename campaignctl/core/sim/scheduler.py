@@ -180,7 +180,9 @@ class Queue:
         self.lowest_tier = min(self.tiers.values())  # nothing to preempt below it
         self.arrays: list[Array] = []
         self.by_id: dict[str, Array] = {}  # the arrays listed, by id
-        self.added: list[Array] = []  # every array ever added, in the order added
+        self.added: list[Array] = []  # every array ever added, in the order first added
+        self._ever: set[str] = set()  # the ids in `added`
+        self._head = 0  # arrays before this index have nothing pending (a pass starts there)
         self._live = 64  # arrays kept before the emptied ones are dropped from the list
         # the least any pending job of the lowest tier asks for (a lower bound, what a pass may stop
         # at): it falls with a new array or a request lowered in place (`resize`); recomputed when
@@ -192,14 +194,28 @@ class Queue:
     def add_array(self, array: Array) -> None:
         """Place an array by priority (tier, then age); a new one is the youngest of its tier."""
         # the list runs from the highest tier down: after every array of its tier or a higher one
-        self.arrays.insert(bisect_right(self.arrays, -array.tier, key=lambda a: -a.tier), array)
+        at = bisect_right(self.arrays, -array.tier, key=lambda a: -a.tier)
+        self.arrays.insert(at, array)
+        self._head = min(self._head, at)
         self.by_id[array.id] = array
-        self.added.append(array)
+        if array.id not in self._ever:  # a requeue adds a dropped array again
+            self._ever.add(array.id)
+            self.added.append(array)
         if array.tier > self.lowest_tier:
             self._higher.append(array)
         else:
             f, n = self._floor_cached, array.need
             self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
+
+    def requeue(self, job: Job) -> None:
+        """A running job back to pending in its array (PreemptMode=REQUEUE): listed again if its
+        array was dropped, as the youngest of its tier."""
+        array = job.array
+        array.add(job)
+        if array.id not in self.by_id:
+            self.add_array(array)
+        else:
+            self._head = 0  # its array may lie before the first with pending work
 
     def resize(self, array: Array, jobs: Sequence[Job], res: Resources) -> None:
         """`scontrol update` of pending elements: a request lowered in place (right_size) lowers
@@ -263,15 +279,20 @@ class Queue:
         if len(self.arrays) > 2 * self._live:
             self.arrays = [a for a in self.arrays if a.pending]
             self.by_id = {a.id: a for a in self.arrays}
+            self._head = 0
             self._live = max(len(self.arrays), 64)
             self._floor_cached = self._floor()
-        room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
+        room, up_room = self._rooms()
         if self._higher:
             self._higher = [a for a in self._higher if a.pending]
         floor = None if self._higher else self._floor_cached
-        for array in list(self.arrays):
-            if floor is not None and (floor[0] > room[0] or floor[1] > room[1] or floor[2] > room[2]):
-                return  # no node has room for the smallest request pending: nothing can start
+        arrays, head = self.arrays, self._head
+        while head < len(arrays) and not arrays[head].pending:
+            head += 1
+        self._head = head
+        for array in arrays[head:]:  # a copy: a start may add an array
+            if floor is not None and (floor[0] > up_room[0] or floor[1] > up_room[1] or floor[2] > up_room[2]):
+                return  # no node that is up has room for the smallest request pending: nothing can start
             if not array.pending or (array.throttle and array.running >= array.throttle):
                 continue
             need = array.need
@@ -307,7 +328,7 @@ class Queue:
                 if node is not None:
                     start(job, node)
                     started.append(job)
-                    room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
+                    room, up_room = self._rooms()
                     continue
                 if blocked is None:
                     nofit.add(key[:-1])
@@ -322,6 +343,18 @@ class Queue:
                 array.remove(job)
             if tested > BF_MAX_JOB_TEST:
                 return
+
+    def _rooms(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """The most CPUs, memory and GPUs free on one node (not always the same node), on any node
+        and on the nodes that are up: a down node's resources are free and nothing can start there."""
+        room = (max(self.free_cpus), max(self.free_mem), max(self.free_gpus))
+        if all(self.up):
+            return room, room
+        up = [i for i, u in enumerate(self.up) if u]
+        if not up:
+            return room, (0, 0, 0)
+        return room, (max(self.free_cpus[i] for i in up), max(self.free_mem[i] for i in up),
+                      max(self.free_gpus[i] for i in up))
 
     def _floor(self) -> tuple[int, int, int]:
         """The least CPUs, memory and GPUs any pending job of the lowest tier asks for."""
