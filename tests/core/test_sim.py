@@ -4,6 +4,7 @@ preemption, conservation of tasks, and the policy reached only through decide_ti
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -77,24 +78,17 @@ def test_a_request_lowered_in_place_starts_where_the_old_one_could_not() -> None
     # One node, 4000 MB. Task 0 (2500 MB) runs; task 1 asks 3000 and waits: a pass stops early,
     # as no node has room (1500) for the least request its array made (2500). right_size lowers
     # task 1 to 1500 in place: the next pass must start it, not stop at the least request as it was.
-    queue = Queue(ONE_NODE)
     array = Array("1", 1, 0, "batch", None)
     jobs = [Job(f"1_{i}", array, i, 1, f"t{i}a1", replace(BASE, mem_mb=mem), 0) for i, mem in enumerate((2500, 3000))]
     for job in jobs:
         array.add(job)
-    queue.add_array(array)
-    started: list[int] = []
-
-    def start(job: Job, node: int) -> None:
-        queue.allocate(job, node)
-        started.append(job.task)
-
-    queue.schedule(0, start, lambda _: None)
+    queue, started, schedule = one_node([array])
+    schedule(0)
     assert started == [0]
-    queue.schedule(60, start, lambda _: None)
+    schedule(60)
     assert started == [0]
     queue.resize(array, [jobs[1]], replace(BASE, mem_mb=1500))
-    queue.schedule(120, start, lambda _: None)
+    schedule(120)
     assert started == [0, 1]
 
 
@@ -102,11 +96,25 @@ def test_a_requeued_element_of_an_older_array_starts_before_a_younger_array_s() 
     # One node with room for one 2500 MB job. Array 1's only element runs; array 2's waits. The
     # running one is requeued (preempted): older, it must start first, though passes since began
     # past array 1 (nothing of it pended), and array 1 is listed once among the arrays submitted.
-    queue = Queue(ONE_NODE)
     arrays = [Array(str(i), 1, 0, "batch", None) for i in (1, 2)]
     jobs = [Job(f"{a.id}_0", a, i, 1, f"t{i}a1", replace(BASE, mem_mb=2500), 0) for i, a in enumerate(arrays)]
     for array, job in zip(arrays, jobs, strict=True):
         array.add(job)
+    queue, started, schedule = one_node(arrays)
+    schedule(0)
+    schedule(60)
+    assert started == [0]
+    queue.release(jobs[0])
+    queue.requeue(jobs[0])
+    schedule(120)
+    assert started == [0, 0]
+    assert queue.added == arrays
+
+
+def one_node(arrays: list[Array]) -> tuple[Queue, list[int], Callable[[int], None]]:
+    """A queue of ONE_NODE holding `arrays`, the tasks it started in order, and a pass at a time."""
+    queue = Queue(ONE_NODE)
+    for array in arrays:
         queue.add_array(array)
     started: list[int] = []
 
@@ -114,14 +122,7 @@ def test_a_requeued_element_of_an_older_array_starts_before_a_younger_array_s() 
         queue.allocate(job, node)
         started.append(job.task)
 
-    queue.schedule(0, start, lambda _: None)
-    queue.schedule(60, start, lambda _: None)
-    assert started == [0]
-    queue.release(jobs[0])
-    queue.requeue(jobs[0])
-    queue.schedule(120, start, lambda _: None)
-    assert started == [0, 0]
-    assert queue.added == arrays
+    return queue, started, lambda now: queue.schedule(now, start, lambda _: None)
 
 
 def test_an_array_throttle_runs_one_at_a_time() -> None:
