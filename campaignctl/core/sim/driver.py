@@ -216,7 +216,7 @@ def _loads(engine: Engine, loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | 
     and a throttled campaign's wait by the thousand, most of them unchanged from tick to tick."""
     arrays = []
     get = loaded.get
-    for a in engine.queue.arrays:
+    for a in engine.queue.waiting():
         if a.pending:
             seen = get(a.id)
             if seen is None or seen[0] != a.version:
@@ -306,7 +306,7 @@ def _siblings(engine: Engine, plan: TickPlan, views: list[TaskView], policy: Pol
         return key[3] < mem or key[7] < time or lacks(key[6])
 
     # an array's pending elements share a few shapes: an array none of whose shapes is reached is passed over
-    arrays = engine.queue.arrays if mem or time else [
+    arrays = engine.queue.waiting() if mem or time else [
         a for a in engine.queue.added[made if since and isinstance(made, int) else 0:] if a.submit >= since]
     alone: list[int] = []
     alike: dict[tuple[str, Shape], list[Job]] = {}

@@ -207,6 +207,10 @@ class Queue:
             f, n = self._floor_cached, array.need
             self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
 
+    def waiting(self) -> list[Array]:
+        """The arrays listed from the first that has pending work, in priority order."""
+        return self.arrays[self._head:]
+
     def requeue(self, job: Job) -> None:
         """A running job back to pending in its array (PreemptMode=REQUEUE): listed again if its
         array was dropped, as the youngest of its tier."""
@@ -290,7 +294,7 @@ class Queue:
         while head < len(arrays) and not arrays[head].pending:
             head += 1
         self._head = head
-        for array in arrays[head:]:  # a copy: a start may add an array
+        for array in self.waiting():  # a copy: a start may add an array
             if floor is not None and (floor[0] > up_room[0] or floor[1] > up_room[1] or floor[2] > up_room[2]):
                 return  # no node that is up has room for the smallest request pending: nothing can start
             if not array.pending or (array.throttle and array.running >= array.throttle):
