@@ -135,24 +135,6 @@ def test_an_array_throttle_runs_one_at_a_time() -> None:
     assert starts(unthrottled) == [0, 0, 1800]
 
 
-def test_the_throttle_reads_an_array_s_load_again_once_it_changes_and_only_then() -> None:
-    # Three tasks in one array: nothing runs, then task 0 starts. The loads the throttle reads are
-    # kept per array between ticks: the second read must see one running, two pending, task 1 first.
-    engine = Engine(Setup(ONE_NODE, BASE, (task(30), task(30), task(30)), workload=CALM, seed=1),
-                    policy_decider(DEFAULT, CampaignSettings(tasks=3, max_parallel=1)))
-    engine._submit([(t, 1, BASE, {}) for t in range(3)], 1)
-    kept: dict[str, object] = {}
-    before = driver._loads(engine, kept)  # type: ignore[arg-type]
-    assert [(a.running, a.pending, a.first_pending_task) for a in before.arrays] == [(0, 3, 0)]
-    assert driver._loads(engine, kept).arrays == before.arrays  # type: ignore[arg-type]
-    array = engine.queue.arrays[0]
-    first = next(iter(array.pending.values()))
-    array.remove(first)
-    engine.queue.allocate(first, 0)
-    after = driver._loads(engine, kept)  # type: ignore[arg-type]
-    assert [(a.running, a.pending, a.first_pending_task) for a in after.arrays] == [(1, 2, 1)]
-
-
 def test_an_oom_is_retried_with_more_memory_and_a_timeout_with_more_time() -> None:
     # Task 0 needs 1400 MB of its 1000: OUT_OF_MEMORY, retried with 1500 (× 1.5, the default
     # policy); task 1 needs 70 min of its 60: TIMEOUT at 60 min, retried with 90.

@@ -61,6 +61,7 @@ from campaignctl.core.policy.policy import CAUSE_OF_STATE, Policy
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.clusters import move_facts
 from campaignctl.core.sim.engine import Decider, Engine
+from campaignctl.core.sim.loads import LoadBook
 from campaignctl.core.sim.scheduler import Job, Shape
 from campaignctl.core.sim.trials import SimSearch
 from campaignctl.core.spec.settings import CampaignSettings
@@ -68,7 +69,7 @@ from campaignctl.core.tick.decide import exclusion_of, sibling_raises
 from campaignctl.core.tick.right_size import ENDED, UsageSample, groups
 from campaignctl.core.tick.right_size import RULE as RIGHT_SIZE
 from campaignctl.core.tick.siblings import CAMPAIGN, Ends, NodeShape, SiblingFacts
-from campaignctl.core.tick.throttle import ArrayLoad, Loads
+from campaignctl.core.tick.throttle import Loads
 from campaignctl.core.tick.tick import TickPlan, decide_tick, needs
 from campaignctl.core.tick.tick_facts import TickSnapshot, with_facts
 from campaignctl.core.tuning.search import Sampler
@@ -85,10 +86,11 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
 
     lowered: set[str] = set()  # attempts right_size lowered in place (it lowers each once)
     pushed: dict[str, object] = {}  # the excluded nodes last pushed to pending tasks, and when
-    loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | None]] = {}  # each array's load, by its version
+    book: LoadBook | None = None  # what the throttles read, kept as the queue changes
     ledger = SimLedger(policy.nodes)
 
     def tick(engine: Engine, now: datetime) -> TickPlan:
+        nonlocal book
         engine.stand_ins.clear()
         right_sizes = policy.right_size.enabled and policy.right_size.lower and settings.profile is not None
         # max_parallel alone needs no view of every waiting task: the queue counts what the throttles read
@@ -99,7 +101,10 @@ def policy_decider(policy: Policy, settings: CampaignSettings, search: SimSearch
         views = changed + _recently_failed(engine, changed, policy.nodes.window_s) + (
             _active(engine) if whole else _waiting(engine, policy, settings, now))
         nodes = ledger.facts(engine, now)
-        loads = _loads(engine, loaded) if counted and not whole else None
+        loads = None
+        if counted and not whole:
+            book = book if book is not None and book.queue is engine.queue else LoadBook(engine.queue)
+            loads = book.loads_for(engine.tally.running, settings.max_parallel or 0)
         plan = _decide(engine, policy, settings, views, now, lowered, search, sampler, nodes, loads)
         siblings = [] if whole else _siblings(engine, plan, views, policy, pushed, nodes.exclusion, settings.exclude)
         if siblings:
@@ -206,28 +211,6 @@ def _decide(engine: Engine, policy: Policy, settings: CampaignSettings, views: l
 def _falls_back(policy: Policy, settings: CampaignSettings) -> bool:
     """GPU-type fallback reads when each pending task was submitted (core/tick/fallback.py)."""
     return bool(policy.fallback.after_s) and len(settings.gpu_types) > 1
-
-
-def _loads(engine: Engine, loaded: dict[str, tuple[int, tuple[int, ArrayLoad] | None]]) -> Loads:
-    """What the throttles read (core/tick/throttle.py), from the queue rather than from a view of
-    every task: each campaign array with pending elements (the first of them in Slurm's order, a
-    requeued one last) and the running tasks. An element is a task: unpacked campaigns only.
-    `loaded` keeps each array's load until the array changes: each tick's retries are an array,
-    and a throttled campaign's wait by the thousand, most of them unchanged from tick to tick."""
-    arrays = []
-    get = loaded.get
-    for a in engine.queue.waiting():
-        if a.pending:
-            seen = get(a.id)
-            if seen is None or seen[0] != a.version:
-                first = next(iter(a.pending.values()))
-                load = (int(a.id), ArrayLoad(a.id, a.running, len(a.pending), first.task, first.token)) \
-                    if first.task >= 0 else None
-                seen = loaded[a.id] = (a.version, load)
-            if seen[1] is not None:
-                arrays.append(seen[1])
-    arrays.sort()  # oldest first: ids are unique, so the loads themselves are never compared
-    return Loads(tuple([load for _, load in arrays]), engine.tally.running)
 
 
 def _samples(engine: Engine, settings: CampaignSettings) -> list[UsageSample]:

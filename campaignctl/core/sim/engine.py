@@ -413,7 +413,7 @@ class Engine:
         """scancel of a pending job to move it (GPU-type fallback): the next tick resubmits it."""
         if job.state != "PENDING":
             return
-        job.array.remove(job)
+        self.queue.withdraw(job)
         self.tally.pending -= 1
         job.state, job.end_at = "CANCELLED", self.now
         self.active.pop(job.token, None)
@@ -444,3 +444,4 @@ class Engine:
         if array is not None:
             array.throttle = value if value is not None and value > 0 else None
             self.throttles[array_id] = array.throttle
+            self.queue.touch(array)

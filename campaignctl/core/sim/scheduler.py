@@ -88,7 +88,7 @@ class Job:
 class Array:
     """One sbatch --array: its pending elements in index order and its throttle."""
 
-    __slots__ = ("id", "need", "partition", "pending", "running", "shapes", "submit", "throttle", "tier", "version")
+    __slots__ = ("id", "need", "partition", "pending", "running", "shapes", "submit", "throttle", "tier")
 
     def __init__(self, array_id: str, tier: int, submit: int, partition: str, throttle: int | None) -> None:
         self.id, self.tier, self.submit, self.partition = array_id, tier, submit, partition
@@ -97,10 +97,8 @@ class Array:
         self.running = 0
         self.throttle = throttle
         self.need = (1 << 30, 1 << 60, 1 << 30)  # at least this much (CPUs, MB, GPUs) for any element
-        self.version = 0  # counts the changes of its pending and running elements (what a load reads)
 
     def add(self, job: Job) -> None:
-        self.version += 1
         self.pending[job.jid] = job
         r = job.res
         job.key = key = shape(job)
@@ -108,7 +106,6 @@ class Array:
         self.shapes[key] = self.shapes.get(key, 0) + 1
 
     def remove(self, job: Job) -> None:
-        self.version += 1
         del self.pending[job.jid]
         key = job.key
         self.shapes[key] -= 1
@@ -119,7 +116,6 @@ class Array:
         """Pending elements of this array, to `res` (one `scontrol update JobId=<array>_[…]`).
         Each goes behind the array's other pending elements (Slurm splits an updated element off
         the array's meta record into a job record of its own, with a job id of its own)."""
-        self.version += 1
         shapes, pending = self.shapes, self.pending
         for job in jobs:
             shapes[job.key] -= 1
@@ -190,6 +186,8 @@ class Queue:
         self._floor_cached: tuple[int, int, int] = (1 << 60, 1 << 60, 1 << 60)
         self._higher: list[Array] = []  # arrays of a higher tier that may still pend
         self._excluded: dict[str, frozenset[int]] = {}
+        # the arrays whose pending or running elements changed, for whoever asked (core/sim/loads.py)
+        self.touched: set[Array] | None = None
 
     def add_array(self, array: Array) -> None:
         """Place an array by priority (tier, then age); a new one is the youngest of its tier."""
@@ -198,6 +196,7 @@ class Queue:
         self.arrays.insert(at, array)
         self._head = min(self._head, at)
         self.by_id[array.id] = array
+        self.touch(array)
         if array.id not in self._ever:  # a requeue adds a dropped array again
             self._ever.add(array.id)
             self.added.append(array)
@@ -220,11 +219,23 @@ class Queue:
             self.add_array(array)
         else:
             self._head = 0  # its array may lie before the first with pending work
+            self.touch(array)
+
+    def withdraw(self, job: Job) -> None:
+        """A pending job leaves its array (scancel)."""
+        job.array.remove(job)
+        self.touch(job.array)
+
+    def touch(self, array: Array) -> None:
+        """Its elements or its throttle changed."""
+        if self.touched is not None:
+            self.touched.add(array)
 
     def resize(self, array: Array, jobs: Sequence[Job], res: Resources) -> None:
         """`scontrol update` of pending elements: a request lowered in place (right_size) lowers
         the floor a pass reads, or the pass would stop before the element that now fits."""
         array.resize(jobs, res)
+        self.touch(array)
         f, n = self._floor_cached, array.need
         self._floor_cached = (min(f[0], n[0]), min(f[1], n[1]), min(f[2], n[2]))
 
@@ -257,7 +268,7 @@ class Queue:
         self.on_node[i][job.jid] = job
         job.node = i
         job.array.running += 1
-        job.array.version += 1
+        self.touch(job.array)
 
     def release(self, job: Job) -> None:
         i = job.node
@@ -268,7 +279,7 @@ class Queue:
         self.free_gpus[i] += r.gpus
         del self.on_node[i][job.jid]
         job.array.running -= 1
-        job.array.version += 1
+        self.touch(job.array)
 
     def schedule(self, now: int, start: Callable[[Job, int], None],
                  preempt: Callable[[Job], None]) -> None:

@@ -27,10 +27,14 @@ class ArrayLoad(NamedTuple):  # a tuple: the simulator makes one per array with 
 @dataclass(frozen=True, slots=True)
 class Loads:
     """What the throttles are shared out from: the campaign's arrays, oldest first (at least
-    those with pending elements: the simulator counts no others), and its running tasks in all."""
+    those with pending elements: the simulator counts no others), and its running tasks in all.
+    `spent`: the running tasks of arrays with nothing left to start, when the arrays are not all
+    there — then they may leave out any array behind the point where the cap is used up that
+    `plan_throttles` would pass over (one at a time already: its throttle 1, or one element left)."""
 
     arrays: tuple[ArrayLoad, ...]
     running: int
+    spent: int | None = None
 
 
 def loads_of(views: Sequence[TaskView]) -> Loads:
@@ -64,9 +68,11 @@ def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
     if not max_parallel:
         return []
     # what runs in arrays with nothing left to start is spent; the rest is shared out oldest first
-    available = max_parallel - (loads.running - sum(running for _, running, pending, _, _ in loads.arrays if pending))
+    spent = loads.spent
+    if spent is None:
+        spent = loads.running - sum(running for _, running, pending, _, _ in loads.arrays if pending)
+    available = max_parallel - spent
     decisions = []
-    seen: dict[str, list[int]] | None = None  # every array's load, as each decision records it (one dict)
     for load in loads.arrays:
         array_job_id, running, pending, first_task, first_token = load
         if not pending or first_token is None or first_task is None:
@@ -75,19 +81,17 @@ def plan_throttles(loads: Loads, throttles: Mapping[str, int | None],
         current = throttles.get(array_job_id)
         if available <= 0 and (current == 1 or work == 1):
             continue  # the cap is used up and it runs one at a time already (a throttled campaign's retries)
-        wanted = max(1, available)
+        wanted, left = max(1, available), available
         available = max(0, available - work)
         if min(current or work, work) == min(wanted, work):
             continue  # both let every remaining element run: no change worth a Slurm call
         reason = (f"{why or f'campaign max_parallel {max_parallel}'}: array {array_job_id} "
                   f"({running} running, {pending} pending) may run {wanted} at once "
                   f"(was {current if current else 'unlimited'}).")
-        if seen is None:
-            seen = {array: [running, pending] for array, running, pending, _, _ in loads.arrays}
         decisions.append(Decision(
             first_task, first_token, "max_parallel", "throttle", reason,
             {"array_job_id": array_job_id, "running": running, "pending": pending,
              "max_parallel": max_parallel, "throttle": current, "why": why or "max_parallel",
-             "arrays": seen},
+             "spent": spent, "available": left},
             Throttle(array_job_id=array_job_id, throttle=wanted, changes={"throttle": (current, wanted)})))
     return decisions
