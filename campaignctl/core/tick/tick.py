@@ -39,7 +39,7 @@ There is one clock: `now`, the tick's UTC time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from campaignctl.core.decisions.action_records import KnownGood
@@ -158,6 +158,8 @@ def decide_tick(snapshot: TickSnapshot, policy: Policy, now: datetime) -> TickPl
     """The tick's plan (see the module's docstring for the sections' order). Raises MissingFact
     when a lazy fact `needs` asks for is not in the snapshot."""
     views = with_requests(snapshot.views, snapshot.requests)
+    if snapshot.loads is None and (snapshot.settings.max_parallel or snapshot.settings.budget.limits()):
+        snapshot = replace(snapshot, loads=loads_of(views))  # counted once: both policies' throttles read them
     enforced = _sections(snapshot, policy, now, views)
     decisions = gate(apply_modes(own_decisions(enforced.decisions, views), policy, snapshot.proposal_keys), policy)
     decisions += _known_good(snapshot, policy, now) + _starts(snapshot, policy, decisions)
