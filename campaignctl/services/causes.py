@@ -30,17 +30,23 @@ EVENT_SLACK = timedelta(minutes=5)
 
 def settle_exit_codes(run_dir: str, rows: Sequence[HistoryRow],
                       changes: Sequence[ObservedChange]) -> list[ObservedChange]:
-    """`changes` with the exit code of an attempt that turned FAILED this tick with a signal-sized
-    code (1-64, which Slurm 22.05 also prints for 128+N) taken from the runner's exit.json when it
-    says 128+N (core/slurm/sacct.runner_exit); one small read each, nothing for any other."""
+    """`changes` with the exit code of an attempt sacct says FAILED with a signal-sized code (1-64,
+    which Slurm 22.05 also prints for 128+N) taken from the runner's exit.json when it says 128+N
+    (core/slurm/sacct.runner_exit); one small read each, nothing for any other. A FAILED attempt
+    whose retry waits out its backoff is read again at the next tick, which sacct's 15 must not
+    undo: the 143 already settled is kept (the retry rule read 15 and gave up on it otherwise)."""
     by_id = {r.id: r for r in rows}
     out = []
     for change in changes:
         row, facts = by_id.get(change.attempt_id), change.facts
-        if (row is not None and facts.state == "FAILED" and row.state != "FAILED"
+        if (row is not None and facts.state == "FAILED"
                 and facts.exit_code is not None and 0 < facts.exit_code <= MAX_SIGNAL):
-            code = runner_exit(facts.exit_code, read_returncode(AttemptPaths.of(run_dir, row.task_index, row.token)),
-                               slurm.reading().exit_codes_verbatim)
+            if row.state == "FAILED" and row.exit_code == 128 + facts.exit_code:
+                code: int | None = row.exit_code
+            else:
+                code = runner_exit(facts.exit_code,
+                                   read_returncode(AttemptPaths.of(run_dir, row.task_index, row.token)),
+                                   slurm.reading().exit_codes_verbatim)
             change = replace(change, facts=facts._replace(exit_code=code))
         out.append(change)
     return out

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from campaignctl.adapters import slurm
 from campaignctl.adapters.exit_status import read_cause
 from campaignctl.core.model.records import AttemptFacts, HistoryRow, ObservedChange
-from campaignctl.services.causes import ingest_causes
+from campaignctl.services.causes import ingest_causes, settle_exit_codes
 
 
 def row(attempt_id: int, state: str) -> HistoryRow:
@@ -42,3 +46,25 @@ def test_a_torn_or_foreign_exit_json_is_no_cause(tmp_path: Path) -> None:
     assert read_cause(path) is None
     path.write_text(json.dumps({"cause": "setup_failed", "evidence": "x" * 10_000}))
     assert read_cause(path) == ("setup_failed", "x" * 4096)
+
+
+def test_a_failed_attempt_read_again_while_its_retry_waits_keeps_the_143_settled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Slurm 22.05 prints a TERM-killed job's 143 as `15:0`; the runner's exit.json (returncode -15)
+    # settles it as 143 at the tick that sees FAILED. A retry of 143 with a backoff waits, so the
+    # next tick reads the attempt again, and sacct says 15 again: it stays 143. (CI run 56, 22.05:
+    # task 1 of tests/integration/test_slurm_boundary_real.py's SIGTERM test was stored with 15,
+    # its exit.json saying -15, and the retry rule gave it up.)
+    monkeypatch.setattr(slurm, "version", lambda: None)  # a Slurm before 25.11: 143 printed as 15
+    path = tmp_path / "tasks" / "1" / "tok1.0" / "exit.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"returncode": -15}))
+    sacct_says = ObservedChange(1, AttemptFacts("FAILED", "FAILED", 15, "node1", 10, "", "2026-11-24T00:01:00"), True)
+    (first,) = settle_exit_codes(str(tmp_path), [row(1, "RUNNING")], [sacct_says])
+    assert first.facts.exit_code == 143
+    stored = replace(row(1, "FAILED"), exit_code=143)
+    (again,) = settle_exit_codes(str(tmp_path), [stored], [sacct_says])
+    assert again.facts.exit_code == 143
+    path.unlink()  # kept from the store, not read again
+    (later,) = settle_exit_codes(str(tmp_path), [stored], [sacct_says])
+    assert later.facts.exit_code == 143
