@@ -358,7 +358,8 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
     # pending tasks share a few requests: each (request, raises reaching it, nodes it keeps out) is planned once
     plans: dict[_PlanKey, _SiblingPlan | None] = {}
     firsts: dict[tuple[str, str | None], frozenset[str]] = {}
-    said: dict[tuple[int, str, bool], Decision] = {}
+    worded: dict[tuple[int, bool], tuple[str, Mapping[str, object]]] = {}  # (plan, on SLURM_CONF's cluster)
+    said: dict[tuple[int, str], ResizePending] = {}  # (plan, array)
     # a first attempt is planned by its cluster, request and the raises reaching it alone: the
     # request by its object's identity (every task is alive through the loop), not a hash of every field
     alike: dict[tuple[str, int, tuple[int, ...]], tuple[_PlanKey, _SiblingPlan | None]] = {}
@@ -382,17 +383,21 @@ def resize_pending_siblings(tasks: Sequence[TaskView], decisions: Sequence[Decis
         if plan is None:
             continue
         array = job_id.partition("_")[0]
-        # a plan's tasks of one array share the record; the ledger adds the same to their reason and inputs
-        told_key = (id(plan), array, not here)  # plans live in `plans` through the loop: ids stay theirs
-        told = said.get(told_key)
+        # a plan's tasks share what the ledger adds to their reason and inputs (a plan's words, whatever
+        # its array), and those of one array share the record
+        worded_key = (id(plan), not here)  # plans live in `plans` through the loop: ids stay theirs
+        told = said.get((id(plan), array))
         if told is None:
-            typed = ResizePending(changes=plan.changes, array_job_id=array, resources=plan.resources)
-            told = said[told_key] = with_ledger(
-                Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason, plan.inputs, typed,
-                         plan.resources), ledger if not here else NO_EXCLUSION)
-        out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", told.reason,
-                            {"job_id": latest.job_id, "state": latest.state, **told.inputs},
-                            told.typed, plan.resources))
+            told = said[(id(plan), array)] = ResizePending(changes=plan.changes, array_job_id=array,
+                                                           resources=plan.resources)
+        words = worded.get(worded_key)
+        if words is None:
+            d = with_ledger(Decision(task.index, latest.token, plan.rule, "resize_pending", plan.reason, plan.inputs,
+                                     told, plan.resources), ledger if not here else NO_EXCLUSION)
+            words = worded[worded_key] = (d.reason, d.inputs)
+        out.append(Decision(task.index, latest.token, plan.rule, "resize_pending", words[0],
+                            {"job_id": latest.job_id, "state": latest.state, **words[1]},
+                            told, plan.resources))
     return out
 
 
