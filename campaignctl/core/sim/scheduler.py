@@ -20,6 +20,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from campaignctl.core.decisions.decision import AttemptView
 from campaignctl.core.model.params import Scalar
 from campaignctl.core.resources import Resources
 from campaignctl.core.sim.cluster import Cluster
@@ -58,6 +59,7 @@ class Job:
         "task",
         "tier",
         "token",
+        "viewed",
     )
 
     def __init__(self, jid: str, array: Array, task: int, attempt: int, token: str, res: Resources,
@@ -83,6 +85,8 @@ class Job:
         self.host: Job | None = None
         self.share = 1.0
         self.at_once = 0  # a pack of plain processes: its members run this many at a time (0: all at once)
+        # once ended: what its view was made of (starts, state, end, decided) and the view (core/sim/setup.py)
+        self.viewed: tuple[tuple[int, str, int | None, bool], AttemptView] | None = None
 
 
 class Array:

@@ -46,8 +46,22 @@ class Setup:
 
 def attempt_view(job: Job, now: int, at: Callable[[int], datetime], node_names: Sequence[str],
                  decided: set[str]) -> AttemptView:
-    """The attempt as a tick reads it from sacct: ended ones with their exit, cause and end."""
+    """The attempt as a tick reads it from sacct: ended ones with their exit, cause and end. An
+    ended one's view is kept until it is decided or runs again (a requeue): a pending task's view
+    is made again each time a wave resizes it, its earlier attempts with it."""
     ended = job.state not in ("PENDING", "RUNNING")
+    if ended:
+        made = (job.starts, job.state, job.end_at, job.token in decided)
+        if job.viewed is not None and job.viewed[0] == made:
+            return job.viewed[1]
+        view = _view(job, now, at, node_names, decided, ended)
+        job.viewed = (made, view)
+        return view
+    return _view(job, now, at, node_names, decided, ended)
+
+
+def _view(job: Job, now: int, at: Callable[[int], datetime], node_names: Sequence[str], decided: set[str],
+          ended: bool) -> AttemptView:
     end = job.end_at if ended and job.end_at is not None else now
     cause = job.cause if ended else None
     return AttemptView(
